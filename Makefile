@@ -1,0 +1,115 @@
+# qatscope — see README.md.  `make` builds bin/qatscope; `make test` runs the unit tests.
+#
+# Layout: every src/*.c and plots/*.c goes into build/libqatscope.a; src/cli/*.c
+# makes the binary; tests/test_*.c + tests/runner.c make bin/test_runner;
+# tests/bench/bench_*.c and tests/exhaustive/*.c are one program each.
+# SIMD files are named for their ISA (*_avx2.c, *_avx512.c, *_avx512bf16.c) and
+# get that ISA's flags; everything else is baseline x86-64 (dispatch at run time).
+#
+# Knobs (each prints nothing unless set): WERROR=1, NO_OMP=1, SAN=1 (ASan+UBSan),
+# BUILD=dir (object dir), DEBUG=1 (-O0).
+
+PKGS := jansson libpng libzstd openblas
+APT_PKGS := build-essential pkg-config libjansson-dev libpng-dev libzstd-dev libopenblas-dev zstd
+
+NO_DEP_GOALS := deps clean lint
+ifeq ($(filter-out $(NO_DEP_GOALS),$(or $(MAKECMDGOALS),all)),)
+else
+ifneq ($(shell pkg-config --exists $(PKGS) 2>/dev/null && echo ok),ok)
+$(error missing dev packages ($(PKGS)); run 'make deps' or: apt-get install $(APT_PKGS))
+endif
+endif
+
+CC ?= gcc
+BUILD ?= $(if $(SAN),build/san,$(if $(NO_OMP),build/noomp,build))
+BIN ?= $(if $(SAN),build/san/bin,$(if $(NO_OMP),build/noomp/bin,bin))
+
+OPT := $(if $(DEBUG),-O0,-O2)
+SAN_ON := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SANFLAGS := $(if $(SAN),$(SAN_ON))
+OMPFLAGS := $(if $(NO_OMP),,-fopenmp)
+
+CFLAGS := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE $(OPT) -g \
+          -Wall -Wextra -Wpedantic -Wshadow -Wno-overlength-strings -Iinclude -MMD -MP \
+          $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(OMPFLAGS) $(SANFLAGS) \
+          $(if $(filter 1,$(WERROR)),-Werror) $(EXTRA_CFLAGS)
+LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(OMPFLAGS) $(SANFLAGS) -lm
+
+ISA_avx2 := -mavx2 -mfma -mf16c
+ISA_avx512 := $(ISA_avx2) -mavx512f -mavx512bw -mavx512dq -mavx512vl
+ISA_avx512bf16 := $(ISA_avx512) -mavx512bf16
+isa_flags = $(if $(filter %_avx512bf16.c,$1),$(ISA_avx512bf16),$(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2))))
+
+LIB_SRC := $(sort $(wildcard src/*.c plots/*.c))
+CLI_SRC := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := tests/runner.c $(sort $(wildcard tests/test_*.c))
+BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
+EXH_SRC := $(sort $(wildcard tests/exhaustive/*.c))
+
+obj = $(patsubst %.c,$(BUILD)/%.o,$1)
+LIB := $(BUILD)/libqatscope.a
+QATSCOPE := $(BIN)/qatscope
+TEST_RUNNER := $(BIN)/test_runner
+BENCHES := $(patsubst tests/bench/%.c,$(BIN)/%,$(BENCH_SRC))
+EXHAUSTIVE := $(patsubst tests/exhaustive/%.c,$(BIN)/%,$(EXH_SRC))
+
+.PHONY: all test check test-noomp bench demo test-exhaustive deps lint clean
+all: $(QATSCOPE)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(call isa_flags,$<) -c $< -o $@
+
+$(LIB): $(call obj,$(LIB_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(QATSCOPE): $(call obj,$(CLI_SRC)) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(TEST_RUNNER): $(call obj,$(TEST_SRC)) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/bench_%: $(BUILD)/tests/bench/bench_%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BIN)/%: $(BUILD)/tests/exhaustive/%.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Tests run from the repository root; CLI tests find the binary through QS_BIN.
+test: $(TEST_RUNNER) $(QATSCOPE)
+	QS_BIN=$(QATSCOPE) $(TEST_RUNNER) $(T)
+
+# The same suite under ASan + UBSan (objects in build/san).
+check:
+	$(MAKE) SAN=1 test
+
+# The same suite without OpenMP (build/noomp).
+test-noomp:
+	$(MAKE) NO_OMP=1 test
+
+bench: $(BENCHES) $(QATSCOPE)
+	@for b in $(BENCHES); do echo "== $$b"; QS_BIN=$(QATSCOPE) $$b || exit 1; done
+
+test-exhaustive: $(EXHAUSTIVE)
+	@for e in $(EXHAUSTIVE); do echo "== $$e"; $$e || exit 1; done
+
+demo: $(QATSCOPE)
+	$(QATSCOPE) demo
+
+deps:
+	@if [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PKGS); \
+	else echo "run as root: apt-get install -y $(APT_PKGS)"; fi
+
+lint:
+	sh tools/lint.sh
+
+clean:
+	rm -rf build bin
+
+-include $(shell find build -name '*.d' 2>/dev/null)

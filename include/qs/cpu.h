@@ -1,0 +1,27 @@
+/* cpu.h: run-time CPU feature detection for SIMD dispatch.
+ *
+ * The default build targets baseline x86-64; files named *_avx2.c, *_avx512.c
+ * and *_avx512bf16.c are compiled with their ISA flags and only called when
+ * cpu_level() says the CPU has them.  cpu_limit() lowers the level for the whole
+ * process (the CLI's QS_CPU environment variable and the tests use it to force
+ * the scalar or AVX2 path); it is set once at start-up, never concurrently.
+ */
+#ifndef QS_CPU_H
+#define QS_CPU_H
+
+enum {
+    CPU_LEVEL_SCALAR = 0,
+    CPU_LEVEL_AVX2 = 1,       /* AVX2 + FMA */
+    CPU_LEVEL_AVX512 = 2,     /* AVX-512 F, BW, DQ, VL */
+    CPU_LEVEL_AVX512BF16 = 3, /* AVX-512 + AVX512_BF16 */
+};
+
+int cpu_level(void);              /* min(detected, limit) */
+int cpu_detected_level(void);     /* what the CPU supports */
+void cpu_limit(int max_level);    /* cap the level used by dispatch */
+const char *cpu_level_name(int level);
+const char *cpu_describe(void);   /* e.g. "avx512bf16 (detected avx512bf16)" */
+/* Parse "scalar|avx2|avx512|avx512bf16" -> level, or -1. */
+int cpu_level_parse(const char *name);
+
+#endif

@@ -1,0 +1,46 @@
+/* fileio.h: checked file reading, read-only mmap, atomic writes.
+ *
+ * Contract: no partial output presented as complete.  afile_* writes to
+ * "PATH.tmp.<pid>" and renames over PATH only in afile_commit() after a checked
+ * fflush/fclose; afile_abort() (or a crash) leaves PATH untouched.
+ */
+#ifndef QS_FILEIO_H
+#define QS_FILEIO_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "qs/err.h"
+
+/* Whole file into a NUL-terminated qs_malloc'd buffer (*bytes excludes the NUL).
+ * A name ending in ".zst" is zstd-decompressed transparently. */
+int fileio_read_all(const char *path, char **data, size_t *bytes, qs_diag *d);
+
+/* Read-only mapping of a whole file.  Zero-initialise; fileio_unmap is safe on a zeroed map. */
+typedef struct fileio_map {
+    const unsigned char *data;
+    size_t bytes;
+} fileio_map;
+int fileio_map_open(fileio_map *m, const char *path, qs_diag *d);
+void fileio_unmap(fileio_map *m);
+
+int fileio_exists(const char *path);          /* 1 if path exists (any type) */
+int fileio_is_dir(const char *path);          /* 1 if path is a directory */
+int fileio_mkdir_p(const char *path, qs_diag *d); /* like mkdir -p */
+
+/* Join a directory and a name into buf; returns QS_ERANGE if it does not fit. */
+int fileio_join(char *buf, size_t buf_bytes, const char *dir, const char *name);
+
+/* Atomic writer. */
+typedef struct afile {
+    FILE *f;
+    char *tmp_path;
+    char *final_path;
+} afile;
+int afile_open(afile *af, const char *path, qs_diag *d);   /* opens "wb" on a temp file */
+int afile_commit(afile *af, qs_diag *d);  /* flush, close, rename; frees af */
+void afile_abort(afile *af);              /* close, unlink temp; safe on zeroed af */
+/* One-shot atomic write of a buffer. */
+int fileio_write_atomic(const char *path, const void *data, size_t bytes, qs_diag *d);
+
+#endif

@@ -1,0 +1,27 @@
+/* mem.h: the one door for heap memory.
+ *
+ * Every allocation in src/ goes through qs_malloc/qs_calloc/qs_realloc (make lint
+ * rejects raw malloc elsewhere).  They count live bytes (for the peak-memory
+ * figures `inspect` predicts and benchmarks measure) and have a test hook that
+ * makes the Nth allocation fail, so OOM paths are exercised.
+ * Large blocks are 64-byte aligned (cache line, AVX-512 vector).
+ */
+#ifndef QS_MEM_H
+#define QS_MEM_H
+
+#include <stddef.h>
+
+void *qs_malloc(size_t bytes);               /* NULL on failure (or injected failure) */
+void *qs_calloc(size_t n, size_t elem_bytes); /* zeroed; overflow-checked */
+void *qs_realloc(void *p, size_t bytes);
+void qs_free(void *p);                        /* accepts NULL */
+char *qs_strdup(const char *s);
+
+size_t qs_mem_live_bytes(void);   /* bytes currently allocated through qs_* */
+size_t qs_mem_peak_bytes(void);   /* high-water mark since start or last reset */
+void qs_mem_reset_peak(void);
+
+/* Test hook: the n-th allocation from now (1-based) fails; 0 disables. */
+void qs_mem_fail_after(long n);
+
+#endif

@@ -1,0 +1,44 @@
+/* tokenizer.h: text <-> token ids, the way Hugging Face tokenizers does it.
+ *
+ * Backends: tokenizer.json BPE (byte-level GPT-2/Qwen2/Llama-3 style, and
+ * SentencePiece-style with metaspace and <0xXX> byte fallback) and SentencePiece
+ * tokenizer.model (protobuf, BPE type).  Added/special tokens are matched in the
+ * text as HF does; BOS/EOS come from tokenizer_config.json when present.
+ */
+#ifndef QS_TOKENIZER_H
+#define QS_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qs/err.h"
+
+typedef struct tokenizer tokenizer;
+
+/* path: a tokenizer.json, a tokenizer.model, or a model directory (which
+ * uses its own tokenizer.json, else tokenizer.model, plus tokenizer_config.json). */
+int tokenizer_create(tokenizer **out, const char *path, qs_diag *d);
+void tokenizer_destroy(tokenizer *t);   /* NULL ok */
+
+enum { TOKENIZER_BOS_DEFAULT = -1, TOKENIZER_BOS_NO = 0, TOKENIZER_BOS_YES = 1 };
+
+/* Encode len bytes of UTF-8 text.  add_bos: TOKENIZER_BOS_DEFAULT uses the
+ * tokenizer's own default (HF add_special_tokens=True behaviour).  *ids is
+ * qs_malloc'd (free with qs_free). */
+int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_bos,
+                     int32_t **ids, size_t *n_ids, qs_diag *d);
+/* Decode ids to UTF-8 (special tokens skipped when skip_special).  *text is
+ * qs_malloc'd and NUL-terminated. */
+int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special,
+                     char **text, size_t *len, qs_diag *d);
+
+int tokenizer_vocab_size(const tokenizer *t);
+int32_t tokenizer_bos_id(const tokenizer *t);   /* -1 if none */
+int32_t tokenizer_eos_id(const tokenizer *t);   /* -1 if none */
+int tokenizer_adds_bos(const tokenizer *t);     /* default BOS behaviour, 0/1 */
+const char *tokenizer_piece(const tokenizer *t, int32_t id);  /* vocab string or NULL */
+const char *tokenizer_kind(const tokenizer *t); /* "bpe-bytelevel", "bpe-spm", "spm-model" */
+/* 64-bit FNV-1a hash of the vocabulary + merges: token shards record it. */
+uint64_t tokenizer_hash(const tokenizer *t);
+
+#endif

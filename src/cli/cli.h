@@ -1,0 +1,37 @@
+/* cli.h: shared helpers for the subcommands (src/cli only).
+ *
+ * Exit codes: 0 success; 1 a verdict that failed (gate regression, alarm stop);
+ * 2 unusable input (bad flag, bad file, missing data).  Errors are ONE line on
+ * stderr, "qatscope: ...", naming the offending token, file or position.
+ */
+#ifndef QS_CLI_H
+#define QS_CLI_H
+
+#include "qs/err.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+/* Print "qatscope: <msg>" to stderr; returns CLI_EXIT_USAGE. */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print a library diag as one line; returns CLI_EXIT_USAGE. */
+int cli_diag_error(const qs_diag *d);
+
+/* Typed flag values; on failure print "qatscope: FLAG: expected ..., got 'VAL'"
+ * and return CLI_EXIT_USAGE, else 0. */
+int cli_parse_long(const char *flag, const char *val, long min, long max, long *out);
+int cli_parse_double(const char *flag, const char *val, double min, double max, double *out);
+
+/* Value of the option at argv[*i] ("--flag VALUE" or "--flag=VALUE").  Returns
+ * the value and advances *i past it, or NULL after printing a missing-value error. */
+const char *cli_flag_value(int argc, char **argv, int *i);
+/* 1 if argv[i] is exactly `flag` or starts with "flag=". */
+int cli_flag_is(const char *arg, const char *flag);
+
+/* Subcommand entry points (one cmd_<verb>.c each), listed in commands.def. */
+#define QS_CMD(name, summary) int cmd_##name(int argc, char **argv);
+#include "commands.def"
+#undef QS_CMD
+
+#endif

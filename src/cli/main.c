@@ -1,0 +1,42 @@
+/* main.c: subcommand dispatch.  The only place the program exits. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qs/version.h"
+
+static const struct {
+    const char *name, *summary;
+    int (*fn)(int, char **);
+} commands[] = {
+#define QS_CMD(name, summary) {#name, summary, cmd_##name},
+#include "commands.def"
+#undef QS_CMD
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "qatscope %s: HiF8 W8A8 QAT toolkit\n\nusage: qatscope COMMAND [ARGS...]\n\n",
+            QS_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'qatscope COMMAND --help' describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version"))
+        return cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    return cli_error("unknown command '%s' (argument 1); run 'qatscope --help'", argv[1]);
+}

@@ -1,0 +1,91 @@
+/* runner.c: runs every registered test (optionally those whose "suite.name"
+ * contains argv[1]), prints one line each and the final tally. */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test.h"
+
+#define TEST_MAX 4096
+
+static struct {
+    const char *suite, *name;
+    test_fn fn;
+} tests[TEST_MAX];
+static int n_tests;
+
+int test_failed_flag;
+int test_skipped_flag;
+char test_skip_reason[256];
+
+void test_register(const char *suite, const char *name, test_fn fn)
+{
+    if (n_tests < TEST_MAX) {
+        tests[n_tests].suite = suite;
+        tests[n_tests].name = name;
+        tests[n_tests].fn = fn;
+        n_tests++;
+    }
+}
+
+const char *test_shared_path(char *buf, size_t buf_bytes, const char *rel)
+{
+    const char *root = getenv("QS_SHARED");
+    if (!root || !*root)
+        root = "../shared";
+    snprintf(buf, buf_bytes, "%s/%s", root, rel);
+    struct stat st;
+    return stat(buf, &st) == 0 ? buf : NULL;
+}
+
+const char *test_tmp_dir(void)
+{
+    static char dir[256];
+    if (!dir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/qatscope-test.%ld", base && *base ? base : "/tmp",
+                 (long)getpid());
+        mkdir(dir, 0777);
+    }
+    return dir;
+}
+
+static int cmp_tests(const void *a, const void *b)
+{
+    const __typeof__(tests[0]) *x = a, *y = b;
+    int c = strcmp(x->suite, y->suite);
+    return c ? c : strcmp(x->name, y->name);
+}
+
+int main(int argc, char **argv)
+{
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    int passed = 0, failed = 0, skipped = 0;
+    qsort(tests, (size_t)n_tests, sizeof tests[0], cmp_tests);
+    for (int i = 0; i < n_tests; i++) {
+        char full[256];
+        snprintf(full, sizeof full, "%s.%s", tests[i].suite, tests[i].name);
+        if (filter && !strstr(full, filter))
+            continue;
+        test_failed_flag = test_skipped_flag = 0;
+        test_skip_reason[0] = 0;
+        tests[i].fn();
+        if (test_failed_flag) {
+            failed++;
+            printf("FAIL %s\n", full);
+        } else if (test_skipped_flag) {
+            skipped++;
+            printf("skip %s (%s)\n", full, test_skip_reason);
+        } else {
+            passed++;
+            printf("ok   %s\n", full);
+        }
+        fflush(stdout);
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", test_tmp_dir());
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", test_tmp_dir());
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}

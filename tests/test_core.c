@@ -1,0 +1,77 @@
+/* test_core.c: err, mem and fileio basics. */
+#include <stdlib.h>
+
+#include "qs/err.h"
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "test.h"
+
+TEST(err, diag_format_has_path_line_message)
+{
+    qs_diag d = {0};
+    int rc = diag_set(&d, QS_EFORMAT, "x.csv", 12, "expected %d fields, found %d", 6, 5);
+    ASSERT_EQ_INT(rc, QS_EFORMAT);
+    char buf[256];
+    diag_format(&d, buf, sizeof buf);
+    ASSERT_EQ_STR(buf, "x.csv:12: expected 6 fields, found 5");
+    ASSERT_EQ_STR(qs_strerror(QS_ETRUNC), "truncated input");
+    ASSERT_EQ_STR(qs_strerror(-999), "unknown error");
+}
+
+TEST(mem, counts_live_bytes_and_alignment)
+{
+    size_t before = qs_mem_live_bytes();
+    char *p = qs_malloc(1000);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ_INT(((size_t)p) % 64, 0);
+    ASSERT_EQ_INT(qs_mem_live_bytes() - before, 1000);
+    p = qs_realloc(p, 5000);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ_INT(qs_mem_live_bytes() - before, 5000);
+    qs_free(p);
+    ASSERT_EQ_INT(qs_mem_live_bytes(), before);
+}
+
+TEST(mem, injected_failure_hits_nth_allocation)
+{
+    qs_mem_fail_after(2);
+    void *a = qs_malloc(10);
+    void *b = qs_malloc(10);
+    void *c = qs_malloc(10);
+    qs_mem_fail_after(0);
+    ASSERT_TRUE(a != NULL);
+    ASSERT_TRUE(b == NULL);
+    ASSERT_TRUE(c != NULL);
+    qs_free(a);
+    qs_free(c);
+    ASSERT_TRUE(qs_calloc((size_t)-1, 16) == NULL);
+}
+
+TEST(fileio, atomic_write_and_missing_file)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/f.txt", test_tmp_dir());
+    qs_diag d = {0};
+    ASSERT_OK(fileio_write_atomic(path, "hello", 5, &d), &d);
+    char *data;
+    size_t n;
+    ASSERT_OK(fileio_read_all(path, &data, &n, &d), &d);
+    ASSERT_EQ_INT(n, 5);
+    ASSERT_EQ_STR(data, "hello");
+    qs_free(data);
+    snprintf(path, sizeof path, "%s/nope.txt", test_tmp_dir());
+    ASSERT_EQ_INT(fileio_read_all(path, &data, &n, &d), QS_ENOTFOUND);
+    ASSERT_TRUE(strstr(d.path, "nope.txt") != NULL);
+}
+
+TEST(fileio, aborted_atomic_write_leaves_no_file)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/g.txt", test_tmp_dir());
+    qs_diag d = {0};
+    afile af;
+    ASSERT_OK(afile_open(&af, path, &d), &d);
+    fputs("partial", af.f);
+    afile_abort(&af);
+    ASSERT_TRUE(!fileio_exists(path));
+}

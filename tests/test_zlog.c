@@ -1,0 +1,115 @@
+/* test_zlog.c: zstd JSON-lines log round trip and truncation detection. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/zlog.h"
+#include "test.h"
+
+static int write_records(const char *path, int n, int flags, int flush_every)
+{
+    qs_diag d = {0};
+    zlog_writer *w;
+    if (zlog_writer_create(&w, path, flags, &d))
+        return -1;
+    for (int i = 0; i < n; i++) {
+        char line[64];
+        int len = snprintf(line, sizeof line, "{\"step\":%d}", i);
+        if (zlog_write(w, line, (size_t)len, &d))
+            return -1;
+        if ((i + 1) % flush_every == 0 && zlog_flush(w, &d))
+            return -1;
+    }
+    return zlog_close(w, &d);
+}
+
+/* reads all records, checks they are {"step":0..}, returns count or -1; *rc_end gets the final code */
+static int read_records(const char *path, int *rc_end)
+{
+    qs_diag d = {0};
+    zlog_reader *r;
+    if (zlog_reader_create(&r, path, &d))
+        return -1;
+    const char *line;
+    size_t len;
+    int n = 0, rc;
+    while ((rc = zlog_next(r, &line, &len, NULL, &d)) == 1) {
+        char want[64];
+        snprintf(want, sizeof want, "{\"step\":%d}", n);
+        if (strcmp(line, want) != 0) {
+            zlog_reader_destroy(r);
+            return -1;
+        }
+        n++;
+    }
+    *rc_end = rc;
+    zlog_reader_destroy(r);
+    return n;
+}
+
+TEST(zlog, roundtrip_compressed_frames)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/a.jsonl.zst", test_tmp_dir());
+    ASSERT_EQ_INT(write_records(path, 1000, ZLOG_TRUNCATE, 7), 0);
+    int rc;
+    ASSERT_EQ_INT(read_records(path, &rc), 1000);
+    ASSERT_EQ_INT(rc, 0);
+}
+
+TEST(zlog, roundtrip_plain_and_atomic)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/b.jsonl", test_tmp_dir());
+    ASSERT_EQ_INT(write_records(path, 50, ZLOG_PLAIN | ZLOG_ATOMIC, 1000), 0);
+    int rc;
+    ASSERT_EQ_INT(read_records(path, &rc), 50);
+    ASSERT_EQ_INT(rc, 0);
+}
+
+TEST(zlog, append_adds_frames)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/c.jsonl.zst", test_tmp_dir());
+    ASSERT_EQ_INT(write_records(path, 10, ZLOG_TRUNCATE, 1), 0);
+    qs_diag d = {0};
+    zlog_writer *w;
+    ASSERT_OK(zlog_writer_create(&w, path, ZLOG_APPEND, &d), &d);
+    ASSERT_OK(zlog_write(w, "{\"step\":10}", 11, &d), &d);
+    ASSERT_OK(zlog_close(w, &d), &d);
+    int rc;
+    ASSERT_EQ_INT(read_records(path, &rc), 11);
+    ASSERT_EQ_INT(rc, 0);
+}
+
+TEST(zlog, truncated_file_keeps_complete_records)
+{
+    char path[512], cut[512];
+    snprintf(path, sizeof path, "%s/d.jsonl.zst", test_tmp_dir());
+    snprintf(cut, sizeof cut, "%s/d-cut.jsonl.zst", test_tmp_dir());
+    /* 20 frames of 5 records each; cut the file in the middle of the last frame */
+    ASSERT_EQ_INT(write_records(path, 100, ZLOG_TRUNCATE, 5), 0);
+    fileio_map m;
+    qs_diag d = {0};
+    ASSERT_OK(fileio_map_open(&m, path, &d), &d);
+    /* the last frame is at least 10 bytes; drop 5 */
+    ASSERT_OK(fileio_write_atomic(cut, m.data, m.bytes - 5, &d), &d);
+    fileio_unmap(&m);
+    int rc;
+    ASSERT_EQ_INT(read_records(cut, &rc), 95);
+    ASSERT_EQ_INT(rc, QS_ETRUNC);
+}
+
+TEST(zlog, corrupt_data_is_an_error)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/e.jsonl.zst", test_tmp_dir());
+    unsigned char junk[64] = {0x28, 0xB5, 0x2F, 0xFD, 0xFF, 0xFF, 0xFF};
+    qs_diag d = {0};
+    ASSERT_OK(fileio_write_atomic(path, junk, sizeof junk, &d), &d);
+    int rc;
+    int n = read_records(path, &rc);
+    ASSERT_EQ_INT(n, 0);
+    ASSERT_EQ_INT(rc, QS_EFORMAT);
+}
