@@ -1,0 +1,87 @@
+/* layers.h: the math of one Llama block, as forward/backward pairs on flat fp32
+ * arrays (llm.c style).  Shapes are in the comments; N = B*T rows.
+ *
+ * Contract for every pair:
+ *  - forward writes its outputs and whatever it saves for backward (rstd, att);
+ *    saved buffers may be NULL in inference-only calls;
+ *  - backward ACCUMULATES (+=) into every gradient it writes, so residual and
+ *    tied-weight gradients add up without extra passes; callers zero grads once
+ *    per step;
+ *  - nothing allocates; threading (OpenMP) is internal, partitioned by output
+ *    so results are bit-identical for any thread count.
+ */
+#ifndef QS_LAYERS_H
+#define QS_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Embedding: out[N, C] = wte[tok[n], :] */
+void embed_forward(float *out, const int32_t *tok, const float *wte, int N, int C);
+void embed_backward(float *dwte, const float *dout, const int32_t *tok, int N, int C);
+
+/* RMSNorm: rstd[n] = 1 / sqrt(mean_c x[n,c]^2 + eps); out = x * rstd * w[c] */
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C,
+                     float eps);
+void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                      const float *rstd, int N, int C);
+
+/* RoPE with Hugging Face's half-split rotation ("rotate_half"): for each head,
+ * pairs (i, i + hd/2), angle = pos * inv_freq[i].  Tables are precomputed for
+ * positions [0, max_pos) from rope_theta and optional scaling (llama3 / linear). */
+typedef struct rope_table {
+    float *cos;   /* [max_pos, hd/2] */
+    float *sin;   /* [max_pos, hd/2] */
+    int max_pos;
+    int head_dim;
+} rope_table;
+
+enum { ROPE_SCALING_NONE = 0, ROPE_SCALING_LINEAR = 1, ROPE_SCALING_LLAMA3 = 2 };
+typedef struct rope_scaling {
+    int type;
+    double factor;                     /* linear and llama3 */
+    double low_freq_factor;            /* llama3 */
+    double high_freq_factor;           /* llama3 */
+    int original_max_position;         /* llama3 */
+} rope_scaling;
+
+/* Allocates cos/sin (qs_malloc).  Angles computed in double, stored as float. */
+int rope_table_init(rope_table *t, int max_pos, int head_dim, double theta,
+                    const rope_scaling *scaling);
+void rope_table_free(rope_table *t);
+/* In place on x[N, n_heads, hd]; pos[N] absolute positions (< max_pos). */
+void rope_forward(float *x, const int32_t *pos, const rope_table *t, int N, int n_heads);
+/* In place on dx[N, n_heads, hd]: applies the transposed (inverse) rotation. */
+void rope_backward(float *dx, const int32_t *pos, const rope_table *t, int N, int n_heads);
+
+/* Causal grouped-query attention.
+ *   q[B, T, H, hd]          queries of absolute positions pos0 .. pos0+T-1 (already rotated)
+ *   k, v[B, Tcap, KVH, hd]  keys/values of positions 0 .. pos0+T-1 (a KV cache of capacity Tcap)
+ *   out[B, T, H, hd]        softmax(q k^T / sqrt(hd)) v, query t sees keys 0 .. pos0+t
+ *   att[B, H, T, Tcap]      saved probabilities for backward (NULL in inference)
+ * Head h uses KV head h / (H / KVH). */
+void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                  int T, int pos0, int Tcap, int H, int KVH, int hd);
+/* Training form (pos0 = 0, Tcap = T).  dq[B,T,H,hd], dk/dv[B,T,KVH,hd] accumulate. */
+void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
+                   const float *q, const float *k, const float *v, int B, int T, int H, int KVH,
+                   int hd);
+
+/* SwiGLU: out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)) */
+void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
+                     const float *up, size_t n);
+
+/* Residual: out = a + b (out may alias a). */
+void residual_forward(float *out, const float *a, const float *b, size_t n);
+
+/* Cross-entropy of logits[N, V] against targets[N] (target < 0: ignored).
+ * losses[n] = logsumexp(logits[n]) - logits[n, target] (0 when ignored).
+ * Returns the mean loss over non-ignored rows (double accumulation). */
+double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V);
+/* dlogits[n, :] = (softmax(logits[n]) - onehot(target)) * scale  (OVERWRITES dlogits;
+ * rows with ignored targets get 0).  scale is usually 1 / (number of non-ignored rows). */
+void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
+                   float scale);
+
+#endif
