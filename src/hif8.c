@@ -115,7 +115,7 @@ void hif8_fakequant_ref(const float *x, float *y, size_t n, float scale, int wan
 {
     float amax = 0.0f;
     size_t n_clip = 0, n_under = 0, n_nan = 0;
-    double sq = 0.0;
+    double sq = 0.0, ss = 0.0;
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
         float a = fabsf(v);
@@ -133,6 +133,7 @@ void hif8_fakequant_ref(const float *x, float *y, size_t n, float scale, int wan
         if (want_sq_err) {
             double e = (double)q - (double)v;
             sq += e * e;
+            ss += (double)v * v;
         }
         y[i] = q;
     }
@@ -141,6 +142,7 @@ void hif8_fakequant_ref(const float *x, float *y, size_t n, float scale, int wan
     st->n_underflow = n_under;
     st->n_nan = n_nan;
     st->sq_err = sq;
+    st->sq_sum = ss;
 }
 
 void hif8_fakequant(const float *x, float *y, size_t n, float scale, int want_sq_err,

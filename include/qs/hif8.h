@@ -37,6 +37,7 @@ typedef struct hif8_stats {
     size_t n_underflow;  /* non-zero inputs whose output is 0 */
     size_t n_nan;        /* NaN inputs (output NaN; callers treat as an error) */
     double sq_err;       /* sum of (y - x)^2, when requested; else 0 */
+    double sq_sum;       /* sum of x^2, when requested (QSNR = 10 log10(sq_sum / sq_err)); else 0 */
 } hif8_stats;
 
 /* Fused fake-quant: y[i] = decode(encode_sat(x[i] * scale)) / scale, plus stats,
