@@ -16,8 +16,10 @@
 #define HIF8_CHUNK_ELEMS ((size_t)1 << 20) /* int32 lane counters flushed per chunk */
 
 /* Round magnitudes a (fp32 bits, sign clear, clamped to <= 2^16) to HiF8
- * magnitude bits; *shift = 23 - M, the kept mantissa is (r & 0x7FFFFF) >> shift. */
-static inline __attribute__((always_inline)) __m256i hif8_round_mag(__m256i a, __m256i *shift)
+ * magnitude bits; *nz = (a >= 2^-23) lanes (r != 0); *shift = 23 - M, the kept
+ * mantissa is (r & 0x7FFFFF) >> shift. */
+static inline __attribute__((always_inline)) __m256i hif8_round_mag(__m256i a, __m256i *nz,
+                                                                    __m256i *shift)
 {
     __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(a, 23), _mm256_set1_epi32(127));
     __m256i ae = _mm256_abs_epi32(e);
@@ -28,10 +30,10 @@ static inline __attribute__((always_inline)) __m256i hif8_round_mag(__m256i a, _
     __m256i h = _mm256_sllv_epi32(_mm256_set1_epi32(1 << 19), k);
     __m256i keep = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(h, h));
     __m256i r = _mm256_and_si256(_mm256_add_epi32(a, h), keep);
-    /* a < 2^-22: 2^-22 if a >= 2^-23, else 0 (a <= 0x7FFFFFFF: signed compares are fine) */
-    __m256i tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)HIF8_BITS_MIN), a);
-    __m256i nz = _mm256_cmpgt_epi32(a, _mm256_set1_epi32((int)HIF8_BITS_UNDER - 1));
-    r = _mm256_blendv_epi8(r, _mm256_and_si256(nz, _mm256_set1_epi32((int)HIF8_BITS_MIN)), tiny);
+    /* E = -23 rounds up to 2^-22 (the rule above may leave 2^-23: raise it);
+     * a < 2^-23 gives 0.  a <= 0x7FFFFFFF, so signed compares are fine. */
+    *nz = _mm256_cmpgt_epi32(a, _mm256_set1_epi32((int)HIF8_BITS_UNDER - 1));
+    r = _mm256_and_si256(_mm256_max_epi32(r, _mm256_set1_epi32((int)HIF8_BITS_MIN)), *nz);
     *shift = _mm256_add_epi32(k, _mm256_set1_epi32(20));
     return r;
 }
@@ -42,11 +44,12 @@ typedef struct {
     __m256i clip, under, nan;
 } hif8_acc256;
 
-/* 8 elements x[0..7] (lanes < n_valid when !full); half = 0 or 1 picks the
- * partial sums of lanes 0-7 or 8-15. */
+/* 8 elements x[0..7] (lanes set in m when !full); half = 0 or 1 picks the
+ * partial sums of lanes 0-7 or 8-15; table: reciprocal table instead of a
+ * division (recip[j] from hif8_recip_table_impl). */
 static inline __attribute__((always_inline)) void
-hif8_fq_half(const float *x, float *y, __m256i m, int full, __m256 vscale, int want, int half,
-             hif8_acc256 *acc)
+hif8_fq_half(const float *x, float *y, __m256i m, int full, __m256 vscale, __m256i recip,
+             int want, int table, int half, hif8_acc256 *acc)
 {
     const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
     __m256 xv = full ? _mm256_loadu_ps(x) : _mm256_maskload_ps(x, m);
@@ -55,11 +58,23 @@ hif8_fq_half(const float *x, float *y, __m256i m, int full, __m256 vscale, int w
     __m256i a = _mm256_and_si256(tb, abs_mask);
     __m256 clip = _mm256_cmp_ps(_mm256_castsi256_ps(a), _mm256_set1_ps(HIF8_MAX_FINITE), _CMP_GT_OQ);
     a = _mm256_min_epi32(a, _mm256_set1_epi32((int)HIF8_BITS_MAX));
-    __m256i shift;
-    __m256i r = hif8_round_mag(a, &shift);
-    __m256i nz = _mm256_cmpgt_epi32(a, _mm256_set1_epi32((int)HIF8_BITS_UNDER - 1));
-    r = _mm256_or_si256(r, _mm256_and_si256(nz, _mm256_andnot_si256(abs_mask, tb)));
-    __m256 yv = _mm256_div_ps(_mm256_castsi256_ps(r), vscale);
+    __m256i shift, nz;
+    __m256i r = hif8_round_mag(a, &nz, &shift);
+    __m256i sign = _mm256_and_si256(nz, _mm256_andnot_si256(abs_mask, tb)); /* no -0 */
+    __m256 yv, under;
+    if (table) {
+        /* q = 2^E * (1 + j/8): bits 22..20 of r are j (permutevar uses the low 3
+         * index bits), r's exponent field adds E; see hif8_impl.h. */
+        __m256i yb = _mm256_add_epi32(_mm256_permutevar8x32_epi32(recip, _mm256_srli_epi32(r, 20)),
+                                      _mm256_and_si256(r, _mm256_set1_epi32(0x7F800000)));
+        yv = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(yb, nz), sign));
+        under = _mm256_andnot_ps(_mm256_castsi256_ps(nz),
+                                 _mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+    } else {
+        yv = _mm256_div_ps(_mm256_castsi256_ps(_mm256_or_si256(r, sign)), vscale);
+        under = _mm256_and_ps(_mm256_cmp_ps(yv, _mm256_setzero_ps(), _CMP_EQ_OQ),
+                              _mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_NEQ_OQ));
+    }
     __m256 nan = _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q);
     yv = _mm256_blendv_ps(yv, xv, nan);
     if (full)
@@ -68,8 +83,6 @@ hif8_fq_half(const float *x, float *y, __m256i m, int full, __m256 vscale, int w
         _mm256_maskstore_ps(y, m, yv);
     __m256 ax = _mm256_and_ps(xv, _mm256_castsi256_ps(abs_mask));
     acc->amax = _mm256_max_ps(ax, acc->amax); /* NaN in ax: keeps acc->amax */
-    __m256 under = _mm256_and_ps(_mm256_cmp_ps(yv, _mm256_setzero_ps(), _CMP_EQ_OQ),
-                                 _mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_NEQ_OQ));
     acc->clip = _mm256_sub_epi32(acc->clip, _mm256_castps_si256(clip));
     acc->under = _mm256_sub_epi32(acc->under, _mm256_castps_si256(under));
     acc->nan = _mm256_sub_epi32(acc->nan, _mm256_castps_si256(nan));
@@ -106,7 +119,8 @@ static inline size_t hif8_hsum_epi32(__m256i v)
 }
 
 static inline __attribute__((always_inline)) void
-hif8_fq_run(const float *x, float *y, size_t n, float scale, int want, hif8_stats *st)
+hif8_fq_run(const float *x, float *y, size_t n, float scale, __m256i recip, int want, int table,
+            hif8_stats *st)
 {
     const __m256 vscale = _mm256_set1_ps(scale);
     const __m256i all = _mm256_set1_epi32(-1);
@@ -120,16 +134,16 @@ hif8_fq_run(const float *x, float *y, size_t n, float scale, int want, hif8_stat
         acc.clip = acc.under = acc.nan = _mm256_setzero_si256();
         size_t i = base;
         for (; i + 16 <= end; i += 16) {
-            hif8_fq_half(x + i, y + i, all, 1, vscale, want, 0, &acc);
-            hif8_fq_half(x + i + 8, y + i + 8, all, 1, vscale, want, 1, &acc);
+            hif8_fq_half(x + i, y + i, all, 1, vscale, recip, want, table, 0, &acc);
+            hif8_fq_half(x + i + 8, y + i + 8, all, 1, vscale, recip, want, table, 1, &acc);
         }
         if (i < end) {
             size_t rest = end - i;
-            hif8_fq_half(x + i, y + i, hif8_lane_mask(rest < 8 ? rest : 8), 0, vscale, want, 0,
-                         &acc);
+            hif8_fq_half(x + i, y + i, hif8_lane_mask(rest < 8 ? rest : 8), 0, vscale, recip, want,
+                         table, 0, &acc);
             if (rest > 8)
-                hif8_fq_half(x + i + 8, y + i + 8, hif8_lane_mask(rest - 8), 0, vscale, want, 1,
-                             &acc);
+                hif8_fq_half(x + i + 8, y + i + 8, hif8_lane_mask(rest - 8), 0, vscale, recip,
+                             want, table, 1, &acc);
         }
         n_clip += hif8_hsum_epi32(acc.clip);
         n_under += hif8_hsum_epi32(acc.under);
@@ -159,10 +173,17 @@ hif8_fq_run(const float *x, float *y, size_t n, float scale, int want, hif8_stat
 void hif8_fakequant_avx2_impl(const float *x, float *y, size_t n, float scale, int want_sq_err,
                               hif8_stats *st)
 {
-    if (want_sq_err)
-        hif8_fq_run(x, y, n, scale, 1, st);
+    int32_t tab[8];
+    int table = hif8_recip_table_impl(scale, tab);
+    __m256i recip = _mm256_loadu_si256((const __m256i *)tab);
+    if (table && want_sq_err)
+        hif8_fq_run(x, y, n, scale, recip, 1, 1, st);
+    else if (table)
+        hif8_fq_run(x, y, n, scale, recip, 0, 1, st);
+    else if (want_sq_err)
+        hif8_fq_run(x, y, n, scale, recip, 1, 0, st);
     else
-        hif8_fq_run(x, y, n, scale, 0, st);
+        hif8_fq_run(x, y, n, scale, recip, 0, 0, st);
 }
 
 /* Codes of 8 values, one per int32 lane. */
@@ -175,14 +196,13 @@ static inline __attribute__((always_inline)) __m256i hif8_encode_8(__m256 xv, in
     __m256i neg = _mm256_cmpgt_epi32(_mm256_setzero_si256(), b);
     uint32_t clamp = mode == HIF8_SAT ? HIF8_BITS_MAX : HIF8_BITS_2P16;
     a = _mm256_min_epi32(a, _mm256_set1_epi32((int)clamp));
-    __m256i shift;
-    __m256i r = hif8_round_mag(a, &shift);
+    __m256i shift, nz;
+    __m256i r = hif8_round_mag(a, &nz, &shift);
     __m256i idx = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(r, 23), _mm256_set1_epi32(104)),
                                    _mm256_setzero_si256());
     __m256i code = _mm256_i32gather_epi32((const int *)hif8_code_base_impl, idx, 4);
     code = _mm256_or_si256(code, _mm256_srlv_epi32(_mm256_and_si256(r, _mm256_set1_epi32(0x7FFFFF)),
                                                    shift));
-    __m256i nz = _mm256_xor_si256(_mm256_cmpeq_epi32(r, _mm256_setzero_si256()), _mm256_set1_epi32(-1));
     code = _mm256_or_si256(code, _mm256_and_si256(_mm256_and_si256(nz, neg), _mm256_set1_epi32(0x80)));
     return _mm256_blendv_epi8(code, _mm256_set1_epi32(HIF8_CODE_NAN), nan);
 }

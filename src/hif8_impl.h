@@ -16,6 +16,14 @@
  * Encoding to codes adds one table lookup by the exponent of r
  * (hif8_code_base_impl) plus the kept mantissa bits.
  *
+ * The division y = q / scale is not done by a divide: q = m * 2^E with m one
+ * of the 8 significands 1 + j/8 (j = the top 3 fraction bits of q), so
+ * q / scale = 2^E * (m / scale), and 2^E * RN(m / scale) == RN(q / scale) as long
+ * as nothing leaves the normal fp32 range (scaling by 2^E commutes with
+ * rounding there).  hif8_recip_table_impl() builds the 8 correctly rounded
+ * m / scale and says whether the whole range E in [-22, 15] stays normal; if
+ * not (|log2 scale| beyond ~100), the vector paths divide.
+ *
  * Every path must be bit-identical to the reference; tests/test_hif8_simd.c
  * and tests/exhaustive/hif8_exhaustive.c check that.
  */
@@ -23,6 +31,7 @@
 #define QS_HIF8_IMPL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "qs/hif8.h"
 
@@ -48,6 +57,24 @@ static inline double hif8_lanes_fold_impl(double s[HIF8_SQ_LANES])
         for (int j = 0; j < w; j++)
             s[j] += s[j + w];
     return s[0];
+}
+
+/* tab[j] = fp32 bits of RN((1 + j/8) / scale) minus the bits of 2^0's exponent
+ * (127 << 23), so tab[j] + (biased exponent of q << 23) are the bits of q / scale.
+ * Returns 1 when every q / scale with q in [2^-22, 2^15] is a normal fp32 (the
+ * table path is exact), 0 otherwise (divide). */
+static inline int hif8_recip_table_impl(float scale, int32_t tab[8])
+{
+    int ok = scale > 0.0f;
+    for (int j = 0; j < 8; j++) {
+        float t = ((float)(8 + j) / 8.0f) / scale;
+        uint32_t b;
+        memcpy(&b, &t, sizeof b);
+        uint32_t be = (b >> 23) & 0xFFu; /* biased exponent; 2^-22 .. 2^15 moves it by -22 .. +15 */
+        ok = ok && be >= 23 && be <= 239;
+        tab[j] = (int32_t)(b - (127u << 23));
+    }
+    return ok;
 }
 
 /* Per-path entry points (same contract as hif8_fakequant / hif8_codes_encode).

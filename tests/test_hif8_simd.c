@@ -31,7 +31,10 @@ static const struct {
 };
 #define N_PATHS (sizeof paths / sizeof paths[0])
 
-static const float scales[] = {1.0f, 0.37f, 3.0e4f, 1.0e-3f, 0x1p-10f, 1.0e30f, 7.0e-31f};
+/* 1e30 and 7e-31 still use the vector paths' reciprocal table; 3e35, 2e-36 and
+ * 3e38 make them divide (q / scale leaves the normal range; 3e38 underflows). */
+static const float scales[] = {1.0f,    0.37f,    3.0e4f,  1.0e-3f, 0x1p-10f,
+                               1.0e30f, 7.0e-31f, 3.0e35f, 2.0e-36f, 3.0e38f};
 #define N_SCALES (sizeof scales / sizeof scales[0])
 
 static uint64_t rng_next(uint64_t *s)
