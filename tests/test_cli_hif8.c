@@ -124,3 +124,31 @@ TEST(cli_hif8, unknown_options_and_subcommands_exit_2)
     ASSERT_EQ_INT(run_cli(NULL, "hif8", out, err), 2);
     ASSERT_EQ_INT(count_lines(err), 1);
 }
+
+/* clipped column (4th after the 26-char name) of the demo row starting with `name` */
+static long demo_clipped(const char *text, const char *name)
+{
+    const char *l = strstr(text, name);
+    if (!l)
+        return -1;
+    double scale, ymax;
+    long clipped;
+    if (sscanf(l + 26, "%lf %lf %ld", &scale, &ymax, &clipped) != 3)
+        return -1;
+    return clipped;
+}
+
+TEST(cli_demo, stale_scale_clips_the_spike_and_good_scale_does_not)
+{
+    NEED_BIN();
+    ASSERT_EQ_INT(run_cli(NULL, "demo", out, err), 0);
+    ASSERT_EQ_STR(err, "");
+    ASSERT_EQ_INT(demo_clipped(out, "this step's amax (good)"), 0);
+    ASSERT_TRUE(demo_clipped(out, "previous amax (stale)") >= 24); /* every outlier */
+    ASSERT_TRUE(strstr(out, "1.0625     0x09") != NULL);
+    char again[CLI_OUT_MAX];
+    memcpy(again, out, sizeof again);
+    ASSERT_EQ_INT(run_cli(NULL, "demo", out, err), 0);
+    ASSERT_EQ_STR(out, again); /* deterministic */
+    ASSERT_EQ_INT(run_cli(NULL, "demo extra", out, err), 2);
+}
