@@ -71,15 +71,17 @@ typedef struct hif8_stats {
  * x and y may alias exactly (in place), not partially.
  *
  * Contract, identical in every path (scalar, AVX2, AVX-512), bit for bit:
- *  - x[i] * scale and the final division are single IEEE fp32 operations (the
- *    division is exact-rounded, never a multiply by 1/scale);
+ *  - x[i] * scale and the final division are single correctly rounded fp32
+ *    operations, never a multiply by 1/scale (the vector paths get the same
+ *    bits from a small exact reciprocal table, see src/hif8_impl.h);
  *  - NaN x[i]: y[i] = x[i] (same bits), counted in n_nan, excluded from all
  *    other statistics;  +-Inf x[i]: y = +-32768 / scale, clipped, amax = Inf;
  *  - n_underflow counts x[i] != 0 with y[i] == 0 (includes fp32 underflow of
  *    the division);
- *  - sq_err/sq_sum are double sums, element i going to partial sum i mod 16
- *    (counted from x[0]), the 16 partials folded pairwise (8, 4, 2, 1), so the
- *    result does not depend on the vector width.
+ *  - sq_err/sq_sum are double sums of e*e with e = (double)y - (double)x, and
+ *    of (double)x * x (no FMA); element i goes to partial sum i mod 16 (counted
+ *    from x[0]), added in element order, and the 16 partials are folded
+ *    pairwise (8, 4, 2, 1), so the result does not depend on the vector width.
  * Dispatches to the fastest path cpu_level() allows. */
 void hif8_fakequant(const float *x, float *y, size_t n, float scale, int want_sq_err,
                     hif8_stats *st);
