@@ -15,6 +15,15 @@
 
 #define HIF8_CHUNK_ELEMS ((size_t)1 << 20) /* int32 lane counters flushed per chunk */
 
+/* By sel = |E| / 4: the fraction bits dropped, 23 - M(E) (|E| 0..3: M = 3,
+ * 4..7: 2, 8..15: 1, 16..23: 0), half of the last kept position, and the mask
+ * that keeps the rest. */
+static const int32_t hif8_shift_by_sel[8] = {20, 21, 22, 22, 23, 23, 23, 23};
+static const int32_t hif8_half_by_sel[8] = {1 << 19, 1 << 20, 1 << 21, 1 << 21,
+                                            1 << 22, 1 << 22, 1 << 22, 1 << 22};
+static const int32_t hif8_keep_by_sel[8] = {-(1 << 20), -(1 << 21), -(1 << 22), -(1 << 22),
+                                            -(1 << 23), -(1 << 23), -(1 << 23), -(1 << 23)};
+
 /* Round magnitudes a (fp32 bits, sign clear, clamped to <= 2^16) to HiF8
  * magnitude bits; *nz = (a >= 2^-23) lanes (r != 0); *shift = 23 - M, the kept
  * mantissa is (r & 0x7FFFFF) >> shift. */
@@ -22,26 +31,25 @@ static inline __attribute__((always_inline)) __m256i hif8_round_mag(__m256i a, _
                                                                     __m256i *shift)
 {
     __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(a, 23), _mm256_set1_epi32(127));
-    __m256i ae = _mm256_abs_epi32(e);
-    /* k = (|E| > 3) + (|E| > 7) + (|E| > 15); compare masks are -1 */
-    __m256i k = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_cmpgt_epi32(ae, _mm256_set1_epi32(3)));
-    k = _mm256_sub_epi32(k, _mm256_cmpgt_epi32(ae, _mm256_set1_epi32(7)));
-    k = _mm256_sub_epi32(k, _mm256_cmpgt_epi32(ae, _mm256_set1_epi32(15)));
-    __m256i h = _mm256_sllv_epi32(_mm256_set1_epi32(1 << 19), k);
-    __m256i keep = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_add_epi32(h, h));
+    /* |E| / 4 picks the row (permutevar8x32 reads its low 3 bits; |E| >= 32
+     * only occurs for a < 2^-23, which becomes 0 below anyway) */
+    __m256i sel = _mm256_srli_epi32(_mm256_abs_epi32(e), 2);
+    __m256i h = _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)hif8_half_by_sel), sel);
+    __m256i keep = _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)hif8_keep_by_sel), sel);
     __m256i r = _mm256_and_si256(_mm256_add_epi32(a, h), keep);
     /* E = -23 rounds up to 2^-22 (the rule above may leave 2^-23: raise it);
      * a < 2^-23 gives 0.  a <= 0x7FFFFFFF, so signed compares are fine. */
     *nz = _mm256_cmpgt_epi32(a, _mm256_set1_epi32((int)HIF8_BITS_UNDER - 1));
     r = _mm256_and_si256(_mm256_max_epi32(r, _mm256_set1_epi32((int)HIF8_BITS_MIN)), *nz);
-    *shift = _mm256_add_epi32(k, _mm256_set1_epi32(20));
+    *shift = _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)hif8_shift_by_sel), sel);
     return r;
 }
 
 typedef struct {
     __m256 amax;
     __m256d sq[4], ss[4]; /* partial sums of lanes 0-3, 4-7, 8-11, 12-15 */
-    __m256i clip, under, nan;
+    __m256i clip, under;
+    size_t n_nan;
 } hif8_acc256;
 
 /* 8 elements x[0..7] (lanes set in m when !full); half = 0 or 1 picks the
@@ -76,7 +84,13 @@ hif8_fq_half(const float *x, float *y, __m256i m, int full, __m256 vscale, __m25
                               _mm256_cmp_ps(xv, _mm256_setzero_ps(), _CMP_NEQ_OQ));
     }
     __m256 nan = _mm256_cmp_ps(xv, xv, _CMP_UNORD_Q);
-    yv = _mm256_blendv_ps(yv, xv, nan);
+    int nan_bits = _mm256_movemask_ps(nan);
+    __m256 xs = xv;
+    if (nan_bits) { /* rare: NaN passes through, counted, kept out of the sums */
+        yv = _mm256_blendv_ps(yv, xv, nan);
+        acc->n_nan += (size_t)__builtin_popcount((unsigned)nan_bits);
+        xs = _mm256_andnot_ps(nan, xv);
+    }
     if (full)
         _mm256_storeu_ps(y, yv);
     else
@@ -85,9 +99,8 @@ hif8_fq_half(const float *x, float *y, __m256i m, int full, __m256 vscale, __m25
     acc->amax = _mm256_max_ps(ax, acc->amax); /* NaN in ax: keeps acc->amax */
     acc->clip = _mm256_sub_epi32(acc->clip, _mm256_castps_si256(clip));
     acc->under = _mm256_sub_epi32(acc->under, _mm256_castps_si256(under));
-    acc->nan = _mm256_sub_epi32(acc->nan, _mm256_castps_si256(nan));
     if (want) {
-        __m256 xz = _mm256_andnot_ps(nan, xv), yz = _mm256_andnot_ps(nan, yv);
+        __m256 xz = xs, yz = nan_bits ? _mm256_andnot_ps(nan, yv) : yv;
         __m256d x0 = _mm256_cvtps_pd(_mm256_castps256_ps128(xz));
         __m256d x1 = _mm256_cvtps_pd(_mm256_extractf128_ps(xz, 1));
         __m256d y0 = _mm256_cvtps_pd(_mm256_castps256_ps128(yz));
@@ -128,10 +141,11 @@ hif8_fq_run(const float *x, float *y, size_t n, float scale, __m256i recip, int 
     acc.amax = _mm256_setzero_ps();
     for (int j = 0; j < 4; j++)
         acc.sq[j] = acc.ss[j] = _mm256_setzero_pd();
-    size_t n_clip = 0, n_under = 0, n_nan = 0;
+    size_t n_clip = 0, n_under = 0;
+    acc.n_nan = 0;
     for (size_t base = 0; base < n; base += HIF8_CHUNK_ELEMS) {
         size_t end = n - base < HIF8_CHUNK_ELEMS ? n : base + HIF8_CHUNK_ELEMS;
-        acc.clip = acc.under = acc.nan = _mm256_setzero_si256();
+        acc.clip = acc.under = _mm256_setzero_si256();
         size_t i = base;
         for (; i + 16 <= end; i += 16) {
             hif8_fq_half(x + i, y + i, all, 1, vscale, recip, want, table, 0, &acc);
@@ -147,7 +161,6 @@ hif8_fq_run(const float *x, float *y, size_t n, float scale, __m256i recip, int 
         }
         n_clip += hif8_hsum_epi32(acc.clip);
         n_under += hif8_hsum_epi32(acc.under);
-        n_nan += hif8_hsum_epi32(acc.nan);
     }
     float m[8];
     _mm256_storeu_ps(m, acc.amax);
@@ -157,7 +170,7 @@ hif8_fq_run(const float *x, float *y, size_t n, float scale, __m256i recip, int 
     st->amax = amax;
     st->n_clipped = n_clip;
     st->n_underflow = n_under;
-    st->n_nan = n_nan;
+    st->n_nan = acc.n_nan;
     st->sq_err = st->sq_sum = 0.0;
     if (want) {
         double s[HIF8_SQ_LANES], u[HIF8_SQ_LANES];
