@@ -234,6 +234,15 @@ TEST(hif8, negation_flips_sign_bit_except_zero_and_nan)
 
 TEST(hif8, encode_decode_roundtrips_every_non_nan_code)
 {
+    uint8_t all[256];
+    float vals[256];
+    for (int c = 0; c < 256; c++)
+        all[c] = (uint8_t)c;
+    hif8_codes_decode(all, vals, 256);
+    for (int c = 0; c < 256; c++) { /* array decode == scalar decode, NaN bits included */
+        float v = hif8_decode((uint8_t)c);
+        ASSERT_EQ_INT(bits_of(vals[c]), bits_of(v));
+    }
     for (int c = 0; c < 256; c++) {
         if (c == HIF8_CODE_NAN)
             continue;

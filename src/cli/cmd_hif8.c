@@ -102,7 +102,7 @@ static int hif8_reader_next(hif8_reader *r, char *buf)
     return 1;
 }
 
-/* Growable array of 4-byte items (floats or codes widened). */
+/* Growable array of floats (input values, or decoded codes). */
 typedef struct {
     float *v;
     size_t n, cap;
