@@ -52,7 +52,9 @@ static long reports;
 static void report_mismatch(const char *what, const char *path, uint32_t xb, float scale)
 {
     long r;
+#ifdef _OPENMP
 #pragma omp atomic capture
+#endif
     r = ++reports;
     if (r <= EXH_MAX_REPORTS)
         fprintf(stderr, "mismatch: %s %s x=0x%08X scale %a\n", what, path, xb, (double)scale);
@@ -143,7 +145,9 @@ int main(void)
     double t0 = now_s();
     size_t bad = 0, done = 0;
     int alloc_failed = 0;
+#ifdef _OPENMP
 #pragma omp parallel reduction(+ : bad) reduction(| : alloc_failed)
+#endif
     {
         float *x = qs_malloc(EXH_CHUNK * sizeof(float)), *y_ref = qs_malloc(EXH_CHUNK * sizeof(float)),
               *y = qs_malloc(EXH_CHUNK * sizeof(float));
@@ -151,15 +155,21 @@ int main(void)
         if (!x || !y_ref || !y || !c_ref || !c)
             alloc_failed = 1;
         else {
+#ifdef _OPENMP
 #pragma omp for schedule(dynamic, 4)
+#endif
             for (size_t k = 0; k < EXH_N_CHUNKS; k++) {
                 bad += check_chunk((uint32_t)(k << EXH_CHUNK_BITS), x, y_ref, y, c_ref, c, n_paths,
                                    names, fqs, encs);
                 size_t d;
+#ifdef _OPENMP
 #pragma omp atomic capture
+#endif
                 d = ++done;
                 if (d % 512 == 0) {
+#ifdef _OPENMP
 #pragma omp critical
+#endif
                     {
                         printf("  %zu/%zu chunks, %.0f s\n", d, EXH_N_CHUNKS, now_s() - t0);
                         fflush(stdout);
