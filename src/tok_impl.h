@@ -93,6 +93,9 @@ struct tokenizer {
     int norm_prepend, norm_replace_space, meta_prepend, meta_split, decode_strip_space;
     /* .model normalizer spec */
     int remove_extra_ws;
+    /* no piece has "▁" after another character: text may be cut before such a
+     * "▁" without changing the result (tok_bpe_metaspace_impl) */
+    int ms_cut_safe;
     uint64_t hash;
 };
 
@@ -126,6 +129,11 @@ typedef struct tok_symbol {
 /* Merge rule: rank-ordered pairs (tokenizer.json) or score-ordered concatenations (.model). */
 int tok_bpe_word_impl(const struct tokenizer *t, const char *word, size_t len, int char_split,
                       tok_ids *out);
+
+/* Metaspace text: cut before every "▁" that follows a non-"▁" character when
+ * t->ms_cut_safe (no merge can cross such a cut), BPE each piece. */
+int tok_bpe_metaspace_impl(const struct tokenizer *t, const char *s, size_t len, tok_ids *out);
+void tok_ms_cut_check_impl(struct tokenizer *t);
 
 /* tok_pretok.c: byte-level pre-tokenizer (hand-written regex semantics). */
 size_t tok_pretok_next_impl(int pretok, const char *s, size_t len, size_t pos);

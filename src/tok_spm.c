@@ -251,6 +251,7 @@ int tok_spm_load_impl(struct tokenizer *t, const char *path, qs_diag *d)
     t->norm_replace_space = spec.escape_ws != 0;
     t->remove_extra_ws = spec.remove_extra_ws != 0;
     t->decode_strip_space = t->norm_prepend;
+    tok_ms_cut_check_impl(t);
     return 0;
 }
 
@@ -282,7 +283,7 @@ int tok_spm_encode_impl(const struct tokenizer *t, const char *s, size_t len, to
             buf[n++] = s[i];
         }
     }
-    int rc = tok_bpe_word_impl(t, buf, n, 1, out);
+    int rc = tok_bpe_metaspace_impl(t, buf, n, out);
     qs_free(buf);
     return rc;
 }

@@ -363,3 +363,32 @@ TEST(tokenizer, truncated_real_model_is_refused)
     qs_free(data);
     ASSERT_TRUE(ok);
 }
+
+/* A vocabulary with a piece "a▁" must not be cut before ▁ (the fast path for
+ * sentencepiece vocabularies is only taken when no such piece exists). */
+TEST(tokenizer, merge_across_metaspace_when_vocab_has_such_piece)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/a_ms.json", test_tmp_dir());
+    const char *j =
+        "{\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": ["
+        "{\"type\": \"Prepend\", \"prepend\": \"\xE2\x96\x81\"},"
+        "{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"\xE2\x96\x81\"}]},"
+        "\"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"vocab\": {\"<unk>\": 0, "
+        "\"\xE2\x96\x81\": 1, \"a\": 2, \"b\": 3, \"a\xE2\x96\x81\": 4, \"\xE2\x96\x81" "b\": 5},"
+        "\"merges\": [\"a \xE2\x96\x81\", \"\xE2\x96\x81 b\"]}}";
+    qs_diag d = {0};
+    ASSERT_OK(fileio_write_atomic(p, j, strlen(j), &d), &d);
+    tokenizer *t;
+    ASSERT_OK(tokenizer_create(&t, p, &d), &d);
+    int32_t *ids;
+    size_t n;
+    ASSERT_OK(tokenizer_encode(t, "a b", 3, TOKENIZER_BOS_NO, &ids, &n, &d), &d);
+    /* "▁a▁b": rank 0 merges a+▁ first -> ▁ a▁ b */
+    ASSERT_EQ_INT(n, 3);
+    ASSERT_EQ_INT(ids[0], 1);
+    ASSERT_EQ_INT(ids[1], 4);
+    ASSERT_EQ_INT(ids[2], 3);
+    qs_free(ids);
+    tokenizer_destroy(t);
+}
