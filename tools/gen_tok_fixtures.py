@@ -205,6 +205,20 @@ def bpe_merge_safe(symbols, ranks):
     return out
 
 
+def tiny_spm_model(path):
+    """A small SentencePiece BPE model trained on TRAIN_TEXT (identity normalizer)."""
+    import io
+    import sentencepiece as spm
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(TRAIN_TEXT.split("\n") * 20), model_writer=buf, model_type="bpe",
+        vocab_size=400, byte_fallback=True, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, add_dummy_prefix=True, character_coverage=1.0,
+        num_threads=1, minloglevel=2)
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+
+
 class SentencePieceRef:
     def __init__(self, path):
         import sentencepiece as spm
@@ -386,6 +400,8 @@ def main():
             "tiny_spm": SpmStyleRef(tiny["tiny_spm"]),
             "tiny_llama3": ByteLevelRef(tiny["tiny_llama3"]),
             "tiny_qwen2": ByteLevelRef(tiny["tiny_qwen2"])}
+    tiny_spm_model("tests/data/tok/tiny_spm.model")
+    refs["tiny_spm_model"] = SentencePieceRef("tests/data/tok/tiny_spm.model")
     tok = os.path.join(shared, "tokenizers")
 
     def load(p):
