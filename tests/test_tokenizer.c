@@ -452,3 +452,35 @@ TEST(tokenizer, mutated_files_never_crash)
     }
     ASSERT_TRUE(refused > 20);
 }
+
+/* HF AddedToken lstrip/rstrip: the token swallows the whitespace next to it. */
+TEST(tokenizer, added_token_lstrip_rstrip_swallow_spaces)
+{
+    json_t *j = json_load_file("tests/data/tok/tiny_spm.json", 0, NULL);
+    ASSERT_TRUE(j != NULL);
+    json_int_t id = (json_int_t)json_object_size(json_object_get(json_object_get(j, "model"), "vocab"));
+    json_array_append_new(json_object_get(j, "added_tokens"),
+                          json_pack("{s:I, s:s, s:b, s:b, s:b, s:b, s:b}", "id", id, "content",
+                                    "<mask>", "lstrip", 1, "rstrip", 1, "special", 1,
+                                    "single_word", 0, "normalized", 0));
+    char p[512];
+    snprintf(p, sizeof p, "%s/mask.json", test_tmp_dir());
+    ASSERT_EQ_INT(json_dump_file(j, p, 0), 0);
+    json_decref(j);
+    qs_diag d = {0};
+    tokenizer *t;
+    ASSERT_OK(tokenizer_create(&t, p, &d), &d);
+    int32_t *a, *b, *both;
+    size_t na, nb, nboth;
+    ASSERT_OK(tokenizer_encode(t, "a", 1, TOKENIZER_BOS_NO, &a, &na, &d), &d);
+    ASSERT_OK(tokenizer_encode(t, "b", 1, TOKENIZER_BOS_NO, &b, &nb, &d), &d);
+    ASSERT_OK(tokenizer_encode(t, "a  <mask> b", 11, TOKENIZER_BOS_NO, &both, &nboth, &d), &d);
+    ASSERT_EQ_INT(nboth, na + 1 + nb);
+    ASSERT_TRUE(memcmp(both, a, na * sizeof *a) == 0);
+    ASSERT_EQ_INT(both[na], id);
+    ASSERT_TRUE(memcmp(both + na + 1, b, nb * sizeof *b) == 0);
+    qs_free(a);
+    qs_free(b);
+    qs_free(both);
+    tokenizer_destroy(t);
+}
