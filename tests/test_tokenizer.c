@@ -16,6 +16,9 @@
 
 #define FIXTURES "tests/data/tok/fixtures.json"
 
+static int check_round_trip(const char *tok_path, int spm_like);
+static int check_round_trip_tiny(const char *path);
+
 /* Encode every fixture text (no BOS) and compare with the reference id string.
  * Returns the number of mismatches (prints the first few), -1 on setup failure. */
 static int check_fixture(const char *tok_path, const char *name)
@@ -75,6 +78,12 @@ TEST(tokenizer, llama3_split_regex_matches_python_re)
 TEST(tokenizer, qwen2_split_regex_matches_python_re)
 {
     ASSERT_EQ_INT(check_fixture("tests/data/tok/tiny_qwen2.json", "tiny_qwen2"), 0);
+}
+
+TEST(tokenizer, metaspace_pretokenizer_matches_python_reference)
+{
+    ASSERT_EQ_INT(check_fixture("tests/data/tok/tiny_metaspace.json", "tiny_metaspace"), 0);
+    ASSERT_EQ_INT(check_round_trip_tiny("tests/data/tok/tiny_metaspace.json"), 0);
 }
 
 TEST(tokenizer, gpt2_json_matches_python_reference)
@@ -182,6 +191,8 @@ static int check_round_trip(const char *tok_path, int spm_like)
          * space after a special token: HF behaves the same */
         if (spm_like && (strstr(s, "\xE2\x96\x81") || strchr(s, '<')))
             continue;
+        if (spm_like == 2 && s[0] == ' ')
+            continue;
         int32_t *ids;
         size_t n;
         char *back;
@@ -207,6 +218,14 @@ static int check_round_trip(const char *tok_path, int spm_like)
     tokenizer_destroy(t);
     json_decref(fix);
     return bad;
+}
+
+/* Metaspace pre-tokenizers (unlike the legacy Prepend normalizer) do not prepend
+ * to text that starts with a space, and the decoder strips it: HF loses that
+ * leading space too, so those texts are left out. */
+static int check_round_trip_tiny(const char *path)
+{
+    return check_round_trip(path, 2);
 }
 
 TEST(tokenizer, decode_round_trips_bytelevel)

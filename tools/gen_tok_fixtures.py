@@ -162,9 +162,14 @@ class ByteLevelRef:
 
 
 class SpmStyleRef:
-    """HF BPE with the legacy Llama normalizer (Prepend + Replace) and byte fallback."""
+    """HF BPE with the legacy Llama normalizer (Prepend + Replace) and byte fallback,
+    or with a Metaspace pre-tokenizer (prepend_scheme first/always, split)."""
 
     def __init__(self, tj):
+        pre = tj.get("pre_tokenizer") or {}
+        self.meta = pre.get("type") == "Metaspace"
+        self.scheme = pre.get("prepend_scheme", "always")
+        self.split = pre.get("split", True)
         self.vocab = tj["model"]["vocab"]
         self.ranks = merge_pairs(tj["model"]["merges"])
         self.added = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
@@ -178,16 +183,27 @@ class SpmStyleRef:
                 continue
             if not seg:
                 continue
-            norm = MS + seg.replace(" ", MS)
-            # unknown characters become ('byte', b) symbols, which never merge
-            sym = []
-            for ch in norm:
-                if ch in self.vocab:
-                    sym.append(ch)
-                else:
-                    sym += [("<0x%02X>" % b,) for b in ch.encode("utf-8")]
-            for s in bpe_merge_safe(sym, self.ranks):
-                ids.append(self.vocab[s[0]] if isinstance(s, tuple) else self.vocab[s])
+            if not self.meta:
+                words = [MS + seg.replace(" ", MS)]
+            else:
+                norm = seg.replace(" ", MS)
+                at_start = text.startswith(seg) if not ids else False
+                if not norm.startswith(MS) and (self.scheme == "always" or
+                                                (self.scheme == "first" and at_start)):
+                    norm = MS + norm
+                words = [norm]
+                if self.split:  # each ▁ starts a new word (MergedWithNext)
+                    words = [w for w in re.split("(?=" + MS + ")", norm) if w]
+            for word in words:
+                # unknown characters become ('<0xXX>',) symbols, which never merge
+                sym = []
+                for ch in word:
+                    if ch in self.vocab:
+                        sym.append(ch)
+                    else:
+                        sym += [("<0x%02X>" % b,) for b in ch.encode("utf-8")]
+                for s in bpe_merge_safe(sym, self.ranks):
+                    ids.append(self.vocab[s[0]] if isinstance(s, tuple) else self.vocab[s])
         return ids
 
 
@@ -306,6 +322,18 @@ def tiny_split(pattern):
     return tj
 
 
+def tiny_metaspace():
+    """tiny_spm's vocabulary behind a Metaspace pre-tokenizer (newer HF files)."""
+    tj = tiny_spm()
+    tj["normalizer"] = None
+    tj["pre_tokenizer"] = {"type": "Metaspace", "replacement": MS, "prepend_scheme": "first",
+                           "split": True}
+    tj["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Metaspace", "replacement": MS, "prepend_scheme": "first", "split": True},
+        {"type": "ByteFallback"}, {"type": "Fuse"}]}
+    return tj
+
+
 def tiny_spm():
     # \n and \t stay out of the vocabulary: they exercise byte fallback
     norm = MS + TRAIN_TEXT.replace("\n", " ").replace("\t", " ").replace(" ", MS)
@@ -392,14 +420,16 @@ def main():
         shared = sys.argv[sys.argv.index("--shared") + 1]
     os.makedirs("tests/data/tok", exist_ok=True)
     tiny = {"tiny_bytelevel": tiny_bytelevel(), "tiny_spm": tiny_spm(),
-            "tiny_llama3": tiny_split(LLAMA3_RE), "tiny_qwen2": tiny_split(QWEN2_RE)}
+            "tiny_llama3": tiny_split(LLAMA3_RE), "tiny_qwen2": tiny_split(QWEN2_RE),
+            "tiny_metaspace": tiny_metaspace()}
     for name, tj in tiny.items():
         with open("tests/data/tok/%s.json" % name, "w", encoding="utf-8") as f:
             json.dump(tj, f, ensure_ascii=False, indent=1)
     refs = {"tiny_bytelevel": ByteLevelRef(tiny["tiny_bytelevel"]),
             "tiny_spm": SpmStyleRef(tiny["tiny_spm"]),
             "tiny_llama3": ByteLevelRef(tiny["tiny_llama3"]),
-            "tiny_qwen2": ByteLevelRef(tiny["tiny_qwen2"])}
+            "tiny_qwen2": ByteLevelRef(tiny["tiny_qwen2"]),
+            "tiny_metaspace": SpmStyleRef(tiny["tiny_metaspace"])}
     tiny_spm_model("tests/data/tok/tiny_spm.model")
     refs["tiny_spm_model"] = SentencePieceRef("tests/data/tok/tiny_spm.model")
     tok = os.path.join(shared, "tokenizers")
