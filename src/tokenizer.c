@@ -211,6 +211,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_b
     int rc = 0;
     *ids = NULL;
     *n_ids = 0;
+    int specials = add_bos != TOKENIZER_BOS_NO; /* HF add_special_tokens */
     if (add_bos == TOKENIZER_BOS_DEFAULT)
         add_bos = t->add_bos;
     if (add_bos && t->bos_id >= 0)
@@ -237,7 +238,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_b
     }
     if (!rc)
         rc = encode_segment(t, text + seg, len - seg, seg == 0, &out);
-    if (!rc && t->add_eos && add_bos && t->eos_id >= 0)
+    if (!rc && t->add_eos && specials && t->eos_id >= 0)
         rc = tok_ids_push_impl(&out, t->eos_id);
     if (rc) {
         qs_free(out.v);
