@@ -91,8 +91,12 @@ struct tokenizer {
     int pretok, bl_add_prefix_space;
     /* sentencepiece-style: normalizer Prepend/Replace, Metaspace, decoder Strip */
     int norm_prepend, norm_replace_space, meta_prepend, meta_split, decode_strip_space;
-    /* .model normalizer spec */
+    /* .model normalizer spec and precompiled charsmap (tok_spm_norm.c) */
     int remove_extra_ws;
+    uint32_t *cm_units; /* (cm_n_units) darts-clone double array, NULL if none */
+    size_t cm_n_units;
+    char *cm_norm; /* (cm_norm_bytes + 1) NUL-separated replacement strings */
+    size_t cm_norm_bytes;
     /* no piece has "▁" after another character: text may be cut before such a
      * "▁" without changing the result (tok_bpe_metaspace_impl) */
     int ms_cut_safe;
@@ -154,5 +158,11 @@ int tok_json_encode_impl(const struct tokenizer *t, const char *s, size_t len, i
                          tok_ids *out);
 int tok_spm_load_impl(struct tokenizer *t, const char *path, qs_diag *d);
 int tok_spm_encode_impl(const struct tokenizer *t, const char *s, size_t len, tok_ids *out);
+/* tok_spm_norm.c */
+int tok_spm_charsmap_load_impl(struct tokenizer *t, const unsigned char *blob, size_t n,
+                               const char *path, qs_diag *d);
+/* sentencepiece Normalizer::Normalize; *out is qs_malloc'd, NULL when empty. */
+int tok_spm_normalize_impl(const struct tokenizer *t, const char *s, size_t len, char **out,
+                           size_t *out_len);
 
 #endif

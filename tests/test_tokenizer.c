@@ -417,12 +417,19 @@ TEST(tokenizer, tiny_model_matches_sentencepiece)
     ASSERT_EQ_INT(check_fixture("tests/data/tok/tiny_spm.model", "tiny_spm_model"), 0);
 }
 
+/* precompiled charsmap (our own rules) + remove_extra_whitespaces, vs sentencepiece */
+TEST(tokenizer, model_charsmap_normalizer_matches_sentencepiece)
+{
+    ASSERT_EQ_INT(check_fixture("tests/data/tok/tiny_rules.model", "tiny_rules_model"), 0);
+}
+
 /* Mutation replay (a poor man's fuzzer, deterministic): truncated and bit-flipped
  * copies of the in-repo tokenizers either load and encode/decode, or fail with a
  * diagnostic; never crash (this runs under ASan+UBSan in make check). */
 TEST(tokenizer, mutated_files_never_crash)
 {
     static const char *const files[] = {"tests/data/tok/tiny_spm.model",
+                                        "tests/data/tok/tiny_rules.model",
                                         "tests/data/tok/tiny_spm.json",
                                         "tests/data/tok/tiny_bytelevel.json"};
     uint64_t x = 0x9E3779B97F4A7C15ULL;

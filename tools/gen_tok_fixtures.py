@@ -235,6 +235,34 @@ def tiny_spm_model(path):
         f.write(buf.getvalue())
 
 
+# Our own small normalization rules (sentencepiece compiles them into the
+# model's precompiled_charsmap): fullwidth ASCII, odd spaces, ligatures,
+# decomposed accents, a circled digit and an ellipsis.
+NORM_RULES = (["%X\t%X" % (0xFF01 + k, 0x21 + k) for k in range(94)] +
+              ["9\t20", "3000\t20", "A0\t20", "FB01\t66 69", "FB02\t66 6C", "65 301\tE9",
+               "61 308\tE4", "2460\t31", "2026\t2E 2E 2E"])
+
+
+def tiny_spm_rules_model(path):
+    """A SentencePiece BPE model with a charsmap compiled from NORM_RULES and
+    remove_extra_whitespaces on: exercises the .model normalizer."""
+    import io
+    import tempfile
+    import sentencepiece as spm
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+        f.write("\n".join(NORM_RULES) + "\n")
+        tsv = f.name
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(TRAIN_TEXT.split("\n") * 20), model_writer=buf, model_type="bpe",
+        vocab_size=400, byte_fallback=True, normalization_rule_tsv=tsv,
+        remove_extra_whitespaces=True, add_dummy_prefix=True, character_coverage=1.0,
+        num_threads=1, minloglevel=2)
+    os.unlink(tsv)
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+
+
 class SentencePieceRef:
     def __init__(self, path):
         import sentencepiece as spm
@@ -391,6 +419,8 @@ TRICKY = [
     "Ελληνικά и русский текст", "\u0645\u0631\u062d\u0628\u0627 \u05e9\u05dc\u05d5\u05dd",
     "combining e\u0301 a\u0308", "zero\u200bwidth", "   \n  \n", "end with newline\n",
     "x  \n\n  y", "a.\n\nb", "!!\n\n", "  \r\n\t z", "(1234567)", "abc123def", "'S 'LL 'Ve",
+    "\uff28\uff45\uff4c\uff4c\uff4f\uff01 \ufb01ne \ufb02ow caf\u0065\u0301 \u2460\u2026",
+    "  spaced\u3000\u3000out\u00a0 \t text  ",
 ]
 
 
@@ -432,6 +462,8 @@ def main():
             "tiny_metaspace": SpmStyleRef(tiny["tiny_metaspace"])}
     tiny_spm_model("tests/data/tok/tiny_spm.model")
     refs["tiny_spm_model"] = SentencePieceRef("tests/data/tok/tiny_spm.model")
+    tiny_spm_rules_model("tests/data/tok/tiny_rules.model")
+    refs["tiny_rules_model"] = SentencePieceRef("tests/data/tok/tiny_rules.model")
     tok = os.path.join(shared, "tokenizers")
 
     def load(p):
