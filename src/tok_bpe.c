@@ -9,8 +9,7 @@
  *              TinyLlama legacy files) or pre_tokenizer Metaspace (newer files);
  *              BPE over UTF-8 characters with <0xXX> byte fallback.
  * Merges are "a b" strings or ["a", "b"] pairs; rank = position in the list.
- * Normalizer NFC (Qwen2) is accepted but not applied: input is assumed to be NFC
- * already, which holds for ordinary text (documented in README).
+ * Normalizer NFC (Qwen2) is applied first (tok_nfc.c).
  */
 #include <jansson.h>
 #include <string.h>
@@ -199,8 +198,10 @@ static int normalizer_one(loader *L, json_t *n)
         L->t->norm_replace_space = 1;
         return 0;
     }
-    if (!strcmp(ty, "NFC"))
-        return 0; /* assumed already NFC, see the file header */
+    if (!strcmp(ty, "NFC")) {
+        L->t->norm_nfc = 1;
+        return 0;
+    }
     return diag_set(L->d, QS_EUNSUPPORTED, L->path, -1,
                     "normalizer type '%.100s' is not supported (expected Prepend, Replace or NFC)",
                     ty);
@@ -510,8 +511,26 @@ static int encode_bytelevel(const struct tokenizer *t, const char *s, size_t len
     return 0;
 }
 
+static int encode_normalized(const struct tokenizer *t, const char *s, size_t len, int at_start,
+                             tok_ids *out);
+
 int tok_json_encode_impl(const struct tokenizer *t, const char *s, size_t len, int at_start,
                          tok_ids *out)
+{
+    if (!t->norm_nfc)
+        return encode_normalized(t, s, len, at_start, out);
+    char *nfc;
+    size_t nfc_len;
+    int rc = tok_nfc_impl(s, len, &nfc, &nfc_len);
+    if (!rc)
+        rc = nfc ? encode_normalized(t, nfc, nfc_len, at_start, out)
+                 : encode_normalized(t, s, len, at_start, out);
+    qs_free(nfc);
+    return rc;
+}
+
+static int encode_normalized(const struct tokenizer *t, const char *s, size_t len, int at_start,
+                             tok_ids *out)
 {
     if (len == 0)
         return 0;

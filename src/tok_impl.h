@@ -91,6 +91,7 @@ struct tokenizer {
     int pretok, bl_add_prefix_space;
     /* sentencepiece-style: normalizer Prepend/Replace, Metaspace, decoder Strip */
     int norm_prepend, norm_replace_space, meta_prepend, meta_split, decode_strip_space;
+    int norm_nfc; /* normalizer NFC (Qwen2): tok_nfc.c */
     /* .model normalizer spec and precompiled charsmap (tok_spm_norm.c) */
     int remove_extra_ws;
     uint32_t *cm_units; /* (cm_n_units) darts-clone double array, NULL if none */
@@ -146,6 +147,14 @@ uint32_t tok_byte_to_cp_impl(uint8_t b);
 /* UTF-8: decode one code point at s[pos] (invalid bytes decode as themselves, length 1). */
 uint32_t tok_utf8_next_impl(const char *s, size_t len, size_t pos, size_t *n_bytes);
 size_t tok_utf8_put_impl(char *dst, uint32_t cp);
+
+/* tok_nfc.c: NFC of s; *out is qs_malloc'd, or NULL when s is already NFC by
+ * the quick byte check (then use s as is). */
+int tok_nfc_impl(const char *s, size_t len, char **out, size_t *out_len);
+/* tok_nfc_tables.c (generated) */
+int tok_nfc_ccc_impl(uint32_t cp);
+int tok_nfc_decomp_impl(uint32_t cp, uint32_t *first, uint32_t *second);
+uint32_t tok_nfc_compose_impl(uint32_t a, uint32_t b);
 
 /* tok_unicode.c (generated) */
 int tok_is_letter_impl(uint32_t cp);

@@ -246,7 +246,8 @@ uint64_t tok_hash_compute_impl(const struct tokenizer *t)
         h = fnv1a(h, t->cm_units, t->cm_n_units * sizeof *t->cm_units);
         h = fnv1a(h, t->cm_norm, t->cm_norm_bytes);
     }
-    int flags[4] = {t->norm_prepend, t->norm_replace_space, t->remove_extra_ws, t->byte_fallback};
+    int flags[5] = {t->norm_prepend, t->norm_replace_space, t->remove_extra_ws, t->byte_fallback,
+                    t->norm_nfc};
     return fnv1a(h, flags, sizeof flags);
 }
 

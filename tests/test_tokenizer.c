@@ -510,3 +510,43 @@ TEST(tokenizer, added_token_lstrip_rstrip_swallow_spaces)
     qs_free(both);
     tokenizer_destroy(t);
 }
+
+/* NFC (Qwen2 normalizer) against Python's unicodedata.normalize on random strings
+ * of marks, jamo, singletons and precomposed letters: byte-level decoding gives
+ * back exactly the normalized bytes. */
+TEST(tokenizer, nfc_normalizer_matches_python_unicodedata)
+{
+    json_t *fix = json_load_file(FIXTURES, 0, NULL);
+    qs_diag d = {0};
+    tokenizer *t;
+    ASSERT_TRUE(fix != NULL);
+    ASSERT_OK(tokenizer_create(&t, "tests/data/tok/tiny_qwen2.json", &d), &d);
+    json_t *cases = json_object_get(fix, "nfc");
+    int bad = 0, changed = 0;
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        json_t *in = json_array_get(json_array_get(cases, i), 0);
+        json_t *want = json_array_get(json_array_get(cases, i), 1);
+        int32_t *ids;
+        size_t n, len;
+        char *back;
+        if (tokenizer_encode(t, json_string_value(in), json_string_length(in), TOKENIZER_BOS_NO,
+                             &ids, &n, &d) ||
+            tokenizer_decode(t, ids, n, 0, &back, &len, &d)) {
+            bad++;
+            continue;
+        }
+        changed += !json_equal(in, want);
+        if ((len != json_string_length(want) || memcmp(back, json_string_value(want), len)) &&
+            bad++ < 3)
+            fprintf(stderr, "    case %zu: got \"%s\" want \"%s\"\n", i, back,
+                    json_string_value(want));
+        qs_free(back);
+        qs_free(ids);
+    }
+    size_t n_cases = json_array_size(cases);
+    tokenizer_destroy(t);
+    json_decref(fix);
+    ASSERT_TRUE(n_cases >= 100);
+    ASSERT_TRUE(changed > 50); /* the cases do exercise normalization */
+    ASSERT_EQ_INT(bad, 0);
+}

@@ -148,6 +148,7 @@ class ByteLevelRef:
             if p.get("type") == "Split":
                 self.re = regex_from_hf(p["pattern"]["Regex"])
         self.b2u = bytes_to_unicode()
+        self.nfc = (tj.get("normalizer") or {}).get("type") == "NFC"
 
     def encode(self, text):
         ids = []
@@ -155,6 +156,8 @@ class ByteLevelRef:
             if is_added:
                 ids.append(self.added[seg])
                 continue
+            if self.nfc:
+                seg = unicodedata.normalize("NFC", seg)
             for word in self.re.findall(seg):
                 sym = [self.b2u[b] for b in word.encode("utf-8")]
                 ids += [self.vocab[s] for s in bpe_merge(sym, self.ranks)]
@@ -341,9 +344,12 @@ def tiny_bytelevel():
     }
 
 
-def tiny_split(pattern):
-    """tiny_bytelevel's vocabulary behind a Llama-3/Qwen2-style Split + ByteLevel."""
+def tiny_split(pattern, nfc=False):
+    """tiny_bytelevel's vocabulary behind a Llama-3/Qwen2-style Split + ByteLevel
+    (Qwen2 also normalizes to NFC)."""
     tj = tiny_bytelevel()
+    if nfc:
+        tj["normalizer"] = {"type": "NFC"}
     tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
         {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
         {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
@@ -421,6 +427,7 @@ TRICKY = [
     "x  \n\n  y", "a.\n\nb", "!!\n\n", "  \r\n\t z", "(1234567)", "abc123def", "'S 'LL 'Ve",
     "\uff28\uff45\uff4c\uff4c\uff4f\uff01 \ufb01ne \ufb02ow caf\u0065\u0301 \u2460\u2026",
     "  spaced\u3000\u3000out\u00a0 \t text  ",
+    "NFC: \u1100\u1161\u11a8 e\u0323\u0302 \u212b \u0301x o\u0302\u0301 \u0041\u030a\u0323 \u00e9\u0301",
 ]
 
 
@@ -444,13 +451,30 @@ def corpus_texts(shared):
     return out
 
 
+def nfc_cases(n=200):
+    """Random strings rich in what NFC changes, with Python's NFC of each."""
+    import random
+    rnd = random.Random(1)
+    pool = (list("aeiouAEIOUnNcCsSzZ ") + [chr(c) for c in range(0x300, 0x370)] +
+            ["\u0323", "\u0338", "\u05b0", "\u093c", "\u3099", "\u1dc0", "\u20d0"] +
+            [chr(c) for c in range(0x1100, 0x1113)] + [chr(c) for c in range(0x1161, 0x1176)] +
+            [chr(c) for c in range(0x11a8, 0x11c3)] + ["\uac00", "\uac01", "\ud7a3", "\ub098"] +
+            ["\u212b", "\u2126", "\uf900", "\u0958", "\u1e9b", "\u00c5", "\u00e9", "\u0344",
+             "\u0f73", "\u1f80", "\u3071", "\u304b", "\u0627", "\u0653", "\u0654"])
+    out = []
+    for _ in range(n):
+        t = "".join(rnd.choice(pool) for _ in range(rnd.randint(1, 12)))
+        out.append([t, unicodedata.normalize("NFC", t)])
+    return out
+
+
 def main():
     shared = "../shared"
     if "--shared" in sys.argv:
         shared = sys.argv[sys.argv.index("--shared") + 1]
     os.makedirs("tests/data/tok", exist_ok=True)
     tiny = {"tiny_bytelevel": tiny_bytelevel(), "tiny_spm": tiny_spm(),
-            "tiny_llama3": tiny_split(LLAMA3_RE), "tiny_qwen2": tiny_split(QWEN2_RE),
+            "tiny_llama3": tiny_split(LLAMA3_RE), "tiny_qwen2": tiny_split(QWEN2_RE, nfc=True),
             "tiny_metaspace": tiny_metaspace()}
     for name, tj in tiny.items():
         with open("tests/data/tok/%s.json" % name, "w", encoding="utf-8") as f:
@@ -475,7 +499,7 @@ def main():
     refs["stories260K"] = SpmStyleRef(load(os.path.join(shared, "models/stories260K/tokenizer.json")))
     texts = TRICKY + corpus_texts(shared)
     # the tiny tokenizers (many ids per text) are checked on the tricky strings only
-    fix = {"texts": texts, "ids": {}}
+    fix = {"texts": texts, "ids": {}, "nfc": nfc_cases()}
     for name, ref in refs.items():
         subset = TRICKY if name.startswith("tiny_") else texts
         fix["ids"][name] = [" ".join(map(str, ref.encode(t))) for t in subset]
