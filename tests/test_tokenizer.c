@@ -550,3 +550,40 @@ TEST(tokenizer, nfc_normalizer_matches_python_unicodedata)
     ASSERT_TRUE(changed > 50); /* the cases do exercise normalization */
     ASSERT_EQ_INT(bad, 0);
 }
+
+/* A model dir with a tokenizer.model and a tokenizer_config.json that declares an
+ * extra special token in added_tokens_decoder (as chat models do). */
+TEST(tokenizer, config_added_tokens_decoder_adds_special_tokens)
+{
+    char dir[512], p[600];
+    snprintf(dir, sizeof dir, "%.400s/cfgdir", test_tmp_dir());
+    qs_diag d = {0};
+    char *model;
+    size_t n;
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    ASSERT_OK(fileio_read_all("tests/data/tok/tiny_spm.model", &model, &n, &d), &d);
+    snprintf(p, sizeof p, "%s/tokenizer.model", dir);
+    ASSERT_OK(fileio_write_atomic(p, model, n, &d), &d);
+    qs_free(model);
+    const char *cfg = "{\"add_bos_token\": false, \"eos_token\": \"<|end|>\",\n"
+                      " \"added_tokens_decoder\": {\"399\": {\"content\": \"<|end|>\", "
+                      "\"special\": true}}}\n";
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    ASSERT_OK(fileio_write_atomic(p, cfg, strlen(cfg), &d), &d);
+    tokenizer *t;
+    ASSERT_OK(tokenizer_create(&t, dir, &d), &d);
+    ASSERT_EQ_INT(tokenizer_eos_id(t), 399);
+    ASSERT_EQ_INT(tokenizer_adds_bos(t), 0);
+    int32_t *ids;
+    size_t n_ids;
+    ASSERT_OK(tokenizer_encode(t, "the<|end|>", 10, TOKENIZER_BOS_DEFAULT, &ids, &n_ids, &d), &d);
+    ASSERT_TRUE(n_ids >= 2);
+    ASSERT_EQ_INT(ids[n_ids - 1], 399);
+    char *back;
+    size_t len;
+    ASSERT_OK(tokenizer_decode(t, ids, n_ids, 1, &back, &len, &d), &d);
+    ASSERT_EQ_STR(back, "the");
+    qs_free(back);
+    qs_free(ids);
+    tokenizer_destroy(t);
+}
