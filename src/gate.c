@@ -44,16 +44,9 @@ static const gate_task_opt *task_opt(const gate_opts *o, const char *task)
     return NULL;
 }
 
-/* acc_norm where the harness convention reports it (HellaSwag, ARC), acc elsewhere */
 static const char *default_metric(const resfile_task *t)
 {
-    static const char *const norm_prefixes[] = {"hellaswag", "arc_", "arc-"};
-    if (isnan(t->acc_norm))
-        return "acc";
-    for (size_t i = 0; i < sizeof norm_prefixes / sizeof *norm_prefixes; i++)
-        if (!strncmp(t->name, norm_prefixes[i], strlen(norm_prefixes[i])))
-            return "acc_norm";
-    return isnan(t->acc) ? "acc_norm" : "acc";
+    return resfile_default_metric(t->name, !isnan(t->acc), !isnan(t->acc_norm));
 }
 
 /* task names whose items make up t: the task itself plus its leaves */

@@ -51,6 +51,17 @@ double resfile_task_metric(const resfile_task *t, const char *metric)
     return NAN;
 }
 
+const char *resfile_default_metric(const char *task, int has_acc, int has_acc_norm)
+{
+    static const char *const norm_prefixes[] = {"hellaswag", "arc_", "arc-"};
+    if (!has_acc_norm)
+        return "acc";
+    for (size_t i = 0; i < sizeof norm_prefixes / sizeof *norm_prefixes; i++)
+        if (!strncmp(task, norm_prefixes[i], strlen(norm_prefixes[i])))
+            return "acc_norm";
+    return has_acc ? "acc" : "acc_norm";
+}
+
 /* metric value of one results entry: "<m>,none" (0.4) or "<m>" (0.3); NAN when absent */
 static int read_metric(json_t *entry, const char *metric, const char *path, const char *task,
                        double *out, int *layout, qs_diag *d)

@@ -44,5 +44,8 @@ void resfile_free(resfile *rf);
 const resfile_task *resfile_task_find(const resfile *rf, const char *name);
 /* Value of metric "acc" or "acc_norm" for a task, NAN when absent. */
 double resfile_task_metric(const resfile_task *t, const char *metric);
+/* The metric compared by default: "acc_norm" for hellaswag and arc_* when available
+ * (the harness's headline convention), "acc" for everything else (mmlu, ...). */
+const char *resfile_default_metric(const char *task, int has_acc, int has_acc_norm);
 
 #endif
