@@ -86,6 +86,93 @@ int forget_series_scan(const forget_eval *evals, int n_evals, const forget_opts 
     return 0;
 }
 
+struct forget_tracker {
+    forget_opts opts;
+    int n_tasks, cap_tasks;
+    char **task;              /* (n_tasks) names */
+    unsigned char **base;     /* (n_tasks) baseline vectors */
+    size_t *n_items;
+};
+
+int forget_tracker_create(forget_tracker **out, const forget_opts *o, qs_diag *d)
+{
+    forget_tracker *t = qs_calloc(1, sizeof *t);
+    if (!t)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "forgetting tracker");
+    t->opts = *o;
+    *out = t;
+    return 0;
+}
+
+void forget_tracker_destroy(forget_tracker *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->n_tasks; i++) {
+        qs_free(t->task[i]);
+        qs_free(t->base[i]);
+    }
+    qs_free(t->task);
+    qs_free(t->base);
+    qs_free(t->n_items);
+    qs_free(t);
+}
+
+static int tracker_add(forget_tracker *t, const char *task, const unsigned char *correct,
+                       size_t n_items, qs_diag *d)
+{
+    if (t->n_tasks == t->cap_tasks) {
+        int cap = t->cap_tasks ? 2 * t->cap_tasks : 8;
+        char **tn = qs_realloc(t->task, (size_t)cap * sizeof *tn);
+        if (tn)
+            t->task = tn;
+        unsigned char **bv = tn ? qs_realloc(t->base, (size_t)cap * sizeof *bv) : NULL;
+        if (bv)
+            t->base = bv;
+        size_t *ni = bv ? qs_realloc(t->n_items, (size_t)cap * sizeof *ni) : NULL;
+        if (!ni)
+            return diag_set(d, QS_ENOMEM, NULL, -1, "forgetting tracker: %d tasks", cap);
+        t->n_items = ni;
+        t->cap_tasks = cap;
+    }
+    char *name = qs_strdup(task);
+    unsigned char *copy = qs_malloc(n_items);
+    if (!name || !copy) {
+        qs_free(name);
+        qs_free(copy);
+        return diag_set(d, QS_ENOMEM, NULL, -1, "forgetting baseline of %s", task);
+    }
+    memcpy(copy, correct, n_items);
+    t->task[t->n_tasks] = name;
+    t->base[t->n_tasks] = copy;
+    t->n_items[t->n_tasks] = n_items;
+    t->n_tasks++;
+    return 0;
+}
+
+int forget_tracker_observe(forget_tracker *t, const char *task, long step,
+                           const unsigned char *correct, size_t n_items, forget_result *out,
+                           qs_diag *d)
+{
+    for (int i = 0; i < t->n_tasks; i++) {
+        if (strcmp(t->task[i], task))
+            continue;
+        if (t->n_items[i] != n_items)
+            return diag_set(d, QS_EINVAL, NULL, -1,
+                            "task %s: baseline has %zu items, step %ld has %zu (the in-loop "
+                            "subset must stay fixed)",
+                            task, t->n_items[i], step, n_items);
+        return forget_check(task, step, t->base[i], correct, n_items, &t->opts, out, d);
+    }
+    /* first observation: it is the baseline (checked for 0/1 like any other) */
+    int rc = forget_check(task, step, correct, correct, n_items, &t->opts, out, d);
+    if (!rc)
+        rc = tracker_add(t, task, correct, n_items, d);
+    if (!rc)
+        out->is_baseline = 1;
+    return rc;
+}
+
 /* the series read from metrics.jsonl: owned strings + 0/1 vectors */
 typedef struct series {
     forget_eval *evals;

@@ -306,3 +306,24 @@ int gate_junit_write(const gate_report *r, const char *path, qs_diag *d)
     }
     return afile_commit(&af, d);
 }
+
+int gate_junit_write_error(const char *message, const char *path, qs_diag *d)
+{
+    afile af = {0};
+    int rc = afile_open(&af, path, d);
+    if (rc)
+        return rc;
+    char esc[2048];
+    xml_escape(esc, sizeof esc, message);
+    fprintf(af.f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                  "<testsuites name=\"qatscope gate\" tests=\"1\" failures=\"0\" errors=\"1\">\n"
+                  "  <testsuite name=\"qatscope.gate\" tests=\"1\" failures=\"0\" errors=\"1\">\n"
+                  "    <testcase classname=\"qatscope.gate\" name=\"gate\">\n"
+                  "      <error message=\"unusable input: %s\" type=\"input\"/>\n"
+                  "    </testcase>\n  </testsuite>\n</testsuites>\n", esc);
+    if (ferror(af.f)) {
+        afile_abort(&af);
+        return diag_set(d, QS_EIO, path, -1, "write failed");
+    }
+    return afile_commit(&af, d);
+}

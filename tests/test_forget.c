@@ -144,3 +144,34 @@ TEST(forget, metrics_file_with_bad_items_names_line)
     ASSERT_EQ_INT(d.line, 2);
     ASSERT_TRUE(strstr(d.msg, "character 2 is 'x'") != NULL);
 }
+
+TEST(forget, tracker_keeps_first_eval_as_baseline)
+{
+    static unsigned char base[N_ITEMS], ok[N_ITEMS], bad[N_ITEMS];
+    make(base, 100, 0);
+    make(ok, 99, 0);
+    make(bad, 80, 0);
+    forget_opts o;
+    forget_opts_default(&o);
+    o.stop_on_forgetting = 1;
+    forget_tracker *t;
+    ASSERT_OK(forget_tracker_create(&t, &o, NULL), NULL);
+    forget_result r;
+    ASSERT_OK(forget_tracker_observe(t, "mmlu", 0, base, N_ITEMS, &r, NULL), NULL);
+    ASSERT_EQ_INT(r.is_baseline, 1);
+    ASSERT_EQ_INT(r.alarm, 0);
+    ASSERT_OK(forget_tracker_observe(t, "arc_easy", 0, ok, N_ITEMS, &r, NULL), NULL);
+    ASSERT_EQ_INT(r.is_baseline, 1);
+    ASSERT_OK(forget_tracker_observe(t, "mmlu", 100, ok, N_ITEMS, &r, NULL), NULL);
+    ASSERT_EQ_INT(r.is_baseline, 0);
+    ASSERT_EQ_INT(r.alarm, 0);
+    ASSERT_OK(forget_tracker_observe(t, "mmlu", 200, bad, N_ITEMS, &r, NULL), NULL);
+    ASSERT_EQ_INT(r.alarm, 1);
+    ASSERT_EQ_INT(r.stop, 1);
+    ASSERT_NEAR(r.drop_points, 10.0, 1e-9);
+    /* arc_easy's baseline is its own first eval, not mmlu's */
+    ASSERT_OK(forget_tracker_observe(t, "arc_easy", 200, ok, N_ITEMS, &r, NULL), NULL);
+    ASSERT_NEAR(r.drop_points, 0.0, 0);
+    ASSERT_EQ_INT(forget_tracker_observe(t, "mmlu", 300, bad, N_ITEMS - 1, &r, NULL), QS_EINVAL);
+    forget_tracker_destroy(t);
+}

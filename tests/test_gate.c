@@ -157,9 +157,18 @@ TEST(gate, missing_task_is_unusable)
     char args[2048];
     const char *pb = write_side("miss_b", "arc_easy", b, 10, 0, 0);
     const char *pc = write_side("miss_c", "hellaswag", b, 10, 0, 0);
-    snprintf(args, sizeof args, "--baseline %s --candidate %s", pb, pc);
+    char junit[600];
+    snprintf(junit, sizeof junit, "%s/gate_missing.xml", test_tmp_dir());
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --junit %s", pb, pc, junit);
     ASSERT_EQ_INT(run_gate(args), 2);
     ASSERT_TRUE(out_contains("task arc_easy is in the baseline but missing from the candidate"));
+    char *xml = NULL;
+    size_t n;
+    ASSERT_OK(fileio_read_all(junit, &xml, &n, NULL), NULL);
+    int ok = strstr(xml, "errors=\"1\"") && strstr(xml, "<error message=\"unusable input: ") &&
+             strstr(xml, "missing from the candidate");
+    qs_free(xml);
+    ASSERT_TRUE(ok);
 }
 
 TEST(gate, malformed_files_are_unusable)

@@ -38,6 +38,7 @@ typedef struct forget_result {
     long b, c;                /* baseline-only right, current-only right */
     double p_value;
     int alarm, stop;
+    int is_baseline;          /* tracker: this observation became the baseline */
     char warning[256];        /* set when alarm */
     char event_json[384];     /* set when alarm; no trailing newline */
 } forget_result;
@@ -46,6 +47,17 @@ typedef struct forget_result {
 int forget_check(const char *task, long step, const unsigned char *base_correct,
                  const unsigned char *cur_correct, size_t n_items, const forget_opts *o,
                  forget_result *out, qs_diag *d);
+
+/* Tracker for the trainer: keeps each task's first correctness vector as its
+ * baseline and checks every later one against it.  The first observation of a task
+ * sets out->is_baseline and never alarms; a later one with a different item count
+ * is QS_EINVAL (the in-loop subset must be fixed). */
+typedef struct forget_tracker forget_tracker;
+int forget_tracker_create(forget_tracker **out, const forget_opts *o, qs_diag *d);
+int forget_tracker_observe(forget_tracker *t, const char *task, long step,
+                           const unsigned char *correct, size_t n_items, forget_result *out,
+                           qs_diag *d);
+void forget_tracker_destroy(forget_tracker *t);   /* accepts NULL */
 
 /* One evaluation of one task in a series. */
 typedef struct forget_eval {

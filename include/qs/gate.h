@@ -82,5 +82,8 @@ void gate_report_free(gate_report *r);
 /* JUnit XML (one testcase per row; FAIL -> <failure>, INCONCLUSIVE -> <failure> or
  * <skipped> by policy) written atomically to path. */
 int gate_junit_write(const gate_report *r, const char *path, qs_diag *d);
+/* JUnit XML for unusable input: one testcase "gate" with an <error> carrying `message`,
+ * so CI shows why the gate could not run. */
+int gate_junit_write_error(const char *message, const char *path, qs_diag *d);
 
 #endif

@@ -222,6 +222,13 @@ int cmd_gate(int argc, char **argv)
         gate_compare(&base, &cand, have_b ? &bi : NULL, have_c ? &ci : NULL, &a.opts, &rep,
                      &d)) {
         cli_diag_error(&d);
+        if (a.junit) {   /* CI still gets a report saying why */
+            char msg[QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 32];
+            qs_diag d2 = {0};
+            diag_format(&d, msg, sizeof msg);
+            if (gate_junit_write_error(msg, a.junit, &d2))
+                cli_diag_error(&d2);
+        }
         goto done;
     }
     int paired_any = 0;
