@@ -172,17 +172,10 @@ static int read_header(raw_log *r, plots_heatmap *hm, json_t *obj, const char *p
     return 0;
 }
 
-static int read_step(raw_log *r, json_t *obj, int metric, const char *path, long line, qs_diag *d)
+/* append one step's row (values for every header quantizer) */
+static int store_step(raw_log *r, long s, int is_qat, const float *vals, const char *path,
+                      long line, qs_diag *d)
 {
-    json_t *step = json_object_get(obj, "step"), *q = json_object_get(obj, "q");
-    if (!r->names)
-        return diag_set(d, QS_EFORMAT, path, line, "step record before the header");
-    if (!json_is_integer(step) || !json_is_array(q))
-        return diag_set(d, QS_EFORMAT, path, line, "step record: expected integer \"step\" and array \"q\"");
-    if ((int)json_array_size(q) != r->n_q)
-        return diag_set(d, QS_EFORMAT, path, line, "step record has %zu quantizers, header has %d",
-                        json_array_size(q), r->n_q);
-    long s = (long)json_integer_value(step);
     while (r->n_steps > 0 && r->steps[r->n_steps - 1] >= s)
         r->n_steps--;   /* resumed run: the new record replaces the old tail */
     if (r->n_steps == r->cap) {
@@ -196,7 +189,24 @@ static int read_step(raw_log *r, json_t *obj, int metric, const char *path, long
         r->vals = v;
         r->cap = cap;
     }
-    float *row = r->vals + (size_t)r->n_steps * (size_t)r->n_q;
+    memcpy(r->vals + (size_t)r->n_steps * (size_t)r->n_q, vals, (size_t)r->n_q * sizeof *vals);
+    r->steps[r->n_steps++] = s;
+    if (is_qat && (r->qat_step < 0 || s < r->qat_step))
+        r->qat_step = s;
+    return 0;
+}
+
+static int read_step(raw_log *r, json_t *obj, int metric, float *row, const char *path,
+                     long line, qs_diag *d)
+{
+    json_t *step = json_object_get(obj, "step"), *q = json_object_get(obj, "q");
+    if (!r->names)
+        return diag_set(d, QS_EFORMAT, path, line, "step record before the header");
+    if (!json_is_integer(step) || !json_is_array(q))
+        return diag_set(d, QS_EFORMAT, path, line, "step record: expected integer \"step\" and array \"q\"");
+    if ((int)json_array_size(q) != r->n_q)
+        return diag_set(d, QS_EFORMAT, path, line, "step record has %zu quantizers, header has %d",
+                        json_array_size(q), r->n_q);
     for (int i = 0; i < r->n_q; i++) {
         json_t *e = json_array_get(q, (size_t)i), *nm = json_object_get(e, "name");
         if (json_is_string(nm) && strcmp(json_string_value(nm), r->names[i]))
@@ -204,12 +214,9 @@ static int read_step(raw_log *r, json_t *obj, int metric, const char *path, long
                             json_string_value(nm), r->names[i]);
         row[i] = json_is_object(e) ? metric_value(e, metric) : NAN;
     }
-    r->steps[r->n_steps++] = s;
     json_t *phase = json_object_get(obj, "phase");
-    if (json_is_string(phase) && !strcmp(json_string_value(phase), "qat") &&
-        (r->qat_step < 0 || s < r->qat_step))
-        r->qat_step = s;
-    return 0;
+    int is_qat = json_is_string(phase) && !strcmp(json_string_value(phase), "qat");
+    return store_step(r, (long)json_integer_value(step), is_qat, row, path, line, d);
 }
 
 static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric, qs_diag *d)
@@ -220,8 +227,17 @@ static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric,
         return rc;
     const char *line;
     size_t len;
-    long lineno = 0;
+    long lineno = 0, step;
+    float *row = NULL;
+    int is_qat;
     while ((rc = zlog_next(z, &line, &len, &lineno, d)) == 1) {
+        rc = 0;
+        /* fast path for the common record; every other line goes through Jansson */
+        if (row && heatmap_scan_step_impl(line, len, r->n_q, r->names, metric, &step, &is_qat, row)) {
+            if ((rc = store_step(r, step, is_qat, row, path, lineno, d)))
+                break;
+            continue;
+        }
         json_error_t jerr;
         json_t *obj = json_loadb(line, len, 0, &jerr);
         json_t *type = json_object_get(obj, "type");
@@ -230,15 +246,17 @@ static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric,
                                                            : "not valid JSON");
         } else if (!strcmp(json_string_value(type), "header")) {
             rc = read_header(r, hm, obj, path, lineno, d);
+            if (!rc && !row && !(row = qs_malloc((size_t)r->n_q * sizeof *row)))
+                rc = diag_set(d, QS_ENOMEM, path, lineno, "%d quantizers", r->n_q);
         } else if (!strcmp(json_string_value(type), "step")) {
-            rc = read_step(r, obj, metric, path, lineno, d);
-        } else {
-            rc = 0;   /* other record types are not ours to plot */
+            rc = row ? read_step(r, obj, metric, row, path, lineno, d)
+                     : diag_set(d, QS_EFORMAT, path, lineno, "step record before the header");
         }
         json_decref(obj);
         if (rc)
             break;
     }
+    qs_free(row);
     zlog_reader_destroy(z);
     if (rc == QS_ETRUNC)
         rc = 0;   /* run still being written: plot the complete records */

@@ -49,6 +49,11 @@ void axis_label_impl(char *buf, int n, double v, double step);
 
 
 
+/* heatmap_scan.c: fast path for one quant.jsonl step record; 1 = parsed into
+ * *step, *is_qat and row[0..n_q), 0 = let the Jansson path handle the line */
+int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *names,
+                           int metric, long *step, int *is_qat, float *row);
+
 /* curve_data.c: one run's metrics.jsonl (+ events.jsonl) as series */
 #define CURVE_MAX_TASKS 16
 typedef struct curve_run {

@@ -492,3 +492,75 @@ TEST(plots, cli_heatmap_and_plot_exit_codes)
     ASSERT_EQ_INT(run_cli(args), 2);
     ASSERT_EQ_INT(run_cli("plot"), 2);
 }
+
+/* ---------- fast step scanner: same values as Jansson, or hand the line back ---------- */
+
+static int scan_line(const char *line, int metric, long *step, int *qat, float *row)
+{
+    static char *const names[2] = {"layers.3.mlp.up_proj.input", "layers.3.mlp.up_proj.weight"};
+    return heatmap_scan_step_impl(line, strlen(line), 2, names, metric, step, qat, row);
+}
+
+TEST(plots, step_scanner_reads_valid_records)
+{
+    long step = -1;
+    int qat = -1;
+    float row[2];
+    const char *std = "{\"v\":1,\"type\":\"step\",\"step\":123,\"phase\":\"qat\",\"q\":["
+                      "{\"name\":\"layers.3.mlp.up_proj.input\",\"mode\":\"quant\",\"pred_amax\":2.0,"
+                      "\"amax\":3.0,\"clip_rate\":1.8e-4,\"under_rate\":null,\"qsnr_db\":31.25},"
+                      "{\"name\":\"layers.3.mlp.up_proj.weight\",\"pred_amax\":0,\"amax\":1,"
+                      "\"clip_rate\":0,\"under_rate\":4.5E-5,\"qsnr_db\":-2}]}";
+    ASSERT_EQ_INT(scan_line(std, PLOTS_METRIC_CLIP_RATE, &step, &qat, row), 1);
+    ASSERT_EQ_INT(step, 123);
+    ASSERT_EQ_INT(qat, 1);
+    ASSERT_NEAR(row[0], 1.8e-4, 1e-10);
+    ASSERT_NEAR(row[1], 0, 0);
+    ASSERT_EQ_INT(scan_line(std, PLOTS_METRIC_UNDERFLOW_RATE, &step, &qat, row), 1);
+    ASSERT_TRUE(isnan(row[0]));
+    ASSERT_NEAR(row[1], 4.5e-5, 1e-11);
+    ASSERT_EQ_INT(scan_line(std, PLOTS_METRIC_AMAX_RATIO, &step, &qat, row), 1);
+    ASSERT_NEAR(row[0], 1.5, 1e-7);
+    ASSERT_TRUE(isnan(row[1]));   /* pred_amax 0: no ratio */
+    ASSERT_EQ_INT(scan_line(std, PLOTS_METRIC_QSNR, &step, &qat, row), 1);
+    ASSERT_NEAR(row[1], -2, 0);
+    /* key order, whitespace, nested unknown fields, no names, warmup phase */
+    const char *odd = " { \"q\" : [ { \"clip_rate\" : 0.5 , \"x\" : {\"a\":[1,{\"b\":null}],\"c\":\"]}\"} } ,"
+                      " {\"extra\":[true,false]} ] , \"phase\":\"warmup\", \"step\": 7 ,\"type\":\"step\" } ";
+    ASSERT_EQ_INT(scan_line(odd, PLOTS_METRIC_CLIP_RATE, &step, &qat, row), 1);
+    ASSERT_EQ_INT(step, 7);
+    ASSERT_EQ_INT(qat, 0);
+    ASSERT_NEAR(row[0], 0.5, 0);
+    ASSERT_TRUE(isnan(row[1]));
+}
+
+TEST(plots, step_scanner_hands_back_unusual_lines)
+{
+    static const char *const back[] = {
+        "{\"v\":1,\"type\":\"header\",\"quantizers\":[]}",                        /* other type */
+        "{\"type\":\"step\",\"step\":3.0,\"q\":[{},{}]}",                          /* non-integer step */
+        "{\"type\":\"step\",\"step\":03,\"q\":[{},{}]}",                           /* leading zero */
+        "{\"type\":\"step\",\"step\":3,\"q\":[{\"clip_rate\":1.},{}]}",            /* bad number */
+        "{\"type\":\"step\",\"step\":3,\"q\":[{}]}",                               /* count */
+        "{\"type\":\"step\",\"step\":3,\"q\":[{},{},{}]}",                         /* count */
+        "{\"type\":\"step\",\"step\":3,\"q\":[{\"name\":\"layers.3.mlp.up_proj.weight\"},{}]}",  /* order */
+        "{\"type\":\"step\",\"step\":3,\"q\":[{\"name\":\"layers.3.mlp.up_proj.inpu\\u0074\"},{}]}",
+        "{\"type\":\"step\",\"step\":3,\"q\":[{},{}]} x",                          /* trailing */
+        "{\"type\":\"step\",\"step\":3,\"q\":[{},{}]",                             /* cut */
+        "{\"type\":\"step\",\"step\":3,\"q\":[{},{}],\"q\":[{},{}]}",              /* duplicate q */
+        "{\"type\":\"step\",\"step\":3,\"note\":\"caf\xc3\xa9\",\"q\":[{},{}]}",   /* UTF-8: Jansson checks */
+        "{\"type\":\"step\",\"q\":[{},{}]}",                                       /* no step */
+        "{\"type\":\"step\",\"step\":3,\"q\":[1,{}]}",                             /* not an object */
+        "{\"type\":\"step\",\"step\":3,\"q\":[{\"clip_rate\":nul},{}]}",
+        "",
+    };
+    long step;
+    int qat;
+    float row[2];
+    for (size_t i = 0; i < sizeof back / sizeof *back; i++) {
+        if (scan_line(back[i], PLOTS_METRIC_CLIP_RATE, &step, &qat, row) != 0) {
+            TEST_FAIL_AT("line %zu was accepted: %s", i, back[i]);
+            return;
+        }
+    }
+}
