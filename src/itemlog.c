@@ -17,6 +17,7 @@ void itemlog_free(itemlog *il)
         return;
     for (size_t i = 0; i < il->n_items; i++) {
         qs_free(il->items[i].task);
+        qs_free(il->items[i].subtask);
         qs_free(il->items[i].key);
     }
     qs_free(il->items);
@@ -39,9 +40,16 @@ static int item_push(itemlog *il, const char *task, const char *subject, long lo
     itemlog_item *it = &il->items[il->n_items];
     it->task = qs_strdup(task);
     it->key = qs_strdup(key);
-    if (!it->task || !it->key) {
+    it->subtask = NULL;
+    if (subject && *subject) {
+        size_t n = strlen(task) + strlen(subject) + 2;
+        if ((it->subtask = qs_malloc(n)))
+            snprintf(it->subtask, n, "%s_%s", task, subject);
+    }
+    if (!it->task || !it->key || (subject && *subject && !it->subtask)) {
         qs_free(it->task);
         qs_free(it->key);
+        qs_free(it->subtask);
         return QS_ENOMEM;
     }
     it->acc = (signed char)acc;
@@ -261,7 +269,8 @@ int itemlog_select(const itemlog *il, const char *const *tasks, int n_tasks,
     size_t k = 0;
     for (size_t i = 0; i < il->n_items; i++)
         for (int t = 0; t < n_tasks; t++)
-            if (!strcmp(il->items[i].task, tasks[t])) {
+            if (!strcmp(il->items[i].task, tasks[t]) ||
+                (il->items[i].subtask && !strcmp(il->items[i].subtask, tasks[t]))) {
                 sel[k++] = &il->items[i];
                 break;
             }

@@ -76,8 +76,8 @@ static int read_metric(json_t *entry, const char *metric, const char *path, cons
         snprintf(key, sizeof key, "%s", metric);
     }
     *out = NAN;
-    if (!v)
-        return 0;
+    if (!v || (json_is_string(v) && !strcmp(json_string_value(v), "N/A")))
+        return 0;   /* absent, or not computed (a group without items) */
     if (!json_is_number(v))
         return diag_set(d, QS_EFORMAT, path, -1, "results.%s[\"%s\"]: expected a number, found %s",
                         task, key, json_is_string(v) ? "a string" : "another JSON type");

@@ -336,3 +336,50 @@ TEST(gate, samples_that_disagree_with_results_are_rejected)
     itemlog_free(&il);
     resfile_free(&rf);
 }
+
+TEST(gate, mmlu_items_pair_by_subject_for_subtasks)
+{
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/gate_mmlu", test_tmp_dir());
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/samples.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    for (int i = 0; i < 6; i++)
+        fprintf(f, "{\"task\":\"mmlu\",\"subject\":\"%s\",\"doc_id\":%d,\"pred\":%d,\"pred_norm\":null,\"gold\":1}\n",
+                i < 4 ? "anatomy" : "virology", i % 4, i == 0 ? 1 : 0);
+    fclose(f);
+    itemlog il = {0};
+    qs_diag d = {0};
+    ASSERT_OK(itemlog_load_qatscope(&il, path, &d), &d);
+    const itemlog_item **sel;
+    size_t n;
+    const char *anatomy[] = {"mmlu_anatomy"}, *group[] = {"mmlu", "mmlu_anatomy"};
+    ASSERT_OK(itemlog_select(&il, anatomy, 1, &sel, &n, &d), &d);
+    ASSERT_EQ_INT(n, 4);
+    ASSERT_EQ_INT(sel[0]->acc, 1);
+    ASSERT_EQ_INT(sel[0]->acc_norm, -1);
+    qs_free(sel);
+    ASSERT_OK(itemlog_select(&il, group, 2, &sel, &n, &d), &d);
+    ASSERT_EQ_INT(n, 6);   /* each item once, though it matches two names */
+    qs_free(sel);
+    itemlog_free(&il);
+}
+
+TEST(gate, not_computed_metric_is_absent)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/gate_na.json", test_tmp_dir());
+    const char *text = "{\"results\":{\"mmlu\":{\"acc,none\":\"N/A\"},\"arc_easy\":{\"acc,none\":0.5}}}";
+    ASSERT_OK(fileio_write_atomic(path, text, strlen(text), NULL), NULL);
+    resfile rf = {0};
+    qs_diag d = {0};
+    ASSERT_OK(resfile_load(&rf, path, &d), &d);
+    ASSERT_TRUE(isnan(resfile_task_find(&rf, "mmlu")->acc));
+    gate_opts o;
+    gate_opts_default(&o);
+    gate_report r;
+    ASSERT_EQ_INT(gate_compare(&rf, &rf, NULL, NULL, &o, &r, &d), QS_ENOTFOUND);
+    ASSERT_TRUE(strstr(d.msg, "task mmlu has no metric acc") != NULL);
+    resfile_free(&rf);
+}

@@ -8,6 +8,8 @@
  *    object per item with doc_id and per-item metric values "acc", "acc_norm"
  *    (0/1 numbers); the task comes from the file name.
  * Items are identified by (task, subject, doc_id).  Duplicate ids are an error.
+ * An item with a subject also belongs to the subtask "<task>_<subject>" (the row
+ * name results.json uses for an MMLU subject).
  *
  * Discovery next to a results file R (itemlog_discover):
  *   1. R's directory holds samples.jsonl.zst or samples.jsonl -> qatscope log;
@@ -24,6 +26,8 @@
 
 typedef struct itemlog_item {
     char *task;
+    char *subtask;               /* "task_subject" when the item has a subject (qatscope MMLU
+                                  * items belong to the harness-style subtask mmlu_<subject>) */
     char *key;                   /* "task|subject|doc_id": unique, sortable */
     signed char acc, acc_norm;   /* 0/1, -1 when the log lacks the metric */
 } itemlog_item;
@@ -48,7 +52,7 @@ int itemlog_discover(itemlog *il, const char *results_path, const char *const *t
                      int n_tasks, int *found, qs_diag *d);
 void itemlog_free(itemlog *il);   /* safe on a zeroed il */
 
-/* Items whose task is one of `tasks`, sorted by key: fills *out (qs_malloc'd array of
+/* Items whose task (or subtask) is one of `tasks`, sorted by key: fills *out (qs_malloc'd array of
  * pointers into il, caller frees with qs_free) and *n.  Duplicate keys: QS_EFORMAT. */
 int itemlog_select(const itemlog *il, const char *const *tasks, int n_tasks,
                    const itemlog_item ***out, size_t *n, qs_diag *d);
