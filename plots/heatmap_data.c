@@ -19,7 +19,7 @@
 #include "qs/zlog.h"
 
 /* quant.jsonl layout this reader understands (formats.md; bumps on any change) */
-#define QS_QUANT_LOG_VERSION 1
+#define HEATMAP_QUANT_LOG_VERSION 1
 
 static const char *const metric_names[] = {"clip_rate", "amax_ratio", "underflow_rate", "qsnr"};
 
@@ -148,11 +148,11 @@ static int read_header(raw_log *r, plots_heatmap *hm, json_t *obj, const char *p
                        qs_diag *d)
 {
     json_t *qs = json_object_get(obj, "quantizers"), *v = json_object_get(obj, "v");
-    if (v && (!json_is_integer(v) || json_integer_value(v) != QS_QUANT_LOG_VERSION))
+    if (v && (!json_is_integer(v) || json_integer_value(v) != HEATMAP_QUANT_LOG_VERSION))
         return diag_set(d, QS_EUNSUPPORTED, path, line,
                         "header: expected layout \"v\":%d, found %s%lld (written by a newer "
                         "or older qatscope?)",
-                        QS_QUANT_LOG_VERSION, json_is_integer(v) ? "" : "a non-integer ",
+                        HEATMAP_QUANT_LOG_VERSION, json_is_integer(v) ? "" : "a non-integer ",
                         json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
     if (!json_is_array(qs) || json_array_size(qs) == 0)
         return diag_set(d, QS_EFORMAT, path, line, "header: expected a non-empty \"quantizers\" array");
