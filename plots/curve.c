@@ -28,7 +28,12 @@ typedef struct panel {
     int x, y, w, h;          /* plot area in pixels */
     double x0, x1, y0, y1;   /* data range; y in log10 when log_y */
     int log_y;
+    int floor_is_zero;       /* log_y: the bottom tick stands for 0 */
+    const curve_run *runs;   /* for the phase lines, drawn under the data */
+    int n_runs;
 } panel;
+
+static void phase_lines(plots_image *img, const panel *p, const curve_run *runs, int n_runs);
 
 static double px(const panel *p, double x)
 {
@@ -65,7 +70,9 @@ static void panel_axes(plots_image *img, const panel *p, const char *title)
         double v = p->log_y ? pow(10, t[i]) : t[i];
         int y = (int)lrint(py(p, v));
         char lab[32];
-        if (p->log_y)
+        if (p->log_y && i == 0 && p->floor_is_zero)
+            snprintf(lab, sizeof lab, "0");   /* zeros sit on the floor, a decade below any value */
+        else if (p->log_y)
             snprintf(lab, sizeof lab, "1e%d", (int)t[i]);
         else
             axis_label_impl(lab, sizeof lab, t[i], step);
@@ -84,10 +91,13 @@ static void panel_axes(plots_image *img, const panel *p, const char *title)
     }
     canvas_frame_impl(img, p->x - 1, p->y - 1, p->w + 2, p->h + 2, INK);
     canvas_text_impl(img, p->x, p->y - 24, title, 2, INK);
+    phase_lines(img, p, p->runs, p->n_runs);
 }
 
 static void panel_note(plots_image *img, const panel *p, const char *msg)
 {
+    int w = canvas_text_width_impl(msg, 2);
+    canvas_rect_impl(img, p->x + p->w / 2 - w / 2 - 8, p->y + p->h / 2 - 14, w + 16, 28, PAPER);
     canvas_text_at_impl(img, p->x + p->w / 2, p->y + p->h / 2, 1, 1, msg, 2, MUTED);
 }
 
@@ -196,7 +206,8 @@ static void draw_train_series(plots_image *img, panel *p, const curve_run *runs,
     }
     if (which == 2) {
         p->log_y = 1;
-        p->y0 = floor(log10(lo));
+        p->floor_is_zero = 1;
+        p->y0 = floor(log10(lo)) - 1;
         p->y1 = ceil(log10(hi));
         if (p->y1 <= p->y0)
             p->y1 = p->y0 + 1;
@@ -362,13 +373,14 @@ int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *im
             ps[i].h = CURVE_PANEL_H - 90;
             ps[i].x0 = (double)x0;
             ps[i].x1 = x1 > x0 ? (double)x1 : (double)x0 + 1;
+            ps[i].runs = runs;
+            ps[i].n_runs = n_runs;
         }
         draw_loss(img, &ps[0], runs, n_runs);
         draw_train_series(img, &ps[1], runs, n_runs, 1);
         draw_train_series(img, &ps[2], runs, n_runs, 2);
         draw_evals(img, &ps[3], runs, n_runs);
         for (int i = 0; i < 4; i++) {
-            phase_lines(img, &ps[i], runs, n_runs);
             canvas_text_at_impl(img, ps[i].x + ps[i].w / 2, ps[i].y + ps[i].h + 30, 1, 0, "step", 2, MUTED);
         }
     }
