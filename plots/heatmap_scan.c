@@ -6,8 +6,8 @@
  *
  * Contract: it returns 1 only for a syntactically valid record it fully understood,
  * with exactly the values the Jansson path (heatmap_data.c) would produce; anything
- * unusual (another record type, escapes in a name, a non-integer step, a name out
- * of header order, malformed JSON) returns 0 and the caller re-reads the line with
+ * unusual (another record type, any string escape or non-ASCII byte, a non-integer
+ * step, a name out of header order, malformed JSON) returns 0 and the caller re-reads the line with
  * Jansson, which also produces the error message.  All reads are bounded by `end`.
  */
 #include <math.h>
@@ -36,7 +36,9 @@ static int lit(scan *s, char c)
     return 0;
 }
 
-/* raw string body [*a, *a + *n); *esc = 1 when it holds an escape */
+/* raw string body [*a, *a + *n); any escape or non-ASCII byte hands the line to Jansson
+ * (it validates escapes, surrogates and UTF-8; our logs never need them).  *esc is
+ * kept for the callers' clarity and is always 0 on success. */
 static int str(scan *s, const char **a, size_t *n, int *esc)
 {
     ws(s);
@@ -45,13 +47,9 @@ static int str(scan *s, const char **a, size_t *n, int *esc)
     *a = ++s->p;
     *esc = 0;
     while (s->p < s->end && *s->p != '"') {
-        if ((unsigned char)*s->p < 0x20 || (unsigned char)*s->p >= 0x80)
-            return 0;   /* control bytes; non-ASCII is left to Jansson's UTF-8 check */
-        if (*s->p == '\\') {
-            *esc = 1;
-            if (++s->p >= s->end)
-                return 0;
-        }
+        unsigned char c = (unsigned char)*s->p;
+        if (c < 0x20 || c >= 0x80 || c == '\\')
+            return 0;
         s->p++;
     }
     if (s->p >= s->end)

@@ -383,3 +383,59 @@ TEST(gate, not_computed_metric_is_absent)
     ASSERT_TRUE(strstr(d.msg, "task mmlu has no metric acc") != NULL);
     resfile_free(&rf);
 }
+
+/* byte-level mutants of a valid harness file and samples log: every load ends in 0 or
+ * a negative code with a message, never a crash (the sanitizer build checks memory) */
+TEST(gate, mutated_inputs_fail_cleanly)
+{
+    char *orig = NULL;
+    size_t n;
+    ASSERT_OK(fileio_read_all("tests/data/gate/harness04_base.json", &orig, &n, NULL), NULL);
+    char path[600], spath[600];
+    snprintf(path, sizeof path, "%s/gate_mut.json", test_tmp_dir());
+    snprintf(spath, sizeof spath, "%s/gate_mut_samples.jsonl", test_tmp_dir());
+    const char *samples = "{\"task\":\"arc_easy\",\"doc_id\":0,\"pred\":1,\"pred_norm\":1,\"gold\":1}\n"
+                          "{\"task\":\"mmlu\",\"subject\":\"anatomy\",\"doc_id\":3,\"pred\":0,\"gold\":2}\n";
+    size_t sn = strlen(samples);
+    char *buf = qs_malloc(n + 1), sbuf[256];
+    ASSERT_TRUE(buf != NULL);
+    unsigned long long rng = 88172645463325252ull;
+    int loaded = 0, rejected = 0;
+    for (int iter = 0; iter < 300; iter++) {
+        memcpy(buf, orig, n);
+        memcpy(sbuf, samples, sn);
+        for (int e = 0; e < 1 + iter % 4; e++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            buf[rng % n] = "{}[]\":,0.5-eNA\\x"[(rng >> 32) % 16];
+            sbuf[(rng >> 16) % sn] = "{}[]\":,01-n"[(rng >> 40) % 11];
+        }
+        size_t cut = iter % 7 == 6 ? n / 2 : n;
+        ASSERT_OK(fileio_write_atomic(path, buf, cut, NULL), NULL);
+        ASSERT_OK(fileio_write_atomic(spath, sbuf, sn, NULL), NULL);
+        resfile rf = {0};
+        itemlog il = {0};
+        qs_diag d = {0};
+        int rc = resfile_load(&rf, path, &d);
+        if (rc == 0) {
+            loaded++;
+            int rc2 = itemlog_load_qatscope(&il, spath, &d);
+            gate_opts o;
+            gate_opts_default(&o);
+            o.n_resamples = 100;
+            gate_report rep;
+            int rc3 = gate_compare(&rf, &rf, rc2 ? NULL : &il, rc2 ? NULL : &il, &o, &rep, &d);
+            if (rc3 == 0)
+                gate_report_free(&rep);
+            else
+                ASSERT_TRUE(rc3 < 0 && d.msg[0]);
+        } else {
+            rejected++;
+            ASSERT_TRUE(rc < 0 && d.msg[0]);
+        }
+        itemlog_free(&il);
+        resfile_free(&rf);
+    }
+    qs_free(buf);
+    qs_free(orig);
+    ASSERT_TRUE(loaded > 0 && rejected > 0);
+}

@@ -1,6 +1,7 @@
 /* test_plots.c: heatmap and curve PNGs decoded back and checked; binning; bad run dirs.
  * Run dirs are crafted here (tests/test_plots.c writes them into the scratch dir). */
 #include <dirent.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -567,4 +568,76 @@ TEST(plots, step_scanner_hands_back_unusual_lines)
             return;
         }
     }
+}
+
+/* deterministic mutations of a valid record: whenever the fast scanner accepts a
+ * mutant, Jansson must accept it too and yield the same step and values */
+static uint64_t mut_next(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+#include <jansson.h>
+
+static int jansson_agrees(const char *line, long step, int qat, const float *row)
+{
+    json_t *o = json_loads(line, 0, NULL);
+    json_t *ty = json_object_get(o, "type"), *st = json_object_get(o, "step"), *q = json_object_get(o, "q");
+    json_t *ph = json_object_get(o, "phase");
+    int ok = json_is_object(o) && json_is_string(ty) && !strcmp(json_string_value(ty), "step") &&
+             json_is_integer(st) && json_integer_value(st) == step && json_is_array(q) &&
+             json_array_size(q) == 2 &&
+             qat == (json_is_string(ph) && !strcmp(json_string_value(ph), "qat"));
+    for (size_t i = 0; ok && i < 2; i++) {
+        json_t *e = json_array_get(q, i), *cr = json_object_get(e, "clip_rate");
+        double want = json_is_number(cr) ? json_number_value(cr) : NAN;
+        ok = json_is_object(e) && (isnan(want) ? isnan(row[i]) : (float)want == row[i]);
+    }
+    json_decref(o);
+    return ok;
+}
+
+TEST(plots, step_scanner_mutants_agree_with_jansson)
+{
+    const char *seed_line = "{\"v\":1,\"type\":\"step\",\"step\":42,\"phase\":\"qat\",\"q\":["
+                            "{\"name\":\"layers.3.mlp.up_proj.input\",\"clip_rate\":1.5e-3,\"x\":[1,2]},"
+                            "{\"name\":\"layers.3.mlp.up_proj.weight\",\"clip_rate\":null}]}";
+    static const char alphabet[] = "{}[]\",:0123456789.eE+-ntrufalsq \\x";
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    char buf[512];
+    int accepted = 0;
+    for (int iter = 0; iter < 4000; iter++) {
+        size_t n = strlen(seed_line);
+        memcpy(buf, seed_line, n + 1);
+        int edits = 1 + (int)(mut_next(&rng) % 3);
+        for (int e = 0; e < edits; e++) {
+            size_t at = (size_t)(mut_next(&rng) % n);
+            int kind = (int)(mut_next(&rng) % 3);
+            char c = alphabet[mut_next(&rng) % (sizeof alphabet - 1)];
+            if (kind == 0) {
+                buf[at] = c;                                   /* replace */
+            } else if (kind == 1 && n > 1) {
+                memmove(buf + at, buf + at + 1, n - at);       /* delete */
+                n--;
+            } else if (n + 2 < sizeof buf) {
+                memmove(buf + at + 1, buf + at, n - at + 1);   /* insert */
+                buf[at] = c;
+                n++;
+            }
+        }
+        long step;
+        int qat;
+        float row[2];
+        if (scan_line(buf, PLOTS_METRIC_CLIP_RATE, &step, &qat, row)) {
+            accepted++;
+            if (!jansson_agrees(buf, step, qat, row)) {
+                TEST_FAIL_AT("scanner and Jansson disagree on: %s", buf);
+                return;
+            }
+        }
+    }
+    ASSERT_TRUE(accepted > 100);   /* the mutants exercised the accepting path too */
 }
