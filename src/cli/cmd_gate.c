@@ -181,20 +181,23 @@ static int load_side_items(const gate_args *a, int side, const resfile *rf, item
 
 static void print_table(const gate_report *r, const gate_args *a, int paired_any)
 {
-    printf("%-28s %-8s %9s %9s %9s %7s %7s %9s %-19s %s\n", "task", "metric", "baseline",
+    int w = 28;   /* task column: the longest name (MMLU subjects reach 40 characters) */
+    for (int i = 0; i < r->n_rows; i++)
+        w = (int)strlen(r->rows[i].task) > w ? (int)strlen(r->rows[i].task) : w;
+    printf("%-*s %-8s %9s %9s %9s %7s %7s %9s %-19s %s\n", w, "task", "metric", "baseline",
            "candidate", "drop(pp)", "max", "n", "p", "95% CI cand-base", "verdict");
     for (int i = 0; i < r->n_rows; i++) {
-        const gate_row *w = &r->rows[i];
+        const gate_row *row = &r->rows[i];
         char n[24] = "-", p[24] = "-", ci[40] = "-";
-        if (w->n_items >= 0)
-            snprintf(n, sizeof n, "%ld", w->n_items);
-        if (w->paired) {
-            snprintf(p, sizeof p, "%.3g", w->p_value);
-            snprintf(ci, sizeof ci, "[%+.2f, %+.2f]", w->ci_lo_points, w->ci_hi_points);
+        if (row->n_items >= 0)
+            snprintf(n, sizeof n, "%ld", row->n_items);
+        if (row->paired) {
+            snprintf(p, sizeof p, "%.3g", row->p_value);
+            snprintf(ci, sizeof ci, "[%+.2f, %+.2f]", row->ci_lo_points, row->ci_hi_points);
         }
-        printf("%-28s %-8s %9.2f %9.2f %9.2f %7.2f %7s %9s %-19s %s\n", w->task, w->metric,
-               100 * w->base, 100 * w->cand, w->drop_points, w->max_drop_points, n, p, ci,
-               gate_verdict_name(w->verdict));
+        printf("%-*s %-8s %9.2f %9.2f %9.2f %7.2f %7s %9s %-19s %s\n", w, row->task, row->metric,
+               100 * row->base, 100 * row->cand, row->drop_points, row->max_drop_points, n, p, ci,
+               gate_verdict_name(row->verdict));
     }
     printf("\nvalues in percent; drop = baseline - candidate in percentage points; ");
     printf("paired test: McNemar exact, alpha %g%s\n", a->opts.alpha,
