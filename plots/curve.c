@@ -60,7 +60,7 @@ static plot_rgb tint(plot_rgb c, double keep)
 static void panel_axes(plots_image *img, const panel *p, const char *title)
 {
     double t[16], step;
-    int n = axis_ticks_impl(p->y0, p->y1, 6, t, &step);
+    int n = axis_ticks_impl(p->y0, p->y1, 6, 0, t, &step);
     if (p->log_y) {
         n = 0;
         for (double e = ceil(p->y0 - 1e-9); e <= p->y1 + 1e-9 && n < 16; e++)
@@ -80,7 +80,7 @@ static void panel_axes(plots_image *img, const panel *p, const char *title)
         canvas_rect_impl(img, p->x - 5, y, 5, 1, INK);
         canvas_text_at_impl(img, p->x - 9, y, 2, 1, lab, 2, INK);
     }
-    n = axis_ticks_impl(p->x0, p->x1, 7, t, &step);
+    n = axis_ticks_impl(p->x0, p->x1, 7, 1, t, &step);
     for (int i = 0; i < n; i++) {
         int x = (int)lrint(px(p, t[i]));
         char lab[32];
@@ -326,9 +326,9 @@ static void draw_header(plots_image *img, const curve_run *runs, int n_runs)
     for (int r = 0; r < n_runs; r++) {
         char lab[160];
         if (runs[r].qat_step >= 0)
-            snprintf(lab, sizeof lab, "%.100s (QAT from step %ld)", runs[r].name, runs[r].qat_step);
+            snprintf(lab, sizeof lab, "%.60s (QAT from step %ld)", runs[r].name, runs[r].qat_step);
         else
-            snprintf(lab, sizeof lab, "%.100s (no QAT phase)", runs[r].name);
+            snprintf(lab, sizeof lab, "%.60s (no QAT phase)", runs[r].name);
         int w = canvas_text_width_impl(lab, 2) + 56;
         if (x + w > CURVE_W - 24) {
             x = 24;

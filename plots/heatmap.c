@@ -144,7 +144,7 @@ static void draw_step_axis(plots_heatmap *hm, plots_image *img)
     double ticks[16], step;
     double first = (double)hm->col_first[0], last = (double)hm->col_last[hm->n_cols - 1];
     int max_ticks = plot_w / 90 < 2 ? 2 : plot_w / 90 > 12 ? 12 : plot_w / 90;
-    int n = axis_ticks_impl(first, last, max_ticks, ticks, &step);
+    int n = axis_ticks_impl(first, last, max_ticks, 1, ticks, &step);
     canvas_rect_impl(img, hm->plot_x, y, plot_w, 1, INK);
     for (int i = 0; i < n; i++) {
         int x = (int)lrint(step_x(hm, ticks[i]));
@@ -195,7 +195,7 @@ static void draw_colorbar(plots_heatmap *hm, const plots_heatmap_opts *o, plots_
             ticks[n++] = e;
         step = 1;
     } else {
-        n = axis_ticks_impl(hm->lo, hm->hi, 6, ticks, &step);
+        n = axis_ticks_impl(hm->lo, hm->hi, 6, 0, ticks, &step);
     }
     for (int i = 0; i < n; i++) {
         double t = o->log_scale ? (ticks[i] - log10(hm->lo)) / (log10(hm->hi) - log10(hm->lo))
@@ -250,10 +250,11 @@ int plots_heatmap_render(plots_heatmap *hm, const plots_heatmap_opts *o, plots_i
     if (rc)
         return rc;
     char title[256], sub[256];
-    snprintf(title, sizeof title, "%s: %s, %s tensors", hm->run, metric_title(o->metric),
+    snprintf(title, sizeof title, "%.60s%s: %s, %s tensors", hm->run,
+             strlen(hm->run) > 60 ? "..." : "", metric_title(o->metric),
              o->tensors == PLOTS_TENSORS_INPUT ? "input" : o->tensors == PLOTS_TENSORS_WEIGHT ? "weight" : "all");
-    snprintf(sub, sizeof sub, "estimator %s   %d quantizers   steps %ld-%ld", hm->estimator,
-             hm->n_rows, hm->col_first[0], hm->col_last[hm->n_cols - 1]);
+    snprintf(sub, sizeof sub, "estimator %s   %d quantizer%s   steps %ld-%ld", hm->estimator,
+             hm->n_rows, hm->n_rows == 1 ? "" : "s", hm->col_first[0], hm->col_last[hm->n_cols - 1]);
     canvas_text_impl(img, 16, 14, title, 2, INK);
     canvas_text_impl(img, 16, 42, sub, 2, MUTED);
     draw_cells(hm, o, img);

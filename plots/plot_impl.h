@@ -42,8 +42,10 @@ void canvas_text_at_impl(plots_image *img, int x, int y, int ha, int va, const c
 /* colormap.c */
 plot_rgb colormap_rgb_impl(double t);   /* t in [0, 1], clamped */
 
-/* axis.c: "nice" tick values covering [lo, hi], at most max_ticks; returns count */
-int axis_ticks_impl(double lo, double hi, int max_ticks, double *ticks, double *step);
+/* axis.c: "nice" tick values covering [lo, hi], at most max_ticks (integers only when
+ * integer_only, e.g. training steps); returns the count */
+int axis_ticks_impl(double lo, double hi, int max_ticks, int integer_only, double *ticks,
+                    double *step);
 /* tick label: short decimal or scientific form, chosen from the tick step */
 void axis_label_impl(char *buf, int n, double v, double step);
 
