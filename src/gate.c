@@ -136,7 +136,14 @@ static int compare_items(gate_row *row, const resfile_task *bt, const resfile *b
     if (!rc)
         rc = side_items(cand_items, bt, names, n_names, &ci, &nc, d);
     if (!rc && nb > 0 && nc > 0) {
-        rc = check_items_match_results(bi, nb, row->metric, row->base, row->task, "baseline",
+        if (bt->n_items >= 0 && (nb != (size_t)bt->n_items || nc != (size_t)bt->n_items))
+            rc = diag_set(d, QS_EINVAL, NULL, -1,
+                          "task %s: the per-item logs cover %zu (baseline) and %zu (candidate) "
+                          "items, the results files say %ld (a samples file missing? or pass "
+                          "--no-samples)",
+                          row->task, nb, nc, bt->n_items);
+        if (!rc)
+            rc = check_items_match_results(bi, nb, row->metric, row->base, row->task, "baseline",
                                        base->path, d);
         if (!rc)
             rc = check_items_match_results(ci, nc, row->metric, row->cand, row->task,
@@ -182,6 +189,21 @@ static int compare_task(gate_row *row, const resfile_task *bt, const resfile *ba
     if (isnan(row->cand))
         return diag_set(d, QS_ENOTFOUND, cand->path, -1, "task %s has no metric %s", bt->name,
                         metric);
+    for (int i = 0; i < bt->n_leaves; i++) {
+        int found = 0;
+        for (int j = 0; j < ct->n_leaves && !found; j++)
+            found = !strcmp(bt->leaves[i], ct->leaves[j]);
+        if (!found)
+            return diag_set(d, QS_EINVAL, cand->path, -1,
+                            "group %s: subtask %s of the baseline is missing from the candidate "
+                            "(different item sets)",
+                            bt->name, bt->leaves[i]);
+    }
+    if (bt->n_leaves != ct->n_leaves)
+        return diag_set(d, QS_EINVAL, cand->path, -1,
+                        "group %s has %d subtasks in the baseline, %d in the candidate (different "
+                        "item sets)",
+                        bt->name, bt->n_leaves, ct->n_leaves);
     if (bt->n_items >= 0 && ct->n_items >= 0 && bt->n_items != ct->n_items)
         return diag_set(d, QS_EINVAL, cand->path, -1,
                         "task %s: baseline was scored on %ld items, candidate on %ld (different "

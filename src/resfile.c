@@ -132,6 +132,54 @@ static int collect_leaves(json_t *gs, const char *name, resfile_task *t, int dep
     return 0;
 }
 
+/* v0.3 files list MMLU as hendrycksTest-<subject> rows only.  Add the leaderboard's
+ * headline row: "hendrycksTest" = unweighted mean over the subjects (spec/tasks.md §1),
+ * with the subjects as its children, so the gate compares one MMLU number. */
+#define RESFILE_V03_MMLU_PREFIX "hendrycksTest-"
+
+static int add_v03_mmlu_group(resfile *rf, const char *path, qs_diag *d)
+{
+    size_t plen = strlen(RESFILE_V03_MMLU_PREFIX);
+    int n = 0, n_norm = 0;
+    double sum = 0, sum_norm = 0;
+    for (int i = 0; i < rf->n_tasks; i++)
+        if (!strncmp(rf->tasks[i].name, RESFILE_V03_MMLU_PREFIX, plen)) {
+            n++;
+            sum += rf->tasks[i].acc;
+            if (!isnan(rf->tasks[i].acc_norm)) {
+                n_norm++;
+                sum_norm += rf->tasks[i].acc_norm;
+            }
+        }
+    if (n == 0 || resfile_task_find(rf, "hendrycksTest"))
+        return 0;
+    resfile_task *grown = qs_realloc(rf->tasks, (size_t)(rf->n_tasks + 1) * sizeof *grown);
+    if (!grown)
+        return diag_set(d, QS_ENOMEM, path, -1, "tasks");
+    rf->tasks = grown;
+    resfile_task *g = &rf->tasks[rf->n_tasks];
+    memset(g, 0, sizeof *g);
+    g->leaves = qs_calloc((size_t)n, sizeof *g->leaves);
+    g->name = qs_strdup("hendrycksTest");
+    if (!g->leaves || !g->name) {
+        qs_free(g->leaves);
+        qs_free(g->name);
+        return diag_set(d, QS_ENOMEM, path, -1, "tasks");
+    }
+    rf->n_tasks++;
+    g->is_group = g->top_level = 1;
+    g->n_items = -1;
+    g->acc = sum / n;   /* NAN if a subject lacks acc: then the gate reports it missing */
+    g->acc_norm = n_norm == n ? sum_norm / n : NAN;
+    for (int i = 0; i < rf->n_tasks - 1; i++)
+        if (!strncmp(rf->tasks[i].name, RESFILE_V03_MMLU_PREFIX, plen)) {
+            rf->tasks[i].top_level = 0;
+            if (!(g->leaves[g->n_leaves++] = qs_strdup(rf->tasks[i].name)))
+                return diag_set(d, QS_ENOMEM, path, -1, "tasks");
+        }
+    return 0;
+}
+
 static int parse_root(resfile *rf, json_t *root, const char *path, qs_diag *d)
 {
     json_t *results = json_object_get(root, "results");
@@ -193,7 +241,7 @@ static int parse_root(resfile *rf, json_t *root, const char *path, qs_diag *d)
     }
     if (!rf->layout)
         rf->layout = RESFILE_LAYOUT_V04;
-    return 0;
+    return rf->layout == RESFILE_LAYOUT_V03 ? add_v03_mmlu_group(rf, path, d) : 0;
 }
 
 int resfile_load(resfile *rf, const char *path, qs_diag *d)

@@ -253,7 +253,11 @@ TEST(gate, harness03_layout_is_read)
     qs_diag d = {0};
     ASSERT_OK(resfile_load(&rf, "tests/data/gate/harness03_base.json", &d), &d);
     ASSERT_EQ_INT(rf.layout, RESFILE_LAYOUT_V03);
-    ASSERT_EQ_INT(rf.n_tasks, 3);
+    ASSERT_EQ_INT(rf.n_tasks, 5);   /* + the synthesized hendrycksTest mean */
+    const resfile_task *g = resfile_task_find(&rf, "hendrycksTest");
+    ASSERT_TRUE(g && g->is_group && g->top_level && g->n_leaves == 2);
+    ASSERT_NEAR(g->acc, (0.24 + 0.30) / 2, 1e-12);   /* unweighted mean of the subjects */
+    ASSERT_TRUE(!resfile_task_find(&rf, "hendrycksTest-anatomy")->top_level);
     const resfile_task *t = resfile_task_find(&rf, "hendrycksTest-abstract_algebra");
     ASSERT_TRUE(t != NULL);
     ASSERT_NEAR(t->acc, 0.24, 1e-12);
@@ -263,6 +267,13 @@ TEST(gate, harness03_layout_is_read)
                            "--candidate tests/data/gate/harness03_cand_small_drop.json"),
                   0);
     ASSERT_TRUE(out_contains("acc_norm     29.00     28.80      0.20"));   /* arc_challenge */
+    ASSERT_TRUE(out_contains("hendrycksTest "));
+    ASSERT_TRUE(out_contains("(3 pass, 0 fail"));   /* arc, hellaswag, MMLU mean; no subjects */
+    /* a candidate without one of the subjects is unusable, not a silent smaller mean */
+    ASSERT_EQ_INT(run_gate("--baseline tests/data/gate/harness03_base.json "
+                           "--candidate tests/data/gate/harness03_cand_missing_subject.json"),
+                  2);
+    ASSERT_TRUE(out_contains("subtask hendrycksTest-anatomy of the baseline is missing"));
 }
 
 /* harness per-item logs: samples_<task>_<ts>.jsonl next to results_<ts>.json */
@@ -308,6 +319,16 @@ TEST(gate, harness_samples_are_discovered_and_paired)
              db, dc);
     ASSERT_EQ_INT(run_gate(args), 1);
     ASSERT_TRUE(out_contains("1.91e-06"));   /* 2 * 2^-20 */
+    /* a log that covers fewer items than the results file is refused */
+    char path[700];
+    snprintf(path, sizeof path, "%s/samples_arc_easy_2026-01-02T03-04-05.678.jsonl", dc);
+    FILE *f = fopen(path, "a");
+    ASSERT_TRUE(f != NULL);
+    fprintf(f, "{\"doc_id\": 300, \"acc\": 1.0, \"acc_norm\": 1.0}\n");
+    fclose(f);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("cover 300 (baseline) and 301 (candidate) items, the results files say 300"));
+    write_harness_side(dc, c, 300);
     /* without the logs the same drop fails on the threshold rule alone */
     strcat(args, " --no-samples");
     ASSERT_EQ_INT(run_gate(args), 1);

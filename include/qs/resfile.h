@@ -6,7 +6,9 @@
  *    n-samples.<task>.effective.  Metric keys with another filter than "none" are
  *    ignored; "N/A" stderr strings are accepted.
  *  - harness v0.3 / leaderboard b281b09: results.<task>.acc / .acc_norm, no groups
- *    (MMLU appears as 57 hendrycksTest-<subject> tasks).
+ *    (MMLU appears as 57 hendrycksTest-<subject> tasks).  The reader adds a group
+ *    "hendrycksTest" = unweighted mean over those subjects (the leaderboard's MMLU
+ *    number), with the subjects as its children.
  * Values are fractions in [0, 1]; anything else in a metric field is QS_EFORMAT
  * naming the file, task and key.
  *
