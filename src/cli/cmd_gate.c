@@ -209,7 +209,7 @@ static void print_table(const gate_report *r, const gate_args *a, int paired_any
 
 int cmd_gate(int argc, char **argv)
 {
-    static gate_args a;
+    gate_args a;   /* ~45 KB: per-task options and sample paths */
     memset(&a, 0, sizeof a);
     int rc = parse_args(argc, argv, &a);
     if (rc)
