@@ -495,6 +495,10 @@ TEST(plots, cli_heatmap_and_plot_exit_codes)
     ASSERT_EQ_INT(run_cli(args), 2);
     snprintf(args, sizeof args, "heatmap %s --range 5:1", dir);
     ASSERT_EQ_INT(run_cli(args), 2);
+    snprintf(args, sizeof args, "heatmap %s --range -inf:1", dir);
+    ASSERT_EQ_INT(run_cli(args), 2);
+    snprintf(args, sizeof args, "heatmap %s --range 0:0.01 --out %s/fixed.png", dir, dir);
+    ASSERT_EQ_INT(run_cli(args), 0);
     ASSERT_EQ_INT(run_cli("plot"), 2);
 }
 

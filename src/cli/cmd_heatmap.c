@@ -57,7 +57,8 @@ int cmd_heatmap(int argc, char **argv)
         } else if (cli_flag_is(arg, "--range")) {
             char *end;
             o.lo = strtod(v, &end);
-            if (end == v || *end != ':' || (o.hi = strtod(end + 1, &end), *end) || !(o.hi > o.lo))
+            if (end == v || *end != ':' || (o.hi = strtod(end + 1, &end), *end) ||
+                !isfinite(o.lo) || !isfinite(o.hi) || !(o.hi > o.lo))
                 return cli_error("--range: expected LO:HI with LO < HI, got '%s'", v);
         } else {
             return cli_error("heatmap: unknown option '%s' (argument %d); see --help", arg, i);
