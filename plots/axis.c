@@ -1,0 +1,53 @@
+/* axis.c: "nice" axis ticks (1, 2, 5 x 10^k steps) and their labels. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plot_impl.h"
+
+int axis_ticks_impl(double lo, double hi, int max_ticks, int integer_only, double *ticks,
+                    double *step_out)
+{
+    if (!(hi > lo)) {
+        ticks[0] = lo;
+        *step_out = 1.0;
+        return 1;
+    }
+    if (max_ticks < 2)
+        max_ticks = 2;
+    double raw = (hi - lo) / (max_ticks - 1), mag = pow(10.0, floor(log10(raw)));
+    double step = mag;
+    static const double mults[] = {1, 2, 5, 10};
+    for (int i = 0; i < 4; i++) {
+        step = mults[i] * mag;
+        if ((floor(hi / step) - ceil(lo / step)) + 1 <= max_ticks)
+            break;
+    }
+    int n = 0;
+    if (integer_only && step < 1)
+        step = 1;   /* steps are integers: no fractional ticks */
+    for (double k = ceil(lo / step - 1e-9); k * step <= hi + 1e-9 * step && n < max_ticks; k++)
+        ticks[n++] = k * step == 0 ? 0.0 : k * step;
+    *step_out = step;
+    return n;
+}
+
+void axis_label_impl(char *buf, int n, double v, double step)
+{
+    /* one style per axis, chosen from the tick step: scientific below 1e-3 (1e-5,
+     * 2.5e-5) or from 1e5 up, else fixed with as many decimals as the step needs */
+    if (v == 0) {
+        snprintf(buf, (size_t)n, "0");
+    } else if (step < 1e-3 || step >= 1e5) {
+        double a = fabs(v);
+        int e = (int)floor(log10(a) + 1e-9);
+        double m = v / pow(10.0, e);
+        int digits = 0;
+        while (digits < 3 && fabs(m * pow(10, digits) - round(m * pow(10, digits))) > 1e-6)
+            digits++;
+        snprintf(buf, (size_t)n, "%.*fe%d", digits, m, e);
+    } else {
+        int decimals = step >= 1 ? 0 : (int)ceil(-log10(step) - 1e-9);
+        snprintf(buf, (size_t)n, "%.*f", decimals > 6 ? 6 : decimals, v);
+    }
+}
