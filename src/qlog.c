@@ -437,3 +437,18 @@ int qlog_read(const char *path, qlog_run *run, qs_diag *d)
     }
     return 0;
 }
+
+int qlog_select_parse(const char *name, int *select, qs_diag *d)
+{
+    for (int i = QLOG_SELECT_QAT; i <= QLOG_SELECT_ALL; i++)
+        if (!strcmp(name, qlog_select_name(i))) {
+            *select = i;
+            return 0;
+        }
+    return diag_set(d, QS_EINVAL, NULL, -1, "unknown phase '%s', expected qat, warmup or all", name);
+}
+
+const char *qlog_select_name(int select)
+{
+    return select == QLOG_SELECT_ALL ? "all" : select == QLOG_SELECT_WARMUP ? "warmup" : "qat";
+}

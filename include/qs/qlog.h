@@ -76,6 +76,17 @@ typedef struct qlog_run {
     int truncated;                       /* 1: the file ended inside a record */
 } qlog_run;
 
+/* Which logged steps an analysis (satstat, replay) scores: "qat" (default),
+ * "warmup" or "all". */
+enum { QLOG_SELECT_QAT = 0, QLOG_SELECT_WARMUP = 1, QLOG_SELECT_ALL = 2 };
+int qlog_select_parse(const char *name, int *select, qs_diag *d);
+const char *qlog_select_name(int select);
+static inline int qlog_step_selected(const qlog_run *run, int step_idx, int select)
+{
+    return select == QLOG_SELECT_ALL ||
+           (select == QLOG_SELECT_QAT) == (run->phases[step_idx] == QLOG_PHASE_QAT);
+}
+
 /* Parse a log.  0, or QS_ETRUNC with every complete record in *run and the cut
  * described in d (callers keep the data and report it), or another error (then
  * *run is freed).  Always call qlog_run_free. */
