@@ -2,7 +2,9 @@
  *
  *   bin/bench_quant [--bt N] [--reps N]          timing (make bench)
  *   bin/bench_quant --run-dir DIR [--steps N] [--warmup N] [--estimator E] [--bt N]
- *                                                 write a realistic run dir instead
+ *                                                 write a synthetic but realistic run dir instead
+ *   tools/gen_real_acts.py | bin/bench_quant --acts - --run-dir DIR [--warmup N] [--estimator E]
+ *                                                 the same over REAL tensors of a training model
  *
  * Model: 126 quantizers = 21 middle blocks x {gate,up,down}_proj x {input, weight}
  * (the paper's plan), every tensor B*T x 768 (gate/up) or B*T x 3072 (down).
@@ -19,6 +21,7 @@
  * with sq_err (A2), which isolates what QSNR costs inside the fused kernel.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +192,100 @@ static int gen_run_dir(const char *dir, int steps, int warmup, const char *est, 
     return 0;
 }
 
+/* --acts: real tensors streamed by tools/gen_real_acts.py (format in its docstring) */
+static int read_exact(FILE *f, void *buf, size_t bytes)
+{
+    return fread(buf, 1, bytes, f) == bytes ? 0 : -1;
+}
+
+static int acts_run_dir(const char *acts, const char *dir, int warmup, const char *est)
+{
+    FILE *f = strcmp(acts, "-") ? fopen(acts, "rb") : stdin;
+    if (!f) {
+        fprintf(stderr, "bench_quant: %s: cannot open\n", acts);
+        return 2;
+    }
+    char magic[8];
+    uint32_t n_quant, n_steps;
+    if (read_exact(f, magic, 8) || memcmp(magic, "QSACT1\0\0", 8) || read_exact(f, &n_quant, 4) ||
+        read_exact(f, &n_steps, 4) || n_quant < 1 || n_quant > 4096) {
+        fprintf(stderr, "bench_quant: %s: expected a QSACT1 stream header\n", acts);
+        return 2;
+    }
+    char **names = qs_calloc(n_quant, sizeof *names);
+    uint64_t *n_elems = qs_calloc(n_quant, sizeof *n_elems);
+    uint64_t max_n = 0;
+    for (uint32_t i = 0; names && n_elems && i < n_quant; i++) {
+        uint32_t len;
+        if (read_exact(f, &len, 4) || len < 1 || len > 255 || !(names[i] = qs_calloc(len + 1, 1)) ||
+            read_exact(f, names[i], len) || read_exact(f, &n_elems[i], 8) || n_elems[i] < 1 ||
+            n_elems[i] > (1ull << 28)) {
+            fprintf(stderr, "bench_quant: %s: bad quantizer entry %u in the header\n", acts, i);
+            return 2;
+        }
+        max_n = n_elems[i] > max_n ? n_elems[i] : max_n;
+    }
+    float *x = qs_malloc((size_t)max_n * sizeof(float)), *y = qs_malloc((size_t)max_n * sizeof(float));
+    quant_recipe r;
+    quant_recipe_default(&r);
+    qs_diag d = {0};
+    quant_set *set;
+    satstats *s;
+    satstats_config c;
+    satstats_config_default(&c);
+    c.run_dir = dir;
+    c.run_name = "stories260K fine-tune (tools/gen_real_acts.py)";
+    c.on_warning = print_warning;
+    if (!names || !n_elems || !x || !y || fileio_mkdir_p(dir, &d) ||
+        amax_estimator_parse(est, &r.est, &d) ||
+        quant_set_create(&set, &r, (const char *const *)names, (int)n_quant, &d) ||
+        satstats_create(&s, &c, set, &d)) {
+        fprintf(stderr, "bench_quant: %s\n", d.msg[0] ? d.msg : "out of memory");
+        return 1;
+    }
+    int alarms = 0;
+    uint32_t t = 0;
+    for (; t < n_steps; t++) {
+        for (uint32_t i = 0; i < n_quant; i++) {
+            if (read_exact(f, x, (size_t)n_elems[i] * sizeof(float))) {
+                fprintf(stderr, "bench_quant: %s: stream ends inside step %u (kept %u steps)\n", acts,
+                        t, t);
+                goto done;
+            }
+            quant *q = quant_set_get(set, (int)i);
+            int rc = (int)t < warmup ? quant_observe(q, x, (size_t)n_elems[i], &d)
+                                     : quant_quantize(q, x, y, (size_t)n_elems[i], &d);
+            if (rc) {
+                fprintf(stderr, "bench_quant: step %u: %s\n", t, d.msg);
+                return 1;
+            }
+        }
+        int a = satstats_step_end(s, t, (int)t < warmup ? QLOG_PHASE_WARMUP : QLOG_PHASE_QAT, &d);
+        if (a < 0) {
+            fprintf(stderr, "bench_quant: %s: %s\n", d.path, d.msg);
+            return 1;
+        }
+        alarms += a;
+    }
+done:
+    if (satstats_close(s, &d)) {
+        fprintf(stderr, "bench_quant: %s\n", d.msg);
+        return 1;
+    }
+    quant_set_destroy(set);
+    printf("wrote %s/quant.jsonl.zst: %u steps (%d warmup), %u quantizers, estimator %s, %d alarms\n",
+           dir, t, warmup, n_quant, est, alarms);
+    if (f != stdin)
+        fclose(f);
+    for (uint32_t i = 0; i < n_quant; i++)
+        qs_free(names[i]);
+    qs_free(names);
+    qs_free(n_elems);
+    qs_free(x);
+    qs_free(y);
+    return 0;
+}
+
 static int bench(int bt, int reps)
 {
     model_q m[N_Q];
@@ -292,7 +389,7 @@ static int bench(int bt, int reps)
 int main(int argc, char **argv)
 {
     int bt = 128, reps = 7, steps = 200, warmup = 64, gen_bt = 8;
-    const char *dir = NULL, *est = "most-recent";
+    const char *dir = NULL, *est = "most-recent", *acts = NULL;
     int bt_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -301,6 +398,8 @@ int main(int argc, char **argv)
             bt_set = 1;
         } else if (!strcmp(argv[i], "--reps") && v) {
             reps = atoi(v);
+        } else if (!strcmp(argv[i], "--acts") && v) {
+            acts = v;
         } else if (!strcmp(argv[i], "--run-dir") && v) {
             dir = v;
         } else if (!strcmp(argv[i], "--steps") && v) {
@@ -311,7 +410,7 @@ int main(int argc, char **argv)
             est = v;
         } else {
             fprintf(stderr, "usage: bench_quant [--bt N] [--reps N] | --run-dir DIR [--steps N] "
-                            "[--warmup N] [--estimator E] [--bt N]\n");
+                            "[--warmup N] [--estimator E] [--bt N] [--acts FILE|-]\n");
             return 2;
         }
         i++;
@@ -320,6 +419,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_quant: --bt, --reps, --steps must be >= 1, --warmup >= 0\n");
         return 2;
     }
+    if (acts && !dir) {
+        fprintf(stderr, "bench_quant: --acts needs --run-dir\n");
+        return 2;
+    }
+    if (acts)
+        return acts_run_dir(acts, dir, warmup, est);
     if (dir)
         return gen_run_dir(dir, steps, warmup, est, bt_set ? bt : gen_bt);
     return bench(bt, reps);
