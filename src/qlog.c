@@ -476,3 +476,34 @@ int qlog_read_run(const char *run_dir_or_file, qlog_run *run, char *path_out, si
         snprintf(path_out, path_bytes, "%s", path);
     return qlog_read(path, run, d);
 }
+
+int qlog_run_filter(qlog_run *run, const char *substr, qs_diag *d)
+{
+    int *keep = qs_calloc((size_t)run->n_quant + 1, sizeof *keep);
+    if (!keep)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    int n = 0;
+    for (int q = 0; q < run->n_quant; q++)
+        if (strstr(run->names[q], substr))
+            keep[n++] = q;
+    if (n == 0) {
+        qs_free(keep);
+        return diag_set(d, QS_ENOTFOUND, NULL, -1, "no quantizer name contains '%s' (%d in the log, e.g. '%s')",
+                        substr, run->n_quant, run->n_quant ? run->names[0] : "");
+    }
+    /* rows are step-major: compact each step's row block in place, front to back */
+    for (int s = 0; s < run->n_steps; s++)
+        for (int k = 0; k < n; k++)
+            run->rows[(size_t)s * (size_t)n + (size_t)k] =
+                run->rows[(size_t)s * (size_t)run->n_quant + (size_t)keep[k]];
+    int j = 0;
+    for (int q = 0; q < run->n_quant; q++) {
+        if (j < n && keep[j] == q)
+            run->names[j++] = run->names[q];
+        else
+            qs_free(run->names[q]);
+    }
+    run->n_quant = n;
+    qs_free(keep);
+    return 0;
+}

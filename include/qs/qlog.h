@@ -95,6 +95,9 @@ int qlog_read(const char *path, qlog_run *run, qs_diag *d);
  * the path read goes to path_out (may be NULL). */
 int qlog_read_run(const char *run_dir_or_file, qlog_run *run, char *path_out, size_t path_bytes,
                   qs_diag *d);
+/* Keep only the quantizers whose name contains substr (e.g. ".input"), in place.
+ * QS_ENOTFOUND (run unchanged) if none matches. */
+int qlog_run_filter(qlog_run *run, const char *substr, qs_diag *d);
 void qlog_run_free(qlog_run *run);                  /* safe on a zeroed run */
 static inline const qlog_row *qlog_run_row(const qlog_run *run, int step_idx, int q)
 {

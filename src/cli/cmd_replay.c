@@ -17,13 +17,14 @@
 
 static const char replay_usage[] =
     "usage: qatscope replay RUN_DIR [--estimators LIST] [--json] [--phase qat|warmup|all]\n"
-    "                       [--margin M] [--history N]\n"
+    "                       [--margin M] [--history N] [--match SUBSTR]\n"
     "  Re-run amax estimators over RUN_DIR/quant.jsonl.zst's true-amax series.\n"
     "  --estimators LIST  comma-separated, default " REPLAY_DEFAULT_ESTIMATORS "\n"
     "                     (most-recent, exp-smoothing:ALPHA, max-window[:N], current)\n"
     "  --phase P          steps to score (all steps feed the history): qat (default), warmup, all\n"
     "  --margin M         power-of-two headroom (default: the run's)\n"
     "  --history N        amax history capacity (default: the run's)\n"
+    "  --match S          only quantizers whose name contains S (e.g. .input, layers.7.)\n"
     "  --json             one JSON object on stdout, for scripts\n";
 
 static json_t *json_num_or_null(double v)
@@ -108,7 +109,7 @@ static void replay_print_text(const char *path, const qlog_run *run, const repla
 
 int cmd_replay(int argc, char **argv)
 {
-    const char *dir = NULL, *list = REPLAY_DEFAULT_ESTIMATORS;
+    const char *dir = NULL, *list = REPLAY_DEFAULT_ESTIMATORS, *match = NULL;
     int json = 0, select = QLOG_SELECT_QAT;
     long margin = -1, history = -1;
     for (int i = 1; i < argc; i++) {
@@ -128,6 +129,9 @@ int cmd_replay(int argc, char **argv)
         } else if (cli_flag_is(argv[i], "--history")) {
             if (!(v = cli_flag_value(argc, argv, &i)) ||
                 cli_parse_long("--history", v, 1, 1 << 20, &history))
+                return CLI_EXIT_USAGE;
+        } else if (cli_flag_is(argv[i], "--match")) {
+            if (!(match = cli_flag_value(argc, argv, &i)))
                 return CLI_EXIT_USAGE;
         } else if (cli_flag_is(argv[i], "--phase")) {
             qs_diag d = {0};
@@ -162,6 +166,10 @@ int cmd_replay(int argc, char **argv)
     } else if (rc) {
         qlog_run_free(&run);
         return cli_diag_error(&d);
+    }
+    if (match && qlog_run_filter(&run, match, &d)) {
+        qlog_run_free(&run);
+        return cli_error("--match: %s: %s", path, d.msg);
     }
     replay_result res[REPLAY_MAX_ESTIMATORS];
     for (int i = 0; i < n_est; i++) {

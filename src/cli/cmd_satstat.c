@@ -13,10 +13,12 @@
 
 static const char satstat_usage[] =
     "usage: qatscope satstat RUN_DIR [--json] [--top N] [--phase qat|warmup|all] [--threshold X]\n"
+    "                        [--match SUBSTR]\n"
     "  Summarise amax saturation from RUN_DIR/quant.jsonl.zst (or a log file).\n"
     "  --top N        worst tensors to list (default 10)\n"
     "  --phase P      steps to score: qat (default), warmup (would-be clips), all\n"
     "  --threshold X  clip rate counted as an alarm step (default 1e-4)\n"
+    "  --match S      only quantizers whose name contains S (e.g. .input, layers.7.)\n"
     "  --json         one JSON object on stdout, for scripts\n";
 
 static json_t *json_num_or_null(double v)
@@ -156,7 +158,7 @@ static void satstat_print_text(const char *path, const qlog_run *run, const sats
 
 int cmd_satstat(int argc, char **argv)
 {
-    const char *dir = NULL;
+    const char *dir = NULL, *match = NULL;
     int json = 0, select = QLOG_SELECT_QAT;
     long top = 10;
     double threshold = 1e-4;
@@ -173,6 +175,9 @@ int cmd_satstat(int argc, char **argv)
         } else if (cli_flag_is(argv[i], "--threshold")) {
             if (!(v = cli_flag_value(argc, argv, &i)) ||
                 cli_parse_double("--threshold", v, 0.0, 1.0, &threshold))
+                return CLI_EXIT_USAGE;
+        } else if (cli_flag_is(argv[i], "--match")) {
+            if (!(match = cli_flag_value(argc, argv, &i)))
                 return CLI_EXIT_USAGE;
         } else if (cli_flag_is(argv[i], "--phase")) {
             qs_diag d = {0};
@@ -203,6 +208,10 @@ int cmd_satstat(int argc, char **argv)
     } else if (rc) {
         qlog_run_free(&run);
         return cli_diag_error(&d);
+    }
+    if (match && qlog_run_filter(&run, match, &d)) {
+        qlog_run_free(&run);
+        return cli_error("--match: %s: %s", path, d.msg);
     }
     satsummary s;
     rc = satsummary_compute(&run, select, threshold, &s, &d);
