@@ -135,7 +135,7 @@ static void print_warning(void *ctx, const char *line)
     fprintf(stderr, "qatscope: %s\n", line);
 }
 
-static int gen_run_dir(const char *dir, int steps, int warmup, const char *est, int bt)
+static int gen_run_dir(const char *dir, int steps, int warmup, const char *est, int margin, int bt)
 {
     model_q m[N_Q];
     float *block = model_build(m, bt);
@@ -148,6 +148,7 @@ static int gen_run_dir(const char *dir, int steps, int warmup, const char *est, 
         names[i] = m[i].name;
     quant_recipe r;
     quant_recipe_default(&r);
+    r.margin = margin;
     qs_diag d = {0};
     quant_set *set;
     satstats *s;
@@ -198,7 +199,7 @@ static int read_exact(FILE *f, void *buf, size_t bytes)
     return fread(buf, 1, bytes, f) == bytes ? 0 : -1;
 }
 
-static int acts_run_dir(const char *acts, const char *dir, int warmup, const char *est)
+static int acts_run_dir(const char *acts, const char *dir, int warmup, const char *est, int margin)
 {
     FILE *f = strcmp(acts, "-") ? fopen(acts, "rb") : stdin;
     if (!f) {
@@ -228,6 +229,7 @@ static int acts_run_dir(const char *acts, const char *dir, int warmup, const cha
     float *x = qs_malloc((size_t)max_n * sizeof(float)), *y = qs_malloc((size_t)max_n * sizeof(float));
     quant_recipe r;
     quant_recipe_default(&r);
+    r.margin = margin;
     qs_diag d = {0};
     quant_set *set;
     satstats *s;
@@ -388,7 +390,7 @@ static int bench(int bt, int reps)
 
 int main(int argc, char **argv)
 {
-    int bt = 128, reps = 7, steps = 200, warmup = 64, gen_bt = 8;
+    int bt = 128, reps = 7, steps = 200, warmup = 64, gen_bt = 8, margin = 0;
     const char *dir = NULL, *est = "most-recent", *acts = NULL;
     int bt_set = 0;
     for (int i = 1; i < argc; i++) {
@@ -406,11 +408,13 @@ int main(int argc, char **argv)
             steps = atoi(v);
         } else if (!strcmp(argv[i], "--warmup") && v) {
             warmup = atoi(v);
+        } else if (!strcmp(argv[i], "--margin") && v) {
+            margin = atoi(v);
         } else if (!strcmp(argv[i], "--estimator") && v) {
             est = v;
         } else {
             fprintf(stderr, "usage: bench_quant [--bt N] [--reps N] | --run-dir DIR [--steps N] "
-                            "[--warmup N] [--estimator E] [--bt N] [--acts FILE|-]\n");
+                            "[--warmup N] [--estimator E] [--margin M] [--bt N] [--acts FILE|-]\n");
             return 2;
         }
         i++;
@@ -424,8 +428,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (acts)
-        return acts_run_dir(acts, dir, warmup, est);
+        return acts_run_dir(acts, dir, warmup, est, margin);
     if (dir)
-        return gen_run_dir(dir, steps, warmup, est, bt_set ? bt : gen_bt);
+        return gen_run_dir(dir, steps, warmup, est, margin, bt_set ? bt : gen_bt);
     return bench(bt, reps);
 }
