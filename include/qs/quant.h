@@ -94,7 +94,8 @@ void quant_history_restore(quant *q, const float *vals_oldest_first, int n);
 
 /* Record x's amax (and would-be clips) without quantizing.  QS_ENAN on NaN/Inf. */
 int quant_observe(quant *q, const float *x, size_t n, qs_diag *d);
-/* y = fake-quant(x) (x == y allowed when saturating; non-saturating needs x != y). */
+/* y = fake-quant(x) (x == y allowed when saturating; non-saturating needs x != y).
+ * On QS_ENAN the contents of y are unspecified and nothing is recorded. */
 int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d);
 
 /* Straight-through estimator for the backward pass.  PASS: gradient unchanged

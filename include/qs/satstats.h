@@ -15,6 +15,8 @@
  *   - the stop-requested flag, which the trainer honours for --stop-on-saturation.
  * Observe-mode steps (BF16 warmup) are logged but never alarm: nothing was clipped.
  * The library never prints; the quantizer set must outlive the detector.
+ * Threads: call satstats_step_end from one thread, after every quantize/observe
+ * call of the step has returned.
  */
 #ifndef QS_SATSTATS_H
 #define QS_SATSTATS_H
