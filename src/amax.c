@@ -97,11 +97,12 @@ static int est_max_window(const amax_estimator *e, const amax_history *h, float 
         return 0;
     int n = e->window_steps < h->len_steps ? e->window_steps : h->len_steps;
     float m = 0.0f;
-    for (int age = 0; age < n; age++) {
-        float v = amax_history_get(h, age);
-        if (v > m)
-            m = v;
-    }
+    /* the newest n values: slots [head - n, head) of the ring, maybe wrapped */
+    int first = h->head - n;
+    for (int i = first < 0 ? 0 : first; i < h->head; i++)
+        m = h->vals[i] > m ? h->vals[i] : m;
+    for (int i = first < 0 ? h->capacity_steps + first : h->capacity_steps; i < h->capacity_steps; i++)
+        m = h->vals[i] > m ? h->vals[i] : m;
     *out = m;
     return 1;
 }

@@ -22,6 +22,7 @@ struct quant {
     const char *name;         /* points into the set's name block */
     amax_history hist;        /* view into the set's history block */
     float last_scale;
+    unsigned long n_calls;    /* quantize calls so far: moves the QSNR sample */
     quant_record acc;         /* accumulated since the last step end */
     const quant_recipe *r;    /* the set's recipe */
 };
@@ -43,6 +44,7 @@ void quant_recipe_default(quant_recipe *r)
     r->history_steps = AMAX_HISTORY_DEFAULT_STEPS;
     r->saturate = 1;
     r->want_qsnr = 1;
+    r->qsnr_sample_div = QUANT_QSNR_SAMPLE_DIV_DEFAULT;
 }
 
 int quant_recipe_check(const quant_recipe *r, qs_diag *d)
@@ -57,6 +59,9 @@ int quant_recipe_check(const quant_recipe *r, qs_diag *d)
     if (r->history_steps < 1 || r->history_steps > 1 << 20)
         return diag_set(d, QS_EINVAL, NULL, -1, "recipe: history must be in [1, %d] steps, got %d",
                         1 << 20, r->history_steps);
+    if (r->want_qsnr && r->qsnr_sample_div < 1)
+        return diag_set(d, QS_EINVAL, NULL, -1, "recipe: qsnr_sample_div must be >= 1, got %d",
+                        r->qsnr_sample_div);
     if (r->est.algo == AMAX_ALGO_MAX_WINDOW && r->est.window_steps > r->history_steps)
         return diag_set(d, QS_EINVAL, NULL, -1,
                         "recipe: max-window:%d needs a history of at least %d steps, got %d",
@@ -292,6 +297,36 @@ static void quant_apply_nonsat(const float *x, float *y, size_t n, float scale)
             y[i] = x[i] > 0.0f ? INFINITY : -INFINITY;
 }
 
+/* The fused pass over x in up to three ranges, squared error only on the QSNR
+ * sample in the middle one.  Elements are independent, so y, amax and the
+ * counts equal one call over all of x. */
+static void quant_fused_pass(quant *q, const float *x, float *y, size_t n, float scale,
+                             hif8_stats *st)
+{
+    const quant_recipe *r = q->r;
+    size_t len = n;
+    if (r->want_qsnr && r->qsnr_sample_div > 1) {
+        len = n / (size_t)r->qsnr_sample_div;
+        if (len < QUANT_QSNR_MIN_ELEMS)
+            len = QUANT_QSNR_MIN_ELEMS;
+        len = (len + 15) & ~(size_t)15;
+    }
+    if (!r->want_qsnr || len >= n) {
+        hif8_fakequant(x, y, n, scale, r->want_qsnr, st);
+        return;
+    }
+    /* Knuth multiplicative hash of the call count: the sample wanders over the tensor */
+    size_t start = (size_t)((q->n_calls * 2654435761ul) % (n - len + 1)) & ~(size_t)15;
+    hif8_stats a, b;
+    hif8_fakequant(x, y, start, scale, 0, &a);
+    hif8_fakequant(x + start, y + start, len, scale, 1, st);
+    hif8_fakequant(x + start + len, y + start + len, n - start - len, scale, 0, &b);
+    st->amax = fmaxf(st->amax, fmaxf(a.amax, b.amax));
+    st->n_clipped += a.n_clipped + b.n_clipped;
+    st->n_underflow += a.n_underflow + b.n_underflow;
+    st->n_nan += a.n_nan + b.n_nan;
+}
+
 int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d)
 {
     const quant_recipe *r = q->r;
@@ -304,7 +339,8 @@ int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d)
     if (rc)
         return rc;
     hif8_stats st;
-    hif8_fakequant(x, y, n, scale, r->want_qsnr, &st);
+    quant_fused_pass(q, x, y, n, scale, &st);
+    q->n_calls++;
     rc = quant_bad_values(q, st.n_nan, st.amax, d);
     if (rc)
         return rc;

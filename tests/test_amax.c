@@ -217,3 +217,26 @@ TEST(amax, current_never_saturates_on_any_series)
     ASSERT_EQ_INT(simulate("current", a, 300, 0, NULL), 0);
     ASSERT_TRUE(simulate("most-recent", a, 300, 0, NULL) > 50);
 }
+
+TEST(amax, max_window_matches_brute_force_across_ring_wrap)
+{
+    amax_history h;
+    ASSERT_EQ_INT(amax_history_init(&h, 8), 0);
+    float all[50];
+    unsigned lcg = 5u;
+    for (int t = 0; t < 50; t++) {
+        lcg = lcg * 1103515245u + 12345u;
+        all[t] = (float)((lcg >> 8) % 1000);
+        amax_history_push(&h, all[t]);
+        for (int n = 1; n <= 10; n++) {
+            amax_estimator e = {AMAX_ALGO_MAX_WINDOW, n, 0.0};
+            float got, want = 0.0f;
+            for (int k = t; k >= 0 && k > t - n && k > t - 8; k--)
+                want = all[k] > want ? all[k] : want;
+            ASSERT_EQ_INT(amax_estimate(&e, &h, 0.0f, &got), 1);
+            if (got != want)
+                TEST_FAIL_AT("t=%d n=%d: %g != %g", t, n, (double)got, (double)want);
+        }
+    }
+    amax_history_free(&h);
+}

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/qlog.h"
@@ -357,4 +359,65 @@ TEST(qlog, mutated_logs_fail_cleanly)
         qlog_run_free(&run);
     }
     ASSERT_TRUE(n_ok > 0 && n_err > 0);
+}
+
+static int float_text_round_trips(float f, char *why, size_t why_bytes)
+{
+    char buf[32];
+    int len = qlog_float_format(buf, f);
+    if (len != (int)strlen(buf)) {
+        snprintf(why, why_bytes, "%.9g: length %d vs '%s'", (double)f, len, buf);
+        return 0;
+    }
+    char *end;
+    float back = strtof(buf, &end);
+    if (*end || back != f || (signbit(back) != signbit(f) && f != 0.0f)) {
+        snprintf(why, why_bytes, "%.9g -> '%s' -> %.9g", (double)f, buf, (double)back);
+        return 0;
+    }
+    json_error_t je;   /* valid JSON number */
+    json_t *j = json_loads(buf, JSON_DECODE_ANY, &je);
+    int ok = json_is_number(j);
+    json_decref(j);
+    if (!ok)
+        snprintf(why, why_bytes, "'%s' is not a JSON number", buf);
+    return ok;
+}
+
+TEST(qlog, float_text_reads_back_to_the_same_float)
+{
+    const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.1f, 1e8f, 99999999.0f, 999999999.0f,
+                             1e9f, 123456789.0f, 1e-5f, 9.99999e-6f, 32768.0f, 3.40282347e38f,
+                             1.17549435e-38f, 1.4e-45f, 2.3841858e-07f, 0.000162760422f,
+                             6397711.0f, 21845.334f};
+    char why[128];
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        if (!float_text_round_trips(special[i], why, sizeof why))
+            TEST_FAIL_AT("%s", why);
+    unsigned long long x = 88172645463325252ull;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned u = (unsigned)(x >> 32);
+        float f;
+        memcpy(&f, &u, sizeof f);
+        if (!isfinite(f))
+            continue;
+        if (!float_text_round_trips(f, why, sizeof why)) {
+            TEST_FAIL_AT("%s", why);
+            return;
+        }
+    }
+    char buf[32];
+    ASSERT_EQ_INT(qlog_float_format(buf, NAN), 4);
+    ASSERT_EQ_STR(buf, "null");
+    qlog_float_format(buf, 0.5f);
+    ASSERT_EQ_STR(buf, "0.5");
+    qlog_float_format(buf, 1.8e-4f);
+    ASSERT_EQ_STR(buf, "0.000180000003");
+    qlog_float_format(buf, 32768.0f);
+    ASSERT_EQ_STR(buf, "32768");
+    qlog_float_format(buf, 3e20f);
+    ASSERT_EQ_STR(buf, "3.00000006e+20");   /* 300000005792615858176 */
 }

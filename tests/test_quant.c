@@ -263,3 +263,50 @@ TEST(quant, set_rejects_bad_recipes_and_names)
     ASSERT_TRUE(quant_set_find(s, "b") == NULL);
     quant_set_destroy(s);
 }
+
+TEST(quant, qsnr_sample_keeps_outputs_and_counts_exact)
+{
+    enum { N = 40000 };
+    static float x[N], y_full[N], y_samp[N];
+    unsigned lcg = 3u;
+    for (int i = 0; i < N; i++) {
+        lcg = lcg * 1103515245u + 12345u;
+        x[i] = ((float)((lcg >> 8) & 0xffff) / 32768.0f - 1.0f) * ((i % 97) ? 1.0f : 9.0f);
+        if (i % 1001 == 0)
+            x[i] = 1e-12f;                                   /* underflows */
+    }
+    const char *names[1] = {"t"};
+    quant_recipe r;
+    quant_recipe_default(&r);
+    ASSERT_OK(amax_estimator_parse("most-recent", &r.est, NULL), NULL);
+    quant_set *full, *samp;
+    qs_diag d = {0};
+    r.qsnr_sample_div = 1;
+    ASSERT_OK(quant_set_create(&full, &r, names, 1, &d), &d);
+    r.qsnr_sample_div = QUANT_QSNR_SAMPLE_DIV_DEFAULT;
+    ASSERT_OK(quant_set_create(&samp, &r, names, 1, &d), &d);
+    float h[1] = {5.0f};                                     /* the 9x elements clip */
+    quant_history_restore(quant_set_get(full, 0), h, 1);
+    quant_history_restore(quant_set_get(samp, 0), h, 1);
+    const quant_record *rf, *rs;
+    double qsnr_full = 0.0, qsnr_samp[3];
+    for (int call = 0; call < 3; call++) {
+        ASSERT_OK(quant_quantize(quant_set_get(full, 0), x, y_full, N, &d), &d);
+        ASSERT_OK(quant_quantize(quant_set_get(samp, 0), x, y_samp, N, &d), &d);
+        ASSERT_TRUE(memcmp(y_full, y_samp, sizeof y_full) == 0);
+        quant_set_step_end(full, &rf);
+        quant_set_step_end(samp, &rs);
+        ASSERT_EQ_INT(rf[0].n_clip, rs[0].n_clip);
+        ASSERT_EQ_INT(rf[0].n_under, rs[0].n_under);
+        ASSERT_TRUE(rf[0].n_clip > 0 && rf[0].n_under >= 40);
+        ASSERT_NEAR(rf[0].amax, rs[0].amax, 0);
+        qsnr_full = 10.0 * log10(rf[0].sq_sum / rf[0].sq_err);
+        qsnr_samp[call] = 10.0 * log10(rs[0].sq_sum / rs[0].sq_err);
+        ASSERT_NEAR(qsnr_samp[call], qsnr_full, 3.0);        /* a 1024-element sample */
+        quant_history_restore(quant_set_get(full, 0), h, 1);
+        quant_history_restore(quant_set_get(samp, 0), h, 1);
+    }
+    ASSERT_TRUE(qsnr_samp[0] != qsnr_samp[1]);               /* the sample moves */
+    quant_set_destroy(full);
+    quant_set_destroy(samp);
+}

@@ -48,6 +48,11 @@ void qlog_row_from_record(const quant_record *rec, qlog_row *row);
  * qs_malloc'd (qs_free it); NULL on OOM. */
 char *qlog_string_quote(const char *s);
 
+/* A finite float as JSON text with 9 significant digits (reads back to the same
+ * float, like %.9g, but without printf); non-finite -> "null".  buf >= 24 bytes;
+ * returns the length. */
+int qlog_float_format(char *buf, float f);
+
 typedef struct qlog_writer qlog_writer;
 
 /* append: 1 to add to an existing file after a resume (the header is rewritten). */
