@@ -399,7 +399,7 @@ static int bench(int bt, int reps)
 
 int main(int argc, char **argv)
 {
-    int bt = 256, reps = 7, steps = 200, warmup = 64, gen_bt = 8, margin = 0;
+    int bt = 256, reps = 6, steps = 200, warmup = 64, gen_bt = 8, margin = 0;
     const char *dir = NULL, *est = "most-recent", *acts = NULL;
     int bt_set = 0;
     for (int i = 1; i < argc; i++) {
