@@ -1,8 +1,10 @@
 /* main.c: subcommand dispatch.  The only place the program exits. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "qs/cpu.h"
 #include "qs/version.h"
 
 static const struct {
@@ -25,6 +27,13 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    const char *cpu = getenv("QS_CPU");
+    if (cpu && *cpu) {
+        int level = cpu_level_parse(cpu);
+        if (level < 0)
+            return cli_error("QS_CPU: expected scalar|avx2|avx512|avx512bf16, got '%s'", cpu);
+        cpu_limit(level);
+    }
     if (argc < 2) {
         usage(stderr);
         return CLI_EXIT_USAGE;
