@@ -48,7 +48,7 @@ typedef struct quant_recipe {
                                 QUANT_QSNR_MIN_ELEMS), moved every call; 1 = all; default 256 */
 } quant_recipe;
 
-/* Squared-error sums cost the vectorised fused pass 75-175% (bench_quant A2/A), so
+/* Squared-error sums cost the vectorised fused pass 50-175% (bench_quant A2/A), so
  * QSNR is estimated on a moving contiguous sample (>= 1024 elements: the mean
  * squared error to ~5%, QSNR to ~0.2 dB); clip/underflow counts and amax are
  * always exact over every element. */
