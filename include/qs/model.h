@@ -166,6 +166,17 @@ void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, m
 int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
                   int B, int T, int pos0, qs_diag *d);
 
+/* Autoregressive generation for one sequence (B = 1): the prompt goes through
+ * the model in chunks of a->T tokens, then one token per step through the KV
+ * cache (needs a->Tcap >= n_prompt + n_new).  Stops after n_new tokens or at
+ * a token in stop_ids (not emitted).  out[n_new] gets the new ids, *n_out
+ * their count; on_token (may be NULL) sees each new id, non-zero stops. */
+typedef int (*model_token_fn)(void *user, int32_t id);
+struct sampler;
+int model_generate(llama_model *m, llama_acts *a, const int32_t *prompt, int n_prompt, int n_new,
+                   struct sampler *s, const int32_t *stop_ids, int n_stop, int32_t *out,
+                   int *n_out, model_token_fn on_token, void *user, qs_diag *d);
+
 /* lm.h implementation: contexts computed once (KV kept), continuations scored
  * on top; requests are processed one by one, so results do not depend on how
  * they are batched. */
