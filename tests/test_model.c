@@ -259,3 +259,35 @@ TEST(model, linear_hook_sees_every_linear_and_substitutes_operands)
     fixture_ref_free(&r);
     model_free(&m);
 }
+
+TEST(model, packed_weights_give_identical_logits_and_follow_refresh)
+{
+    llama_model m;
+    llama_acts a;
+    fixture_ref r = {0};
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, "data/fixtures/llama3_bias_tied_bf16", &d), &d);
+    ASSERT_EQ_INT(fixture_ref_load(&r, "data/fixtures/llama3_bias_tied_bf16"), 0);
+    ASSERT_OK(model_acts_init(&a, &m.cfg, r.B, r.T, r.T, 0, &d), &d);
+    size_t n = (size_t)r.B * r.T * r.V;
+    float *plain = qs_malloc(n * sizeof *plain);
+    ASSERT_TRUE(plain != NULL);
+    for (int prec = MATMUL_FP32; prec <= MATMUL_BF16; prec++) {
+        m.precision = prec;
+        model_packs_destroy(&m);
+        ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+        memcpy(plain, a.logits, n * sizeof *plain);
+        ASSERT_OK(model_packs_create(&m, &d), &d);
+        ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+        ASSERT_TRUE(memcmp(plain, a.logits, n * sizeof *plain) == 0);
+    }
+    /* weights changed in place: refreshed packs see the change */
+    m.w.layer[0].w_up[0] += 1.0f;
+    model_packs_refresh(&m);
+    ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+    ASSERT_TRUE(memcmp(plain, a.logits, n * sizeof *plain) != 0);
+    qs_free(plain);
+    model_acts_free(&a);
+    fixture_ref_free(&r);
+    model_free(&m);
+}

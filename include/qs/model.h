@@ -86,6 +86,8 @@ typedef struct llama_model {
     int precision;           /* MATMUL_FP32 or MATMUL_BF16 */
     model_linear_hook hook;  /* fn NULL: no quantization */
     char dtypes[32];         /* storage dtypes found when loading, e.g. "BF16" or "F32+F16" */
+    struct matmul_wpack **packs; /* NULL, or [L * MODEL_LIN_COUNT + 1] (last: lm_head) */
+    int packs_precision;     /* precision the packs were made for */
 } llama_model;
 
 /* Size table + block (uninitialised) + views + RoPE table for cfg. */
@@ -102,6 +104,15 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std);
 /* Write the params in HF layout (F32 or BF16 storage), atomically: the
  * trainer's HF-compatible checkpoint (config.json is copied by the caller). */
 int model_save_safetensors(const llama_model *m, const char *path, int dtype, qs_diag *d);
+
+/* Pre-packed weights (matmul_wpack) for every linear and the lm_head, for
+ * m->precision: faster forwards, above all single-token decoding, at the cost
+ * of one packed copy of the weights (fp32: same size, bf16: half).  Used only
+ * while m->precision matches and the hook does not substitute the weight.
+ * After the weights change in place (optimizer step) call model_packs_refresh. */
+int model_packs_create(llama_model *m, qs_diag *d);
+void model_packs_refresh(llama_model *m);
+void model_packs_destroy(llama_model *m);   /* safe without packs */
 
 /* Activation arena. */
 typedef struct llama_acts {
