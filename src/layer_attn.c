@@ -77,7 +77,9 @@ void attn_forward(float *out, float *att, const float *q, const float *k, const 
     const float scale = 1.0f / sqrtf((float)hd);
     const int group = H / KVH;
     const size_t kv_stride = (size_t)KVH * hd;
-#pragma omp parallel for collapse(3) schedule(static)
+    /* threads only pay off beyond ~64k multiply-adds (decode steps of tiny models stay serial) */
+    const double work = (double)B * H * T * (pos0 + T) * hd;
+#pragma omp parallel for collapse(3) schedule(static) if (work > 65536.0)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++) {

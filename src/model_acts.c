@@ -81,6 +81,12 @@ int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap
                         "context of %d tokens exceeds the model's limit of %d%s", Tcap,
                         hfconfig_max_context(c),
                         c->sliding_window ? " (sliding_window: not supported beyond it)" : "");
+    double approx = (double)B * T *
+                    ((double)c->vocab_size + (double)c->n_layers * 16.0 * (c->dim + c->hidden_dim)) +
+                    (double)c->n_layers * 2.0 * B * Tcap * c->n_kv_heads * c->head_dim +
+                    (training ? (double)c->n_layers * B * c->n_heads * (double)T * Tcap : 0.0);
+    if (approx > 274877906944.0)   /* 2^38 floats: refuse before size_t arithmetic */
+        return diag_set(d, QS_ERANGE, NULL, -1, "activations for B=%d T=%d are too large", B, T);
     a->B = B;
     a->T = T;
     a->Tcap = Tcap;
