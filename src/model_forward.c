@@ -108,7 +108,7 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         rope_forward(knew, a->pos, &m->rope, N, KVH);
         model_kv_store(kc, vc, knew, vnew, B, T, pos0, a->Tcap, (size_t)KD);
         attn_forward(atty, a->training ? a->att + l * sAtt : NULL, q, kc, vc, B, T, pos0,
-                     a->Tcap, H, KVH, hd);
+                     a->Tcap, H, KVH, hd, a->attn_scratch);
         if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
         residual_forward(x_mid, x, a->proj, (size_t)N * C);

@@ -145,11 +145,13 @@ typedef struct llama_acts {
     float *proj;        /* [N, C] scratch: o_proj / down_proj output */
     float *xq;          /* [N * max(C, H*hd, F)] scratch for the quantization hook */
     float *wq;          /* [max linear weight] scratch for the quantization hook */
+    float *attn_scratch; /* [attn_scratch_elems(B, Tcap, KVH, hd)] prompt attention */
     double loss;        /* mean loss of the last call with targets, else -1 */
 } llama_acts;
 
 /* Floats the arena needs: the explicit formula behind inspect's estimates. */
 size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int training);
+/* training = 1 requires Tcap == T (attention backward's layout). */
 int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,
                     qs_diag *d);
 void model_acts_free(llama_acts *a);
