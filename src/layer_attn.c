@@ -19,6 +19,8 @@
 #include <omp.h>
 #endif
 
+#include "layer_attn_impl.h"
+#include "qs/cpu.h"
 #include "qs/layers.h"
 
 #define ATTN_TILED_MIN_T 8
@@ -151,6 +153,7 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
             for (int i = 0; i < hd; i++)
                 kt[((size_t)bg * hd + i) * Tcap + j] = kr[i];
         }
+    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
     int n_thr = 1;
 #ifdef _OPENMP
     n_thr = omp_get_max_threads() < ATTN_SLOTS ? omp_get_max_threads() : ATTN_SLOTS;
@@ -168,13 +171,19 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
                     int g = h / group, n_keys = pos0 + t + 1;
                     float *p = att ? att + (((size_t)b * H + h) * T + t) * Tcap
                                    : rows + (size_t)slot * Tcap;
-                    attn_scores_t(p, q + (((size_t)b * T + t) * H + h) * hd,
-                                  kt + ((size_t)b * KVH + g) * hd * Tcap, n_keys, (size_t)Tcap,
-                                  hd, scale);
+                    const float *qr = q + (((size_t)b * T + t) * H + h) * hd;
+                    const float *ktb = kt + ((size_t)b * KVH + g) * hd * Tcap;
+                    const float *vb = v + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
+                    float *o = out + (((size_t)b * T + t) * H + h) * hd;
+                    if (simd512)
+                        attn_scores_t_avx512_impl(p, qr, ktb, n_keys, (size_t)Tcap, hd, scale);
+                    else
+                        attn_scores_t(p, qr, ktb, n_keys, (size_t)Tcap, hd, scale);
                     attn_softmax(p, n_keys, att ? Tcap : n_keys);
-                    attn_weighted_sum(out + (((size_t)b * T + t) * H + h) * hd, p,
-                                      v + (size_t)b * Tcap * kv_stride + (size_t)g * hd, n_keys,
-                                      kv_stride, hd);
+                    if (simd512)
+                        attn_weighted_sum_avx512_impl(o, p, vb, n_keys, kv_stride, hd);
+                    else
+                        attn_weighted_sum(o, p, vb, n_keys, kv_stride, hd);
                 }
     }
     (void)Tk;

@@ -3,6 +3,7 @@
  * HF's inverse frequencies and llama3 scaling. */
 #include <math.h>
 
+#include "qs/cpu.h"
 #include "qs/err.h"
 #include "qs/layers.h"
 #include "qs/mem.h"
@@ -106,4 +107,31 @@ TEST(layer_rope, tables_follow_hf_frequencies_and_llama3_scaling)
     ASSERT_NEAR(x[2], sin(7.0), 1e-6);
     ASSERT_NEAR(x[1], 0.0, 0);
     rope_table_free(&t);
+}
+
+TEST(layer_attn, avx512_and_portable_loops_give_the_same_bits)
+{
+    const int B = 1, T = 70, Tcap = 80, H = 2, KVH = 1, hd = 80;   /* tails in both loops */
+    if (cpu_detected_level() < CPU_LEVEL_AVX512)
+        SKIP("CPU without AVX-512");
+    size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * Tcap * KVH * hd;
+    float *q = qs_malloc(nq * 4), *k = qs_malloc(nkv * 4), *v = qs_malloc(nkv * 4);
+    float *o1 = qs_malloc(nq * 4), *o2 = qs_malloc(nq * 4);
+    float *scratch = qs_malloc(attn_scratch_elems(B, Tcap, KVH, hd) * 4);
+    ASSERT_TRUE(q && k && v && o1 && o2 && scratch);
+    fill(q, nq, 7);
+    fill(k, nkv, 8);
+    fill(v, nkv, 9);
+    int level = cpu_level();
+    cpu_limit(CPU_LEVEL_AVX2);
+    attn_forward(o1, NULL, q, k, v, B, T, 3, Tcap, H, KVH, hd, scratch);
+    cpu_limit(level);
+    attn_forward(o2, NULL, q, k, v, B, T, 3, Tcap, H, KVH, hd, scratch);
+    ASSERT_TRUE(memcmp(o1, o2, nq * 4) == 0);
+    qs_free(q);
+    qs_free(k);
+    qs_free(v);
+    qs_free(o1);
+    qs_free(o2);
+    qs_free(scratch);
 }
