@@ -4,8 +4,9 @@
  * Tolerances (per precision, on logits):
  *   MODEL_TOL_FP32 1e-4  fp32 math vs a float64 reference of the same weights:
  *                         a few ulps of |logit| <= 24 after ~10 fp32 reductions.
- *   MODEL_TOL_BF16 0.08 * max|logit|  bf16 operands (8-bit mantissa, rel. error
- *                         2^-9 per operand) through 2 layers of random weights.
+ *   MODEL_TOL_BF16 0.04 * max|logit|  bf16 operands (8 significant bits, rel.
+ *                         error 2^-9 per operand) through 2 layers of random weights;
+ *                         observed 0.013 - 0.021 on the five fixtures.
  */
 #include <jansson.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 #include "test.h"
 
 #define MODEL_TOL_FP32 1e-4
-#define MODEL_TOL_BF16_REL 0.08
+#define MODEL_TOL_BF16_REL 0.04
 
 typedef struct fixture_ref {
     int B, T, V;
@@ -109,9 +110,14 @@ TEST(model, pangu_bias_sharded_f32_logits_match_torch_fp32) { check_fixture_fp32
 
 TEST(model, bf16_path_within_documented_tolerance)
 {
-    double mr = 0, e = fixture_error("llama_gqa_f32", MATMUL_BF16, &mr);
-    ASSERT_TRUE(e >= 0);
-    ASSERT_NEAR(e, 0.0, MODEL_TOL_BF16_REL * mr);
+    static const char *const names[] = {"llama_gqa_f32", "llama3_bias_tied_bf16",
+                                        "mistral_linear_f16", "qwen2_bias_tied_f32",
+                                        "pangu_bias_sharded_f32"};
+    for (int i = 0; i < 5; i++) {
+        double mr = 0, e = fixture_error(names[i], MATMUL_BF16, &mr);
+        ASSERT_TRUE(e > 0);   /* operands really are rounded */
+        ASSERT_NEAR(e, 0.0, MODEL_TOL_BF16_REL * mr);
+    }
 }
 
 /* Prompt in one call vs. token by token through the KV cache: same logits. */
