@@ -98,7 +98,9 @@ static void attn_scores_t(float *restrict p, const float *restrict qr, const flo
         p[j] = 0.0f;
     for (int i = 0; i < hd; i++) {
         const float qi = qr[i], *restrict kr = kt + (size_t)i * ld;
+#ifdef _OPENMP
 #pragma omp simd
+#endif
         for (int j = 0; j < n; j++)
             p[j] += qi * kr[j];
     }
@@ -131,7 +133,9 @@ static void attn_weighted_sum(float *restrict o, const float *restrict p,
     memset(o, 0, (size_t)hd * sizeof *o);
     for (int j = 0; j < n; j++) {
         const float pj = p[j], *restrict vr = vb + (size_t)j * kv_stride;
+#ifdef _OPENMP
 #pragma omp simd
+#endif
         for (int i = 0; i < hd; i++)
             o[i] += pj * vr[i];
     }
@@ -145,7 +149,9 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
     const size_t kv_stride = (size_t)KVH * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     float *kt = scratch, *rows = scratch + (size_t)B * KVH * hd * Tcap;
+#ifdef _OPENMP
 #pragma omp parallel for collapse(2) schedule(static)
+#endif
     for (int bg = 0; bg < B * KVH; bg++)
         for (int j = 0; j < Tk; j++) {
             int b = bg / KVH, g = bg % KVH;
@@ -154,17 +160,18 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
                 kt[((size_t)bg * hd + i) * Tcap + j] = kr[i];
         }
     const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
-    int n_thr = 1;
 #ifdef _OPENMP
-    n_thr = omp_get_max_threads() < ATTN_SLOTS ? omp_get_max_threads() : ATTN_SLOTS;
-#endif
+    int n_thr = omp_get_max_threads() < ATTN_SLOTS ? omp_get_max_threads() : ATTN_SLOTS;
 #pragma omp parallel num_threads(n_thr)
+#endif
     {
         int slot = 0;
 #ifdef _OPENMP
         slot = omp_get_thread_num();
 #endif
+#ifdef _OPENMP
 #pragma omp for collapse(3) schedule(static)
+#endif
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
                 for (int t = 0; t < T; t++) {
@@ -199,9 +206,11 @@ void attn_forward(float *out, float *att, const float *q, const float *k, const 
     const float scale = 1.0f / sqrtf((float)hd);
     const int group = H / KVH;
     const size_t kv_stride = (size_t)KVH * hd;
+#ifdef _OPENMP
     /* threads only pay off beyond ~64k multiply-adds (decode steps of tiny models stay serial) */
     const double work = (double)B * H * T * (pos0 + T) * hd;
 #pragma omp parallel for collapse(3) schedule(static) if (work > 65536.0)
+#endif
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++) {
