@@ -104,6 +104,10 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std);
 /* Write the params in HF layout (F32 or BF16 storage), atomically: the
  * trainer's HF-compatible checkpoint (config.json is copied by the caller). */
 int model_save_safetensors(const llama_model *m, const char *path, int dtype, qs_diag *d);
+/* A complete HF directory in out_dir: config/tokenizer files copied from
+ * src_dir (config.json required), then model.safetensors (written last). */
+int model_save_hf_dir(const llama_model *m, const char *src_dir, const char *out_dir, int dtype,
+                      qs_diag *d);
 
 /* Pre-packed weights (matmul_wpack) for every linear and the lm_head, for
  * m->precision: faster forwards, above all single-token decoding, at the cost
