@@ -94,9 +94,9 @@ static int mm_pack_ready(mm_bpack *bp, int *fresh, mm_view b, int K, int Nc, int
     return *fresh ? 0 : -1;
 }
 
-/* pk may be NULL (pack w on the fly). */
+/* pk may be NULL (pack w on the fly, into ws->bpack when ws is given). */
 static void mm_forward_run(float *out, const float *x, const float *w, const float *bias, int N,
-                           int IN, int O, int precision, matmul_wpack *pk)
+                           int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws)
 {
     mm_view wt = {w, 1, IN}, xa = {x, IN, 1};
     mm_init init = bias ? MM_INIT_BIAS : MM_INIT_ZERO;
@@ -104,11 +104,11 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
     if (kernel >= 0) {
         mm_bpack tmp = {0};
         int fresh = 0;
-        mm_bpack *bp = pk ? &pk->fwd : &tmp;
+        mm_bpack *bp = pk ? &pk->fwd : ws ? &ws->bpack : &tmp;
         int *fr = pk ? &pk->fwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wt, IN, O, kernel, precision);
         if (rc == 0)
-            rc = mm_gemm_impl(out, O, N, &xa, bp, init, bias);
+            rc = mm_gemm_impl(out, O, N, &xa, bp, init, bias, ws);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -120,18 +120,18 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
 }
 
 static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int IN, int O,
-                      int precision, matmul_wpack *pk)
+                      int precision, matmul_wpack *pk, matmul_ws *ws)
 {
     mm_view wb = {w, IN, 1}, da = {dout, O, 1};
     int kernel = mm_kernel_select_impl(precision);
     if (kernel >= 0) {
         mm_bpack tmp = {0};
         int fresh = 0;
-        mm_bpack *bp = pk ? &pk->bwd : &tmp;
+        mm_bpack *bp = pk ? &pk->bwd : ws ? &ws->bpack : &tmp;
         int *fr = pk ? &pk->bwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
         if (rc == 0)
-            rc = mm_gemm_impl(dx, IN, N, &da, bp, MM_INIT_ACCUM, NULL);
+            rc = mm_gemm_impl(dx, IN, N, &da, bp, MM_INIT_ACCUM, NULL, ws);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -143,17 +143,18 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
 }
 
 static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int IN, int O,
-                      int precision)
+                      int precision, matmul_ws *ws)
 {
     mm_view xb = {x, IN, 1}, dt = {dout, 1, O};
     int kernel = mm_kernel_select_impl(precision);
     if (kernel >= 0) {
-        mm_bpack bp = {0};
+        mm_bpack tmp = {0};
+        mm_bpack *bp = ws ? &ws->bpack : &tmp;
         int fresh = 0;
-        int rc = mm_pack_ready(&bp, &fresh, xb, N, IN, kernel, precision);
+        int rc = mm_pack_ready(bp, &fresh, xb, N, IN, kernel, precision);
         if (rc == 0)
-            rc = mm_gemm_impl(dw, IN, O, &dt, &bp, MM_INIT_ACCUM, NULL);
-        mm_bpack_free_impl(&bp);
+            rc = mm_gemm_impl(dw, IN, O, &dt, bp, MM_INIT_ACCUM, NULL, ws);
+        mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
     }
@@ -195,14 +196,15 @@ static int mm_forward_trivial(float *out, const float *bias, int N, int IN, int 
 }
 
 static void mm_backward_run(float *dx, float *dw, float *db, const float *dout, const float *x,
-                            const float *w, int N, int IN, int O, int precision, matmul_wpack *pk)
+                            const float *w, int N, int IN, int O, int precision, matmul_wpack *pk,
+                            matmul_ws *ws)
 {
     if (N <= 0 || IN <= 0 || O <= 0)
         return;
     if (dx)
-        mm_dx_run(dx, dout, w, N, IN, O, precision, pk);
+        mm_dx_run(dx, dout, w, N, IN, O, precision, pk, ws);
     if (dw)
-        mm_dw_run(dw, dout, x, N, IN, O, precision);
+        mm_dw_run(dw, dout, x, N, IN, O, precision, ws);
     if (db)
         mm_colsum(db, dout, N, O);
 }
@@ -213,13 +215,13 @@ void matmul_forward(float *out, const float *x, const float *w, const float *bia
                     int O, int precision)
 {
     if (!mm_forward_trivial(out, bias, N, IN, O))
-        mm_forward_run(out, x, w, bias, N, IN, O, precision, NULL);
+        mm_forward_run(out, x, w, bias, N, IN, O, precision, NULL, NULL);
 }
 
 void matmul_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, int N, int IN, int O, int precision)
 {
-    mm_backward_run(dx, dw, db, dout, x, w, N, IN, O, precision, NULL);
+    mm_backward_run(dx, dw, db, dout, x, w, N, IN, O, precision, NULL, NULL);
 }
 
 matmul_wpack *matmul_wpack_create(const float *w, int IN, int O, int precision)
@@ -256,16 +258,33 @@ size_t matmul_wpack_bytes(const matmul_wpack *pk)
     return pk ? sizeof *pk + pk->fwd.bytes + pk->bwd.bytes : 0;
 }
 
-void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N)
+void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N,
+                           matmul_ws *ws)
 {
     if (!mm_forward_trivial(out, bias, N, pk->IN, pk->O))
-        mm_forward_run(out, x, pk->w, bias, N, pk->IN, pk->O, pk->precision, pk);
+        mm_forward_run(out, x, pk->w, bias, N, pk->IN, pk->O, pk->precision, pk, ws);
 }
 
 void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
-                            matmul_wpack *pk, int N)
+                            matmul_wpack *pk, int N, matmul_ws *ws)
 {
-    mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk);
+    mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk, ws);
+}
+
+matmul_ws *matmul_ws_create(void) { return qs_calloc(1, sizeof(matmul_ws)); }
+
+void matmul_ws_destroy(matmul_ws *ws)
+{
+    if (!ws)
+        return;
+    qs_free(ws->scratch);
+    mm_bpack_free_impl(&ws->bpack);
+    qs_free(ws);
+}
+
+size_t matmul_ws_bytes(const matmul_ws *ws)
+{
+    return ws ? sizeof *ws + ws->scratch_bytes + ws->bpack.bytes : 0;
 }
 
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

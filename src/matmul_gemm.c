@@ -36,7 +36,7 @@ typedef struct mm_job {
     int mc, nc; /* task size: rows (multiple of MM_MR, <= MM_MC), columns (multiple of MM_NR) */
 } mm_job;
 
-static void mm_kernel_run(mm_kernel kernel, int kc, const void *ap, const void *bp, float *c,
+static void mm_kernel_run(mm_kernel kernel, int kc, mm_apanel ap, const void *bp, float *c,
                           ptrdiff_t ldc, int load_c)
 {
     switch (kernel) {
@@ -53,7 +53,7 @@ static void mm_kernel_run(mm_kernel kernel, int kc, const void *ap, const void *
 }
 
 /* One micro-tile, full or partial (mi x nj valid). */
-static void mm_tile_run(const mm_job *jb, int kc, const void *ap, const void *bpanel, float *c,
+static void mm_tile_run(const mm_job *jb, int kc, mm_apanel ap, const void *bpanel, float *c,
                         int mi, int nj, int load_c, float *tile)
 {
     if (mi == MM_MR && nj == MM_NR) {
@@ -68,45 +68,34 @@ static void mm_tile_run(const mm_job *jb, int kc, const void *ap, const void *bp
         memcpy(c + r * jb->ldc, tile + r * MM_NR, (size_t)nj * sizeof *c);
 }
 
-static void mm_task_run(const mm_job *jb, int i0, int j0, void *ablock, float *tile)
+static void mm_task_run(const mm_job *jb, int i0, int j0, float *ablock, float *tile)
 {
     const mm_bpack *bp = jb->bp;
     int is_bf16 = bp->kernel == MM_KERNEL_AVX512BF16;
+    mm_afmt afmt = is_bf16 ? MM_AFMT_BF16 : bp->round_bf16 ? MM_AFMT_F32_BF16 : MM_AFMT_F32;
+    size_t elem = is_bf16 ? sizeof(uint32_t) : sizeof(float);
     int K = bp->K;
     int mc = jb->M - i0 < jb->mc ? jb->M - i0 : jb->mc;
     int nc = bp->N - j0 < jb->nc ? bp->N - j0 : jb->nc;
+    mm_apanel ap[MM_MC / MM_MR];
     if (jb->init == MM_INIT_BIAS)
         for (int r = 0; r < mc; r++)
             memcpy(jb->c + (i0 + r) * jb->ldc + j0, jb->bias + j0, (size_t)nc * sizeof(float));
     for (int k0 = 0; k0 < K; k0 += MM_KC) {
         int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
-        for (int ir = 0; ir < mc; ir += MM_MR) {
-            if (is_bf16)
-                mm_apack_bf16_impl((uint32_t *)ablock + (ir / MM_MR) * MM_APANEL_ELEMS, *jb->a,
-                                   jb->M, i0 + ir, k0, kc);
-            else
-                mm_apack_f32_impl((float *)ablock + (ir / MM_MR) * MM_APANEL_ELEMS, *jb->a, jb->M,
-                                  i0 + ir, k0, kc, bp->round_bf16);
-        }
+        for (int ir = 0; ir < mc; ir += MM_MR)
+            ap[ir / MM_MR] = mm_apanel_make_impl(ablock + (ir / MM_MR) * MM_APANEL_ELEMS, *jb->a,
+                                                 jb->M, i0 + ir, k0, kc, afmt);
         size_t b_off = (size_t)(is_bf16 ? k0 / 2 : k0) * MM_NR;
         for (int jr = 0; jr < nc; jr += MM_NR) {
             size_t panel = (size_t)(j0 + jr) / MM_NR;
-            const void *bpanel = is_bf16
-                                     ? (const void *)((const uint32_t *)bp->data +
-                                                      panel * bp->panel_elems + b_off)
-                                     : (const void *)((const float *)bp->data +
-                                                      panel * bp->panel_elems + b_off);
+            const void *bpanel = (const char *)bp->data + (panel * bp->panel_elems + b_off) * elem;
             int nj = nc - jr < MM_NR ? nc - jr : MM_NR;
             for (int ir = 0; ir < mc; ir += MM_MR) {
                 int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
-                const void *ap = is_bf16
-                                     ? (const void *)((uint32_t *)ablock +
-                                                      (ir / MM_MR) * MM_APANEL_ELEMS)
-                                     : (const void *)((float *)ablock +
-                                                      (ir / MM_MR) * MM_APANEL_ELEMS);
                 float *c = jb->c + (i0 + ir) * jb->ldc + j0 + jr;
-                mm_tile_run(jb, kc, ap, bpanel, c, mi, nj, load_c, tile);
+                mm_tile_run(jb, kc, ap[ir / MM_MR], bpanel, c, mi, nj, load_c, tile);
             }
         }
     }
@@ -147,7 +136,7 @@ static void mm_gemm_empty(const mm_job *jb)
 }
 
 int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp, mm_init init,
-                 const float *bias)
+                 const float *bias, struct matmul_ws *ws)
 {
     mm_job jb = {c, ldc, M, a, bp, init, bias, MM_MC, MM_NC};
     if (M <= 0 || bp->N <= 0)
@@ -162,9 +151,15 @@ int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpac
 #endif
     /* per thread: one A block, then one spare tile (offset keeps 64-byte alignment) */
     size_t slot = (size_t)MM_ABLOCK_ELEMS + MM_MR * MM_NR;
-    float *scratch = qs_malloc((size_t)n_threads * slot * sizeof(float));
+    size_t need = (size_t)n_threads * slot * sizeof(float);
+    float *scratch = ws && ws->scratch_bytes >= need ? ws->scratch : qs_malloc(need);
     if (!scratch)
         return QS_ENOMEM;
+    if (ws && scratch != ws->scratch) {
+        qs_free(ws->scratch);
+        ws->scratch = scratch;
+        ws->scratch_bytes = need;
+    }
     double flops = 2.0 * M * bp->N * bp->K;
     mm_task_shape(&jb, n_threads);
     int n_ib = (M + jb.mc - 1) / jb.mc;
@@ -181,6 +176,7 @@ int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpac
         float *mine = scratch + (size_t)tid * slot;
         mm_task_run(&jb, (t % n_ib) * jb.mc, (t / n_ib) * jb.nc, mine, mine + MM_ABLOCK_ELEMS);
     }
-    qs_free(scratch);
+    if (!ws)
+        qs_free(scratch);
     return 0;
 }

@@ -76,25 +76,57 @@ int mm_kernel_select_impl(int precision);
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16);
 void mm_bpack_free_impl(mm_bpack *bp);
 
-/* Pack rows [i0, i0 + MM_MR) x cols [k0, k0 + kc) of A into one micro-panel
- * (rows past M are zero; for bf16, an odd kc is padded with a zero column). */
-void mm_apack_f32_impl(float *dst, mm_view a, int M, int i0, int k0, int kc, int round_bf16);
-void mm_apack_bf16_impl(uint32_t *dst, mm_view a, int M, int i0, int k0, int kc);
+/* An A micro-panel as a kernel reads it: element (r, k) is p[r * rs + k * ks]
+ * (floats for the fp32 kernels; uint32 bf16 pairs, k = pair index, for bf16). */
+typedef struct mm_apanel {
+    const void *p;
+    ptrdiff_t rs, ks;
+} mm_apanel;
 
-/* C (M x N, row stride ldc) per init from A (view) and packed B.  0 or QS_ENOMEM
+/* A operand format for one GEMM. */
+typedef enum {
+    MM_AFMT_F32 = 0,       /* fp32 as is */
+    MM_AFMT_F32_BF16 = 1,  /* fp32 rounded to bf16 values */
+    MM_AFMT_BF16 = 2,      /* bf16 pairs */
+} mm_afmt;
+
+/* Make rows [i0, i0 + MM_MR) x cols [k0, k0 + kc) of A readable as one micro-panel:
+ * read A in place when its rows are contiguous and nothing needs converting,
+ * else pack into dst (room for MM_MR x MM_KC floats): row-major when A's rows
+ * are contiguous, k-major otherwise.  Rows past M read as zero, and for bf16 an
+ * odd kc gets a zero last column. */
+mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int kc, mm_afmt fmt);
+
+/* bf16 conversion with AVX-512 (same bits as mm_bf16_bits; AVX512-BF16 CPUs only):
+ *   pairs: dst[i] = bf16(lo[i]) | bf16(hi ? hi[i] : 0) << 16, i < n
+ *   row:   dst[i] = bf16(src[i]), i < n */
+void mm_bf16_pairs_avx512bf16_impl(uint32_t *dst, const float *lo, const float *hi, int n);
+void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n);
+
+/* Reusable scratch (the public matmul_ws): per-thread A blocks and a B pack for
+ * operands that are not weights (dW's x, or w in the unpacked calls).  Keeping
+ * these between calls avoids a fresh mmap + page faults per call. */
+struct matmul_ws {
+    float *scratch;       /* n_threads A blocks + tiles */
+    size_t scratch_bytes;
+    mm_bpack bpack;
+};
+
+/* C (M x N, row stride ldc) per init from A (view) and packed B; scratch from ws
+ * (grown as needed) or, with ws NULL, allocated for the call.  0 or QS_ENOMEM
  * (scratch allocation failed; C untouched). */
 int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp, mm_init init,
-                 const float *bias);
+                 const float *bias, struct matmul_ws *ws);
 
 /* Micro-kernels: full MM_MR x MM_NR tile, c[r * ldc + j] (= if !load_c) += sum_k a b.
  * The fp32 kernels sum strictly in k order, one rounding per step (FMA or exact
  * bf16 products), so the C and AVX-512 kernels agree bit for bit on bf16 inputs. */
-void mm_kernel_f32_c_impl(int kc, const float *a, const float *b, float *c, ptrdiff_t ldc,
+void mm_kernel_f32_c_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
                           int load_c);
-void mm_kernel_f32_avx512_impl(int kc, const float *a, const float *b, float *c, ptrdiff_t ldc,
+void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
                                int load_c);
 /* kp = number of k pairs */
-void mm_kernel_bf16_avx512bf16_impl(int kp, const uint32_t *a, const uint32_t *b, float *c,
+void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
                                     ptrdiff_t ldc, int load_c);
 
 #endif

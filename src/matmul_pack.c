@@ -7,6 +7,10 @@
  * MM_MR x kc micro-panel at a time by the task that uses it.
  * Two access patterns matter and get their own loops: rows contiguous along the
  * packed direction (a row copy) and the transposed case (a strided gather).
+ * bf16 operands only exist for the AVX512-BF16 kernel, so their conversions use
+ * the vector helpers of matmul_avx512bf16.c (same bits as mm_bf16_bits).
+ * fp32 A rows that are contiguous are not packed at all: the kernel reads them
+ * in place (row stride = the matrix's), which saves a full pass over x.
  */
 #include <string.h>
 
@@ -34,8 +38,11 @@ static void mm_bpanel_f32(float *dst, mm_view b, int K, int N, int j0, int round
         for (int k = 0; k < K; k++) {
             const float *src = b.p + (ptrdiff_t)k * b.rs + j0;
             float *d = dst + (size_t)k * MM_NR;
-            for (int j = 0; j < nj; j++)
-                d[j] = round_bf16 ? mm_bf16_round(src[j]) : src[j];
+            if (!round_bf16)
+                memcpy(d, src, (size_t)nj * sizeof *d);
+            else
+                for (int j = 0; j < nj; j++)
+                    d[j] = mm_bf16_round(src[j]);
         }
         return;
     }
@@ -61,9 +68,7 @@ static void mm_bpanel_bf16(uint32_t *dst, mm_view b, int K, int N, int j0)
         for (int kp = 0; kp < kp_n; kp++) {
             const float *r0 = b.p + (ptrdiff_t)(2 * kp) * b.rs + j0;
             const float *r1 = 2 * kp + 1 < K ? r0 + b.rs : NULL;
-            uint32_t *d = dst + (size_t)kp * MM_NR;
-            for (int j = 0; j < nj; j++)
-                d[j] = mm_bf16_pair(r0[j], r1 ? r1[j] : 0.0f);
+            mm_bf16_pairs_avx512bf16_impl(dst + (size_t)kp * MM_NR, r0, r1, nj);
         }
         return;
     }
@@ -77,6 +82,10 @@ static void mm_bpanel_bf16(uint32_t *dst, mm_view b, int K, int N, int j0)
             }
     }
 }
+
+/* Below this many elements B is packed by the calling thread: a parallel region
+ * costs more than the copy (and far more when the cores are shared). */
+enum { MM_PACK_PARALLEL_ELEMS = 1 << 21 };
 
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16)
 {
@@ -99,7 +108,7 @@ int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, 
     bp->kernel = kernel;
     bp->round_bf16 = is_bf16 ? 1 : round_bf16;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((size_t)K * N > 65536)
+#pragma omp parallel for schedule(static) if ((size_t)K * N > MM_PACK_PARALLEL_ELEMS)
 #endif
     for (int p = 0; p < n_panels; p++) {
         if (is_bf16)
@@ -118,49 +127,92 @@ void mm_bpack_free_impl(mm_bpack *bp)
     memset(bp, 0, sizeof *bp);
 }
 
-void mm_apack_f32_impl(float *dst, mm_view a, int M, int i0, int k0, int kc, int round_bf16)
+/* Row-major panel: dst row r = A(i0 + r, k0 .. k0 + kc) (row stride MM_KC floats). */
+static mm_apanel mm_apanel_rows(void *dst, mm_view a, int mi, int i0, int k0, int kc,
+                                mm_afmt fmt)
 {
-    int mi = M - i0 < MM_MR ? M - i0 : MM_MR;
-    if (a.rs == 1) {
-        for (int k = 0; k < kc; k++) {
-            const float *src = a.p + (ptrdiff_t)(k0 + k) * a.cs + i0;
-            float *d = dst + (size_t)k * MM_MR;
-            for (int r = 0; r < mi; r++)
-                d[r] = round_bf16 ? mm_bf16_round(src[r]) : src[r];
-            for (int r = mi; r < MM_MR; r++)
-                d[r] = 0.0f;
+    if (fmt == MM_AFMT_BF16) {
+        uint16_t *d = dst; /* row stride MM_KC bf16 = MM_KC / 2 pairs */
+        int kc2 = kc + (kc & 1);
+        for (int r = 0; r < MM_MR; r++) {
+            uint16_t *dr = d + (size_t)r * MM_KC;
+            if (r < mi)
+                mm_bf16_row_avx512bf16_impl(dr, a.p + (ptrdiff_t)(i0 + r) * a.rs + k0, kc);
+            else
+                memset(dr, 0, (size_t)kc2 * sizeof *dr);
+            if (kc & 1)
+                dr[kc] = 0;
         }
-        return;
+        return (mm_apanel){dst, MM_KC / 2, 1};
     }
+    float *d = dst;
     for (int r = 0; r < MM_MR; r++) {
-        if (r >= mi) {
+        float *dr = d + (size_t)r * MM_KC;
+        const float *src = a.p + (ptrdiff_t)(i0 + r) * a.rs + k0;
+        if (r >= mi)
+            memset(dr, 0, (size_t)kc * sizeof *dr);
+        else if (fmt == MM_AFMT_F32_BF16)
             for (int k = 0; k < kc; k++)
-                dst[(size_t)k * MM_MR + r] = 0.0f;
-            continue;
-        }
-        const float *src = a.p + (ptrdiff_t)(i0 + r) * a.rs;
-        for (int k = 0; k < kc; k++) {
-            float v = src[(ptrdiff_t)(k0 + k) * a.cs];
-            dst[(size_t)k * MM_MR + r] = round_bf16 ? mm_bf16_round(v) : v;
-        }
+                dr[k] = mm_bf16_round(src[k]);
+        else
+            memcpy(dr, src, (size_t)kc * sizeof *dr);
     }
+    return (mm_apanel){dst, MM_KC, 1};
 }
 
-void mm_apack_bf16_impl(uint32_t *dst, mm_view a, int M, int i0, int k0, int kc)
+/* k-major panel: dst[k][r] (pairs for bf16), for A whose columns are contiguous
+ * (rs == 1, dW's dout^T) or arbitrary strides. */
+static mm_apanel mm_apanel_cols(void *dst, mm_view a, int mi, int i0, int k0, int kc,
+                                mm_afmt fmt)
 {
-    int mi = M - i0 < MM_MR ? M - i0 : MM_MR;
-    int kp_n = (kc + 1) / 2;
-    for (int r = 0; r < MM_MR; r++) {
-        if (r >= mi) {
-            for (int kp = 0; kp < kp_n; kp++)
-                dst[(size_t)kp * MM_MR + r] = 0;
-            continue;
-        }
+    if (fmt == MM_AFMT_BF16) {
+        uint32_t *d = dst;
+        int kp_n = (kc + 1) / 2;
+        float lo[MM_MR], hi[MM_MR];
         for (int kp = 0; kp < kp_n; kp++) {
-            int k = k0 + 2 * kp;
-            float lo = mm_view_at(a, i0 + r, k);
-            float hi = 2 * kp + 1 < kc ? mm_view_at(a, i0 + r, k + 1) : 0.0f;
-            dst[(size_t)kp * MM_MR + r] = mm_bf16_pair(lo, hi);
+            int k = k0 + 2 * kp, has_hi = 2 * kp + 1 < kc;
+            if (a.rs == 1 && mi == MM_MR) { /* columns of A are contiguous */
+                const float *c0 = a.p + (ptrdiff_t)k * a.cs + i0;
+                mm_bf16_pairs_avx512bf16_impl(d + (size_t)kp * MM_MR, c0, has_hi ? c0 + a.cs : NULL,
+                                              MM_MR);
+                continue;
+            }
+            for (int r = 0; r < MM_MR; r++) {
+                lo[r] = r < mi ? mm_view_at(a, i0 + r, k) : 0.0f;
+                hi[r] = r < mi && has_hi ? mm_view_at(a, i0 + r, k + 1) : 0.0f;
+            }
+            mm_bf16_pairs_avx512bf16_impl(d + (size_t)kp * MM_MR, lo, hi, MM_MR);
+        }
+        return (mm_apanel){dst, 1, MM_MR};
+    }
+    float *d = dst;
+    if (a.rs == 1 && mi == MM_MR && fmt == MM_AFMT_F32) {
+        for (int k = 0; k < kc; k++)
+            memcpy(d + (size_t)k * MM_MR, a.p + (ptrdiff_t)(k0 + k) * a.cs + i0, MM_MR * sizeof *d);
+        return (mm_apanel){dst, 1, MM_MR};
+    }
+    for (int k = 0; k < kc; k++) {
+        float *dk = d + (size_t)k * MM_MR;
+        for (int r = 0; r < MM_MR; r++) {
+            float v = r < mi ? mm_view_at(a, i0 + r, k0 + k) : 0.0f;
+            dk[r] = fmt == MM_AFMT_F32_BF16 ? mm_bf16_round(v) : v;
         }
     }
+    return (mm_apanel){dst, 1, MM_MR};
+}
+
+/* Longest column stride (floats) of an A read in place k-major: beyond it every
+ * k step touches another page and packing is cheaper than the TLB misses. */
+enum { MM_DIRECT_KSTRIDE_MAX = 4096 };
+
+mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int kc, mm_afmt fmt)
+{
+    int mi = M - i0 < MM_MR ? M - i0 : MM_MR;
+    if (a.cs == 1 && fmt == MM_AFMT_F32 && mi == MM_MR)
+        return (mm_apanel){a.p + (ptrdiff_t)i0 * a.rs + k0, a.rs, 1};
+    if (a.rs == 1 && fmt == MM_AFMT_F32 && mi == MM_MR && a.cs <= MM_DIRECT_KSTRIDE_MAX)
+        return (mm_apanel){a.p + i0 + (ptrdiff_t)k0 * a.cs, 1, a.cs};
+    if (a.cs == 1)
+        return mm_apanel_rows(dst, a, mi, i0, k0, kc, fmt);
+    return mm_apanel_cols(dst, a, mi, i0, k0, kc, fmt);
 }

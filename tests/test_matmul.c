@@ -353,11 +353,11 @@ TEST(matmul, bf16_hardware_path_agrees_with_fallback_within_contract)
 /* Run forward + full backward of one case; results into out/dx/dw/db. */
 static void run_linear(mm_case c, int precision, const float *x, const float *w, const float *b,
                        const float *dout, float *out, float *dx, float *dw, float *db,
-                       matmul_wpack *pk)
+                       matmul_wpack *pk, matmul_ws *ws)
 {
     if (pk) {
-        matmul_forward_packed(out, x, pk, b, c.N);
-        matmul_backward_packed(dx, dw, db, dout, x, pk, c.N);
+        matmul_forward_packed(out, x, pk, b, c.N, ws);
+        matmul_backward_packed(dx, dw, db, dout, x, pk, c.N, ws);
     } else {
         matmul_forward(out, x, w, b, c.N, c.IN, c.O, precision);
         matmul_backward(dx, dw, db, dout, x, w, c.N, c.IN, c.O, precision);
@@ -411,7 +411,7 @@ TEST(matmul, results_independent_of_thread_count)
             ASSERT_TRUE(linear_bufs_init(&r[t], c));
             omp_set_num_threads(t + 1);
             run_linear(c, precisions[pi], r[t].x, r[t].w, r[t].b, r[t].dout, r[t].out, r[t].dx,
-                       r[t].dw, r[t].db, NULL);
+                       r[t].dw, r[t].db, NULL, NULL);
         }
         omp_set_num_threads(saved);
         ASSERT_TRUE(linear_bufs_same(&r[0], &r[1], c));
@@ -426,6 +426,8 @@ TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh)
 {
     mm_case c = {29, 70, 45};
     int precisions[] = {MATMUL_FP32, MATMUL_BF16, MATMUL_FP32_BLAS};
+    matmul_ws *ws = matmul_ws_create(); /* shared by all cases, as a model would */
+    ASSERT_TRUE(ws != NULL);
     for (int pi = 0; pi < 3; pi++) {
         linear_bufs a, p;
         test_seed = 99u;
@@ -434,15 +436,15 @@ TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh)
         ASSERT_TRUE(linear_bufs_init(&p, c));
         matmul_wpack *pk = matmul_wpack_create(p.w, c.IN, c.O, precisions[pi]);
         ASSERT_TRUE(pk != NULL);
-        run_linear(c, precisions[pi], a.x, a.w, a.b, a.dout, a.out, a.dx, a.dw, a.db, NULL);
-        run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk);
+        run_linear(c, precisions[pi], a.x, a.w, a.b, a.dout, a.out, a.dx, a.dw, a.db, NULL, NULL);
+        run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk, ws);
         ASSERT_TRUE(linear_bufs_same(&a, &p, c));
         /* an optimizer step changes w in place: refresh must pick it up */
         for (size_t i = 0; i < (size_t)c.O * c.IN; i++)
             a.w[i] = p.w[i] = p.w[i] * 0.5f + 0.25f;
         matmul_wpack_refresh(pk);
-        run_linear(c, precisions[pi], a.x, a.w, a.b, a.dout, a.out, a.dx, a.dw, a.db, NULL);
-        run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk);
+        run_linear(c, precisions[pi], a.x, a.w, a.b, a.dout, a.out, a.dx, a.dw, a.db, NULL, NULL);
+        run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk, ws);
         ASSERT_TRUE(linear_bufs_same(&a, &p, c));
         ASSERT_TRUE(precisions[pi] == MATMUL_FP32_BLAS || matmul_wpack_bytes(pk) >=
                                                               2 * (size_t)c.O * c.IN * 2);
@@ -450,8 +452,11 @@ TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh)
         linear_bufs_free(&a);
         linear_bufs_free(&p);
     }
+    ASSERT_TRUE(matmul_ws_bytes(ws) > 0);
+    matmul_ws_destroy(ws);
     ASSERT_TRUE(matmul_wpack_create(NULL, 3, 3, MATMUL_FP32) == NULL);
     matmul_wpack_destroy(NULL);
+    matmul_ws_destroy(NULL);
 }
 
 /* NULL gradients are skipped; the others accumulate: two calls add twice. */

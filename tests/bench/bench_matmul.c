@@ -3,7 +3,8 @@
  * For each shape (N rows, IN -> O) and product (fwd, dX, dW) it times, in the
  * same run: OpenBLAS sgemm (MATMUL_FP32_BLAS, the baseline), our fp32 path and
  * our bf16 path, each with the weight packed on the fly (the simple calls) and
- * with a matmul_wpack made once (dW has no weight operand, so one column).
+ * with a matmul_wpack made once plus a matmul_ws reused across calls ("-pk";
+ * for dW, which has no weight operand, only the workspace differs).
  * Prints medians of R runs, ratios against sgemm from the same run and the
  * fraction of this machine's peak (2 Zen 5 cores: fp32 FMA ~445 GFLOP/s,
  * AVX512-BF16 ~890 GFLOP/s).  Usage: bench_matmul [REPS] [small|large|all]
@@ -40,6 +41,7 @@ static const char *const path_names[PATH_COUNT] = {"sgemm", "fp32", "fp32-pk", "
 typedef struct bench_bufs {
     float *x, *w, *out, *dout, *dx, *dw;
     matmul_wpack *pk32, *pk16;
+    matmul_ws *ws;
 } bench_bufs;
 
 static double now_s(void)
@@ -63,16 +65,19 @@ static void run_once(const bench_shape *s, int op, int path, bench_bufs *b)
     matmul_wpack *pk = path == PATH_FP32_PK ? b->pk32 : path == PATH_BF16_PK ? b->pk16 : NULL;
     if (op == OP_FWD) {
         if (pk)
-            matmul_forward_packed(b->out, b->x, pk, NULL, s->N);
+            matmul_forward_packed(b->out, b->x, pk, NULL, s->N, b->ws);
         else
             matmul_forward(b->out, b->x, b->w, NULL, s->N, s->IN, s->O, prec);
     } else if (op == OP_DX) {
         if (pk)
-            matmul_backward_packed(b->dx, NULL, NULL, b->dout, b->x, pk, s->N);
+            matmul_backward_packed(b->dx, NULL, NULL, b->dout, b->x, pk, s->N, b->ws);
         else
             matmul_backward(b->dx, NULL, NULL, b->dout, b->x, b->w, s->N, s->IN, s->O, prec);
     } else {
-        matmul_backward(NULL, b->dw, NULL, b->dout, b->x, b->w, s->N, s->IN, s->O, prec);
+        if (pk)
+            matmul_backward_packed(NULL, b->dw, NULL, b->dout, b->x, pk, s->N, b->ws);
+        else
+            matmul_backward(NULL, b->dw, NULL, b->dout, b->x, b->w, s->N, s->IN, s->O, prec);
     }
 }
 
@@ -129,7 +134,8 @@ int main(int argc, char **argv)
         b.dw = rand_buf(nw, &seed);
         b.pk32 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_FP32);
         b.pk16 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_BF16);
-        if (!b.x || !b.w || !b.dout || !b.out || !b.dx || !b.dw || !b.pk32 || !b.pk16) {
+        b.ws = matmul_ws_create();
+        if (!b.ws || !b.x || !b.w || !b.dout || !b.out || !b.dx || !b.dw || !b.pk32 || !b.pk16) {
             fprintf(stderr, "bench_matmul: out of memory for %s\n", s->name);
             return 2;
         }
@@ -137,8 +143,6 @@ int main(int argc, char **argv)
         for (int op = OP_FWD; op <= OP_DW; op++) {
             double g[PATH_COUNT] = {0};
             for (int p = 0; p < PATH_COUNT; p++) {
-                if (op == OP_DW && (p == PATH_FP32_PK || p == PATH_BF16_PK))
-                    continue;
                 g[p] = median_gflops(s, op, p, &b, reps);
             }
             double best32 = g[PATH_FP32_PK] > g[PATH_FP32] ? g[PATH_FP32_PK] : g[PATH_FP32];
@@ -151,6 +155,7 @@ int main(int argc, char **argv)
         }
         matmul_wpack_destroy(b.pk32);
         matmul_wpack_destroy(b.pk16);
+        matmul_ws_destroy(b.ws);
         qs_free(b.x);
         qs_free(b.w);
         qs_free(b.dout);
