@@ -64,7 +64,7 @@ static void mm_dw_sgemm(float *dw, const float *dout, const float *x, int N, int
 }
 
 /* ---- bf16 without scratch: C[m, j] = init + sum_k bf16(A(m, k)) bf16(B(k, j)), k in
- * order; bit-identical to the packed portable/AVX-512 fp32 kernels on bf16 input. ---- */
+ * mm_bf16_order; bit-identical to the packed bf16 paths. ---- */
 
 static void mm_gemm_unblocked(float *c, ptrdiff_t ldc, int M, int Nc, int K, mm_view a,
                               mm_view b, mm_init init, const float *bias)
@@ -76,9 +76,12 @@ static void mm_gemm_unblocked(float *c, ptrdiff_t ldc, int M, int Nc, int K, mm_
         for (int j = 0; j < Nc; j++) {
             float *cj = c + m * ldc + j;
             float acc = init == MM_INIT_ACCUM ? *cj : init == MM_INIT_BIAS ? bias[j] : 0.0f;
-            for (int k = 0; k < K; k++)
-                acc += mm_bf16_round(a.p[m * a.rs + k * a.cs]) *
-                       mm_bf16_round(b.p[k * b.rs + j * b.cs]);
+            for (int k = 0; k < K + (K & 1); k++) {
+                int ks = mm_bf16_order(k);
+                float av = ks < K ? mm_bf16_round(a.p[m * a.rs + ks * a.cs]) : 0.0f;
+                float bv = ks < K ? mm_bf16_round(b.p[ks * b.rs + j * b.cs]) : 0.0f;
+                acc += av * bv;
+            }
             *cj = acc;
         }
 }

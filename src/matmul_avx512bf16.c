@@ -2,9 +2,11 @@
  *
  * Operands are bf16 pairs (k even in the low half, k odd in the high half of
  * each 32-bit word).  Per k pair: two vector loads of packed B, 12 broadcast A
- * pairs, 24 vdpbf16ps, each adding a[2p]*b[2p] + a[2p+1]*b[2p+1] into an fp32
- * accumulator (the instruction treats bf16 denormals as zero and rounds to
- * nearest even; both products are exact).  A is a k-major panel or a
+ * pairs, 24 vdpbf16ps, each doing acc = (acc + a[2p+1]*b[2p+1]) + a[2p]*b[2p]
+ * with exact products, fp32 round-to-nearest-even after each addition, bf16
+ * denormal inputs as zero and denormal results flushed (measured on this Zen 5:
+ * 200000 of 200000 random cases equal that order; Intel's SDM documents it).
+ * The fallbacks use the same order, so all bf16 paths agree bit for bit.  A is a k-major panel or a
  * row-major one (rows of pairs), the body inlined once per layout.
  * The conversions implement mm_bf16_bits (torch's rounding) in integer vector
  * arithmetic, so they give the same bits as the scalar code, NaN included.
@@ -57,6 +59,8 @@ static inline __m512i mm_bf16_lanes(__m512 v)
     __m512i u = _mm512_castps_si512(v);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
     __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    __mmask16 tiny = _mm512_testn_epi32_mask(r, _mm512_set1_epi32(0x7F80));
+    r = _mm512_mask_and_epi32(r, tiny, r, _mm512_set1_epi32(0x8000)); /* denormal -> +-0 */
     __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0));
 }

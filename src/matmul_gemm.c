@@ -36,9 +36,12 @@ typedef struct mm_job {
     int mc, nc; /* task size: rows (multiple of MM_MR, <= MM_MC), columns (multiple of MM_NR) */
 } mm_job;
 
-static void mm_kernel_run(mm_kernel kernel, int kc, mm_apanel ap, const void *bp, float *c,
+static void mm_kernel_run(const mm_bpack *bp_all, int kc, mm_apanel ap, const void *bp, float *c,
                           ptrdiff_t ldc, int load_c)
 {
+    mm_kernel kernel = bp_all->kernel;
+    if (bp_all->round_bf16 && kernel != MM_KERNEL_AVX512BF16)
+        kc += kc & 1; /* bf16 fallback: operands padded to whole pairs */
     switch (kernel) {
     case MM_KERNEL_AVX512BF16:
         mm_kernel_bf16_avx512bf16_impl((kc + 1) / 2, ap, bp, c, ldc, load_c);
@@ -57,13 +60,13 @@ static void mm_tile_run(const mm_job *jb, int kc, mm_apanel ap, const void *bpan
                         int mi, int nj, int load_c, float *tile)
 {
     if (mi == MM_MR && nj == MM_NR) {
-        mm_kernel_run(jb->bp->kernel, kc, ap, bpanel, c, jb->ldc, load_c);
+        mm_kernel_run(jb->bp, kc, ap, bpanel, c, jb->ldc, load_c);
         return;
     }
     if (load_c)
         for (int r = 0; r < mi; r++)
             memcpy(tile + r * MM_NR, c + r * jb->ldc, (size_t)nj * sizeof *c);
-    mm_kernel_run(jb->bp->kernel, kc, ap, bpanel, tile, MM_NR, load_c);
+    mm_kernel_run(jb->bp, kc, ap, bpanel, tile, MM_NR, load_c);
     for (int r = 0; r < mi; r++)
         memcpy(c + r * jb->ldc, tile + r * MM_NR, (size_t)nj * sizeof *c);
 }
@@ -81,8 +84,9 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, float *ablock, float *
     if (jb->init == MM_INIT_BIAS)
         for (int r = 0; r < mc; r++)
             memcpy(jb->c + (i0 + r) * jb->ldc + j0, jb->bias + j0, (size_t)nc * sizeof(float));
-    for (int k0 = 0; k0 < K; k0 += MM_KC) {
-        int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
+    int kc_max = is_bf16 ? 2 * MM_KC : MM_KC; /* the same bytes per block */
+    for (int k0 = 0; k0 < K; k0 += kc_max) {
+        int kc = K - k0 < kc_max ? K - k0 : kc_max;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
         for (int ir = 0; ir < mc; ir += MM_MR)
             ap[ir / MM_MR] = mm_apanel_make_impl(ablock + (ir / MM_MR) * MM_APANEL_ELEMS, *jb->a,

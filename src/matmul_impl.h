@@ -44,7 +44,8 @@ typedef struct mm_bpack {
     size_t bytes;         /* capacity of data */
     int K, N;             /* logical shape */
     mm_kernel kernel;     /* format */
-    int round_bf16;       /* fp32 formats only: values rounded to bf16 */
+    int round_bf16;       /* fp32 formats only: values rounded to bf16, k in
+                             mm_bf16_order, K padded to even (bf16 fallback) */
 } mm_bpack;
 
 /* How the GEMM starts each output element. */
@@ -54,13 +55,16 @@ typedef enum {
     MM_INIT_ACCUM = 2, /* C = C + A B */
 } mm_init;
 
-/* bf16 round to nearest even, as torch does (NaN -> quiet NaN 0x7FC0). */
+/* bf16 round to nearest even, as torch does (NaN -> quiet NaN 0x7FC0), except
+ * that results below the normal range become signed zero: vdpbf16ps treats
+ * bf16 denormals as zero, and every path must see the same operands. */
 static inline uint16_t mm_bf16_bits(float f)
 {
     union { float f; uint32_t u; } v = {f};
     if ((v.u & 0x7FFFFFFFu) > 0x7F800000u)
         return 0x7FC0;
-    return (uint16_t)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
+    uint16_t h = (uint16_t)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
+    return (h & 0x7F80u) ? h : (uint16_t)(h & 0x8000u);
 }
 
 static inline float mm_bf16_round(float f)
@@ -68,6 +72,11 @@ static inline float mm_bf16_round(float f)
     union { uint32_t u; float f; } v = {(uint32_t)mm_bf16_bits(f) << 16};
     return v.f;
 }
+
+/* The bf16 fallbacks visit k in vdpbf16ps's order: within each pair the odd
+ * term first (k = 1, 0, 3, 2, ...), an odd K padded with a zero term.  Packed
+ * position k holds source column mm_bf16_order(k). */
+static inline int mm_bf16_order(int k) { return k ^ 1; }
 
 /* Kernel choice for a public precision at the current cpu_level(); -1 = use sgemm. */
 int mm_kernel_select_impl(int precision);

@@ -28,32 +28,34 @@ static inline uint32_t mm_bf16_pair(float lo, float hi)
     return (uint32_t)mm_bf16_bits(lo) | ((uint32_t)mm_bf16_bits(hi) << 16);
 }
 
-/* One fp32 panel: dst[k * MM_NR + j] = B(k, j0 + j), zero past N. */
+/* One fp32 panel: dst[k * MM_NR + j] = B(k, j0 + j), zero past N.  For the bf16
+ * fallback (round_bf16) rows are rounded, in mm_bf16_order, K padded to even. */
 static void mm_bpanel_f32(float *dst, mm_view b, int K, int N, int j0, int round_bf16)
 {
     int nj = N - j0 < MM_NR ? N - j0 : MM_NR;
-    if (nj < MM_NR)
-        memset(dst, 0, (size_t)K * MM_NR * sizeof *dst);
-    if (b.cs == 1) {
-        for (int k = 0; k < K; k++) {
-            const float *src = b.p + (ptrdiff_t)k * b.rs + j0;
+    int k_rows = round_bf16 ? K + (K & 1) : K;
+    if (nj < MM_NR || k_rows > K)
+        memset(dst, 0, (size_t)k_rows * MM_NR * sizeof *dst);
+    if (round_bf16) {
+        for (int k = 0; k < k_rows; k++) {
+            int ks = mm_bf16_order(k);
             float *d = dst + (size_t)k * MM_NR;
-            if (!round_bf16)
-                memcpy(d, src, (size_t)nj * sizeof *d);
-            else
-                for (int j = 0; j < nj; j++)
-                    d[j] = mm_bf16_round(src[j]);
+            for (int j = 0; ks < K && j < nj; j++)
+                d[j] = mm_bf16_round(mm_view_at(b, ks, j0 + j));
         }
+        return;
+    }
+    if (b.cs == 1) {
+        for (int k = 0; k < K; k++)
+            memcpy(dst + (size_t)k * MM_NR, b.p + (ptrdiff_t)k * b.rs + j0, (size_t)nj * sizeof *dst);
         return;
     }
     /* transposed: walk K in chunks so the MM_NR source rows stay in cache */
     for (int k0 = 0; k0 < K; k0 += 64) {
         int k1 = k0 + 64 < K ? k0 + 64 : K;
         for (int j = 0; j < nj; j++)
-            for (int k = k0; k < k1; k++) {
-                float v = mm_view_at(b, k, j0 + j);
-                dst[(size_t)k * MM_NR + j] = round_bf16 ? mm_bf16_round(v) : v;
-            }
+            for (int k = k0; k < k1; k++)
+                dst[(size_t)k * MM_NR + j] = mm_view_at(b, k, j0 + j);
     }
 }
 
@@ -90,7 +92,7 @@ enum { MM_PACK_PARALLEL_ELEMS = 1 << 21 };
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16)
 {
     int is_bf16 = kernel == MM_KERNEL_AVX512BF16;
-    size_t k_rows = is_bf16 ? (size_t)(K + 1) / 2 : (size_t)K;
+    size_t k_rows = is_bf16 ? (size_t)(K + 1) / 2 : round_bf16 ? (size_t)K + (K & 1) : (size_t)K;
     size_t panel_elems = k_rows * MM_NR;
     int n_panels = (N + MM_NR - 1) / MM_NR;
     size_t bytes = panel_elems * (size_t)n_panels * sizeof(float); /* uint32 is as wide */
@@ -132,10 +134,10 @@ static mm_apanel mm_apanel_rows(void *dst, mm_view a, int mi, int i0, int k0, in
                                 mm_afmt fmt)
 {
     if (fmt == MM_AFMT_BF16) {
-        uint16_t *d = dst; /* row stride MM_KC bf16 = MM_KC / 2 pairs */
+        uint16_t *d = dst; /* row stride 2 MM_KC bf16 = MM_KC pairs (kc <= 2 MM_KC) */
         int kc2 = kc + (kc & 1);
         for (int r = 0; r < MM_MR; r++) {
-            uint16_t *dr = d + (size_t)r * MM_KC;
+            uint16_t *dr = d + (size_t)r * 2 * MM_KC;
             if (r < mi)
                 mm_bf16_row_avx512bf16_impl(dr, a.p + (ptrdiff_t)(i0 + r) * a.rs + k0, kc);
             else
@@ -143,17 +145,19 @@ static mm_apanel mm_apanel_rows(void *dst, mm_view a, int mi, int i0, int k0, in
             if (kc & 1)
                 dr[kc] = 0;
         }
-        return (mm_apanel){dst, MM_KC / 2, 1};
+        return (mm_apanel){dst, MM_KC, 1};
     }
     float *d = dst;
     for (int r = 0; r < MM_MR; r++) {
         float *dr = d + (size_t)r * MM_KC;
         const float *src = a.p + (ptrdiff_t)(i0 + r) * a.rs + k0;
         if (r >= mi)
-            memset(dr, 0, (size_t)kc * sizeof *dr);
+            memset(dr, 0, (size_t)(kc + (kc & 1)) * sizeof *dr);
         else if (fmt == MM_AFMT_F32_BF16)
-            for (int k = 0; k < kc; k++)
-                dr[k] = mm_bf16_round(src[k]);
+            for (int k = 0; k < kc + (kc & 1); k++) {
+                int ks = mm_bf16_order(k);
+                dr[k] = ks < kc ? mm_bf16_round(src[ks]) : 0.0f;
+            }
         else
             memcpy(dr, src, (size_t)kc * sizeof *dr);
     }
@@ -191,11 +195,13 @@ static mm_apanel mm_apanel_cols(void *dst, mm_view a, int mi, int i0, int k0, in
             memcpy(d + (size_t)k * MM_MR, a.p + (ptrdiff_t)(k0 + k) * a.cs + i0, MM_MR * sizeof *d);
         return (mm_apanel){dst, 1, MM_MR};
     }
-    for (int k = 0; k < kc; k++) {
+    int rounded = fmt == MM_AFMT_F32_BF16;
+    for (int k = 0; k < kc + (rounded & kc); k++) {
         float *dk = d + (size_t)k * MM_MR;
+        int ks = rounded ? mm_bf16_order(k) : k;
         for (int r = 0; r < MM_MR; r++) {
-            float v = r < mi ? mm_view_at(a, i0 + r, k0 + k) : 0.0f;
-            dk[r] = fmt == MM_AFMT_F32_BF16 ? mm_bf16_round(v) : v;
+            float v = r < mi && ks < kc ? mm_view_at(a, i0 + r, k0 + ks) : 0.0f;
+            dk[r] = rounded ? mm_bf16_round(v) : v;
         }
     }
     return (mm_apanel){dst, 1, MM_MR};

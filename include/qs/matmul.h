@@ -7,26 +7,29 @@
  * MATMUL_FP32_BLAS) happens inside.  Never call these from an OpenMP parallel region.
  *
  * Numerical contract, per output element y = init + sum_{k<K} a_k b_k
- * (K = IN for forward, O for dx, N for dw; init = 0, bias or the old value):
- *  - MATMUL_FP32_BLAS: OpenBLAS sgemm, the reference path.  fp32 operands and
+ * (K = IN for forward, O for dx, N for dw; init = 0, bias or the old value;
+ * u = 2^-24):
+ *  - MATMUL_FP32_BLAS: OpenBLAS sgemm, the reference path: fp32 operands and
  *    accumulation in OpenBLAS's (blocked) order.
  *  - MATMUL_FP32: fp32 operands and accumulation.  With AVX-512 our own kernel:
- *    one fused multiply-add per k, strictly in k order starting from init (so
- *    |y - exact| <= K u sum|a_k b_k| + O(u^2), u = 2^-24); without AVX-512 it is
- *    MATMUL_FP32_BLAS.
- *  - MATMUL_BF16: both operands rounded to bf16 (round to nearest even, as
- *    torch does; NaN stays NaN), products of bf16 values are exact in fp32,
- *    accumulation in fp32.  With AVX512-BF16 (vdpbf16ps) the k terms are added
- *    in pairs (a_2p b_2p + a_2p+1 b_2p+1, then into the accumulator, pairs in
- *    order), and bf16 denormal operands count as zero; otherwise (portable or
- *    AVX-512 fallback) strictly in k order as above, bit-identical between the
- *    two fallbacks.  Relative to the exact product of the ROUNDED operands the
- *    error is at most about K u sum|a_k b_k| (it grows with K), so the two
- *    bf16 implementations agree within 2 K u sum|a_k b_k|.  Relative to the
- *    fp32 product the dominant error is the operand rounding, 2^-8 relative per
- *    operand (about 2^-7 sum|a_k b_k| worst case, ~sqrt(K) 2^-9 typical).
- *  Results never depend on the number of threads (each output element is owned
- *  by one task and summed in a fixed order).
+ *    one fused multiply-add per k, strictly in k order starting from init, so
+ *    |y - exact| <= K u (|init| + sum|a_k b_k|) (to first order); without AVX-512
+ *    it is MATMUL_FP32_BLAS.
+ *  - MATMUL_BF16: both operands rounded to bf16, round to nearest even as torch
+ *    does (NaN stays NaN), except that values below bf16's normal range
+ *    (|v| < 2^-126) become zero, as vdpbf16ps reads them.  Products of bf16
+ *    values are exact in fp32; they are added into an fp32 accumulator with one
+ *    rounding each, in vdpbf16ps's order: within each pair of k the odd term
+ *    first (k = 1, 0, 3, 2, ...; an odd K ends with a zero term).  The
+ *    AVX512-BF16 kernel, the AVX-512 and portable fallbacks and the no-scratch
+ *    loop all follow it, so they agree bit for bit (unless results reach the
+ *    fp32 denormal range, which the hardware flushes).  Error relative to the
+ *    exact product of the ROUNDED operands: <= (K + 1) u (|init| + sum|a_k b_k|),
+ *    growing with K; relative to fp32 math the operand rounding dominates:
+ *    up to about 2^-7 sum|a_k b_k|, typically ~sqrt(K) 2^-9 times the rms term.
+ *    db is a plain fp32 column sum of dout in every precision.
+ *  Results never depend on the number of threads: each output element is owned
+ *  by one task and summed in a fixed order.
  * Memory: the non-BLAS paths pack operands into scratch memory (qs_malloc); if
  * that fails they fall back to sgemm (fp32) or to an unblocked loop with the same
  * contract (bf16), so these calls cannot fail.
