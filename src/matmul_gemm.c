@@ -164,13 +164,15 @@ int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpac
         ws->scratch = scratch;
         ws->scratch_bytes = need;
     }
-    double flops = 2.0 * M * bp->N * bp->K;
     mm_task_shape(&jb, n_threads);
     int n_ib = (M + jb.mc - 1) / jb.mc;
     int n_jb = (bp->N + jb.nc - 1) / jb.nc;
     int n_tasks = n_ib * n_jb;
+    /* below ~2 MFLOP a parallel region costs more than it saves */
+    int parallel = n_tasks > 1 && 2.0 * M * bp->N * bp->K > 2e6;
+    (void)parallel;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (n_tasks > 1 && flops > 2e6)
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
 #endif
     for (int t = 0; t < n_tasks; t++) {
         int tid = 0;

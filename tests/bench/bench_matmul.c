@@ -7,8 +7,10 @@
  * for dW, which has no weight operand, only the workspace differs).
  * Prints medians of R runs, ratios against sgemm from the same run and the
  * fraction of this machine's peak (2 Zen 5 cores: fp32 FMA ~445 GFLOP/s,
- * AVX512-BF16 ~890 GFLOP/s).  Usage: bench_matmul [REPS] [small|large|all]
+ * AVX512-BF16 ~890 GFLOP/s).  Every path is first checked against sgemm (exit 1
+ * on a mismatch), as a kernel that is fast but wrong must not print a figure.  Usage: bench_matmul [REPS] [small|large|all]
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +83,43 @@ static void run_once(const bench_shape *s, int op, int path, bench_bufs *b)
     }
 }
 
+/* The output buffer of an op (dX and dW accumulate into theirs). */
+static float *op_output(int op, bench_bufs *b, size_t *n, const bench_shape *s)
+{
+    *n = op == OP_FWD ? (size_t)s->N * s->O : op == OP_DX ? (size_t)s->N * s->IN
+                                                          : (size_t)s->O * s->IN;
+    return op == OP_FWD ? b->out : op == OP_DX ? b->dx : b->dw;
+}
+
+/* Check every path against sgemm before timing it: max |y - y_sgemm| / max |y_sgemm|.
+ * Limits: fp32 paths differ from sgemm only in summation order (~K u relative
+ * to the terms); bf16 adds the operand rounding (2^-8 per operand, ~2^-9 typical). */
+static int check_paths(const bench_shape *s, int op, bench_bufs *b, float *ref)
+{
+    size_t n;
+    float *y = op_output(op, b, &n, s);
+    memset(y, 0, n * sizeof *y);
+    run_once(s, op, PATH_SGEMM, b);
+    memcpy(ref, y, n * sizeof *y);
+    double scale = 0.0;
+    for (size_t i = 0; i < n; i++)
+        scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
+    for (int p = 1; p < PATH_COUNT; p++) {
+        memset(y, 0, n * sizeof *y);
+        run_once(s, op, p, b);
+        double err = 0.0;
+        for (size_t i = 0; i < n; i++)
+            err = fabs((double)y[i] - ref[i]) > err ? fabs((double)y[i] - ref[i]) : err;
+        double limit = p == PATH_BF16 || p == PATH_BF16_PK ? 3e-2 : 1e-4;
+        if (!(err <= limit * scale)) {
+            fprintf(stderr, "bench_matmul: %s op %d path %s differs from sgemm: %.3g (scale %.3g)\n",
+                    s->name, op, path_names[p], err, scale);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static double median_gflops(const bench_shape *s, int op, int path, bench_bufs *b, int reps)
 {
     double flops = 2.0 * s->N * s->IN * s->O, t[64];
@@ -140,7 +179,15 @@ int main(int argc, char **argv)
             return 2;
         }
         static const char *const op_names[] = {"fwd", "dX", "dW"};
+        size_t nmax = nx > nw ? nx : nw;
+        float *ref = qs_malloc((nmax > no ? nmax : no) * sizeof *ref);
+        if (!ref) {
+            fprintf(stderr, "bench_matmul: out of memory for %s\n", s->name);
+            return 2;
+        }
         for (int op = OP_FWD; op <= OP_DW; op++) {
+            if (check_paths(s, op, &b, ref) != 0)
+                return 1;
             double g[PATH_COUNT] = {0};
             for (int p = 0; p < PATH_COUNT; p++) {
                 g[p] = median_gflops(s, op, p, &b, reps);
@@ -153,6 +200,7 @@ int main(int argc, char **argv)
                    100.0 * best16 / PEAK_BF16_GFLOPS);
             fflush(stdout);
         }
+        qs_free(ref);
         matmul_wpack_destroy(b.pk32);
         matmul_wpack_destroy(b.pk16);
         matmul_ws_destroy(b.ws);
