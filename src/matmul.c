@@ -111,7 +111,7 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
         int *fr = pk ? &pk->fwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wt, IN, O, kernel, precision);
         if (rc == 0)
-            rc = mm_gemm_impl(out, O, N, &xa, bp, init, bias, ws);
+            mm_gemm_impl(out, O, N, &xa, bp, init, bias);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -134,7 +134,7 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
         int *fr = pk ? &pk->bwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
         if (rc == 0)
-            rc = mm_gemm_impl(dx, IN, N, &da, bp, MM_INIT_ACCUM, NULL, ws);
+            mm_gemm_impl(dx, IN, N, &da, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -156,7 +156,7 @@ static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int I
         int fresh = 0;
         int rc = mm_pack_ready(bp, &fresh, xb, N, IN, kernel, precision);
         if (rc == 0)
-            rc = mm_gemm_impl(dw, IN, O, &dt, bp, MM_INIT_ACCUM, NULL, ws);
+            mm_gemm_impl(dw, IN, O, &dt, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -261,17 +261,28 @@ size_t matmul_wpack_bytes(const matmul_wpack *pk)
     return pk ? sizeof *pk + pk->fwd.bytes + pk->bwd.bytes : 0;
 }
 
-void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N,
-                           matmul_ws *ws)
+void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, const float *bias,
+                              int N, matmul_ws *ws)
 {
     if (!mm_forward_trivial(out, bias, N, pk->IN, pk->O))
         mm_forward_run(out, x, pk->w, bias, N, pk->IN, pk->O, pk->precision, pk, ws);
 }
 
-void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
-                            matmul_wpack *pk, int N, matmul_ws *ws)
+void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
+                               const float *x, matmul_wpack *pk, int N, matmul_ws *ws)
 {
     mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk, ws);
+}
+
+void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N)
+{
+    matmul_forward_packed_ws(out, x, pk, bias, N, NULL);
+}
+
+void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            matmul_wpack *pk, int N)
+{
+    matmul_backward_packed_ws(dx, dw, db, dout, x, pk, N, NULL);
 }
 
 matmul_ws *matmul_ws_create(void) { return qs_calloc(1, sizeof(matmul_ws)); }
@@ -280,14 +291,13 @@ void matmul_ws_destroy(matmul_ws *ws)
 {
     if (!ws)
         return;
-    qs_free(ws->scratch);
     mm_bpack_free_impl(&ws->bpack);
     qs_free(ws);
 }
 
 size_t matmul_ws_bytes(const matmul_ws *ws)
 {
-    return ws ? sizeof *ws + ws->scratch_bytes + ws->bpack.bytes : 0;
+    return ws ? sizeof *ws + ws->bpack.bytes : 0;
 }
 
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

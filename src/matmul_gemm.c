@@ -15,8 +15,6 @@
 #include <string.h>
 
 #include "matmul_impl.h"
-#include "qs/err.h"
-#include "qs/mem.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -139,31 +137,20 @@ static void mm_gemm_empty(const mm_job *jb)
         }
 }
 
-int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp, mm_init init,
-                 const float *bias, struct matmul_ws *ws)
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp,
+                  mm_init init, const float *bias)
 {
     mm_job jb = {c, ldc, M, a, bp, init, bias, MM_MC, MM_NC};
     if (M <= 0 || bp->N <= 0)
-        return 0;
+        return;
     if (bp->K <= 0) {
         mm_gemm_empty(&jb);
-        return 0;
+        return;
     }
     int n_threads = 1;
 #ifdef _OPENMP
     n_threads = omp_get_max_threads();
 #endif
-    /* per thread: one A block, then one spare tile (offset keeps 64-byte alignment) */
-    size_t slot = (size_t)MM_ABLOCK_ELEMS + MM_MR * MM_NR;
-    size_t need = (size_t)n_threads * slot * sizeof(float);
-    float *scratch = ws && ws->scratch_bytes >= need ? ws->scratch : qs_malloc(need);
-    if (!scratch)
-        return QS_ENOMEM;
-    if (ws && scratch != ws->scratch) {
-        qs_free(ws->scratch);
-        ws->scratch = scratch;
-        ws->scratch_bytes = need;
-    }
     mm_task_shape(&jb, n_threads);
     int n_ib = (M + jb.mc - 1) / jb.mc;
     int n_jb = (bp->N + jb.nc - 1) / jb.nc;
@@ -172,17 +159,18 @@ int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpac
     int parallel = n_tasks > 1 && 2.0 * M * bp->N * bp->K > 2e6;
     (void)parallel;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+#pragma omp parallel if (parallel)
 #endif
-    for (int t = 0; t < n_tasks; t++) {
-        int tid = 0;
+    {
+        /* Per-thread scratch on the thread's own stack (~98 KB): already mapped
+         * after the first call, where a heap block of this size would be a fresh
+         * mmap and a run of page faults on every call. */
+        _Alignas(64) float ablock[MM_ABLOCK_ELEMS];
+        _Alignas(64) float tile[MM_MR * MM_NR];
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
 #endif
-        float *mine = scratch + (size_t)tid * slot;
-        mm_task_run(&jb, (t % n_ib) * jb.mc, (t / n_ib) * jb.nc, mine, mine + MM_ABLOCK_ELEMS);
+        for (int t = 0; t < n_tasks; t++)
+            mm_task_run(&jb, (t % n_ib) * jb.mc, (t / n_ib) * jb.nc, ablock, tile);
     }
-    if (!ws)
-        qs_free(scratch);
-    return 0;
 }

@@ -112,20 +112,16 @@ mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int k
 void mm_bf16_pairs_avx512bf16_impl(uint32_t *dst, const float *lo, const float *hi, int n);
 void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n);
 
-/* Reusable scratch (the public matmul_ws): per-thread A blocks and a B pack for
- * operands that are not weights (dW's x, or w in the unpacked calls).  Keeping
- * these between calls avoids a fresh mmap + page faults per call. */
+/* Reusable memory for packs of operands that are not weights (dW's x, or w in
+ * calls without a wpack); the public matmul_ws.  Keeping it between calls avoids
+ * a fresh mmap and page faults per call. */
 struct matmul_ws {
-    float *scratch;       /* n_threads A blocks + tiles */
-    size_t scratch_bytes;
     mm_bpack bpack;
 };
 
-/* C (M x N, row stride ldc) per init from A (view) and packed B; scratch from ws
- * (grown as needed) or, with ws NULL, allocated for the call.  0 or QS_ENOMEM
- * (scratch allocation failed; C untouched). */
-int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp, mm_init init,
-                 const float *bias, struct matmul_ws *ws);
+/* C (M x N, row stride ldc) per init from A (view) and packed B.  Needs no heap. */
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp,
+                  mm_init init, const float *bias);
 
 /* Micro-kernels: full MM_MR x MM_NR tile, c[r * ldc + j] (= if !load_c) += sum_k a b.
  * The fp32 kernels sum strictly in k order, one rounding per step (FMA or exact

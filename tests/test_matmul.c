@@ -340,9 +340,12 @@ static void run_linear(mm_case c, int precision, const float *x, const float *w,
                        const float *dout, float *out, float *dx, float *dw, float *db,
                        matmul_wpack *pk, matmul_ws *ws)
 {
-    if (pk) {
-        matmul_forward_packed(out, x, pk, b, c.N, ws);
-        matmul_backward_packed(dx, dw, db, dout, x, pk, c.N, ws);
+    if (pk && !ws) {
+        matmul_forward_packed(out, x, pk, b, c.N);
+        matmul_backward_packed(dx, dw, db, dout, x, pk, c.N);
+    } else if (pk) {
+        matmul_forward_packed_ws(out, x, pk, b, c.N, ws);
+        matmul_backward_packed_ws(dx, dw, db, dout, x, pk, c.N, ws);
     } else {
         matmul_forward(out, x, w, b, c.N, c.IN, c.O, precision);
         matmul_backward(dx, dw, db, dout, x, w, c.N, c.IN, c.O, precision);
@@ -422,14 +425,16 @@ TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh)
         matmul_wpack *pk = matmul_wpack_create(p.w, c.IN, c.O, precisions[pi]);
         ASSERT_TRUE(pk != NULL);
         run_linear(c, precisions[pi], a.x, a.w, a.b, a.dout, a.out, a.dx, a.dw, a.db, NULL, NULL);
-        run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk, ws);
+        run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk,
+                   pi == 1 ? NULL : ws); /* with and without a workspace */
         ASSERT_TRUE(linear_bufs_same(&a, &p, c));
         /* an optimizer step changes w in place: refresh must pick it up */
         for (size_t i = 0; i < (size_t)c.O * c.IN; i++)
             a.w[i] = p.w[i] = p.w[i] * 0.5f + 0.25f;
         matmul_wpack_refresh(pk);
         run_linear(c, precisions[pi], a.x, a.w, a.b, a.dout, a.out, a.dx, a.dw, a.db, NULL, NULL);
-        run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk, ws);
+        run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk,
+                   pi == 1 ? NULL : ws); /* with and without a workspace */
         ASSERT_TRUE(linear_bufs_same(&a, &p, c));
         ASSERT_TRUE(precisions[pi] == MATMUL_FP32_BLAS || matmul_wpack_bytes(pk) >=
                                                               2 * (size_t)c.O * c.IN * 2);

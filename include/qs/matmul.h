@@ -64,20 +64,26 @@ void matmul_wpack_destroy(matmul_wpack *pk); /* accepts NULL */
 /* Bytes the pack holds now (both forms once both have been used). */
 size_t matmul_wpack_bytes(const matmul_wpack *pk);
 
-/* Scratch memory kept between calls (packed activations, per-thread blocks), so
- * that the hot loop does not allocate: one per model is enough (calls are
- * serial); it grows to the largest call's need (about N x max(IN, O) floats plus
- * 100 KB per thread).  NULL where a matmul_ws * is taken = allocate per call. */
+/* As matmul_forward/matmul_backward with w, IN, O and precision from pk. */
+void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N);
+void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            matmul_wpack *pk, int N);
+
+/* Workspace kept between calls for packs of operands that are not weights (x for
+ * dW; w in calls without a wpack), so the hot loop does not allocate: a fresh
+ * multi-MB block per call costs an mmap and page faults (~10% of a dW).  One per
+ * model is enough (calls are serial); it grows to the largest need, about
+ * N x IN floats of the widest Linear input (half for bf16).  Same results as
+ * without it, bit for bit. */
 typedef struct matmul_ws matmul_ws;
 matmul_ws *matmul_ws_create(void);          /* NULL on allocation failure */
 void matmul_ws_destroy(matmul_ws *ws);      /* accepts NULL */
 size_t matmul_ws_bytes(const matmul_ws *ws);
-
-/* As matmul_forward/matmul_backward with w, IN, O and precision from pk; ws may be NULL. */
-void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N,
-                           matmul_ws *ws);
-void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
-                            matmul_wpack *pk, int N, matmul_ws *ws);
+/* The packed calls with a workspace (ws may be NULL = allocate per call). */
+void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, const float *bias,
+                              int N, matmul_ws *ws);
+void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
+                               const float *x, matmul_wpack *pk, int N, matmul_ws *ws);
 
 /* Naive double-accumulating reference for tests (fp32 semantics). */
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

@@ -67,17 +67,17 @@ static void run_once(const bench_shape *s, int op, int path, bench_bufs *b)
     matmul_wpack *pk = path == PATH_FP32_PK ? b->pk32 : path == PATH_BF16_PK ? b->pk16 : NULL;
     if (op == OP_FWD) {
         if (pk)
-            matmul_forward_packed(b->out, b->x, pk, NULL, s->N, b->ws);
+            matmul_forward_packed_ws(b->out, b->x, pk, NULL, s->N, b->ws);
         else
             matmul_forward(b->out, b->x, b->w, NULL, s->N, s->IN, s->O, prec);
     } else if (op == OP_DX) {
         if (pk)
-            matmul_backward_packed(b->dx, NULL, NULL, b->dout, b->x, pk, s->N, b->ws);
+            matmul_backward_packed_ws(b->dx, NULL, NULL, b->dout, b->x, pk, s->N, b->ws);
         else
             matmul_backward(b->dx, NULL, NULL, b->dout, b->x, b->w, s->N, s->IN, s->O, prec);
     } else {
         if (pk)
-            matmul_backward_packed(NULL, b->dw, NULL, b->dout, b->x, pk, s->N, b->ws);
+            matmul_backward_packed_ws(NULL, b->dw, NULL, b->dout, b->x, pk, s->N, b->ws);
         else
             matmul_backward(NULL, b->dw, NULL, b->dout, b->x, b->w, s->N, s->IN, s->O, prec);
     }
