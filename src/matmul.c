@@ -111,7 +111,7 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
         int *fr = pk ? &pk->fwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wt, IN, O, kernel, precision);
         if (rc == 0)
-            mm_gemm_impl(out, O, N, &xa, bp, init, bias);
+            mm_gemm_impl(out, O, N, &xa, NULL, bp, init, bias);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -134,7 +134,7 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
         int *fr = pk ? &pk->bwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
         if (rc == 0)
-            mm_gemm_impl(dx, IN, N, &da, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dx, IN, N, &da, NULL, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -151,13 +151,18 @@ static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int I
     mm_view xb = {x, IN, 1}, dt = {dout, 1, O};
     int kernel = mm_kernel_select_impl(precision);
     if (kernel >= 0) {
-        mm_bpack tmp = {0};
-        mm_bpack *bp = ws ? &ws->bpack : &tmp;
-        int fresh = 0;
+        /* bf16: dout^T is packed whole, in one sweep over dout's rows, rather
+         * than gathered column by column in every task */
+        mm_bpack tmp = {0}, tmp_a = {0};
+        mm_bpack *bp = ws ? &ws->bpack : &tmp, *ap = ws ? &ws->apack : &tmp_a;
+        int fresh = 0, whole_a = kernel == MM_KERNEL_AVX512BF16;
         int rc = mm_pack_ready(bp, &fresh, xb, N, IN, kernel, precision);
+        if (rc == 0 && whole_a)
+            rc = mm_apack_whole_impl(ap, dt, O, N);
         if (rc == 0)
-            mm_gemm_impl(dw, IN, O, &dt, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dw, IN, O, &dt, whole_a ? ap : NULL, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
+        mm_bpack_free_impl(&tmp_a);
         if (rc == 0)
             return;
     }
@@ -292,12 +297,13 @@ void matmul_ws_destroy(matmul_ws *ws)
     if (!ws)
         return;
     mm_bpack_free_impl(&ws->bpack);
+    mm_bpack_free_impl(&ws->apack);
     qs_free(ws);
 }
 
 size_t matmul_ws_bytes(const matmul_ws *ws)
 {
-    return ws ? sizeof *ws + ws->bpack.bytes : 0;
+    return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes : 0;
 }
 
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

@@ -28,6 +28,7 @@ typedef struct mm_job {
     ptrdiff_t ldc;
     int M;
     const mm_view *a;
+    const mm_bpack *ap; /* whole-A pack, or NULL */
     const mm_bpack *bp;
     mm_init init;
     const float *bias;
@@ -86,9 +87,17 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, float *ablock, float *
     for (int k0 = 0; k0 < K; k0 += kc_max) {
         int kc = K - k0 < kc_max ? K - k0 : kc_max;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
-        for (int ir = 0; ir < mc; ir += MM_MR)
-            ap[ir / MM_MR] = mm_apanel_make_impl(ablock + (ir / MM_MR) * MM_APANEL_ELEMS, *jb->a,
-                                                 jb->M, i0 + ir, k0, kc, afmt);
+        for (int ir = 0; ir < mc; ir += MM_MR) {
+            if (jb->ap) {
+                size_t panel = (size_t)(i0 + ir) / MM_MR;
+                const uint32_t *d = jb->ap->data;
+                ap[ir / MM_MR] = (mm_apanel){d + panel * jb->ap->panel_elems +
+                                                 (size_t)(k0 / 2) * MM_MR, 1, MM_MR};
+            } else {
+                ap[ir / MM_MR] = mm_apanel_make_impl(ablock + (ir / MM_MR) * MM_APANEL_ELEMS,
+                                                     *jb->a, jb->M, i0 + ir, k0, kc, afmt);
+            }
+        }
         size_t b_off = (size_t)(is_bf16 ? k0 / 2 : k0) * MM_NR;
         for (int jr = 0; jr < nc; jr += MM_NR) {
             size_t panel = (size_t)(j0 + jr) / MM_NR;
@@ -108,20 +117,19 @@ static int mm_round_up(int v, int m) { return (v + m - 1) / m * m; }
 /* Task size.  The sums do not depend on it (each element is summed in k order
  * whatever the blocking), so it may follow the thread count: aim for at least
  * MM_TASKS_PER_THREAD tasks per thread so dynamic scheduling can even out the
- * load, shrinking columns first (down to 2 panels), then rows. */
+ * load.  Rows are split first (down to one micro-panel): every column block
+ * re-packs its task's A rows, while B is packed once whatever the split. */
 enum { MM_TASKS_PER_THREAD = 6 };
 static void mm_task_shape(mm_job *jb, int n_threads)
 {
     int want = MM_TASKS_PER_THREAD * n_threads;
     int N = jb->bp->N;
-    int n_ib = (jb->M + MM_MC - 1) / MM_MC;
+    int mc = mm_round_up((jb->M + want - 1) / want, MM_MR);
+    jb->mc = mc > MM_MC ? MM_MC : mc;
+    int n_ib = (jb->M + jb->mc - 1) / jb->mc;
     int n_jb_want = (want + n_ib - 1) / n_ib;
     int nc = mm_round_up((N + n_jb_want - 1) / n_jb_want, MM_NR);
     jb->nc = nc > MM_NC ? MM_NC : nc < 2 * MM_NR ? 2 * MM_NR : nc;
-    int n_jb = (N + jb->nc - 1) / jb->nc;
-    int n_ib_want = (want + n_jb - 1) / n_jb;
-    int mc = mm_round_up((jb->M + n_ib_want - 1) / n_ib_want, MM_MR);
-    jb->mc = mc > MM_MC ? MM_MC : mc;
 }
 
 /* K == 0: the product is empty, only the initial value remains. */
@@ -137,10 +145,10 @@ static void mm_gemm_empty(const mm_job *jb)
         }
 }
 
-void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp,
-                  mm_init init, const float *bias)
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *ap,
+                  const mm_bpack *bp, mm_init init, const float *bias)
 {
-    mm_job jb = {c, ldc, M, a, bp, init, bias, MM_MC, MM_NC};
+    mm_job jb = {c, ldc, M, a, ap, bp, init, bias, MM_MC, MM_NC};
     if (M <= 0 || bp->N <= 0)
         return;
     if (bp->K <= 0) {

@@ -84,6 +84,10 @@ int mm_kernel_select_impl(int precision);
 /* Pack B (K x N view) into bp; reuses bp->data when large enough.  0 or QS_ENOMEM. */
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16);
 void mm_bpack_free_impl(mm_bpack *bp);
+/* Pack all of A (M x K) whose columns are contiguous (a.rs == 1, dW's dout^T) as
+ * bf16 k-major micro-panels, panel i at data + i * panel_elems, [K/2][MM_MR]
+ * pairs; N holds M.  For the bf16 kernel.  0 or QS_ENOMEM. */
+int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K);
 
 /* An A micro-panel as a kernel reads it: element (r, k) is p[r * rs + k * ks]
  * (floats for the fp32 kernels; uint32 bf16 pairs, k = pair index, for bf16). */
@@ -117,11 +121,13 @@ void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n);
  * a fresh mmap and page faults per call. */
 struct matmul_ws {
     mm_bpack bpack;
+    mm_bpack apack; /* dW's dout^T for the bf16 kernel */
 };
 
-/* C (M x N, row stride ldc) per init from A (view) and packed B.  Needs no heap. */
-void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp,
-                  mm_init init, const float *bias);
+/* C (M x N, row stride ldc) per init from A and packed B.  A comes from the view,
+ * or from ap (mm_apack_whole_impl) when ap is not NULL.  Needs no heap. */
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *ap,
+                  const mm_bpack *bp, mm_init init, const float *bias);
 
 /* Micro-kernels: full MM_MR x MM_NR tile, c[r * ldc + j] (= if !load_c) += sum_k a b.
  * The fp32 kernels sum strictly in k order, one rounding per step (FMA or exact

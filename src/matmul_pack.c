@@ -66,14 +66,6 @@ static void mm_bpanel_bf16(uint32_t *dst, mm_view b, int K, int N, int j0)
     int kp_n = (K + 1) / 2;
     if (nj < MM_NR)
         memset(dst, 0, (size_t)kp_n * MM_NR * sizeof *dst);
-    if (b.cs == 1) {
-        for (int kp = 0; kp < kp_n; kp++) {
-            const float *r0 = b.p + (ptrdiff_t)(2 * kp) * b.rs + j0;
-            const float *r1 = 2 * kp + 1 < K ? r0 + b.rs : NULL;
-            mm_bf16_pairs_avx512bf16_impl(dst + (size_t)kp * MM_NR, r0, r1, nj);
-        }
-        return;
-    }
     if (b.rs == 1) { /* w^T: each column of B is a contiguous row of w */
         enum { CHUNK = 512 };
         uint16_t tmp[CHUNK];
@@ -105,6 +97,60 @@ static void mm_bpanel_bf16(uint32_t *dst, mm_view b, int K, int N, int j0)
  * costs more than the copy (and far more when the cores are shared). */
 enum { MM_PACK_PARALLEL_ELEMS = 1 << 21 };
 
+/* bf16 pairs of a row-contiguous operand into width-W panels, sweeping the
+ * source rows in order (two rows per k pair, converted in one vector pass, then
+ * cut into the panels): sequential reads, whatever the panel width.
+ * dst panel p: [kp][W], columns past N zero. */
+static void mm_pack_bf16_rowsweep(uint32_t *dst, size_t panel_elems, int W, mm_view b, int K,
+                                  int N)
+{
+    enum { CHUNK = 1024 }; /* columns converted per step (a multiple of any W used) */
+    int kp_n = (K + 1) / 2, n_panels = (N + W - 1) / W;
+    if (N % W)
+        memset(dst + (size_t)(n_panels - 1) * panel_elems, 0, panel_elems * sizeof *dst);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((size_t)K * N > MM_PACK_PARALLEL_ELEMS)
+#endif
+    for (int kp = 0; kp < kp_n; kp++) {
+        uint32_t tmp[CHUNK];
+        const float *r0 = b.p + (ptrdiff_t)(2 * kp) * b.rs;
+        const float *r1 = 2 * kp + 1 < K ? r0 + b.rs : NULL;
+        for (int c0 = 0; c0 < N; c0 += CHUNK) {
+            int cn = N - c0 < CHUNK ? N - c0 : CHUNK;
+            mm_bf16_pairs_avx512bf16_impl(tmp, r0 + c0, r1 ? r1 + c0 : NULL, cn);
+            for (int c = 0; c < cn; c += W) {
+                int p = (c0 + c) / W, nj = cn - c < W ? cn - c : W;
+                memcpy(dst + (size_t)p * panel_elems + (size_t)kp * W, tmp + c,
+                       (size_t)nj * sizeof *tmp);
+            }
+        }
+    }
+}
+
+int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K)
+{
+    size_t panel_elems = (size_t)(K + 1) / 2 * MM_MR;
+    int n_panels = (M + MM_MR - 1) / MM_MR;
+    size_t bytes = panel_elems * (size_t)n_panels * sizeof(uint32_t);
+    if (bytes > ap->bytes || !ap->data) {
+        void *p = qs_malloc(bytes ? bytes : 64);
+        if (!p)
+            return QS_ENOMEM;
+        qs_free(ap->data);
+        ap->data = p;
+        ap->bytes = bytes;
+    }
+    ap->panel_elems = panel_elems;
+    ap->K = K;
+    ap->N = M;
+    ap->kernel = MM_KERNEL_AVX512BF16;
+    ap->round_bf16 = 1;
+    /* A(m, k) = a.p[m + k * a.cs]: A^T is row-contiguous with rows k */
+    mm_view at = {a.p, a.cs, 1};
+    mm_pack_bf16_rowsweep(ap->data, panel_elems, MM_MR, at, K, M);
+    return 0;
+}
+
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16)
 {
     int is_bf16 = kernel == MM_KERNEL_AVX512BF16;
@@ -125,6 +171,10 @@ int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, 
     bp->N = N;
     bp->kernel = kernel;
     bp->round_bf16 = is_bf16 ? 1 : round_bf16;
+    if (is_bf16 && b.cs == 1) {
+        mm_pack_bf16_rowsweep(bp->data, panel_elems, MM_NR, b, K, N);
+        return 0;
+    }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)K * N > MM_PACK_PARALLEL_ELEMS)
 #endif
