@@ -61,7 +61,8 @@ matmul_wpack *matmul_wpack_create(const float *w, int IN, int O, int precision);
 /* w's values changed: the next call re-packs (the memory is reused). */
 void matmul_wpack_refresh(matmul_wpack *pk);
 void matmul_wpack_destroy(matmul_wpack *pk); /* accepts NULL */
-/* Bytes the pack holds now (both forms once both have been used). */
+/* Bytes the pack holds now: per form used (forward, dx), as much as w itself
+ * for fp32 and half of it for bf16 (panels padded to 32 columns). */
 size_t matmul_wpack_bytes(const matmul_wpack *pk);
 
 /* As matmul_forward/matmul_backward with w, IN, O and precision from pk. */
@@ -69,12 +70,12 @@ void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const f
 void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
                             matmul_wpack *pk, int N);
 
-/* Workspace kept between calls for packs of operands that are not weights (x for
- * dW; w in calls without a wpack), so the hot loop does not allocate: a fresh
- * multi-MB block per call costs an mmap and page faults (~10% of a dW).  One per
- * model is enough (calls are serial); it grows to the largest need, about
- * N x IN floats of the widest Linear input (half for bf16).  Same results as
- * without it, bit for bit. */
+/* Workspace kept between calls for the packs of dW's operands (x, and dout for
+ * bf16), so the hot loop does not allocate: a fresh multi-MB block per call costs
+ * an mmap and page faults (~10% of a dW).  One per model is enough (calls are
+ * serial); it grows to the largest need: N x IN floats (fp32) or N x (IN + O)
+ * bf16 values (bf16) of the largest Linear.  Results are the same bits as
+ * without it. */
 typedef struct matmul_ws matmul_ws;
 matmul_ws *matmul_ws_create(void);          /* NULL on allocation failure */
 void matmul_ws_destroy(matmul_ws *ws);      /* accepts NULL */
