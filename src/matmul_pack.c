@@ -104,7 +104,8 @@ enum { MM_PACK_PARALLEL_ELEMS = 1 << 21 };
 static void mm_pack_bf16_rowsweep(uint32_t *dst, size_t panel_elems, int W, mm_view b, int K,
                                   int N)
 {
-    enum { CHUNK = 1024 }; /* columns converted per step (a multiple of any W used) */
+    enum { CHUNK = 768 }; /* columns per step: a multiple of both widths, MM_MR and MM_NR */
+    _Static_assert(CHUNK % MM_MR == 0 && CHUNK % MM_NR == 0, "chunk cuts a panel");
     int kp_n = (K + 1) / 2, n_panels = (N + W - 1) / W;
     if (N % W)
         memset(dst + (size_t)(n_panels - 1) * panel_elems, 0, panel_elems * sizeof *dst);
