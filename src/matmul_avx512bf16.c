@@ -58,7 +58,8 @@ static inline __m512i mm_bf16_lanes(__m512 v)
 {
     __m512i u = _mm512_castps_si512(v);
     __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
     __mmask16 tiny = _mm512_testn_epi32_mask(r, _mm512_set1_epi32(0x7F80));
     r = _mm512_mask_and_epi32(r, tiny, r, _mm512_set1_epi32(0x8000)); /* denormal -> +-0 */
     __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);

@@ -2,9 +2,11 @@
  *
  * Packing is where operands change precision: the bf16 paths round each value
  * once, here (round to nearest even), so the micro-kernels only multiply.  B is
- * packed whole, in parallel over its MM_NR-column panels (each thread owns whole
- * panels, so the packed bytes do not depend on the thread count); A is packed one
- * MM_MR x kc micro-panel at a time by the task that uses it.
+ * packed whole, in parallel over its MM_NR-column panels, or for bf16 sources with
+ * contiguous rows in one sweep over those rows (threads own disjoint panels or k
+ * pairs, so the packed bytes do not depend on the thread count).  A is packed one
+ * MM_MR x kc micro-panel at a time by the task that uses it, except dW's dout^T
+ * in bf16, which is packed whole like B (mm_apack_whole_impl).
  * Two access patterns matter and get their own loops: rows contiguous along the
  * packed direction (a row copy) and the transposed case (a strided gather).
  * bf16 operands only exist for the AVX512-BF16 kernel, so their conversions use
@@ -48,7 +50,8 @@ static void mm_bpanel_f32(float *dst, mm_view b, int K, int N, int j0, int round
     }
     if (b.cs == 1) {
         for (int k = 0; k < K; k++)
-            memcpy(dst + (size_t)k * MM_NR, b.p + (ptrdiff_t)k * b.rs + j0, (size_t)nj * sizeof *dst);
+            memcpy(dst + (size_t)k * MM_NR, b.p + (ptrdiff_t)k * b.rs + j0,
+                   (size_t)nj * sizeof *dst);
         return;
     }
     /* transposed: walk K in chunks so the MM_NR source rows stay in cache */

@@ -124,7 +124,8 @@ static int check_paths(const bench_shape *s, int op, bench_bufs *b, float *ref)
             err = fabs((double)y[i] - ref[i]) > err ? fabs((double)y[i] - ref[i]) : err;
         double limit = p == PATH_BF16 || p == PATH_BF16_PK ? 3e-2 : 1e-4;
         if (!(err <= limit * scale)) {
-            fprintf(stderr, "bench_matmul: %s op %d path %s differs from sgemm: %.3g (scale %.3g)\n",
+            fprintf(stderr,
+                    "bench_matmul: %s op %d path %s differs from sgemm: %.3g (scale %.3g)\n",
                     s->name, op, path_names[p], err, scale);
             return -1;
         }
