@@ -1,7 +1,16 @@
-/* layer_swiglu.c: SwiGLU gating of the MLP (see include/qs/layers.h). */
+/* layer_swiglu.c: SwiGLU gating, out = silu(gate) * up (see include/qs/layers.h). */
+#include <math.h>
+
 #include "qs/layers.h"
 
-#include <math.h>
+void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
+{
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
 
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, size_t n)
