@@ -1,0 +1,100 @@
+/* qlog.h: RUN_DIR/quant.jsonl.zst, the per-step quantizer log (layout v1).
+ *
+ * zstd-compressed JSON lines (zlog), one frame flushed per logged step, so a
+ * crashed run keeps every complete step and `zstdcat | jq` reads the file:
+ *   {"v":1,"type":"header","run":NAME,"recipe":{"estimator":"max-window:64",
+ *    "margin":0,"history":1024,"saturate":true},"quantizers":[NAMES...]}
+ *   {"v":1,"type":"step","step":N,"phase":"warmup"|"qat","q":[{"name":..,
+ *    "mode":"observe"|"quant"|"none","est":..,"pred_amax":..,"amax":..,"scale":..,
+ *    "n":..,"clip":..,"clip_rate":..,"under":..,"under_rate":..,"qsnr_db":..}, ...]}
+ * One "q" entry per quantizer in header order.  Any number may be null (not
+ * computed); readers accept null.  The header is repeated, identical, after a
+ * resume; a step number that goes back (resume from an earlier checkpoint)
+ * replaces the records from that step on.  "mode":"none" (quantizer not called
+ * that step, all figures null) extends the run-dir contract (formats.md).
+ *
+ * Checklist for a new field: bump QLOG_VERSION, write it in qlog_write_step,
+ * read it in qlog.c's row parser, document it in README.md, add it to test_qlog.c.
+ */
+#ifndef QS_QLOG_H
+#define QS_QLOG_H
+
+#include <stddef.h>
+
+#include "qs/amax.h"
+#include "qs/err.h"
+#include "qs/quant.h"
+
+#define QLOG_VERSION 1
+#define QLOG_FILE "quant.jsonl.zst"
+#define QLOG_EST_MAX 16    /* distinct estimator names a reader keeps */
+
+enum { QLOG_PHASE_WARMUP = 0, QLOG_PHASE_QAT = 1 };
+
+/* One quantizer in one step, as logged.  NaN / -1 = null. */
+typedef struct qlog_row {
+    int mode;            /* QUANT_MODE_* (NONE when absent or "none") */
+    int est_idx;         /* index into qlog_run.est_names, -1 if null */
+    float pred_amax, amax, scale;
+    float clip_rate, under_rate, qsnr_db;
+    long long n, clip, under;
+} qlog_row;
+
+/* Rows for one step from the quantizer records (derives rates and QSNR).
+ * est_idx is 0 (the recipe estimator) or 1 ("current", on a fallback). */
+void qlog_row_from_record(const quant_record *rec, qlog_row *row);
+
+/* JSON string literal of s, quotes included (escapes '"', '\\', control bytes).
+ * qs_malloc'd (qs_free it); NULL on OOM. */
+char *qlog_string_quote(const char *s);
+
+typedef struct qlog_writer qlog_writer;
+
+/* append: 1 to add to an existing file after a resume (the header is rewritten). */
+int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name,
+                       const quant_recipe *r, const char *const *names, int n_quant, int append,
+                       qs_diag *d);
+/* One step line + zstd frame + fflush.  rows[0..n_quant), header order. */
+int qlog_write_step(qlog_writer *w, long step, int phase, const qlog_row *rows, qs_diag *d);
+int qlog_writer_close(qlog_writer *w, qs_diag *d);   /* flush and free */
+void qlog_writer_destroy(qlog_writer *w);            /* abandon; NULL ok */
+
+/* A whole log in arrays. */
+typedef struct qlog_run {
+    int version;
+    char run[128];
+    char recipe_est[AMAX_NAME_MAX];
+    int margin, history_steps, saturate;
+    int n_quant;
+    char **names;                        /* [n_quant] */
+    int n_est;
+    char est_names[QLOG_EST_MAX][AMAX_NAME_MAX];
+    int n_steps;
+    long *steps;                         /* [n_steps] */
+    int *phases;                         /* [n_steps] QLOG_PHASE_* */
+    qlog_row *rows;                      /* [n_steps * n_quant], step-major */
+    int truncated;                       /* 1: the file ended inside a record */
+} qlog_run;
+
+/* Which logged steps an analysis (satstat, replay) scores: "qat" (default),
+ * "warmup" or "all". */
+enum { QLOG_SELECT_QAT = 0, QLOG_SELECT_WARMUP = 1, QLOG_SELECT_ALL = 2 };
+int qlog_select_parse(const char *name, int *select, qs_diag *d);
+const char *qlog_select_name(int select);
+static inline int qlog_step_selected(const qlog_run *run, int step_idx, int select)
+{
+    return select == QLOG_SELECT_ALL ||
+           (select == QLOG_SELECT_QAT) == (run->phases[step_idx] == QLOG_PHASE_QAT);
+}
+
+/* Parse a log.  0, or QS_ETRUNC with every complete record in *run and the cut
+ * described in d (callers keep the data and report it), or another error (then
+ * *run is freed).  Always call qlog_run_free. */
+int qlog_read(const char *path, qlog_run *run, qs_diag *d);
+void qlog_run_free(qlog_run *run);                  /* safe on a zeroed run */
+static inline const qlog_row *qlog_run_row(const qlog_run *run, int step_idx, int q)
+{
+    return &run->rows[(size_t)step_idx * (size_t)run->n_quant + (size_t)q];
+}
+
+#endif

@@ -1,0 +1,107 @@
+/* quant.h: per-tensor HiF8 quantizers with delayed scaling, and the quantizer set of a model.
+ *
+ * Recipe (in the spirit of Transformer Engine's DelayedScaling(margin,
+ * amax_history_len, amax_compute_algo)): estimator (+ window / alpha), margin,
+ * history capacity, saturating or not.  One quantizer per quantized tensor
+ * ("layers.7.mlp.down_proj.input", "...weight"); a SET holds all quantizers of a
+ * model, with all amax histories in ONE block.
+ *
+ * Scale rule (quant_scale_from_amax):
+ *     scale = 32768 / 2^margin / est_amax
+ * so an element equal to est_amax maps to 32768 / 2^margin: with margin 0, an
+ * amax EXACTLY at the predicted value lands on HiF8's largest finite value and
+ * clips nothing (the scale is nudged down one ulp if float rounding would put
+ * est_amax * scale above 32768 / 2^margin).  Clipped = |x * scale| > 32768.
+ * Choices:
+ *   - margin: integer power of two in [0, 24], default 0 (the paper's setting).
+ *   - no usable estimate (empty history on the very first step, estimate 0 after
+ *     all-zero tensors, or a scale that would overflow float) -> current scaling
+ *     for this call: a first pass takes this tensor's own amax (record flag
+ *     `fallback`, logged est "current").  If that amax is 0 too, scale = 1.
+ *   - NaN or Inf in a tensor -> QS_ENAN naming the tensor; nothing is recorded
+ *     for that call and its amax never enters the history.
+ * Calls per step: observe() (BF16 warmup: amax only, plus the clips the current
+ * estimate WOULD have caused) or quantize() (estimate -> scale -> fused
+ * hif8_fakequant -> stats), any number of times per quantizer (e.g. micro-
+ * batches: counts add up, amax is the max); quant_set_step_end() then pushes each
+ * quantizer's step amax into its history and hands out the step's records.
+ * Different quantizers may be called from different threads; one quantizer not.
+ */
+#ifndef QS_QUANT_H
+#define QS_QUANT_H
+
+#include <stddef.h>
+
+#include "qs/amax.h"
+#include "qs/err.h"
+
+#define QUANT_MARGIN_MAX 24
+#define QUANT_NAME_MAX 128
+
+typedef struct quant_recipe {
+    amax_estimator est;      /* estimator, its window / alpha */
+    int margin;              /* headroom power of two, [0, QUANT_MARGIN_MAX] */
+    int history_steps;       /* amax history capacity (default 1024) */
+    int saturate;            /* 1: |x*scale| > 32768 -> +-32768 (default); 0: >= 40960 -> +-Inf */
+    int want_qsnr;           /* 1: the fused pass also sums squares for QSNR (default) */
+} quant_recipe;
+
+void quant_recipe_default(quant_recipe *r);
+int quant_recipe_check(const quant_recipe *r, qs_diag *d);
+
+enum { QUANT_MODE_NONE = 0, QUANT_MODE_OBSERVE = 1, QUANT_MODE_QUANT = 2 };
+
+/* What one quantizer saw during one step (all calls since the last step end). */
+typedef struct quant_record {
+    int mode;          /* QUANT_MODE_*: NONE = not called this step */
+    int has_pred;      /* 0: observe mode with an empty history (nothing predicted) */
+    int fallback;      /* 1: no usable estimate, current scaling was used */
+    float pred_amax;   /* amax the scale was built from (max over calls) */
+    float amax;        /* true amax (max over calls) */
+    float scale;       /* scale of the last call (used, or would-be in observe) */
+    size_t n_elems;    /* elements seen */
+    size_t n_clip;     /* |x*scale| > 32768 (observe: would have clipped) */
+    size_t n_under;    /* non-zero inputs quantized to 0 (quant mode only) */
+    int has_sq;        /* sq_err / sq_sum valid (quant mode with want_qsnr) */
+    double sq_err;     /* sum (y - x)^2 */
+    double sq_sum;     /* sum x^2 */
+} quant_record;
+
+typedef struct quant quant;
+typedef struct quant_set quant_set;
+
+/* Scale for an estimated amax; QS_ERANGE if est_amax is not > 0 and finite or
+ * the scale would not be finite (then *scale is untouched). */
+int quant_scale_from_amax(float est_amax, int margin, float *scale);
+
+/* names[0..n): unique, non-empty, < QUANT_NAME_MAX bytes. */
+int quant_set_create(quant_set **out, const quant_recipe *r, const char *const *names, int n,
+                     qs_diag *d);
+void quant_set_destroy(quant_set *s);              /* accepts NULL */
+int quant_set_count(const quant_set *s);
+const quant_recipe *quant_set_recipe(const quant_set *s);
+quant *quant_set_get(quant_set *s, int i);
+quant *quant_set_find(quant_set *s, const char *name);   /* NULL if absent */
+/* Push every called quantizer's step amax into its history, copy the step's
+ * records (header order) into an internal array returned via *records, and reset. */
+void quant_set_step_end(quant_set *s, const quant_record **records);
+
+const char *quant_name(const quant *q);
+const amax_history *quant_history(const quant *q);
+float quant_last_scale(const quant *q);    /* scale of the last quantize/observe, 0 before */
+/* Replace the history with vals[0..n) given oldest first (resume from a checkpoint). */
+void quant_history_restore(quant *q, const float *vals_oldest_first, int n);
+
+/* Record x's amax (and would-be clips) without quantizing.  QS_ENAN on NaN/Inf. */
+int quant_observe(quant *q, const float *x, size_t n, qs_diag *d);
+/* y = fake-quant(x) (x == y allowed when saturating; non-saturating needs x != y). */
+int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d);
+
+/* Straight-through estimator for the backward pass.  PASS: gradient unchanged
+ * (the default, what the paper uses); MASKED: zero the gradient where the
+ * forward clipped, i.e. |x * scale| > 32768, with the scale the forward used. */
+enum { QUANT_STE_PASS = 0, QUANT_STE_MASKED = 1 };
+int quant_ste_parse(const char *name, int *mode, qs_diag *d);   /* "pass" | "masked" */
+void quant_ste_backward(int mode, const float *x, float scale, float *grad, size_t n);
+
+#endif

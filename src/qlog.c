@@ -1,0 +1,454 @@
+/* qlog.c: writer and reader of RUN_DIR/quant.jsonl.zst (layout in include/qs/qlog.h).
+ *
+ * The writer formats JSON by hand (snprintf per quantizer, not per element), so
+ * the per-step cost is ~n_quant small printf calls plus one zstd frame; floats
+ * are written with %.9g, which reads back to the identical float, so a replay
+ * over the log reproduces the run's decisions bit for bit.  The reader uses
+ * Jansson, one line at a time.
+ */
+#include "qs/qlog.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "qs/mem.h"
+#include "qs/zlog.h"
+
+struct qlog_writer {
+    zlog_writer *z;
+    char *path;
+    int n_quant;
+    char **names;                      /* [n_quant], JSON-escaped already */
+    char est[2][AMAX_NAME_MAX];        /* [0] recipe estimator, [1] "current" */
+    char *buf;
+    size_t len, cap;
+};
+
+void qlog_row_from_record(const quant_record *rec, qlog_row *row)
+{
+    row->mode = rec->mode;
+    row->est_idx = rec->fallback ? 1 : 0;
+    row->pred_amax = row->amax = row->scale = NAN;
+    row->clip_rate = row->under_rate = row->qsnr_db = NAN;
+    row->n = row->clip = row->under = -1;
+    if (rec->mode == QUANT_MODE_NONE) {
+        row->est_idx = -1;
+        return;
+    }
+    row->pred_amax = rec->has_pred ? rec->pred_amax : NAN;
+    row->amax = rec->amax;
+    row->scale = rec->scale;
+    row->n = (long long)rec->n_elems;
+    row->clip = (long long)rec->n_clip;
+    row->clip_rate = rec->n_elems ? (float)((double)rec->n_clip / (double)rec->n_elems) : 0.0f;
+    if (rec->mode != QUANT_MODE_QUANT)
+        return;
+    row->under = (long long)rec->n_under;
+    row->under_rate = rec->n_elems ? (float)((double)rec->n_under / (double)rec->n_elems) : 0.0f;
+    if (rec->has_sq && rec->sq_err > 0.0 && rec->sq_sum > 0.0)
+        row->qsnr_db = (float)(10.0 * log10(rec->sq_sum / rec->sq_err));
+}
+
+/* ---------------------------------------------------------------- writer */
+
+static int wbuf_printf(qlog_writer *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int wbuf_printf(qlog_writer *w, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(w->buf + w->len, w->cap - w->len, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+            return QS_EINVAL;
+        if ((size_t)k < w->cap - w->len) {
+            w->len += (size_t)k;
+            return 0;
+        }
+        size_t cap = w->cap * 2 + (size_t)k + 64;
+        char *nb = qs_realloc(w->buf, cap);
+        if (!nb)
+            return QS_ENOMEM;
+        w->buf = nb;
+        w->cap = cap;
+    }
+}
+
+static int wbuf_float(qlog_writer *w, const char *key, float v)
+{
+    if (!isfinite(v))
+        return wbuf_printf(w, ",\"%s\":null", key);
+    return wbuf_printf(w, ",\"%s\":%.9g", key, (double)v);
+}
+
+static int wbuf_count(qlog_writer *w, const char *key, long long v)
+{
+    if (v < 0)
+        return wbuf_printf(w, ",\"%s\":null", key);
+    return wbuf_printf(w, ",\"%s\":%lld", key, v);
+}
+
+/* JSON string literal of s (quotes included): escapes '"', '\\' and control bytes;
+ * other bytes (UTF-8) pass through.  qs_malloc'd. */
+char *qlog_string_quote(const char *s)
+{
+    size_t n = strlen(s);
+    char *out = qs_malloc(n * 6 + 3);
+    if (!out)
+        return NULL;
+    char *p = out;
+    *p++ = '"';
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') {
+            *p++ = '\\';
+            *p++ = (char)*c;
+        } else if (*c < 0x20) {
+            p += sprintf(p, "\\u%04x", *c);
+        } else {
+            *p++ = (char)*c;
+        }
+    }
+    *p++ = '"';
+    *p = 0;
+    return out;
+}
+
+void qlog_writer_destroy(qlog_writer *w)
+{
+    if (!w)
+        return;
+    zlog_writer_destroy(w->z);
+    for (int i = 0; w->names && i < w->n_quant; i++)
+        qs_free(w->names[i]);
+    qs_free(w->names);
+    qs_free(w->path);
+    qs_free(w->buf);
+    qs_free(w);
+}
+
+int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name,
+                       const quant_recipe *r, const char *const *names, int n_quant, int append,
+                       qs_diag *d)
+{
+    *out = NULL;
+    qlog_writer *w = qs_calloc(1, sizeof *w);
+    if (!w)
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+    w->n_quant = n_quant;
+    w->path = qs_strdup(path);
+    w->names = qs_calloc((size_t)n_quant, sizeof *w->names);
+    w->cap = 4096;
+    w->buf = qs_malloc(w->cap);
+    int rc = (!w->path || !w->names || !w->buf) ? QS_ENOMEM : 0;
+    for (int i = 0; !rc && i < n_quant; i++)
+        if (!(w->names[i] = qlog_string_quote(names[i])))
+            rc = QS_ENOMEM;
+    char *run_q = rc ? NULL : qlog_string_quote(run_name ? run_name : "");
+    if (!rc && !run_q)
+        rc = QS_ENOMEM;
+    if (rc) {
+        qlog_writer_destroy(w);
+        return diag_set(d, rc, path, -1, "out of memory");
+    }
+    amax_estimator_format(&r->est, w->est[0], sizeof w->est[0]);
+    snprintf(w->est[1], sizeof w->est[1], "current");
+    rc = wbuf_printf(w, "{\"v\":%d,\"type\":\"header\",\"run\":%s,\"recipe\":{\"estimator\":\"%s\","
+                        "\"margin\":%d,\"history\":%d,\"saturate\":%s},\"quantizers\":[",
+                     QLOG_VERSION, run_q, w->est[0], r->margin, r->history_steps,
+                     r->saturate ? "true" : "false");
+    qs_free(run_q);
+    for (int i = 0; !rc && i < n_quant; i++)
+        rc = wbuf_printf(w, "%s%s", i ? "," : "", w->names[i]);
+    if (!rc)
+        rc = wbuf_printf(w, "]}");
+    if (rc) {
+        qlog_writer_destroy(w);
+        return diag_set(d, rc, path, -1, "out of memory");
+    }
+    rc = zlog_writer_create(&w->z, path, append ? ZLOG_APPEND : ZLOG_TRUNCATE, d);
+    if (!rc)
+        rc = zlog_write(w->z, w->buf, w->len, d);
+    if (!rc)
+        rc = zlog_flush(w->z, d);
+    if (rc) {
+        qlog_writer_destroy(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+static const char *mode_name(int mode)
+{
+    return mode == QUANT_MODE_QUANT ? "quant" : mode == QUANT_MODE_OBSERVE ? "observe" : "none";
+}
+
+int qlog_write_step(qlog_writer *w, long step, int phase, const qlog_row *rows, qs_diag *d)
+{
+    w->len = 0;
+    int rc = wbuf_printf(w, "{\"v\":%d,\"type\":\"step\",\"step\":%ld,\"phase\":\"%s\",\"q\":[",
+                         QLOG_VERSION, step, phase == QLOG_PHASE_QAT ? "qat" : "warmup");
+    for (int i = 0; !rc && i < w->n_quant; i++) {
+        const qlog_row *r = &rows[i];
+        rc = wbuf_printf(w, "%s{\"name\":%s,\"mode\":\"%s\"", i ? "," : "", w->names[i],
+                         mode_name(r->mode));
+        if (!rc && r->est_idx >= 0 && r->est_idx < 2)
+            rc = wbuf_printf(w, ",\"est\":\"%s\"", w->est[r->est_idx]);
+        else if (!rc)
+            rc = wbuf_printf(w, ",\"est\":null");
+        rc = rc ? rc : wbuf_float(w, "pred_amax", r->pred_amax);
+        rc = rc ? rc : wbuf_float(w, "amax", r->amax);
+        rc = rc ? rc : wbuf_float(w, "scale", r->scale);
+        rc = rc ? rc : wbuf_count(w, "n", r->n);
+        rc = rc ? rc : wbuf_count(w, "clip", r->clip);
+        rc = rc ? rc : wbuf_float(w, "clip_rate", r->clip_rate);
+        rc = rc ? rc : wbuf_count(w, "under", r->under);
+        rc = rc ? rc : wbuf_float(w, "under_rate", r->under_rate);
+        rc = rc ? rc : wbuf_float(w, "qsnr_db", r->qsnr_db);
+        rc = rc ? rc : wbuf_printf(w, "}");
+    }
+    rc = rc ? rc : wbuf_printf(w, "]}");
+    if (rc)
+        return diag_set(d, rc, w->path, -1, "out of memory formatting step %ld", step);
+    rc = zlog_write(w->z, w->buf, w->len, d);
+    return rc ? rc : zlog_flush(w->z, d);
+}
+
+int qlog_writer_close(qlog_writer *w, qs_diag *d)
+{
+    if (!w)
+        return 0;
+    int rc = zlog_close(w->z, d);
+    w->z = NULL;
+    qlog_writer_destroy(w);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- reader */
+
+void qlog_run_free(qlog_run *run)
+{
+    for (int i = 0; run->names && i < run->n_quant; i++)
+        qs_free(run->names[i]);
+    qs_free(run->names);
+    qs_free(run->steps);
+    qs_free(run->phases);
+    qs_free(run->rows);
+    memset(run, 0, sizeof *run);
+}
+
+static int read_header(qlog_run *run, json_t *o, const char *path, long ln, qs_diag *d)
+{
+    json_t *rec = json_object_get(o, "recipe"), *qs = json_object_get(o, "quantizers");
+    const char *run_name = json_string_value(json_object_get(o, "run"));
+    if (!json_is_object(rec) || !json_is_array(qs) || json_array_size(qs) == 0)
+        return diag_set(d, QS_EFORMAT, path, ln,
+                        "header: expected \"recipe\" object and non-empty \"quantizers\" array");
+    const char *est = json_string_value(json_object_get(rec, "estimator"));
+    int n = (int)json_array_size(qs);
+    if (run->names) {   /* repeated after a resume: must describe the same quantizers */
+        int same = n == run->n_quant;
+        for (int i = 0; same && i < n; i++) {
+            const char *s = json_string_value(json_array_get(qs, (size_t)i));
+            same = s && !strcmp(s, run->names[i]);
+        }
+        if (!same)
+            return diag_set(d, QS_EFORMAT, path, ln,
+                            "header repeated with a different quantizer list (expected %d names as in "
+                            "the first header)", run->n_quant);
+        return 0;
+    }
+    snprintf(run->run, sizeof run->run, "%s", run_name ? run_name : "");
+    snprintf(run->recipe_est, sizeof run->recipe_est, "%s", est ? est : "");
+    run->margin = (int)json_integer_value(json_object_get(rec, "margin"));
+    run->history_steps = (int)json_integer_value(json_object_get(rec, "history"));
+    if (run->history_steps < 1)
+        run->history_steps = AMAX_HISTORY_DEFAULT_STEPS;
+    run->saturate = !json_is_false(json_object_get(rec, "saturate"));
+    run->names = qs_calloc((size_t)n, sizeof *run->names);
+    if (!run->names)
+        return diag_set(d, QS_ENOMEM, path, ln, "out of memory");
+    run->n_quant = n;
+    for (int i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(qs, (size_t)i));
+        if (!s)
+            return diag_set(d, QS_EFORMAT, path, ln, "header: quantizers[%d] is not a string", i);
+        if (!(run->names[i] = qs_strdup(s)))
+            return diag_set(d, QS_ENOMEM, path, ln, "out of memory");
+    }
+    return 0;
+}
+
+static float get_float(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? (float)json_number_value(v) : NAN;
+}
+
+static long long get_count(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
+static int est_index(qlog_run *run, const char *est)
+{
+    if (!est)
+        return -1;
+    for (int i = 0; i < run->n_est; i++)
+        if (!strcmp(run->est_names[i], est))
+            return i;
+    if (run->n_est >= QLOG_EST_MAX)
+        return -1;
+    snprintf(run->est_names[run->n_est], AMAX_NAME_MAX, "%s", est);
+    return run->n_est++;
+}
+
+static int grow_steps(qlog_run *run, int *cap)
+{
+    if (run->n_steps < *cap)
+        return 0;
+    int nc = *cap ? *cap * 2 : 64;
+    long *s = qs_realloc(run->steps, (size_t)nc * sizeof *s);
+    if (!s)
+        return QS_ENOMEM;
+    run->steps = s;
+    int *p = qs_realloc(run->phases, (size_t)nc * sizeof *p);
+    if (!p)
+        return QS_ENOMEM;
+    run->phases = p;
+    qlog_row *r = qs_realloc(run->rows, (size_t)nc * (size_t)run->n_quant * sizeof *r);
+    if (!r)
+        return QS_ENOMEM;
+    run->rows = r;
+    *cap = nc;
+    return 0;
+}
+
+static int read_step(qlog_run *run, json_t *o, int *cap, const char *path, long ln, qs_diag *d)
+{
+    if (!run->names)
+        return diag_set(d, QS_EFORMAT, path, ln, "step record before the header line");
+    json_t *js = json_object_get(o, "step"), *q = json_object_get(o, "q");
+    const char *ph = json_string_value(json_object_get(o, "phase"));
+    if (!json_is_integer(js) || !json_is_array(q))
+        return diag_set(d, QS_EFORMAT, path, ln, "step record: expected integer \"step\" and array \"q\"");
+    long step = (long)json_integer_value(js);
+    while (run->n_steps > 0 && run->steps[run->n_steps - 1] >= step)
+        run->n_steps--;   /* resumed from an earlier checkpoint: the newer records win */
+    if (grow_steps(run, cap))
+        return diag_set(d, QS_ENOMEM, path, ln, "out of memory");
+    int s = run->n_steps;
+    run->steps[s] = step;
+    run->phases[s] = ph && !strcmp(ph, "qat") ? QLOG_PHASE_QAT : QLOG_PHASE_WARMUP;
+    qlog_row *rows = &run->rows[(size_t)s * (size_t)run->n_quant];
+    for (int i = 0; i < run->n_quant; i++) {
+        rows[i] = (qlog_row){QUANT_MODE_NONE, -1, NAN, NAN, NAN, NAN, NAN, NAN, -1, -1, -1};
+    }
+    for (size_t k = 0; k < json_array_size(q); k++) {
+        json_t *e = json_array_get(q, k);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        if (!name)
+            return diag_set(d, QS_EFORMAT, path, ln, "step %ld: q[%zu] has no \"name\"", step, k);
+        int i = (k < (size_t)run->n_quant && !strcmp(run->names[k], name)) ? (int)k : -1;
+        for (int j = 0; i < 0 && j < run->n_quant; j++)
+            if (!strcmp(run->names[j], name))
+                i = j;
+        if (i < 0)
+            return diag_set(d, QS_EFORMAT, path, ln,
+                            "step %ld: quantizer '%s' is not in the header's list", step, name);
+        const char *mode = json_string_value(json_object_get(e, "mode"));
+        qlog_row *r = &rows[i];
+        r->mode = !mode ? QUANT_MODE_NONE
+                  : !strcmp(mode, "quant") ? QUANT_MODE_QUANT
+                  : !strcmp(mode, "observe") ? QUANT_MODE_OBSERVE : QUANT_MODE_NONE;
+        r->est_idx = est_index(run, json_string_value(json_object_get(e, "est")));
+        r->pred_amax = get_float(e, "pred_amax");
+        r->amax = get_float(e, "amax");
+        r->scale = get_float(e, "scale");
+        r->clip_rate = get_float(e, "clip_rate");
+        r->under_rate = get_float(e, "under_rate");
+        r->qsnr_db = get_float(e, "qsnr_db");
+        r->n = get_count(e, "n");
+        r->clip = get_count(e, "clip");
+        r->under = get_count(e, "under");
+    }
+    run->n_steps++;
+    return 0;
+}
+
+int qlog_read(const char *path, qlog_run *run, qs_diag *d)
+{
+    memset(run, 0, sizeof *run);
+    zlog_reader *z;
+    int rc = zlog_reader_create(&z, path, d);
+    if (rc)
+        return rc;
+    int cap = 0;
+    const char *line;
+    size_t len;
+    long ln = 0;
+    while ((rc = zlog_next(z, &line, &len, &ln, d)) == 1) {
+        json_error_t je;
+        json_t *o = json_loadb(line, len, 0, &je);
+        if (!json_is_object(o)) {
+            json_decref(o);
+            rc = diag_set(d, QS_EFORMAT, path, ln, "expected a JSON object: %s", je.text);
+            break;
+        }
+        json_t *v = json_object_get(o, "v");
+        const char *type = json_string_value(json_object_get(o, "type"));
+        if (!json_is_integer(v) || json_integer_value(v) != QLOG_VERSION) {
+            rc = diag_set(d, QS_EFORMAT, path, ln, "expected \"v\":%d, found %s%lld", QLOG_VERSION,
+                          json_is_integer(v) ? "" : "no integer ",
+                          json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
+        } else if (type && !strcmp(type, "header")) {
+            rc = read_header(run, o, path, ln, d);
+            run->version = QLOG_VERSION;
+        } else if (type && !strcmp(type, "step")) {
+            rc = read_step(run, o, &cap, path, ln, d);
+        } /* other record types: ignored (forward compatible) */
+        json_decref(o);
+        if (rc)
+            break;
+    }
+    zlog_reader_destroy(z);
+    if (rc == QS_ETRUNC) {
+        run->truncated = 1;
+        if (!run->names) {
+            qlog_run_free(run);
+            return diag_set(d, QS_EFORMAT, path, -1, "file cut before the header line was complete");
+        }
+        return diag_set(d, QS_ETRUNC, path, -1,
+                        "truncated: file ends inside a record; read %d complete step record(s)",
+                        run->n_steps);
+    }
+    if (rc < 0) {
+        qlog_run_free(run);
+        return rc;
+    }
+    if (!run->names) {
+        qlog_run_free(run);
+        return diag_set(d, QS_EFORMAT, path, -1, "no header line (expected {\"v\":%d,\"type\":\"header\",...})",
+                        QLOG_VERSION);
+    }
+    return 0;
+}
+
+int qlog_select_parse(const char *name, int *select, qs_diag *d)
+{
+    for (int i = QLOG_SELECT_QAT; i <= QLOG_SELECT_ALL; i++)
+        if (!strcmp(name, qlog_select_name(i))) {
+            *select = i;
+            return 0;
+        }
+    return diag_set(d, QS_EINVAL, NULL, -1, "unknown phase '%s', expected qat, warmup or all", name);
+}
+
+const char *qlog_select_name(int select)
+{
+    return select == QLOG_SELECT_ALL ? "all" : select == QLOG_SELECT_WARMUP ? "warmup" : "qat";
+}
