@@ -37,9 +37,10 @@ typedef struct runcfg {
     char ste[16];                        /* pass | masked */
     char amax_estimator[64];             /* e.g. max-window:64 */
     long amax_history;                   /* amax history length (steps) */
-    double amax_margin;
+    long amax_margin;                    /* scale headroom, powers of two */
     int stop_on_saturation;              /* bool */
     double saturation_clip_rate;         /* alarm threshold on a quantizer's clip rate */
+    long saturation_alarm_steps;         /* consecutive steps before an alarm */
     long ckpt_every;                     /* steps between checkpoints; 0 = only the last */
     long log_every;                      /* steps between quant.jsonl.zst records */
     double max_memory_gb;                /* refuse runs estimated above this; 0 = available RAM */
