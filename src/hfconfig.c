@@ -271,8 +271,11 @@ int hfconfig_load(llama_config *c, const char *dir_or_file, qs_diag *d)
     if (fileio_is_dir(dir_or_file)) {
         if (fileio_join(path, sizeof path, dir_or_file, "config.json"))
             return diag_set(d, QS_ERANGE, dir_or_file, -1, "path too long");
-    } else {
+    } else if (fileio_exists(dir_or_file)) {
         snprintf(path, sizeof path, "%s", dir_or_file);
+    } else {
+        return diag_set(d, QS_ENOTFOUND, dir_or_file, -1,
+                        "no such model directory (expected config.json and model.safetensors)");
     }
     char *text = NULL;
     size_t n = 0;

@@ -1,37 +1,271 @@
-/* matmul.c: Linear forward/backward through OpenBLAS sgemm (fp32 reference path).
- * See include/qs/matmul.h for the contract.  BLAS threads internally; never call
- * these from inside an OpenMP parallel region. */
+/* matmul.c: Linear forward/backward: dispatch, weight packs, fallbacks, reference.
+ *
+ * Each Linear product is one call of the blocked GEMM (matmul_gemm.c):
+ *   forward  C = out [N, O],  A = x    [N, IN],       B = w^T [IN, O]
+ *   dx       C = dx  [N, IN], A = dout [N, O],        B = w   [O, IN]
+ *   dw       C = dw  [O, IN], A = dout^T [O, N],      B = x   [N, IN]
+ * The kernel follows the precision and cpu_level() (mm_kernel_select_impl);
+ * MATMUL_FP32 without AVX-512 and MATMUL_FP32_BLAS go to OpenBLAS sgemm, called
+ * from serial code so that BLAS threads on its own (never inside our OpenMP).
+ * Scratch memory that cannot be had degrades to sgemm (fp32) or to the
+ * unblocked loop below (bf16), both within the same contract (matmul.h).
+ */
 #include "qs/matmul.h"
 
 #include <cblas.h>
+#include <string.h>
+
+#include "matmul_impl.h"
+#include "qs/cpu.h"
+#include "qs/mem.h"
+
+struct matmul_wpack {
+    const float *w; /* [O, IN], owned by the caller */
+    int IN, O, precision;
+    mm_bpack fwd;   /* B = w^T, K = IN, N = O */
+    mm_bpack bwd;   /* B = w,   K = O,  N = IN */
+    int fwd_fresh, bwd_fresh;
+};
+
+int mm_kernel_select_impl(int precision)
+{
+    int level = cpu_level();
+    if (precision == MATMUL_FP32_BLAS)
+        return -1;
+    if (precision == MATMUL_BF16)
+        return level >= CPU_LEVEL_AVX512BF16 ? MM_KERNEL_AVX512BF16
+               : level >= CPU_LEVEL_AVX512   ? MM_KERNEL_AVX512
+                                             : MM_KERNEL_C;
+    return level >= CPU_LEVEL_AVX512 ? MM_KERNEL_AVX512 : -1;
+}
+
+/* ---- OpenBLAS reference path (shapes already checked >= 1) ---- */
+
+static void mm_forward_sgemm(float *out, const float *x, const float *w, const float *bias, int N,
+                             int IN, int O)
+{
+    if (bias)
+        for (int n = 0; n < N; n++)
+            memcpy(out + (size_t)n * O, bias, (size_t)O * sizeof *out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, IN, 1.0f, x, IN, w, IN,
+                bias ? 1.0f : 0.0f, out, O);
+}
+
+static void mm_dx_sgemm(float *dx, const float *dout, const float *w, int N, int IN, int O)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, O, 1.0f, dout, O, w, IN, 1.0f,
+                dx, IN);
+}
+
+static void mm_dw_sgemm(float *dw, const float *dout, const float *x, int N, int IN, int O)
+{
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, IN, N, 1.0f, dout, O, x, IN, 1.0f, dw,
+                IN);
+}
+
+/* ---- bf16 without scratch: C[m, j] = init + sum_k bf16(A(m, k)) bf16(B(k, j)), k in
+ * order; bit-identical to the packed portable/AVX-512 fp32 kernels on bf16 input. ---- */
+
+static void mm_gemm_unblocked(float *c, ptrdiff_t ldc, int M, int Nc, int K, mm_view a,
+                              mm_view b, mm_init init, const float *bias)
+{
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (int m = 0; m < M; m++)
+        for (int j = 0; j < Nc; j++) {
+            float *cj = c + m * ldc + j;
+            float acc = init == MM_INIT_ACCUM ? *cj : init == MM_INIT_BIAS ? bias[j] : 0.0f;
+            for (int k = 0; k < K; k++)
+                acc += mm_bf16_round(a.p[m * a.rs + k * a.cs]) *
+                       mm_bf16_round(b.p[k * b.rs + j * b.cs]);
+            *cj = acc;
+        }
+}
+
+/* ---- the three products on the GEMM, with their fallbacks ---- */
+
+static int mm_pack_ready(mm_bpack *bp, int *fresh, mm_view b, int K, int Nc, int kernel,
+                         int precision)
+{
+    if (*fresh && bp->data && bp->kernel == (mm_kernel)kernel)
+        return 0;
+    *fresh = mm_bpack_fill_impl(bp, b, K, Nc, (mm_kernel)kernel, precision == MATMUL_BF16) == 0;
+    return *fresh ? 0 : -1;
+}
+
+/* pk may be NULL (pack w on the fly). */
+static void mm_forward_run(float *out, const float *x, const float *w, const float *bias, int N,
+                           int IN, int O, int precision, matmul_wpack *pk)
+{
+    mm_view wt = {w, 1, IN}, xa = {x, IN, 1};
+    mm_init init = bias ? MM_INIT_BIAS : MM_INIT_ZERO;
+    int kernel = mm_kernel_select_impl(precision);
+    if (kernel >= 0) {
+        mm_bpack tmp = {0};
+        int fresh = 0;
+        mm_bpack *bp = pk ? &pk->fwd : &tmp;
+        int *fr = pk ? &pk->fwd_fresh : &fresh;
+        int rc = mm_pack_ready(bp, fr, wt, IN, O, kernel, precision);
+        if (rc == 0)
+            rc = mm_gemm_impl(out, O, N, &xa, bp, init, bias);
+        mm_bpack_free_impl(&tmp);
+        if (rc == 0)
+            return;
+    }
+    if (precision == MATMUL_BF16)
+        mm_gemm_unblocked(out, O, N, O, IN, xa, wt, init, bias);
+    else
+        mm_forward_sgemm(out, x, w, bias, N, IN, O);
+}
+
+static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int IN, int O,
+                      int precision, matmul_wpack *pk)
+{
+    mm_view wb = {w, IN, 1}, da = {dout, O, 1};
+    int kernel = mm_kernel_select_impl(precision);
+    if (kernel >= 0) {
+        mm_bpack tmp = {0};
+        int fresh = 0;
+        mm_bpack *bp = pk ? &pk->bwd : &tmp;
+        int *fr = pk ? &pk->bwd_fresh : &fresh;
+        int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
+        if (rc == 0)
+            rc = mm_gemm_impl(dx, IN, N, &da, bp, MM_INIT_ACCUM, NULL);
+        mm_bpack_free_impl(&tmp);
+        if (rc == 0)
+            return;
+    }
+    if (precision == MATMUL_BF16)
+        mm_gemm_unblocked(dx, IN, N, IN, O, da, wb, MM_INIT_ACCUM, NULL);
+    else
+        mm_dx_sgemm(dx, dout, w, N, IN, O);
+}
+
+static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int IN, int O,
+                      int precision)
+{
+    mm_view xb = {x, IN, 1}, dt = {dout, 1, O};
+    int kernel = mm_kernel_select_impl(precision);
+    if (kernel >= 0) {
+        mm_bpack bp = {0};
+        int fresh = 0;
+        int rc = mm_pack_ready(&bp, &fresh, xb, N, IN, kernel, precision);
+        if (rc == 0)
+            rc = mm_gemm_impl(dw, IN, O, &dt, &bp, MM_INIT_ACCUM, NULL);
+        mm_bpack_free_impl(&bp);
+        if (rc == 0)
+            return;
+    }
+    if (precision == MATMUL_BF16)
+        mm_gemm_unblocked(dw, IN, O, IN, N, dt, xb, MM_INIT_ACCUM, NULL);
+    else
+        mm_dw_sgemm(dw, dout, x, N, IN, O);
+}
+
+/* db[o] += sum_n dout[n, o], n in order; threads own column chunks. */
+static void mm_colsum(float *db, const float *dout, int N, int O)
+{
+    enum { CHUNK = 64 };
+    int n_chunks = (O + CHUNK - 1) / CHUNK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((size_t)N * O > 65536)
+#endif
+    for (int ch = 0; ch < n_chunks; ch++) {
+        int o0 = ch * CHUNK, o1 = o0 + CHUNK < O ? o0 + CHUNK : O;
+        for (int n = 0; n < N; n++) {
+            const float *row = dout + (size_t)n * O;
+            for (int o = o0; o < o1; o++)
+                db[o] += row[o];
+        }
+    }
+}
+
+/* Empty products: out = bias or 0 when IN == 0; nothing to do otherwise. */
+static int mm_forward_trivial(float *out, const float *bias, int N, int IN, int O)
+{
+    if (N <= 0 || O <= 0)
+        return 1;
+    if (IN > 0)
+        return 0;
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++)
+            out[(size_t)n * O + o] = bias ? bias[o] : 0.0f;
+    return 1;
+}
+
+static void mm_backward_run(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            const float *w, int N, int IN, int O, int precision, matmul_wpack *pk)
+{
+    if (N <= 0 || IN <= 0 || O <= 0)
+        return;
+    if (dx)
+        mm_dx_run(dx, dout, w, N, IN, O, precision, pk);
+    if (dw)
+        mm_dw_run(dw, dout, x, N, IN, O, precision);
+    if (db)
+        mm_colsum(db, dout, N, O);
+}
+
+/* ---- public API ---- */
 
 void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N, int IN,
                     int O, int precision)
 {
-    (void)precision; /* TODO(kernel): bf16 path */
-    if (bias) {
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < O; o++)
-                out[(size_t)n * O + o] = bias[o];
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, IN, 1.0f, x, IN, w, IN,
-                bias ? 1.0f : 0.0f, out, O);
+    if (!mm_forward_trivial(out, bias, N, IN, O))
+        mm_forward_run(out, x, w, bias, N, IN, O, precision, NULL);
 }
 
 void matmul_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, int N, int IN, int O, int precision)
 {
-    (void)precision;
-    if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, O, 1.0f, dout, O, w, IN, 1.0f,
-                    dx, IN);
-    if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, IN, N, 1.0f, dout, O, x, IN, 1.0f,
-                    dw, IN);
-    if (db)
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < O; o++)
-                db[o] += dout[(size_t)n * O + o];
+    mm_backward_run(dx, dw, db, dout, x, w, N, IN, O, precision, NULL);
+}
+
+matmul_wpack *matmul_wpack_create(const float *w, int IN, int O, int precision)
+{
+    if (!w || IN < 1 || O < 1)
+        return NULL;
+    matmul_wpack *pk = qs_calloc(1, sizeof *pk);
+    if (!pk)
+        return NULL;
+    pk->w = w;
+    pk->IN = IN;
+    pk->O = O;
+    pk->precision = precision;
+    return pk;
+}
+
+void matmul_wpack_refresh(matmul_wpack *pk)
+{
+    if (pk)
+        pk->fwd_fresh = pk->bwd_fresh = 0;
+}
+
+void matmul_wpack_destroy(matmul_wpack *pk)
+{
+    if (!pk)
+        return;
+    mm_bpack_free_impl(&pk->fwd);
+    mm_bpack_free_impl(&pk->bwd);
+    qs_free(pk);
+}
+
+size_t matmul_wpack_bytes(const matmul_wpack *pk)
+{
+    return pk ? sizeof *pk + pk->fwd.bytes + pk->bwd.bytes : 0;
+}
+
+void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N)
+{
+    if (!mm_forward_trivial(out, bias, N, pk->IN, pk->O))
+        mm_forward_run(out, x, pk->w, bias, N, pk->IN, pk->O, pk->precision, pk);
+}
+
+void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            matmul_wpack *pk, int N)
+{
+    mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk);
 }
 
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

@@ -114,6 +114,43 @@ size_t model_param_count(const llama_config *c)
     return n_params;
 }
 
+int model_table_create(const llama_config *c, model_tensor **tensors, int *n_tensors)
+{
+    size_t n_params;
+    int n = model_table_build(c, NULL, &n_params);
+    *tensors = qs_calloc((size_t)n, sizeof **tensors);
+    if (!*tensors)
+        return QS_ENOMEM;
+    *n_tensors = model_table_build(c, *tensors, &n_params);
+    return 0;
+}
+
+int model_param_groups_count(const llama_config *c, model_param_groups *g)
+{
+    model_tensor *t;
+    int n;
+    memset(g, 0, sizeof *g);
+    if (model_table_create(c, &t, &n))
+        return QS_ENOMEM;
+    for (int i = 0; i < n; i++) {
+        size_t k = t[i].n_elems;
+        switch (t[i].kind) {
+        case MK_WTE: g->embed += k; break;
+        case MK_LM_HEAD: g->lm_head += k; break;
+        case MK_NORM:
+        case MK_ATTN_NORM:
+        case MK_MLP_NORM: g->norms += k; break;
+        case MK_GATE:
+        case MK_UP:
+        case MK_DOWN: g->mlp += k; break;
+        default: g->attn += k; break;
+        }
+        g->total += k;
+    }
+    qs_free(t);
+    return 0;
+}
+
 int model_weights_point(llama_weights *w, const llama_model *m, float *block)
 {
     for (int i = 0; i < m->n_tensors; i++) {

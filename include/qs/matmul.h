@@ -3,10 +3,33 @@
  * Shapes follow Hugging Face's Linear: weight w is [O, IN] row-major, so
  *   forward:  out[N, O] = x[N, IN] @ w^T (+ bias[O])
  *   backward: dx[N, IN] += dout[N, O] @ w;  dw[O, IN] += dout^T @ x;  db[O] += sum_n dout[n, :]
- * Precision MATMUL_FP32 is exact fp32 math (OpenBLAS sgemm, the reference path);
- * MATMUL_BF16 rounds both operands to bf16 (round to nearest even) and
- * accumulates in fp32 (AVX512-BF16 dot products when the CPU has them, an exact
- * emulation otherwise).  Called from serial code: threading happens inside.
+ * Called from serial code: threading (OpenMP, or OpenBLAS's own threads for
+ * MATMUL_FP32_BLAS) happens inside.  Never call these from an OpenMP parallel region.
+ *
+ * Numerical contract, per output element y = init + sum_{k<K} a_k b_k
+ * (K = IN for forward, O for dx, N for dw; init = 0, bias or the old value):
+ *  - MATMUL_FP32_BLAS: OpenBLAS sgemm, the reference path.  fp32 operands and
+ *    accumulation in OpenBLAS's (blocked) order.
+ *  - MATMUL_FP32: fp32 operands and accumulation.  With AVX-512 our own kernel:
+ *    one fused multiply-add per k, strictly in k order starting from init (so
+ *    |y - exact| <= K u sum|a_k b_k| + O(u^2), u = 2^-24); without AVX-512 it is
+ *    MATMUL_FP32_BLAS.
+ *  - MATMUL_BF16: both operands rounded to bf16 (round to nearest even, as
+ *    torch does; NaN stays NaN), products of bf16 values are exact in fp32,
+ *    accumulation in fp32.  With AVX512-BF16 (vdpbf16ps) the k terms are added
+ *    in pairs (a_2p b_2p + a_2p+1 b_2p+1, then into the accumulator, pairs in
+ *    order), and bf16 denormal operands count as zero; otherwise (portable or
+ *    AVX-512 fallback) strictly in k order as above, bit-identical between the
+ *    two fallbacks.  Relative to the exact product of the ROUNDED operands the
+ *    error is at most about K u sum|a_k b_k| (it grows with K), so the two
+ *    bf16 implementations agree within 2 K u sum|a_k b_k|.  Relative to the
+ *    fp32 product the dominant error is the operand rounding, 2^-8 relative per
+ *    operand (about 2^-7 sum|a_k b_k| worst case, ~sqrt(K) 2^-9 typical).
+ *  Results never depend on the number of threads (each output element is owned
+ *  by one task and summed in a fixed order).
+ * Memory: the non-BLAS paths pack operands into scratch memory (qs_malloc); if
+ * that fails they fall back to sgemm (fp32) or to an unblocked loop with the same
+ * contract (bf16), so these calls cannot fail.
  */
 #ifndef QS_MATMUL_H
 #define QS_MATMUL_H
@@ -14,13 +37,34 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1 };
+/* precision values (append only) */
+enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1, MATMUL_FP32_BLAS = 2 };
 
 void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N, int IN,
                     int O, int precision);
 /* Any of dx, dw, db may be NULL (not wanted).  Gradients ACCUMULATE (+=). */
 void matmul_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, int N, int IN, int O, int precision);
+
+/* A weight converted once for repeated use: the packed (and, for bf16, rounded)
+ * forms of w that forward (w^T) and dx (w) need, built on first use.  The pack
+ * keeps a pointer to w, which must stay valid; after w changes in place (an
+ * optimizer step) call matmul_wpack_refresh().  Results equal the unpacked
+ * calls' bit for bit.  Not thread-safe: use from serial code, like the calls above. */
+typedef struct matmul_wpack matmul_wpack;
+
+/* w is [O, IN]; returns NULL on allocation failure or bad shape (IN, O < 1). */
+matmul_wpack *matmul_wpack_create(const float *w, int IN, int O, int precision);
+/* w's values changed: the next call re-packs (the memory is reused). */
+void matmul_wpack_refresh(matmul_wpack *pk);
+void matmul_wpack_destroy(matmul_wpack *pk); /* accepts NULL */
+/* Bytes the pack holds now (both forms once both have been used). */
+size_t matmul_wpack_bytes(const matmul_wpack *pk);
+
+/* As matmul_forward/matmul_backward with w, IN, O and precision from pk. */
+void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N);
+void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            matmul_wpack *pk, int N);
 
 /* Naive double-accumulating reference for tests (fp32 semantics). */
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

@@ -155,7 +155,20 @@ typedef struct model_memory {
     size_t acts_infer_bytes; /* model_acts_elems(1, ctx, ctx, training=0) * 4 */
     size_t infer_bytes;    /* params + acts_infer + rope */
 } model_memory;
-size_t model_param_count(const llama_config *c);
+size_t model_param_count(const llama_config *c);   /* floats in the block (with padding) */
+
+/* Parameter counts by group (exact element counts, no padding). */
+typedef struct model_param_groups {
+    size_t embed;     /* embed_tokens */
+    size_t attn;      /* q/k/v/o weights and biases */
+    size_t mlp;       /* gate/up/down */
+    size_t norms;     /* every RMSNorm weight */
+    size_t lm_head;   /* 0 when tied */
+    size_t total;
+} model_param_groups;
+int model_param_groups_count(const llama_config *c, model_param_groups *g);
+/* The size table alone (no params block): *tensors is qs_malloc'd. */
+int model_table_create(const llama_config *c, model_tensor **tensors, int *n_tensors);
 void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, model_memory *mm);
 
 /* Causal forward of tokens[B, T] at positions pos0 .. pos0+T-1 of every
@@ -218,6 +231,20 @@ struct sampler;
 int model_generate(llama_model *m, llama_acts *a, const int32_t *prompt, int n_prompt, int n_new,
                    struct sampler *s, const int32_t *stop_ids, int n_stop, int32_t *out,
                    int *n_out, model_token_fn on_token, void *user, qs_diag *d);
+
+/* Sliding-window perplexity as Hugging Face's guide computes it: windows of
+ * `window` tokens starting every `stride` tokens; each window scores only the
+ * tokens the previous one did not (never a window's first token), so every
+ * token after ids[0] is scored once, with up to window - stride tokens of
+ * context.  Windows go through the model in chunks (KV cache), so memory is
+ * bounded by min(window, 256) rows of logits.  NLL sums are in double. */
+typedef struct model_ppl_result {
+    double nll_sum;     /* sum of -log p(token) over scored tokens (natural log) */
+    size_t n_scored;
+    size_t n_windows;
+} model_ppl_result;
+int model_ppl_compute(llama_model *m, const int32_t *ids, size_t n_ids, int window, int stride,
+                      model_ppl_result *r, qs_diag *d);
 
 /* lm.h implementation: contexts computed once (KV kept), continuations scored
  * on top; requests are processed one by one, so results do not depend on how

@@ -1,0 +1,201 @@
+/* cmd_generate.c: qatscope generate — sample a continuation of a prompt.
+ *
+ *   qatscope generate --model DIR --prompt TEXT -n N [--temperature T] [--top-p P]
+ *                     [--seed S] [--stop-ids LIST] [--precision fp32|bf16]
+ *
+ * The prompt is encoded with the tokenizer's default BOS; text is streamed to
+ * stdout as tokens arrive (prompt first); timing goes to stderr.  Defaults:
+ * temperature 1.0, top-p 0.9, seed 42 (T = 0 is greedy); the stop set is the
+ * EOS ids of config.json and the tokenizer, replaced by --stop-ids.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "qs/matmul.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/sampler.h"
+#include "qs/tokenizer.h"
+
+static const char USAGE[] =
+    "usage: qatscope generate --model DIR --prompt TEXT -n N [--temperature T] [--top-p P]\n"
+    "                         [--seed S] [--stop-ids ID,ID,...] [--precision fp32|bf16]\n";
+
+#define GEN_MAX_STOP 16
+
+typedef struct gen_stream {
+    const tokenizer *tok;
+    int32_t *ids;     /* prompt (without BOS) + generated */
+    size_t n_ids;
+    size_t printed;   /* bytes of the decoded text already written */
+} gen_stream;
+
+/* Decodes everything so far and prints the part not yet printed (whole-text
+ * decoding keeps byte-fallback pieces and leading-space rules right). */
+static int gen_flush(gen_stream *g)
+{
+    char *text;
+    size_t len;
+    qs_diag d = {0};
+    if (tokenizer_decode(g->tok, g->ids, g->n_ids, 1, &text, &len, &d))
+        return 0;
+    if (len > g->printed) {
+        fwrite(text + g->printed, 1, len - g->printed, stdout);
+        fflush(stdout);
+        g->printed = len;
+    }
+    qs_free(text);
+    return 0;
+}
+
+static int gen_on_token(void *user, int32_t id)
+{
+    gen_stream *g = user;
+    g->ids[g->n_ids++] = id;
+    return gen_flush(g);
+}
+
+static int gen_parse_ids(const char *s, int32_t *out, int *n)
+{
+    *n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > 0x7fffffff || *n >= GEN_MAX_STOP || (*end && *end != ','))
+            return cli_error("--stop-ids: expected up to %d comma-separated ids, got '%s'",
+                             GEN_MAX_STOP, s);
+        out[(*n)++] = (int32_t)v;
+        s = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int gen_run(const char *dir, const char *prompt, long n_new, double temp, double top_p,
+                   long seed, const int32_t *stop_arg, int n_stop_arg, int precision)
+{
+    qs_diag d = {0};
+    llama_model m;
+    tokenizer *tok = NULL;
+    llama_acts a = {0};
+    sampler s = {0};
+    int32_t *ids = NULL, *out = NULL, stop[GEN_MAX_STOP + LLAMA_MAX_EOS + 1];
+    size_t n_ids = 0;
+    int rc = 0, n_stop = 0, n_out = 0;
+    if (model_load_dir(&m, dir, &d))
+        return cli_diag_error(&d);
+    m.precision = precision;
+    if (tokenizer_create(&tok, dir, &d) ||
+        tokenizer_encode(tok, prompt, strlen(prompt), TOKENIZER_BOS_DEFAULT, &ids, &n_ids, &d)) {
+        rc = cli_diag_error(&d);
+        goto done;
+    }
+    if (n_ids == 0) {
+        rc = cli_error("generate: the prompt encodes to no tokens (and the tokenizer adds no BOS)");
+        goto done;
+    }
+    int ctx = hfconfig_max_context(&m.cfg);
+    if ((long)n_ids + n_new > ctx) {
+        rc = cli_error("generate: prompt (%zu tokens) + -n %ld exceeds the model's context of %d",
+                       n_ids, n_new, ctx);
+        goto done;
+    }
+    if (n_stop_arg >= 0) {
+        memcpy(stop, stop_arg, (size_t)n_stop_arg * sizeof *stop);
+        n_stop = n_stop_arg;
+    } else {
+        for (int i = 0; i < m.cfg.n_eos; i++)
+            stop[n_stop++] = m.cfg.eos_ids[i];
+        if (tokenizer_eos_id(tok) >= 0)
+            stop[n_stop++] = tokenizer_eos_id(tok);
+    }
+    int chunk = n_ids < 256 ? (int)n_ids : 256;
+    if (model_acts_init(&a, &m.cfg, 1, chunk, (int)(n_ids + n_new), 0, &d) ||
+        sampler_init(&s, m.cfg.vocab_size, (float)temp, (float)top_p, (uint64_t)seed, &d)) {
+        rc = cli_diag_error(&d);
+        goto done;
+    }
+    out = qs_malloc((n_ids + (size_t)n_new + 1) * sizeof *out);
+    if (!out) {
+        rc = cli_error("generate: out of memory");
+        goto done;
+    }
+    int has_bos = tokenizer_bos_id(tok) >= 0 && ids[0] == tokenizer_bos_id(tok);
+    gen_stream g = {tok, out, n_ids - (size_t)has_bos, 0};
+    memcpy(out, ids + has_bos, g.n_ids * sizeof *out);
+    gen_flush(&g);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (model_generate(&m, &a, ids, (int)n_ids, (int)n_new, &s, stop, n_stop, out + g.n_ids,
+                       &n_out, gen_on_token, &g, &d)) {
+        putchar('\n');
+        rc = cli_diag_error(&d);
+        goto done;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    putchar('\n');
+    fflush(stdout);
+    double sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    fprintf(stderr, "generate: %zu prompt + %d new tokens in %.3f s (%.1f tokens/s), %s\n", n_ids,
+            n_out, sec, sec > 0 ? (n_ids + n_out) / sec : 0.0,
+            precision == MATMUL_BF16 ? "bf16" : "fp32");
+    if (fflush(stdout))
+        rc = cli_error("error writing stdout");
+done:
+    qs_free(out);
+    qs_free(ids);
+    sampler_free(&s);
+    model_acts_free(&a);
+    tokenizer_destroy(tok);
+    model_free(&m);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    const char *model = NULL, *prompt = NULL, *v;
+    long n = -1, seed = 42;
+    double temp = 1.0, top_p = 0.9;
+    int32_t stop[GEN_MAX_STOP];
+    int n_stop = -1, precision = MATMUL_FP32, rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        }
+        int known = cli_flag_is(a, "--model") || cli_flag_is(a, "--prompt") ||
+                    cli_flag_is(a, "-n") || cli_flag_is(a, "--temperature") ||
+                    cli_flag_is(a, "--top-p") || cli_flag_is(a, "--seed") ||
+                    cli_flag_is(a, "--stop-ids") || cli_flag_is(a, "--precision");
+        if (!known)
+            return cli_error("generate: unexpected argument '%s' (argument %d)\n%s", a, i, USAGE);
+        if (!(v = cli_flag_value(argc, argv, &i)))
+            return CLI_EXIT_USAGE;
+        if (cli_flag_is(a, "--model"))
+            model = v;
+        else if (cli_flag_is(a, "--prompt"))
+            prompt = v;
+        else if (cli_flag_is(a, "-n"))
+            rc = cli_parse_long("-n", v, 0, 1L << 24, &n);
+        else if (cli_flag_is(a, "--temperature"))
+            rc = cli_parse_double("--temperature", v, 0, 100, &temp);
+        else if (cli_flag_is(a, "--top-p"))
+            rc = cli_parse_double("--top-p", v, 1e-9, 1, &top_p);
+        else if (cli_flag_is(a, "--seed"))
+            rc = cli_parse_long("--seed", v, 0, 0x7fffffffffffffffL, &seed);
+        else if (cli_flag_is(a, "--stop-ids"))
+            rc = gen_parse_ids(v, stop, &n_stop);
+        else if (!strcmp(v, "fp32") || !strcmp(v, "bf16"))
+            precision = !strcmp(v, "bf16") ? MATMUL_BF16 : MATMUL_FP32;
+        else
+            rc = cli_error("--precision: expected fp32 or bf16, got '%s'", v);
+    }
+    if (rc)
+        return rc;
+    if (!model || !prompt || n < 0)
+        return cli_error("generate: --model, --prompt and -n are required\n%s", USAGE);
+    return gen_run(model, prompt, n, temp, top_p, seed, stop, n_stop, precision);
+}

@@ -1,0 +1,164 @@
+/* test_cli_model.c: the generate / ppl / inspect commands end to end through
+ * the binary ($QS_BIN), and the perplexity library behind ppl. */
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "test.h"
+
+/* Runs cmd (stdout -> out, stderr -> err line), returns the exit status or -1. */
+static int run_cli(const char *args, char *out, size_t out_n, char *err, size_t err_n)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        return -1;
+    char cmd[2048], err_path[600];
+    snprintf(err_path, sizeof err_path, "%s/cli_stderr.txt", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", bin, args, err_path);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    size_t n = fread(out, 1, out_n - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    FILE *e = fopen(err_path, "r");
+    err[0] = 0;
+    if (e) {
+        size_t m = fread(err, 1, err_n - 1, e);
+        err[m] = 0;
+        fclose(e);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(cli_model, generate_greedy_stories260K_prints_llama2c_text)
+{
+    char dir[512], args[1024], out[8192], err[1024];
+    if (!test_shared_path(dir, sizeof dir, "models/stories260K"))
+        SKIP("../shared/models/stories260K not present");
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    snprintf(args, sizeof args,
+             "generate --model %s --prompt 'Once upon a time' -n 64 --temperature 0", dir);
+    ASSERT_EQ_INT(run_cli(args, out, sizeof out, err, sizeof err), 0);
+    const char *want = "Once upon a time, there was a little girl named Lily. She loved to play "
+                       "outside in the park. One day, she saw a big, red ball.";
+    if (strncmp(out, want, strlen(want)))
+        fprintf(stderr, "    got: %s\n", out);
+    ASSERT_TRUE(strncmp(out, want, strlen(want)) == 0);
+    /* seeded sampling is reproducible */
+    char out2[8192];
+    snprintf(args, sizeof args,
+             "generate --model %s --prompt 'Once upon a time' -n 40 --temperature 0.9 --seed 7",
+             dir);
+    ASSERT_EQ_INT(run_cli(args, out, sizeof out, err, sizeof err), 0);
+    ASSERT_EQ_INT(run_cli(args, out2, sizeof out2, err, sizeof err), 0);
+    ASSERT_EQ_STR(out, out2);
+}
+
+TEST(cli_model, bad_inputs_exit_2_with_one_line)
+{
+    char args[1024], out[4096], err[1024];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    ASSERT_EQ_INT(run_cli("generate --model data/fixtures/llama_gqa_f32 --prompt x -n -3", out,
+                          sizeof out, err, sizeof err), 2);
+    ASSERT_TRUE(strstr(err, "-n: expected an integer") != NULL);
+    ASSERT_EQ_INT(run_cli("ppl --model /nonexistent/model --text x", out, sizeof out, err,
+                          sizeof err), 2);
+    ASSERT_EQ_STR(err, "qatscope: /nonexistent/model: no such model directory (expected "
+                       "config.json and model.safetensors)\n");
+    /* a directory whose weights file is corrupt */
+    char dir[600], path[700];
+    qs_diag d = {0};
+    snprintf(dir, sizeof dir, "%s/cli_bad_model", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    char *cfg;
+    size_t n;
+    ASSERT_OK(fileio_read_all("data/fixtures/llama_gqa_f32/config.json", &cfg, &n, &d), &d);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ASSERT_OK(fileio_write_atomic(path, cfg, n, &d), &d);
+    qs_free(cfg);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ASSERT_OK(fileio_write_atomic(path, "\x10\0\0\0\0\0\0\0{\"a\":", 13, &d), &d);
+    snprintf(args, sizeof args, "inspect %s", dir);
+    ASSERT_EQ_INT(run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_TRUE(strstr(err, "model.safetensors: header claims 16 bytes, file has 5") != NULL);
+}
+
+TEST(cli_model, inspect_reports_architecture_groups_and_memory)
+{
+    char out[8192], err[1024];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    ASSERT_EQ_INT(run_cli("inspect data/fixtures/pangu_bias_sharded_f32 --batch 2 --seq 16", out,
+                          sizeof out, err, sizeof err), 0);
+    ASSERT_TRUE(strstr(out, "PanguEmbeddedForCausalLM") != NULL);
+    ASSERT_TRUE(strstr(out, "q/k/v yes, o yes") != NULL);
+    ASSERT_TRUE(strstr(out, "weights:      2 files") != NULL);
+    ASSERT_TRUE(strstr(out, "training, 2 x 16 tokens") != NULL);
+    llama_config c;
+    qs_diag d = {0};
+    ASSERT_OK(hfconfig_load(&c, "data/fixtures/pangu_bias_sharded_f32", &d), &d);
+    model_param_groups g;
+    ASSERT_OK(model_param_groups_count(&c, &g), NULL);
+    char want[64];
+    snprintf(want, sizeof want, "parameters:   %zu\n", g.total);
+    ASSERT_TRUE(strstr(out, want) != NULL);
+    ASSERT_EQ_INT(g.total, g.embed + g.attn + g.mlp + g.norms);
+    /* 2 layers x (q 32x32 + k,v 16x32 + o 32x32 + biases 32+16+16+32) */
+    ASSERT_EQ_INT(g.attn, 2 * (1024 + 512 + 512 + 1024 + 96));
+}
+
+TEST(cli_model, ppl_scores_every_token_once_and_matches_one_window)
+{
+    llama_model m;
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, "data/fixtures/llama_gqa_f32", &d), &d);
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = (i * 7 + 3) % 64;
+    model_ppl_result one, slid;
+    ASSERT_OK(model_ppl_compute(&m, ids, 40, 40, 40, &one, &d), &d);
+    ASSERT_EQ_INT(one.n_scored, 39);
+    ASSERT_EQ_INT(one.n_windows, 1);
+    /* the same through one forward with targets (mean xent) */
+    llama_acts a;
+    int32_t tg[40];
+    for (int i = 0; i < 40; i++)
+        tg[i] = i + 1 < 40 ? ids[i + 1] : -1;
+    ASSERT_OK(model_acts_init(&a, &m.cfg, 1, 40, 40, 0, &d), &d);
+    ASSERT_OK(model_forward(&m, &a, ids, tg, 1, 40, 0, &d), &d);
+    ASSERT_NEAR(one.nll_sum / 39, a.loss, 1e-5);
+    model_acts_free(&a);
+    ASSERT_OK(model_ppl_compute(&m, ids, 40, 16, 5, &slid, &d), &d);
+    ASSERT_EQ_INT(slid.n_scored, 39);
+    ASSERT_EQ_INT(slid.n_windows, 6);   /* [0,16) [5,21) [10,26) [15,31) [20,36) [25,40) */
+    ASSERT_TRUE(fabs(slid.nll_sum - one.nll_sum) > 1e-6);   /* less context, other NLL */
+    ASSERT_EQ_INT(model_ppl_compute(&m, ids, 40, 16, 17, &slid, &d), QS_EINVAL);
+    model_free(&m);
+}
+
+TEST(cli_model, ppl_json_on_stories260K)
+{
+    char dir[512], args[2048], out[4096], err[1024], txt[600];
+    if (!test_shared_path(dir, sizeof dir, "models/stories260K"))
+        SKIP("../shared/models/stories260K not present");
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    qs_diag d = {0};
+    snprintf(txt, sizeof txt, "%s/story.txt", test_tmp_dir());
+    const char *story = "Once upon a time, there was a little girl named Lily. She loved to play "
+                        "outside in the park. One day, she saw a big, red ball.";
+    ASSERT_OK(fileio_write_atomic(txt, story, strlen(story), &d), &d);
+    snprintf(args, sizeof args, "ppl --model %s --text %s --bos --json", dir, txt);
+    ASSERT_EQ_INT(run_cli(args, out, sizeof out, err, sizeof err), 0);
+    double ppl = 0;
+    const char *p = strstr(out, "\"ppl\": ");
+    ASSERT_TRUE(p != NULL);
+    ppl = atof(p + 7);
+    /* the model's own greedy text: far below the vocabulary size */
+    ASSERT_TRUE(ppl > 1.0 && ppl < 3.0);
+}
