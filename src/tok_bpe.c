@@ -426,8 +426,8 @@ static int load_merges(loader *L, json_t *merges)
         im = tok_lookup_impl(t, L->buf, ra + rb);
         if (ia < 0 || ib < 0 || im < 0)
             return diag_set(L->d, QS_EFORMAT, L->path, -1,
-                            "model.merges[%zu]: '%.60s' + '%.60s' is not in the vocabulary", i,
-                            json_is_string(m) ? json_string_value(m) : a, b);
+                            "model.merges[%zu]: '%.*s' + '%.*s': expected both parts and their concatenation in model.vocab", i,
+                            (int)(a_len < 60 ? a_len : 60), a, (int)(b_len < 60 ? b_len : 60), b);
         tok_pairmap_put_impl(&t->merges, ia, ib, (int32_t)i, im);
     }
     return 0;

@@ -67,6 +67,16 @@ TEST(tokenizer, tiny_spm_matches_python_reference)
     ASSERT_EQ_INT(check_fixture("tests/data/tok/tiny_spm.json", "tiny_spm"), 0);
 }
 
+TEST(tokenizer, llama3_split_regex_matches_python_re)
+{
+    ASSERT_EQ_INT(check_fixture("tests/data/tok/tiny_llama3.json", "tiny_llama3"), 0);
+}
+
+TEST(tokenizer, qwen2_split_regex_matches_python_re)
+{
+    ASSERT_EQ_INT(check_fixture("tests/data/tok/tiny_qwen2.json", "tiny_qwen2"), 0);
+}
+
 TEST(tokenizer, gpt2_json_matches_python_reference)
 {
     char p[512];
@@ -293,4 +303,63 @@ TEST(tokenizer, decode_refuses_out_of_range_id)
     ASSERT_EQ_INT(tokenizer_decode(t, ids, 2, 0, &s, &n, &d), QS_ERANGE);
     ASSERT_TRUE(strstr(d.msg, "outside the vocabulary") != NULL);
     tokenizer_destroy(t);
+}
+
+/* Every file in tests/data/tok/bad/ is refused with exactly the one-line error
+ * stored next to it in NAME.expected (path included, as the CLI prints it). */
+TEST(tokenizer, bad_files_give_one_line_errors)
+{
+    static const char *const names[] = {
+        "bad_merge.json", "bad_regex.json", "bad_vocab_id.json", "no_pipeline.json",
+        "not_object.json", "truncated.json", "unigram.json", "bad_wire.model",
+        "truncated.model", "unigram.model",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[256], exp_path[300], line[1200];
+        snprintf(path, sizeof path, "tests/data/tok/bad/%s", names[i]);
+        snprintf(exp_path, sizeof exp_path, "%s.expected", path);
+        char *want;
+        size_t want_len;
+        qs_diag d = {0};
+        ASSERT_OK(fileio_read_all(exp_path, &want, &want_len, &d), &d);
+        while (want_len && want[want_len - 1] == '\n')
+            want[--want_len] = 0;
+        tokenizer *t = NULL;
+        int rc = tokenizer_create(&t, path, &d);
+        diag_format(&d, line, sizeof line);
+        if (rc == 0 || strcmp(line, want) != 0)
+            fprintf(stderr, "    %s: rc %d, got '%s'\n      want '%s'\n", names[i], rc, line, want);
+        int same = strcmp(line, want) == 0;
+        qs_free(want);
+        ASSERT_TRUE(rc < 0);
+        ASSERT_TRUE(t == NULL);
+        ASSERT_TRUE(strchr(line, '\n') == NULL);
+        ASSERT_TRUE(same);
+        ASSERT_TRUE(strstr(line, "expected") != NULL);
+    }
+}
+
+TEST(tokenizer, truncated_real_model_is_refused)
+{
+    char p[512], tmp[600];
+    if (!test_shared_path(p, sizeof p, "tokenizers/llama2/tokenizer.model"))
+        SKIP("%.200s missing", p);
+    char *data;
+    size_t n;
+    qs_diag d = {0};
+    ASSERT_OK(fileio_read_all(p, &data, &n, &d), &d);
+    snprintf(tmp, sizeof tmp, "%s/cut.model", test_tmp_dir());
+    int ok = 1;
+    for (size_t cut = 1; cut < n && ok; cut += n / 7) { /* cuts inside pieces and specs */
+        ASSERT_OK(fileio_write_atomic(tmp, data, cut, &d), &d);
+        tokenizer *t = NULL;
+        int rc = tokenizer_create(&t, tmp, &d);
+        if (rc == 0) { /* a cut exactly between two pieces is a valid, smaller model */
+            tokenizer_destroy(t);
+            continue;
+        }
+        ok = rc == QS_ETRUNC || rc == QS_EFORMAT || rc == QS_EUNSUPPORTED;
+    }
+    qs_free(data);
+    ASSERT_TRUE(ok);
 }

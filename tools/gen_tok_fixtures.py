@@ -74,6 +74,9 @@ def regex_from_hf(pattern):
 
 
 GPT2_RE = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+             r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_RE = LLAMA3_RE.replace(r"\p{N}{1,3}", r"\p{N}")
 
 # ---------------------------------------------------------------- shared helpers
 
@@ -140,6 +143,10 @@ class ByteLevelRef:
         self.ranks = merge_pairs(tj["model"]["merges"])
         self.added = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
         self.re = regex_from_hf(GPT2_RE)
+        pre = tj.get("pre_tokenizer") or {}
+        for p in pre.get("pretokenizers", []):
+            if p.get("type") == "Split":
+                self.re = regex_from_hf(p["pattern"]["Regex"])
         self.b2u = bytes_to_unicode()
 
     def encode(self, text):
@@ -276,6 +283,15 @@ def tiny_bytelevel():
     }
 
 
+def tiny_split(pattern):
+    """tiny_bytelevel's vocabulary behind a Llama-3/Qwen2-style Split + ByteLevel."""
+    tj = tiny_bytelevel()
+    tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    return tj
+
+
 def tiny_spm():
     # \n and \t stay out of the vocabulary: they exercise byte fallback
     norm = MS + TRAIN_TEXT.replace("\n", " ").replace("\t", " ").replace(" ", MS)
@@ -332,6 +348,7 @@ TRICKY = [
     "email someone@example.org", "\u00a0non-breaking\u00a0space", "mixed\u3000ideographic space",
     "Ελληνικά и русский текст", "\u0645\u0631\u062d\u0628\u0627 \u05e9\u05dc\u05d5\u05dd",
     "combining e\u0301 a\u0308", "zero\u200bwidth", "   \n  \n", "end with newline\n",
+    "x  \n\n  y", "a.\n\nb", "!!\n\n", "  \r\n\t z", "(1234567)", "abc123def", "'S 'LL 'Ve",
 ]
 
 
@@ -360,12 +377,15 @@ def main():
     if "--shared" in sys.argv:
         shared = sys.argv[sys.argv.index("--shared") + 1]
     os.makedirs("tests/data/tok", exist_ok=True)
-    tiny = {"tiny_bytelevel": tiny_bytelevel(), "tiny_spm": tiny_spm()}
+    tiny = {"tiny_bytelevel": tiny_bytelevel(), "tiny_spm": tiny_spm(),
+            "tiny_llama3": tiny_split(LLAMA3_RE), "tiny_qwen2": tiny_split(QWEN2_RE)}
     for name, tj in tiny.items():
         with open("tests/data/tok/%s.json" % name, "w", encoding="utf-8") as f:
             json.dump(tj, f, ensure_ascii=False, indent=1)
     refs = {"tiny_bytelevel": ByteLevelRef(tiny["tiny_bytelevel"]),
-            "tiny_spm": SpmStyleRef(tiny["tiny_spm"])}
+            "tiny_spm": SpmStyleRef(tiny["tiny_spm"]),
+            "tiny_llama3": ByteLevelRef(tiny["tiny_llama3"]),
+            "tiny_qwen2": ByteLevelRef(tiny["tiny_qwen2"])}
     tok = os.path.join(shared, "tokenizers")
 
     def load(p):

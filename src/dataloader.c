@@ -1,0 +1,209 @@
+/* dataloader.c: (B, T) batches from token shards (contract in include/qs/dataloader.h).
+ *
+ * All of a split's tokens are held in memory as int32 (CPU-scale data).  The
+ * only mutable state is (epoch, cursor) plus the current epoch's permutation,
+ * which is recomputed from (seed, epoch) on restore, so nothing else needs
+ * saving for a bit-exact resume.
+ */
+#include "qs/dataloader.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/rng.h"
+#include "qs/shard_build.h"
+#include "qs/shards.h"
+
+struct dataloader {
+    dataloader_opts o;
+    int32_t *tokens; /* (n_tokens) */
+    uint64_t n_tokens, n_windows, data_hash;
+    uint32_t *order; /* (n_windows) window order of the current epoch */
+    uint64_t epoch, cursor;
+};
+
+static void order_build(dataloader *dl)
+{
+    for (uint64_t i = 0; i < dl->n_windows; i++)
+        dl->order[i] = (uint32_t)i;
+    if (dl->o.shuffle) {
+        rng r;
+        rng_seed_stream(&r, dl->o.seed, dl->epoch);
+        rng_shuffle_u32(&r, dl->order, (size_t)dl->n_windows);
+    }
+}
+
+/* Read the split's shard list from the manifest and concatenate the shards. */
+static int load_split(dataloader *dl, const char *dir, const char *split, uint64_t hash,
+                      qs_diag *d)
+{
+    char mpath[1200], spath[1200];
+    if (fileio_join(mpath, sizeof mpath, dir, SHARD_MANIFEST_NAME))
+        return diag_set(d, QS_ERANGE, dir, -1, "path too long");
+    if (!fileio_exists(mpath))
+        return diag_set(d, QS_ENOTFOUND, mpath, -1,
+                        "not found: expected a shard directory written by 'qatscope tokenize "
+                        "--input' (an interrupted run leaves no manifest)");
+    json_error_t jerr;
+    json_t *m = json_load_file(mpath, 0, &jerr);
+    if (!m)
+        return diag_set(d, QS_EFORMAT, mpath, jerr.line, "invalid JSON: %s", jerr.text);
+    json_t *sp = json_object_get(json_object_get(m, "splits"), split);
+    json_t *files = json_object_get(sp, "shards");
+    json_t *tok = json_object_get(sp, "tokens");
+    int rc = 0;
+    if (!json_is_array(files) || !json_is_integer(tok) || json_integer_value(tok) < 0) {
+        rc = diag_set(d, QS_EFORMAT, mpath, -1,
+                      "expected splits.%s with \"tokens\" and a \"shards\" list", split);
+        goto done;
+    }
+    uint64_t want = (uint64_t)json_integer_value(tok);
+    dl->tokens = qs_malloc((size_t)want * sizeof *dl->tokens + 4);
+    if (!dl->tokens) {
+        rc = diag_set(d, QS_ENOMEM, mpath, -1, "out of memory for %llu tokens",
+                      (unsigned long long)want);
+        goto done;
+    }
+    size_t i;
+    json_t *f;
+    json_array_foreach(files, i, f)
+    {
+        const char *name = json_string_value(f);
+        if (!name || strchr(name, '/') || fileio_join(spath, sizeof spath, dir, name)) {
+            rc = diag_set(d, QS_EFORMAT, mpath, -1, "splits.%s.shards[%zu]: expected a file name",
+                          split, i);
+            goto done;
+        }
+        shard_header h;
+        int32_t *t;
+        if ((rc = shard_read(spath, &hash, &h, &t, d)) != 0)
+            goto done;
+        if (h.n_tokens > want - dl->n_tokens) {
+            qs_free(t);
+            rc = diag_set(d, QS_EFORMAT, spath, -1,
+                          "shards hold more tokens than the manifest's %llu",
+                          (unsigned long long)want);
+            goto done;
+        }
+        memcpy(dl->tokens + dl->n_tokens, t, (size_t)h.n_tokens * sizeof *t);
+        dl->n_tokens += h.n_tokens;
+        qs_free(t);
+    }
+    if (dl->n_tokens != want)
+        rc = diag_set(d, QS_EFORMAT, mpath, -1, "splits.%s: manifest says %llu tokens, shards hold %llu",
+                      split, (unsigned long long)want, (unsigned long long)dl->n_tokens);
+done:
+    json_decref(m);
+    return rc;
+}
+
+int dataloader_create(dataloader **out, const char *shard_dir, const char *split,
+                      uint64_t tokenizer_hash, const dataloader_opts *o, qs_diag *d)
+{
+    *out = NULL;
+    if (o->batch < 1 || o->seq_len < 1)
+        return diag_set(d, QS_EINVAL, NULL, -1, "batch %d, seq_len %d: expected both >= 1",
+                        o->batch, o->seq_len);
+    dataloader *dl = qs_calloc(1, sizeof *dl);
+    if (!dl)
+        return diag_set(d, QS_ENOMEM, shard_dir, -1, "out of memory");
+    dl->o = *o;
+    int rc = load_split(dl, shard_dir, split, tokenizer_hash, d);
+    uint64_t T = (uint64_t)o->seq_len;
+    if (!rc && dl->n_tokens < T + 1)
+        rc = diag_set(d, QS_EINVAL, shard_dir, -1,
+                      "split '%s' has %llu tokens: expected at least seq_len + 1 = %llu", split,
+                      (unsigned long long)dl->n_tokens, (unsigned long long)(T + 1));
+    if (!rc) {
+        dl->n_windows = (dl->n_tokens - 1) / T;
+        if (dl->n_windows > UINT32_MAX)
+            rc = diag_set(d, QS_ERANGE, shard_dir, -1, "%llu windows: expected < 2^32",
+                          (unsigned long long)dl->n_windows);
+    }
+    uint64_t h = 14695981039346656037ULL;
+    for (uint64_t i = 0; !rc && i < dl->n_tokens; i++) {
+        int32_t t = dl->tokens[i];
+        if (o->vocab_size > 0 && t >= o->vocab_size) {
+            rc = diag_set(d, QS_EFORMAT, shard_dir, -1,
+                          "split '%s' token %llu is id %ld: expected < vocab size %ld", split,
+                          (unsigned long long)i, (long)t, (long)o->vocab_size);
+            break;
+        }
+        for (int k = 0; k < 4; k++) {
+            h ^= (uint8_t)((uint32_t)t >> (8 * k));
+            h *= 1099511628211ULL;
+        }
+    }
+    dl->data_hash = h;
+    if (!rc && !(dl->order = qs_malloc((size_t)dl->n_windows * sizeof *dl->order)))
+        rc = diag_set(d, QS_ENOMEM, shard_dir, -1, "out of memory");
+    if (rc) {
+        dataloader_destroy(dl);
+        return rc;
+    }
+    order_build(dl);
+    *out = dl;
+    return 0;
+}
+
+void dataloader_destroy(dataloader *dl)
+{
+    if (!dl)
+        return;
+    qs_free(dl->tokens);
+    qs_free(dl->order);
+    qs_free(dl);
+}
+
+void dataloader_next(dataloader *dl, int32_t *inputs, int32_t *targets)
+{
+    size_t T = (size_t)dl->o.seq_len;
+    for (int b = 0; b < dl->o.batch; b++) {
+        if (dl->cursor == dl->n_windows) {
+            dl->epoch++;
+            dl->cursor = 0;
+            order_build(dl);
+        }
+        const int32_t *w = dl->tokens + (size_t)dl->order[dl->cursor++] * T;
+        memcpy(inputs + (size_t)b * T, w, T * sizeof *w);
+        memcpy(targets + (size_t)b * T, w + 1, T * sizeof *w);
+    }
+}
+
+uint64_t dataloader_n_tokens(const dataloader *dl) { return dl->n_tokens; }
+uint64_t dataloader_n_windows(const dataloader *dl) { return dl->n_windows; }
+
+void dataloader_pos_get(const dataloader *dl, dataloader_pos *pos)
+{
+    pos->epoch = dl->epoch;
+    pos->cursor = dl->cursor;
+    pos->n_windows = dl->n_windows;
+    pos->data_hash = dl->data_hash;
+}
+
+int dataloader_pos_set(dataloader *dl, const dataloader_pos *pos, qs_diag *d)
+{
+    if (pos->n_windows != dl->n_windows || pos->data_hash != dl->data_hash)
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "saved data position is for other data (%llu windows, hash %016llx): "
+                        "expected %llu windows, hash %016llx",
+                        (unsigned long long)pos->n_windows, (unsigned long long)pos->data_hash,
+                        (unsigned long long)dl->n_windows, (unsigned long long)dl->data_hash);
+    if (pos->cursor > dl->n_windows)
+        return diag_set(d, QS_EINVAL, NULL, -1, "saved cursor %llu: expected <= %llu",
+                        (unsigned long long)pos->cursor, (unsigned long long)dl->n_windows);
+    dl->epoch = pos->epoch;
+    dl->cursor = pos->cursor;
+    order_build(dl);
+    return 0;
+}
+
+void dataloader_rewind(dataloader *dl)
+{
+    dl->epoch = 0;
+    dl->cursor = 0;
+    order_build(dl);
+}
