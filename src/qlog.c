@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/zlog.h"
 
@@ -451,4 +452,27 @@ int qlog_select_parse(const char *name, int *select, qs_diag *d)
 const char *qlog_select_name(int select)
 {
     return select == QLOG_SELECT_ALL ? "all" : select == QLOG_SELECT_WARMUP ? "warmup" : "qat";
+}
+
+int qlog_read_run(const char *run_dir_or_file, qlog_run *run, char *path_out, size_t path_bytes,
+                  qs_diag *d)
+{
+    char path[QS_DIAG_PATH_MAX];
+    memset(run, 0, sizeof *run);
+    if (fileio_is_dir(run_dir_or_file)) {
+        if (fileio_join(path, sizeof path, run_dir_or_file, QLOG_FILE))
+            return diag_set(d, QS_ERANGE, run_dir_or_file, -1, "path too long");
+        if (!fileio_exists(path))
+            return diag_set(d, QS_ENOTFOUND, path, -1,
+                            "no quantizer log in this run dir (expected %s written by a QAT run)",
+                            QLOG_FILE);
+    } else if (!fileio_exists(run_dir_or_file)) {
+        return diag_set(d, QS_ENOTFOUND, run_dir_or_file, -1,
+                        "no such run dir or file (expected RUN_DIR or RUN_DIR/%s)", QLOG_FILE);
+    } else {
+        snprintf(path, sizeof path, "%s", run_dir_or_file);
+    }
+    if (path_out && path_bytes)
+        snprintf(path_out, path_bytes, "%s", path);
+    return qlog_read(path, run, d);
 }

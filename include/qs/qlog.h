@@ -91,6 +91,10 @@ static inline int qlog_step_selected(const qlog_run *run, int step_idx, int sele
  * described in d (callers keep the data and report it), or another error (then
  * *run is freed).  Always call qlog_run_free. */
 int qlog_read(const char *path, qlog_run *run, qs_diag *d);
+/* Same, given a run directory (reads RUN_DIR/quant.jsonl.zst) or a log file;
+ * the path read goes to path_out (may be NULL). */
+int qlog_read_run(const char *run_dir_or_file, qlog_run *run, char *path_out, size_t path_bytes,
+                  qs_diag *d);
 void qlog_run_free(qlog_run *run);                  /* safe on a zeroed run */
 static inline const qlog_row *qlog_run_row(const qlog_run *run, int step_idx, int q)
 {

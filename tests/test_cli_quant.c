@@ -1,0 +1,219 @@
+/* test_cli_quant.c: `qatscope satstat` and `qatscope replay` on a run dir made
+ * by the library's quantizers + detector: outputs, --json, error paths. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/qlog.h"
+#include "qs/satstats.h"
+#include "test.h"
+
+/* Run "$QS_BIN ARGS", capture stdout (into out) and stderr (into err); returns the exit code. */
+static int run_cli(const char *args, char *out, size_t out_bytes, char *err, size_t err_bytes)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        return -100;
+    char errpath[600], cmd[2048];
+    snprintf(errpath, sizeof errpath, "%s/cli_stderr.txt", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", bin, args, errpath);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -101;
+    size_t n = fread(out, 1, out_bytes - 1, p);
+    out[n] = 0;
+    while (fgetc(p) != EOF) {
+    }
+    int st = pclose(p);
+    err[0] = 0;
+    FILE *f = fopen(errpath, "r");
+    if (f) {
+        size_t k = fread(err, 1, err_bytes - 1, f);
+        err[k] = 0;
+        fclose(f);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -102;
+}
+
+/* 4 quantizers, 40 steps (10 warmup), most-recent; tensor 3 spikes at steps 20 and 30 */
+static const char *make_run_dir(void)
+{
+    static char dir[512];
+    if (dir[0])
+        return dir;
+    snprintf(dir, sizeof dir, "%s/cli_run", test_tmp_dir());
+    if (fileio_mkdir_p(dir, NULL))
+        return NULL;
+    const char *names[4] = {"layers.2.mlp.gate_proj.input", "layers.2.mlp.gate_proj.weight",
+                            "layers.2.mlp.down_proj.input", "layers.2.mlp.down_proj.weight"};
+    quant_recipe r;
+    quant_recipe_default(&r);
+    if (amax_estimator_parse("most-recent", &r.est, NULL))
+        return NULL;
+    quant_set *set;
+    satstats *s;
+    satstats_config c;
+    satstats_config_default(&c);
+    c.run_dir = dir;
+    c.run_name = "cli";
+    if (quant_set_create(&set, &r, names, 4, NULL))
+        return NULL;
+    if (satstats_create(&s, &c, set, NULL)) {
+        quant_set_destroy(set);
+        return NULL;
+    }
+    float x[128], y[128];
+    int rc = 0;
+    for (int t = 0; t < 40 && !rc; t++) {
+        for (int q = 0; q < 4 && !rc; q++) {
+            for (int i = 0; i < 128; i++)
+                x[i] = (float)((i * 37 + t * 11 + q) % 101 - 50) / 50.0f;
+            if (q == 2 && (t == 20 || t == 30))
+                x[5] = 4.0f;
+            rc = t < 10 ? quant_observe(quant_set_get(set, q), x, 128, NULL)
+                        : quant_quantize(quant_set_get(set, q), x, y, 128, NULL);
+        }
+        if (!rc && satstats_step_end(s, t, t < 10 ? QLOG_PHASE_WARMUP : QLOG_PHASE_QAT, NULL) < 0)
+            rc = -1;
+    }
+    if (satstats_close(s, NULL))
+        rc = -1;
+    quant_set_destroy(set);
+    return rc ? NULL : dir;
+}
+
+#define BUF 65536
+
+TEST(cli_quant, satstat_lists_worst_tensor_first)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *dir = make_run_dir();
+    ASSERT_TRUE(dir != NULL);
+    static char out[BUF], err[BUF];
+    char args[700];
+    snprintf(args, sizeof args, "satstat %s --top 2", dir);
+    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    ASSERT_TRUE(strstr(out, "steps with saturation: 2 of 30 (first at step 20)") != NULL);
+    const char *top = strstr(out, "top 2 worst tensors");
+    ASSERT_TRUE(top != NULL);
+    const char *first = strstr(top, "   1  ");
+    ASSERT_TRUE(first && !strncmp(first + 6, "layers.2.mlp.down_proj.input", 28));
+    ASSERT_TRUE(strstr(out, "per quantizer:") != NULL);
+}
+
+TEST(cli_quant, satstat_json_matches_the_log)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *dir = make_run_dir();
+    ASSERT_TRUE(dir != NULL);
+    static char out[BUF], err[BUF];
+    char args[700];
+    snprintf(args, sizeof args, "satstat %s --json --top 1", dir);
+    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    json_error_t je;
+    json_t *o = json_loads(out, 0, &je);
+    ASSERT_TRUE(o != NULL);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(o, "steps_scored")), 30);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(o, "steps_with_saturation")), 2);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(o, "first_saturation_step")), 20);
+    ASSERT_EQ_STR(json_string_value(json_array_get(json_object_get(o, "top"), 0)),
+                  "layers.2.mlp.down_proj.input");
+    json_t *q2 = json_array_get(json_object_get(o, "quantizers"), 2);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(q2, "sat_steps")), 2);
+    ASSERT_NEAR(json_number_value(json_object_get(q2, "max_clip_rate")), 1.0 / 128.0, 1e-9);
+    ASSERT_NEAR(json_number_value(json_object_get(q2, "worst_pred_over_true")), 0.25, 1e-9);
+    json_decref(o);
+}
+
+TEST(cli_quant, replay_json_per_estimator)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *dir = make_run_dir();
+    ASSERT_TRUE(dir != NULL);
+    static char out[BUF], err[BUF];
+    char args[700];
+    snprintf(args, sizeof args, "replay %s --estimators most-recent,max-window:16,current --json", dir);
+    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    json_error_t je;
+    json_t *o = json_loads(out, 0, &je);
+    ASSERT_TRUE(o != NULL);
+    json_t *e = json_object_get(o, "estimators");
+    ASSERT_EQ_INT(json_array_size(e), 3);
+    /* most-recent: the two logged spikes; max-window:16: the second (step 30) is covered */
+    ASSERT_EQ_INT(json_integer_value(json_object_get(json_array_get(e, 0), "steps_saturated")), 2);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(json_array_get(e, 1), "steps_saturated")), 1);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(json_array_get(e, 2), "steps_saturated")), 0);
+    ASSERT_EQ_STR(json_string_value(json_object_get(json_array_get(e, 0), "worst_tensor")),
+                  "layers.2.mlp.down_proj.input");
+    json_decref(o);
+    snprintf(args, sizeof args, "replay %s", dir);   /* the default five estimators, as a table */
+    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    ASSERT_TRUE(strstr(out, "exp-smoothing:0.9") && strstr(out, "max-window:64") &&
+                strstr(out, "current"));
+}
+
+TEST(cli_quant, errors_exit_2_with_one_line)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *dir = make_run_dir();
+    ASSERT_TRUE(dir != NULL);
+    static char out[BUF], err[BUF];
+    char args[700];
+    struct {
+        const char *fmt, *want;
+    } cases[] = {
+        {"satstat %s/nope", "no such run dir"},
+        {"satstat %s/..", "no quantizer log"},
+        {"satstat", "missing RUN_DIR"},
+        {"satstat %s --top x", "--top: expected an integer"},
+        {"satstat %s --phase later", "unknown phase 'later'"},
+        {"satstat %s --frobnicate", "unknown option '--frobnicate'"},
+        {"replay %s --estimators most-recent,max", "unknown estimator 'max'"},
+        {"replay %s --estimators max-window:0", "expected window N"},
+        {"replay %s --margin 99", "--margin: expected an integer in [0, 24]"},
+        {"replay %s extra", "unexpected argument 'extra'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, cases[i].fmt, dir);
+        int rc = run_cli(args, out, BUF, err, BUF);
+        if (rc != 2 || !strstr(err, cases[i].want) || strncmp(err, "qatscope: ", 10) ||
+            strchr(err, '\n') != err + strlen(err) - 1)
+            TEST_FAIL_AT("'%s': exit %d, stderr '%s', want '%s'", args, rc, err, cases[i].want);
+    }
+}
+
+TEST(cli_quant, truncated_log_is_summarised_with_a_warning)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *dir = make_run_dir();
+    ASSERT_TRUE(dir != NULL);
+    char src[700], cut[700];
+    snprintf(src, sizeof src, "%s/quant.jsonl.zst", dir);
+    snprintf(cut, sizeof cut, "%s/cut", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(cut, NULL), NULL);
+    fileio_map m = {0};
+    ASSERT_OK(fileio_map_open(&m, src, NULL), NULL);
+    strncat(cut, "/quant.jsonl.zst", sizeof cut - strlen(cut) - 1);
+    ASSERT_OK(fileio_write_atomic(cut, m.data, m.bytes - 5, NULL), NULL);
+    fileio_unmap(&m);
+    static char out[BUF], err[BUF];
+    char args[800];
+    snprintf(args, sizeof args, "satstat %s --json", cut);
+    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    ASSERT_TRUE(strstr(err, "warning") && strstr(err, "truncated"));
+    json_error_t je;
+    json_t *o = json_loads(out, 0, &je);
+    ASSERT_TRUE(o != NULL);
+    ASSERT_TRUE(json_is_true(json_object_get(o, "truncated")));
+    ASSERT_EQ_INT(json_integer_value(json_object_get(o, "steps_logged")), 39);
+    json_decref(o);
+}
