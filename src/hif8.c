@@ -1,15 +1,32 @@
-/* hif8.c: scalar HiF8 codec (reference path), following spec/hif8.md §2-§7.
+/* hif8.c: scalar HiF8 codec (the reference path) and the run-time dispatch.
  *
- * Encoding uses the bit-level recipe of spec §6: unpack fp32, pick the mantissa
- * width M(E) of the binade, add half of the last kept position to the 23-bit
- * fraction (ties therefore go away from zero), carry into the exponent, then
- * pack DOT/EXP/MAN.  Denormal binades E in [-22, -16] hold only powers of two;
- * their decision threshold is the linear midpoint 1.5 * 2^E.
+ * Encoding follows the bit-level recipe of spec/hif8.md §6: unpack fp32, pick
+ * the mantissa width M(E) of the binade, add half of the last kept position to
+ * the 23-bit fraction (so ties go away from zero), carry into the exponent,
+ * then pack DOT/EXP/MAN (§2-§3).  Denormal binades E in [-22, -16] hold only
+ * powers of two; their decision threshold is the linear midpoint 1.5 * 2^E.
+ * Decoding builds the fp32 bit pattern directly (every HiF8 value is an fp32
+ * value), so it is exact and needs no libm.
+ *
+ * hif8_fakequant_ref() is the definition the vector paths are tested against:
+ * it goes through codes (encode, decode), an independent route from the
+ * vector paths' in-place rounding (see hif8_impl.h).
  */
 #include "qs/hif8.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "hif8_impl.h"
+#include "qs/cpu.h"
+
+const int32_t hif8_code_base_impl[HIF8_CODE_TABLE_LEN] = {
+    0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x7E, 0x7C, /* 0, 2^-22..2^-16, 2^-15, 2^-14 */
+    0x7A, 0x78, 0x76, 0x74, 0x72, 0x70, 0x5C, 0x58, 0x54, 0x50, /* 2^-13 .. 2^-4 */
+    0x38, 0x30, 0x18, 0x08, 0x10, 0x20, 0x28, 0x40, 0x44, 0x48, /* 2^-3 .. 2^6 */
+    0x4C, 0x60, 0x62, 0x64, 0x66, 0x68, 0x6A, 0x6C, 0x6E, 0x6F, /* 2^7 .. 2^15, 2^16 (Inf) */
+};
 
 static inline uint32_t f32_bits(float x)
 {
@@ -18,7 +35,14 @@ static inline uint32_t f32_bits(float x)
     return b;
 }
 
-/* stored mantissa bits by |E| for normal binades */
+static inline float f32_from_bits(uint32_t b)
+{
+    float x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* stored mantissa bits by |E| for normal binades (spec §5) */
 static const uint8_t hif8_mant_bits[16] = {3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1};
 
 /* Pack a normal value 2^E * (1 + mant / 2^M), E in [-15, 15], sign s. */
@@ -80,34 +104,92 @@ uint8_t hif8_encode(float x, int mode)
     return hif8_pack_normal(E, mant, s);
 }
 
+void hif8_fields_get(uint8_t code, hif8_fields *f)
+{
+    uint32_t c = code & 0x7Fu;
+    memset(f, 0, sizeof *f);
+    f->sign = code >> 7;
+    f->prefix_len = 4;
+    f->dot = HIF8_DOT_DML;
+    if ((c >> 3) == 0) {
+        f->cls = code == HIF8_CODE_NAN ? HIF8_CLASS_NAN
+                 : c == 0              ? HIF8_CLASS_ZERO
+                                       : HIF8_CLASS_DENORMAL;
+        f->exponent = c ? (int)c - 23 : 0;
+        return;
+    }
+    if ((c >> 5) == 3) { f->dot = 4; f->prefix_len = 2; }
+    else if ((c >> 5) == 2) { f->dot = 3; f->prefix_len = 2; }
+    else if ((c >> 5) == 1) { f->dot = 2; f->prefix_len = 2; }
+    else if ((c >> 4) == 1) { f->dot = 1; f->prefix_len = 3; }
+    else { f->dot = 0; f->prefix_len = 4; }
+    f->mant_bits = 7 - f->prefix_len - f->dot;
+    f->mantissa = (int)(c & ((1u << f->mant_bits) - 1));
+    if (f->dot > 0) {
+        uint32_t expf = (c >> f->mant_bits) & ((1u << f->dot) - 1);
+        int mag = (1 << (f->dot - 1)) + (int)(expf & ((1u << (f->dot - 1)) - 1));
+        f->exponent = (expf >> (f->dot - 1)) ? -mag : mag;
+    }
+    f->cls = c == HIF8_CODE_POS_INF ? HIF8_CLASS_INF : HIF8_CLASS_NORMAL;
+}
+
+const char *hif8_class_name(int cls)
+{
+    static const char *const names[] = {"zero", "nan", "inf", "normal", "denormal"};
+    return cls >= 0 && cls <= HIF8_CLASS_DENORMAL ? names[cls] : "unknown";
+}
+
+char *hif8_fields_format(uint8_t code, char *buf, size_t buf_bytes)
+{
+    hif8_fields f;
+    hif8_fields_get(code, &f);
+    char bits[9];
+    for (int j = 0; j < 8; j++)
+        bits[j] = (char)('0' + ((code >> (7 - j)) & 1));
+    bits[8] = 0;
+    int dlen = f.dot > 0 ? f.dot : 0;
+    /* sign _ prefix _ [exponent _] mantissa-or-k */
+    snprintf(buf, buf_bytes, "%c_%.*s%s%.*s_%s", bits[0], f.prefix_len, bits + 1,
+             dlen ? "_" : "", dlen, bits + 1 + f.prefix_len, bits + 1 + f.prefix_len + dlen);
+    return buf;
+}
+
 float hif8_decode(uint8_t code)
 {
-    uint32_t s = code >> 7, c = code & 0x7Fu;
-    float sign = s ? -1.0f : 1.0f;
-    if (code == HIF8_CODE_NAN)
-        return NAN;
-    if (c == HIF8_CODE_POS_INF)
-        return sign * INFINITY;
-    if ((c >> 3) == 0) { /* DML: 0000kkk */
-        if (c == 0)
-            return 0.0f;
-        return sign * ldexpf(1.0f, (int)c - 23);
+    hif8_fields f;
+    hif8_fields_get(code, &f);
+    uint32_t sign = (uint32_t)f.sign << 31;
+    switch (f.cls) {
+    case HIF8_CLASS_NAN: return NAN;
+    case HIF8_CLASS_ZERO: return 0.0f;
+    case HIF8_CLASS_INF: return f32_from_bits(sign | 0x7F800000u);
+    default: /* normal, or a DML power of two (no mantissa bits) */
+        return f32_from_bits(sign | ((uint32_t)(f.exponent + 127) << 23) |
+                             ((uint32_t)f.mantissa << (23 - f.mant_bits)));
     }
-    int D, prefix_len;
-    if ((c >> 5) == 3) { D = 4; prefix_len = 2; }
-    else if ((c >> 5) == 2) { D = 3; prefix_len = 2; }
-    else if ((c >> 5) == 1) { D = 2; prefix_len = 2; }
-    else if ((c >> 4) == 1) { D = 1; prefix_len = 3; }
-    else { D = 0; prefix_len = 4; }
-    int M = 7 - prefix_len - D;
-    uint32_t mant = c & ((1u << M) - 1);
-    int E = 0;
-    if (D > 0) {
-        uint32_t expf = (c >> M) & ((1u << D) - 1);
-        int mag = (1 << (D - 1)) + (int)(expf & ((1u << (D - 1)) - 1));
-        E = (expf >> (D - 1)) ? -mag : mag;
-    }
-    return sign * ldexpf(1.0f + (float)mant / (float)(1u << M), E);
+}
+
+void hif8_codes_decode(const uint8_t *codes, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = hif8_decode(codes[i]);
+}
+
+void hif8_codes_encode_ref_impl(const float *x, uint8_t *codes, size_t n, int mode)
+{
+    for (size_t i = 0; i < n; i++)
+        codes[i] = hif8_encode(x[i], mode);
+}
+
+void hif8_codes_encode(const float *x, uint8_t *codes, size_t n, int mode)
+{
+    int level = cpu_level();
+    if (level >= CPU_LEVEL_AVX512)
+        hif8_codes_encode_avx512_impl(x, codes, n, mode);
+    else if (level >= CPU_LEVEL_AVX2)
+        hif8_codes_encode_avx2_impl(x, codes, n, mode);
+    else
+        hif8_codes_encode_ref_impl(x, codes, n, mode);
 }
 
 void hif8_fakequant_ref(const float *x, float *y, size_t n, float scale, int want_sq_err,
@@ -115,7 +197,7 @@ void hif8_fakequant_ref(const float *x, float *y, size_t n, float scale, int wan
 {
     float amax = 0.0f;
     size_t n_clip = 0, n_under = 0, n_nan = 0;
-    double sq = 0.0, ss = 0.0;
+    double sq[HIF8_SQ_LANES] = {0}, ss[HIF8_SQ_LANES] = {0};
     for (size_t i = 0; i < n; i++) {
         float v = x[i];
         float a = fabsf(v);
@@ -132,8 +214,9 @@ void hif8_fakequant_ref(const float *x, float *y, size_t n, float scale, int wan
         n_under += (q == 0.0f) & (v != 0.0f);
         if (want_sq_err) {
             double e = (double)q - (double)v;
-            sq += e * e;
-            ss += (double)v * v;
+            double e2 = e * e, v2 = (double)v * (double)v;
+            sq[i % HIF8_SQ_LANES] += e2;
+            ss[i % HIF8_SQ_LANES] += v2;
         }
         y[i] = q;
     }
@@ -141,12 +224,18 @@ void hif8_fakequant_ref(const float *x, float *y, size_t n, float scale, int wan
     st->n_clipped = n_clip;
     st->n_underflow = n_under;
     st->n_nan = n_nan;
-    st->sq_err = sq;
-    st->sq_sum = ss;
+    st->sq_err = want_sq_err ? hif8_lanes_fold_impl(sq) : 0.0;
+    st->sq_sum = want_sq_err ? hif8_lanes_fold_impl(ss) : 0.0;
 }
 
 void hif8_fakequant(const float *x, float *y, size_t n, float scale, int want_sq_err,
                     hif8_stats *st)
 {
-    hif8_fakequant_ref(x, y, n, scale, want_sq_err, st);
+    int level = cpu_level();
+    if (level >= CPU_LEVEL_AVX512)
+        hif8_fakequant_avx512_impl(x, y, n, scale, want_sq_err, st);
+    else if (level >= CPU_LEVEL_AVX2)
+        hif8_fakequant_avx2_impl(x, y, n, scale, want_sq_err, st);
+    else
+        hif8_fakequant_ref(x, y, n, scale, want_sq_err, st);
 }

@@ -30,20 +30,57 @@ float hif8_decode(uint8_t code);
 /* fp32 -> code, mode HIF8_NONSAT or HIF8_SAT. */
 uint8_t hif8_encode(float x, int mode);
 
+/* Array forms: codes[i] = hif8_encode(x[i], mode) (vectorised, dispatched like
+ * hif8_fakequant; every path gives the same codes) and y[i] = hif8_decode(codes[i]). */
+void hif8_codes_encode(const float *x, uint8_t *codes, size_t n, int mode);
+void hif8_codes_decode(const uint8_t *codes, float *y, size_t n);
+
+/* Fields of a code (spec §2-§4), as in the code tables. */
+enum { HIF8_CLASS_ZERO, HIF8_CLASS_NAN, HIF8_CLASS_INF, HIF8_CLASS_NORMAL, HIF8_CLASS_DENORMAL };
+#define HIF8_DOT_DML (-1)
+typedef struct hif8_fields {
+    int cls;        /* HIF8_CLASS_* */
+    int sign;       /* bit 7 */
+    int dot;        /* dot value D = stored exponent bits 0..4, or HIF8_DOT_DML (prefix 0000) */
+    int prefix_len; /* DOT prefix bits: 2, 3 or 4 */
+    int exponent;   /* E: normal 2^E binade, denormal k - 23, Inf 15 (its pattern); 0 for zero/NaN */
+    int mant_bits;  /* stored mantissa bits M (0 for DML codes) */
+    int mantissa;   /* stored mantissa field */
+} hif8_fields;
+
+void hif8_fields_get(uint8_t code, hif8_fields *f);
+/* Class name: "zero", "nan", "inf", "normal", "denormal". */
+const char *hif8_class_name(int cls);
+/* Binary spelling split as sign_dot_exponent_mantissa, e.g. 0x10 -> "0_001_0_000",
+ * 0x08 -> "0_0001_000" (no exponent field), DML codes "0_0000_kkk".  buf >= 12 bytes. */
+char *hif8_fields_format(uint8_t code, char *buf, size_t buf_bytes);
+
 /* Statistics of one fused fake-quant pass. */
 typedef struct hif8_stats {
     float amax;          /* max |x| over the input (NaN inputs ignored) */
     size_t n_clipped;    /* elements with |x * scale| > 32768 */
     size_t n_underflow;  /* non-zero inputs whose output is 0 */
     size_t n_nan;        /* NaN inputs (output NaN; callers treat as an error) */
-    double sq_err;       /* sum of (y - x)^2, when requested; else 0 */
-    double sq_sum;       /* sum of x^2, when requested (QSNR = 10 log10(sq_sum / sq_err)); else 0 */
+    double sq_err;       /* sum of (y - x)^2 over non-NaN x, when requested; else 0 */
+    double sq_sum;       /* sum of x^2 over non-NaN x, when requested; else 0
+                            (QSNR = 10 log10(sq_sum / sq_err)) */
 } hif8_stats;
 
 /* Fused fake-quant: y[i] = decode(encode_sat(x[i] * scale)) / scale, plus stats,
- * in one read of x.  scale > 0 and finite.  x and y may alias (in place).
- * Dispatches to the fastest path the CPU supports; every path is bit-identical
- * in y, amax and the counts. */
+ * in one read of x.  scale > 0 and finite (other scales: unspecified output).
+ * x and y may alias exactly (in place), not partially.
+ *
+ * Contract, identical in every path (scalar, AVX2, AVX-512), bit for bit:
+ *  - x[i] * scale and the final division are single IEEE fp32 operations (the
+ *    division is exact-rounded, never a multiply by 1/scale);
+ *  - NaN x[i]: y[i] = x[i] (same bits), counted in n_nan, excluded from all
+ *    other statistics;  +-Inf x[i]: y = +-32768 / scale, clipped, amax = Inf;
+ *  - n_underflow counts x[i] != 0 with y[i] == 0 (includes fp32 underflow of
+ *    the division);
+ *  - sq_err/sq_sum are double sums, element i going to partial sum i mod 16
+ *    (counted from x[0]), the 16 partials folded pairwise (8, 4, 2, 1), so the
+ *    result does not depend on the vector width.
+ * Dispatches to the fastest path cpu_level() allows. */
 void hif8_fakequant(const float *x, float *y, size_t n, float scale, int want_sq_err,
                     hif8_stats *st);
 
