@@ -37,7 +37,7 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
 void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
                    float scale)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)N * V > 65536)
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
         float *g = dlogits + (size_t)n * V;

@@ -37,6 +37,13 @@ typedef struct train_data {
     int (*restore)(void *self, const void *bytes, size_t n_bytes, qs_diag *d);
 } train_data;
 
+/* The token-shard source: cfg->train_data (a `qatscope tokenize --input` dir),
+ * split "train", B x T windows in the order seeded by cfg->seed; shards made
+ * with another tokenizer than cfg->model's are refused.  Free with
+ * trainer_data_close. */
+int trainer_data_open_shards(train_data *out, const runcfg *cfg, qs_diag *d);
+void trainer_data_close(train_data *data);
+
 typedef struct trainer_options {
     const char *resume_dir;      /* NULL: fresh run in cfg->out_dir */
     size_t mem_limit_bytes;      /* refuse above this (0: no check) */
