@@ -148,3 +148,18 @@ TEST(cli_train, help_config_lists_every_key)
     ASSERT_TRUE(strstr(cli_out, "bf16_warmup_steps") != NULL);
     ASSERT_TRUE(strstr(cli_out, "stop_on_saturation") != NULL);
 }
+
+TEST(cli_train, demo_runs_all_four_stages)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char args[800];
+    snprintf(args, sizeof args, "demo --out %s/demo --steps 12 --warmup 4", test_tmp_dir());
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_TRUE(strstr(cli_out, "== 2/4 train") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "step 4: bf16 warmup done, HiF8 QAT on") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "== 3/4 satstat") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "most-recent") != NULL);
+    ASSERT_EQ_INT(train_cli("demo --warmup 5 --steps 5", cli_out, sizeof cli_out, cli_err,
+                            sizeof cli_err), 2);
+}

@@ -59,7 +59,7 @@ static void tiny_cfg(runcfg *c, const char *run)
     runcfg_defaults(c);
     snprintf(c->model, sizeof c->model, "data/demo/model");
     snprintf(c->train_data, sizeof c->train_data, "(memory)");
-    snprintf(c->out_dir, sizeof c->out_dir, "%s/%s", test_tmp_dir(), run);
+    snprintf(c->out_dir, sizeof c->out_dir, "%s/lib_%s", test_tmp_dir(), run);
     runcfg_set(c, "batch_size=2", &d);
     runcfg_set(c, "seq_len=16", &d);
     runcfg_set(c, "grad_accum=2", &d);

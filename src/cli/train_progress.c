@@ -4,6 +4,8 @@
 #include "qs/mem.h"
 #include "qs/schedule.h"
 
+#define TRAIN_PROGRESS_MAX_WARNINGS 8
+
 void train_progress_init(train_progress *p, FILE *f, int tty, const runcfg *cfg)
 {
     p->f = f;
@@ -11,6 +13,7 @@ void train_progress_init(train_progress *p, FILE *f, int tty, const runcfg *cfg)
     p->every = cfg->steps >= 50 ? cfg->steps / 50 : 1;
     p->line_open = 0;
     p->last_loss = 0;
+    p->n_warnings = 0;
 }
 
 void train_progress_start(train_progress *p, const trainer *t, const train_memory *mem)
@@ -56,8 +59,12 @@ void train_progress_step(train_progress *p, const train_step_info *s)
     }
     if (s->phase_changed)
         fprintf(p->f, "step %ld: bf16 warmup done, HiF8 QAT on\n", s->step);
-    for (int i = 0; i < s->n_warnings && i < 4; i++)
-        fprintf(p->f, "%s\n", s->warnings[i]);
+    for (int i = 0; i < s->n_warnings && i < 4; i++, p->n_warnings++) {
+        if (p->n_warnings < TRAIN_PROGRESS_MAX_WARNINGS)
+            fprintf(p->f, "%s\n", s->warnings[i]);
+        else if (p->n_warnings == TRAIN_PROGRESS_MAX_WARNINGS)
+            fprintf(p->f, "(further saturation warnings: events.jsonl; summary: qatscope satstat)\n");
+    }
     if (p->tty) {
         fprintf(p->f, "\r%s\033[K", line);
         p->line_open = 1;

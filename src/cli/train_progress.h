@@ -15,6 +15,7 @@ typedef struct train_progress {
     long every;        /* plain-line interval */
     int line_open;     /* a live line is on screen */
     double last_loss;
+    long n_warnings;   /* saturation warnings seen (only the first few are printed) */
 } train_progress;
 
 void train_progress_init(train_progress *p, FILE *f, int tty, const runcfg *cfg);

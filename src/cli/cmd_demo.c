@@ -1,0 +1,166 @@
+/* cmd_demo.c: qatscope demo [--out DIR] [--steps N] [--warmup N] [--estimator E] | --hif8
+ *
+ * The main job on bundled defaults (make demo), in four visible stages:
+ *   1. tokenize data/demo/train.txt with the bundled tokenizer -> token shards
+ *   2. train the bundled tiny Llama (data/demo/model, made by
+ *      tools/gen_tiny_model.py): BF16 warmup steps (quantizers observe amax),
+ *      then HiF8 W8A8 QAT on the published selection (MLP gate/up/down of the
+ *      middle blocks) with the max-window:64 estimator, live progress
+ *   3. satstat: the run's saturation summary
+ *   4. replay: what other amax estimators would have clipped on the same run
+ * Everything lands in DIR (default build/demo/run-<time>).  --hif8 runs the
+ * HiF8 codec tour instead (demo_hif8.c).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cli.h"
+#include "demo.h"
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/runcfg.h"
+#include "qs/shard_build.h"
+#include "qs/trainer.h"
+#include "train_progress.h"
+
+#define DEMO_MODEL "data/demo/model"
+#define DEMO_TEXT "data/demo/train.txt"
+
+static int demo_train(const char *dir, long steps, long warmup, const char *estimator)
+{
+    char shards[RUNCFG_STR_MAX - 16], run[RUNCFG_STR_MAX - 16];
+    qs_diag d = {0};
+    snprintf(shards, sizeof shards, "%s/shards", dir);
+    snprintf(run, sizeof run, "%s/run", dir);
+    printf("== 1/4 tokenize %s -> %s\n", DEMO_TEXT, shards);
+    shard_build_opts so;
+    shard_build_opts_default(&so);
+    shard_build_summary sum;
+    const char *inputs[1] = {DEMO_TEXT};
+    if (shard_build_run(DEMO_MODEL, inputs, 1, shards, &so, &sum, &d))
+        return cli_diag_error(&d);
+    printf("   %llu documents, %llu tokens\n\n", (unsigned long long)sum.n_docs,
+           (unsigned long long)sum.train_tokens);
+
+    runcfg cfg;
+    runcfg_defaults(&cfg);
+    snprintf(cfg.model, sizeof cfg.model, "%s", DEMO_MODEL);
+    snprintf(cfg.train_data, sizeof cfg.train_data, "%s", shards);
+    snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s", run);
+    snprintf(cfg.run_name, sizeof cfg.run_name, "demo");
+    snprintf(cfg.amax_estimator, sizeof cfg.amax_estimator, "%s", estimator);
+    cfg.batch_size = 8;
+    cfg.seq_len = 64;
+    cfg.steps = steps;
+    cfg.bf16_warmup_steps = warmup;
+    cfg.lr = 1e-3; /* 100x the paper's 1e-5: a few hundred steps must move the weights */
+    cfg.lr_warmup_steps = 10;
+    cfg.lr_decay[0] = 0;
+    snprintf(cfg.lr_decay, sizeof cfg.lr_decay, "cosine");
+    cfg.lr_min = 1e-4;
+    cfg.ckpt_every = steps / 2;
+    if (runcfg_validate(&cfg, &d))
+        return cli_diag_error(&d);
+    printf("== 2/4 train %s: %ld steps, bf16 warmup %ld steps, then HiF8 W8A8 QAT "
+           "(estimator %s, lr %g)\n", DEMO_MODEL, steps, warmup, estimator, cfg.lr);
+    train_data data;
+    if (trainer_data_open_shards(&data, &cfg, &d))
+        return cli_diag_error(&d);
+    train_memory mem;
+    trainer *t;
+    trainer_options opt = {NULL, 0};
+    qs_mem_reset_peak(); /* the peak reported at the end is the training's */
+    if (trainer_memory_estimate(&cfg, &mem, &d) || trainer_create(&t, &cfg, &data, &opt, &d)) {
+        trainer_data_close(&data);
+        return cli_diag_error(&d);
+    }
+    train_progress pr;
+    train_progress_init(&pr, stdout, isatty(STDOUT_FILENO), &cfg);
+    pr.every = steps >= 10 ? steps / 10 : 1;
+    train_progress_start(&pr, t, &mem);
+    train_step_info info;
+    int rc = 0;
+    while (!trainer_done(t) && !rc)
+        if (!(rc = trainer_step(t, &info, &d)))
+            train_progress_step(&pr, &info);
+    train_progress_end_line(&pr);
+    if (rc) {
+        trainer_destroy(t);
+        trainer_data_close(&data);
+        return cli_diag_error(&d);
+    }
+    if (trainer_finish(t, "done", &d)) {
+        trainer_data_close(&data);
+        return cli_diag_error(&d);
+    }
+    trainer_data_close(&data);
+    train_progress_finish(&pr, run, steps, &mem);
+
+    printf("\n== 3/4 satstat %s (QAT steps)\n", run);
+    fflush(stdout);
+    char *sat_argv[] = {"satstat", run, "--top", "6", NULL};
+    if ((rc = cmd_satstat(4, sat_argv)))
+        return rc;
+    printf("\n== 4/4 replay: other amax estimators on the same amax series (no retraining)\n");
+    fflush(stdout);
+    char *rep_argv[] = {"replay", run, "--estimators",
+                        "most-recent,exp-smoothing:0.9,max-window:16,max-window:64,current", NULL};
+    if ((rc = cmd_replay(4, rep_argv)))
+        return rc;
+    printf("\nrun directory: %s (metrics.jsonl, events.jsonl, quant.jsonl.zst, ckpt/)\n", run);
+    return 0;
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    const char *out = NULL, *estimator = "max-window:64";
+    long steps = 300, warmup = 100;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (i == 1 && !strcmp(a, "--hif8"))
+            return demo_hif8_run(argc - 1, argv + 1);
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: qatscope demo [--out DIR] [--steps N] [--warmup N] [--estimator E]\n"
+                   "       qatscope demo --hif8     (the HiF8 codec tour)\n");
+            return 0;
+        }
+        if (!cli_flag_is(a, "--out") && !cli_flag_is(a, "--steps") && !cli_flag_is(a, "--warmup") &&
+            !cli_flag_is(a, "--estimator"))
+            return cli_error("demo: unexpected argument '%s' (argument %d); see --help", a, i);
+        if (!(v = cli_flag_value(argc, argv, &i)))
+            return CLI_EXIT_USAGE;
+        if (cli_flag_is(a, "--out"))
+            out = v;
+        else if (cli_flag_is(a, "--estimator"))
+            estimator = v;
+        else if (cli_parse_long(a, v, cli_flag_is(a, "--steps") ? 2 : 0, 1000000,
+                                cli_flag_is(a, "--steps") ? &steps : &warmup))
+            return CLI_EXIT_USAGE;
+    }
+    if (warmup >= steps)
+        return cli_error("demo: --warmup %ld must be below --steps %ld", warmup, steps);
+    if (!fileio_exists(DEMO_MODEL "/config.json") || !fileio_exists(DEMO_TEXT))
+        return cli_error("demo: %s or %s not found; run from the repository root (make demo)",
+                         DEMO_MODEL, DEMO_TEXT);
+    char dir[RUNCFG_STR_MAX - 32];
+    if (out) {
+        snprintf(dir, sizeof dir, "%s", out);
+    } else {
+        time_t now = time(NULL);
+        struct tm tmv;
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", gmtime_r(&now, &tmv));
+        snprintf(dir, sizeof dir, "build/demo/run-%s", stamp);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(1); /* a 0.2M-parameter model: threads cost more than they give */
+#endif
+    printf("qatscope demo: continued pretraining of a tiny Llama with BF16 warmup, then HiF8 W8A8 "
+           "QAT,\nwatching amax saturation per step (`qatscope demo --hif8`: the HiF8 codec tour)\n\n");
+    return demo_train(dir, steps, warmup, estimator);
+}
