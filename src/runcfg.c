@@ -23,7 +23,7 @@ typedef struct runcfg_row {
 
 static const runcfg_row runcfg_rows[] = {
     {{"model", RUNCFG_STRING, "", "", "Hugging Face checkpoint directory to train (config.json, model.safetensors, tokenizer files). Required."}, RC_STR(model), 0, 0},
-    {{"train_data", RUNCFG_STRING, "", "", "Token shards made by `qatscope tokenize` (a directory or one shard file). Required."}, RC_STR(train_data), 0, 0},
+    {{"train_data", RUNCFG_STRING, "", "", "Token-shard directory written by `qatscope tokenize --input` (its train split is used). Required."}, RC_STR(train_data), 0, 0},
     {{"out_dir", RUNCFG_STRING, "", "", "Run directory (created; holds config.json, metrics.jsonl, events.jsonl, quant.jsonl.zst, ckpt/). Required."}, RC_STR(out_dir), 0, 0},
     {{"run_name", RUNCFG_STRING, "", "", "Name written into the logs; default: the last component of out_dir."}, RC_STR(run_name), 0, 0},
     {{"seed", RUNCFG_INT, "1337", "[0, 2^31-1]", "Seed of the data order (and every other random choice)."}, RC_NUM(seed), 0, 2147483647.0},
@@ -33,7 +33,7 @@ static const runcfg_row runcfg_rows[] = {
     {{"steps", RUNCFG_INT, "1000", "[1, 1e9]", "Optimizer steps of the run."}, RC_NUM(steps), 1, 1e9},
     {{"lr", RUNCFG_DOUBLE, "1e-5", "[0, 1]", "Peak learning rate (the method: 1e-5)."}, RC_NUM(lr), 0, 1},
     {{"lr_min", RUNCFG_DOUBLE, "0", "[0, 1]", "Floor of the cosine decay (unused with lr_decay=constant)."}, RC_NUM(lr_min), 0, 1},
-    {{"lr_warmup_steps", RUNCFG_INT, "0", "[0, 1e9]", "Linear learning-rate warmup steps (from lr/N to lr)."}, RC_NUM(lr_warmup_steps), 0, 1e9},
+    {{"lr_warmup_steps", RUNCFG_INT, "0", "[0, 1e9]", "Linear learning-rate warmup steps: step s < N uses lr * (s+1) / N."}, RC_NUM(lr_warmup_steps), 0, 1e9},
     {{"lr_decay", RUNCFG_ENUM, "constant", "constant|cosine", "After the warmup: constant lr, or cosine decay to lr_min at the last step."}, RC_STR(lr_decay), 0, 0},
     {{"beta1", RUNCFG_DOUBLE, "0.9", "[0, 1)", "AdamW first-moment decay."}, RC_NUM(beta1), 0, 0.999999},
     {{"beta2", RUNCFG_DOUBLE, "0.95", "[0, 1)", "AdamW second-moment decay."}, RC_NUM(beta2), 0, 0.99999999},
