@@ -8,6 +8,7 @@
  *      middle blocks) with the max-window:64 estimator, live progress
  *   3. satstat: the run's saturation summary
  *   4. replay: what other amax estimators would have clipped on the same run
+ *   then a saturation heatmap (quantizers x steps) and the training curves as PNGs
  * Everything lands in DIR (default build/demo/run-<time>).  --hif8 runs the
  * HiF8 codec tour instead (demo_hif8.c).
  */
@@ -112,7 +113,16 @@ static int demo_train(const char *dir, long steps, long warmup, const char *esti
                         "most-recent,exp-smoothing:0.9,max-window:16,max-window:64,current", NULL};
     if ((rc = cmd_replay(4, rep_argv)))
         return rc;
-    printf("\nrun directory: %s (metrics.jsonl, events.jsonl, quant.jsonl.zst, ckpt/)\n", run);
+    printf("\n== pictures: saturation heatmap and training curves\n");
+    fflush(stdout);
+    char *heat_argv[] = {"heatmap", run, "--metric", "clip_rate", "--log", NULL};
+    if ((rc = cmd_heatmap(5, heat_argv)))
+        return rc;
+    char *plot_argv[] = {"plot", run, NULL};
+    if ((rc = cmd_plot(2, plot_argv)))
+        return rc;
+    printf("\nrun directory: %s (metrics.jsonl, events.jsonl, quant.jsonl.zst, ckpt/, "
+           "heatmap_clip_rate.png, curves.png)\n", run);
     return 0;
 }
 

@@ -1,0 +1,80 @@
+/* plots.h: PNG pictures of a run — saturation heatmap and training curves.
+ *
+ * All drawing lives in plots/ (libpng only in plots/png.c).  Every PNG is written
+ * to a temp file and renamed over the target, so a watcher (or the trainer's
+ * --plot-every) never sees half an image.  Text uses a built-in bitmap font; the
+ * heatmap colour map is our own perceptually uniform map (tools/gen_colormap.py).
+ *
+ * Inputs (formats.md): RUN_DIR/quant.jsonl.zst (heatmap), RUN_DIR/metrics.jsonl and
+ * RUN_DIR/events.jsonl (curves).  Null fields are missing data (grey cells, gaps).
+ * A log cut mid-record (a run still being written) is plotted up to its last
+ * complete record.
+ *
+ * Trainer use: call plots_heatmap_write / plots_curves_write every N steps with the
+ * run dir; each call re-reads the logs and atomically replaces the PNG.
+ */
+#ifndef QS_PLOTS_H
+#define QS_PLOTS_H
+
+#include "qs/err.h"
+
+typedef struct plots_image {
+    int width, height;
+    unsigned char *rgb;   /* (height, width, 3) RGB8, row-major */
+} plots_image;
+void plots_image_free(plots_image *img);            /* safe on a zeroed image */
+int plots_png_write(const char *path, const plots_image *img, qs_diag *d);   /* atomic */
+int plots_png_read(const char *path, plots_image *img, qs_diag *d);          /* -> RGB8 */
+/* colour of the heatmap map at t in [0, 1] (clamped) */
+void plots_colormap_rgb(double t, unsigned char rgb[3]);
+
+/* ---- heatmap: quantizers (rows) x steps (columns) ---- */
+enum { PLOTS_METRIC_CLIP_RATE = 0, PLOTS_METRIC_AMAX_RATIO = 1, PLOTS_METRIC_UNDERFLOW_RATE = 2,
+       PLOTS_METRIC_QSNR = 3 };
+enum { PLOTS_TENSORS_ALL = 0, PLOTS_TENSORS_INPUT = 1, PLOTS_TENSORS_WEIGHT = 2 };
+/* name <-> enum ("clip_rate", "amax_ratio", "underflow_rate", "qsnr"; "all", "input",
+ * "weight"); parse returns -1 for an unknown name */
+const char *plots_metric_name(int metric);
+int plots_metric_parse(const char *name);
+int plots_tensors_parse(const char *name);
+
+typedef struct plots_heatmap_opts {
+    int metric;          /* PLOTS_METRIC_* */
+    int tensors;         /* PLOTS_TENSORS_* */
+    int log_scale;       /* colour scale log10 */
+    int max_cols;        /* steps beyond this are binned (default 1000) */
+    double lo, hi;       /* fixed colour range; NAN = from the data */
+} plots_heatmap_opts;
+void plots_heatmap_opts_default(plots_heatmap_opts *o);
+
+/* The (binned) matrix, exposed for tests and other renderers. */
+typedef struct plots_heatmap {
+    char run[128], estimator[64];
+    int n_rows, n_cols;
+    char **row_names;     /* n_rows quantizer names, ordered by layer, module, tensor */
+    int *row_layer;       /* layer index per row, -1 when the name has none */
+    long *col_first, *col_last;   /* first/last logged step in each column */
+    float *values;        /* (n_rows, n_cols); worst value in the bin; NAN = no data */
+    long n_steps;         /* logged steps before binning */
+    long qat_step;        /* first step in phase "qat", -1 when none */
+    /* geometry, filled by plots_heatmap_render (pixels) */
+    int plot_x, plot_y, cell_w, cell_h;
+    int bar_x, bar_y, bar_w, bar_h;
+    double lo, hi;        /* colour range used */
+} plots_heatmap;
+int plots_heatmap_load(plots_heatmap *hm, const char *run_dir, const plots_heatmap_opts *o,
+                       qs_diag *d);
+int plots_heatmap_render(plots_heatmap *hm, const plots_heatmap_opts *o, plots_image *img,
+                         qs_diag *d);
+void plots_heatmap_free(plots_heatmap *hm);   /* safe on a zeroed struct */
+/* load + render + atomic PNG write */
+int plots_heatmap_write(const char *run_dir, const plots_heatmap_opts *o, const char *out_png,
+                        qs_diag *d);
+
+/* ---- curves: loss, lr, max clip rate, in-loop eval accuracy over steps ---- */
+/* run_dirs[0] is the main run; the others are overlaid (--compare). */
+int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *img, qs_diag *d);
+int plots_curves_write(const char *const *run_dirs, int n_runs, const char *out_png,
+                       qs_diag *d);
+
+#endif

@@ -1,0 +1,360 @@
+/* heatmap_data.c: quant.jsonl.zst -> (quantizer x step) matrix of one metric, binned.
+ *
+ * Rows are ordered by layer index, then module (q, k, v, o, gate, up, down), then
+ * input before weight.  Columns are logged steps; beyond max_cols they are binned
+ * with the WORST value inside the bin (max for clip/underflow rates and amax
+ * ratios, min for QSNR), so a single clipped step in a 10,000-step run stays
+ * visible.  After a resume the log repeats steps: a later record replaces every
+ * stored step >= its own.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plot_impl.h"
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/zlog.h"
+
+/* quant.jsonl layout this reader understands (formats.md; bumps on any change) */
+#define HEATMAP_QUANT_LOG_VERSION 1
+
+static const char *const metric_names[] = {"clip_rate", "amax_ratio", "underflow_rate", "qsnr"};
+
+const char *plots_metric_name(int metric)
+{
+    return metric >= 0 && metric < 4 ? metric_names[metric] : "?";
+}
+
+int plots_metric_parse(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, metric_names[i]))
+            return i;
+    return -1;
+}
+
+int plots_tensors_parse(const char *name)
+{
+    return !strcmp(name, "all") ? PLOTS_TENSORS_ALL : !strcmp(name, "input") ? PLOTS_TENSORS_INPUT
+         : !strcmp(name, "weight") ? PLOTS_TENSORS_WEIGHT : -1;
+}
+
+void plots_heatmap_opts_default(plots_heatmap_opts *o)
+{
+    o->metric = PLOTS_METRIC_CLIP_RATE;
+    o->tensors = PLOTS_TENSORS_ALL;
+    o->log_scale = 0;
+    o->max_cols = 1000;
+    o->lo = o->hi = NAN;
+}
+
+void plots_heatmap_free(plots_heatmap *hm)
+{
+    if (!hm)
+        return;
+    for (int i = 0; hm->row_names && i < hm->n_rows; i++)
+        qs_free(hm->row_names[i]);
+    qs_free(hm->row_names);
+    qs_free(hm->row_layer);
+    qs_free(hm->col_first);
+    qs_free(hm->col_last);
+    qs_free(hm->values);
+    memset(hm, 0, sizeof *hm);
+}
+
+/* sort key of a quantizer name: layer, module rank, tensor rank */
+static void name_key(const char *name, int *layer, int *module, int *tensor)
+{
+    static const char *const modules[] = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                          "gate_proj", "up_proj", "down_proj"};
+    *layer = -1;
+    *module = 99;
+    if (!strncmp(name, "layers.", 7))
+        *layer = atoi(name + 7);
+    for (int i = 0; i < 7; i++)
+        if (strstr(name, modules[i]))
+            *module = i;
+    size_t n = strlen(name);
+    *tensor = n >= 6 && !strcmp(name + n - 6, ".input") ? 0 : 1;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    int lx, mx, tx, ly, my, ty;
+    name_key(x, &lx, &mx, &tx);
+    name_key(y, &ly, &my, &ty);
+    /* names without a layer go last */
+    if (lx != ly)
+        return lx < 0 ? 1 : ly < 0 ? -1 : lx - ly;
+    if (mx != my)
+        return mx - my;
+    if (tx != ty)
+        return tx - ty;
+    return strcmp(x, y);
+}
+
+static int tensor_selected(const char *name, int tensors)
+{
+    size_t n = strlen(name);
+    if (tensors == PLOTS_TENSORS_INPUT)
+        return n >= 6 && !strcmp(name + n - 6, ".input");
+    if (tensors == PLOTS_TENSORS_WEIGHT)
+        return n >= 7 && !strcmp(name + n - 7, ".weight");
+    return 1;
+}
+
+/* raw per-step data while reading */
+typedef struct raw_log {
+    int n_q;                /* quantizers in the header */
+    char **names;           /* header order */
+    long *steps;
+    float *vals;            /* (n_steps, n_q) */
+    long n_steps, cap;
+    long qat_step;
+} raw_log;
+
+static void raw_free(raw_log *r)
+{
+    for (int i = 0; r->names && i < r->n_q; i++)
+        qs_free(r->names[i]);
+    qs_free(r->names);
+    qs_free(r->steps);
+    qs_free(r->vals);
+}
+
+static double num_or_nan(json_t *v)
+{
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static float metric_value(json_t *q, int metric)
+{
+    switch (metric) {
+    case PLOTS_METRIC_CLIP_RATE: return (float)num_or_nan(json_object_get(q, "clip_rate"));
+    case PLOTS_METRIC_UNDERFLOW_RATE: return (float)num_or_nan(json_object_get(q, "under_rate"));
+    case PLOTS_METRIC_QSNR: return (float)num_or_nan(json_object_get(q, "qsnr_db"));
+    default: {
+        double a = num_or_nan(json_object_get(q, "amax")), p = num_or_nan(json_object_get(q, "pred_amax"));
+        return p > 0 && a >= 0 ? (float)(a / p) : NAN;
+    }
+    }
+}
+
+static int read_header(raw_log *r, plots_heatmap *hm, json_t *obj, const char *path, long line,
+                       qs_diag *d)
+{
+    json_t *qs = json_object_get(obj, "quantizers"), *v = json_object_get(obj, "v");
+    if (v && (!json_is_integer(v) || json_integer_value(v) != HEATMAP_QUANT_LOG_VERSION))
+        return diag_set(d, QS_EUNSUPPORTED, path, line,
+                        "header: expected layout \"v\":%d, found %s%lld (written by a newer "
+                        "or older qatscope?)",
+                        HEATMAP_QUANT_LOG_VERSION, json_is_integer(v) ? "" : "a non-integer ",
+                        json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
+    if (!json_is_array(qs) || json_array_size(qs) == 0)
+        return diag_set(d, QS_EFORMAT, path, line, "header: expected a non-empty \"quantizers\" array");
+    json_t *run = json_object_get(obj, "run");
+    json_t *est = json_object_get(json_object_get(obj, "recipe"), "estimator");
+    snprintf(hm->run, sizeof hm->run, "%s", json_is_string(run) ? json_string_value(run) : "run");
+    snprintf(hm->estimator, sizeof hm->estimator, "%s",
+             json_is_string(est) ? json_string_value(est) : "?");
+    if (r->names) {   /* resume: the header repeats and must match */
+        if ((int)json_array_size(qs) != r->n_q)
+            return diag_set(d, QS_EFORMAT, path, line,
+                            "header repeated with %zu quantizers, the first had %d",
+                            json_array_size(qs), r->n_q);
+        return 0;
+    }
+    r->n_q = (int)json_array_size(qs);
+    if (!(r->names = qs_calloc((size_t)r->n_q, sizeof *r->names)))
+        return diag_set(d, QS_ENOMEM, path, line, "%d quantizers", r->n_q);
+    for (int i = 0; i < r->n_q; i++) {
+        json_t *s = json_array_get(qs, (size_t)i);
+        if (!json_is_string(s))
+            return diag_set(d, QS_EFORMAT, path, line, "header: quantizers[%d] is not a string", i);
+        if (!(r->names[i] = qs_strdup(json_string_value(s))))
+            return diag_set(d, QS_ENOMEM, path, line, "names");
+    }
+    return 0;
+}
+
+/* append one step's row (values for every header quantizer) */
+static int store_step(raw_log *r, long s, int is_qat, const float *vals, const char *path,
+                      long line, qs_diag *d)
+{
+    while (r->n_steps > 0 && r->steps[r->n_steps - 1] >= s)
+        r->n_steps--;   /* resumed run: the new record replaces the old tail */
+    if (r->n_steps == r->cap) {
+        long cap = r->cap ? 2 * r->cap : 256;
+        long *st = qs_realloc(r->steps, (size_t)cap * sizeof *st);
+        if (st)
+            r->steps = st;
+        float *v = st ? qs_realloc(r->vals, (size_t)cap * (size_t)r->n_q * sizeof *v) : NULL;
+        if (!v)
+            return diag_set(d, QS_ENOMEM, path, line, "%ld steps", cap);
+        r->vals = v;
+        r->cap = cap;
+    }
+    memcpy(r->vals + (size_t)r->n_steps * (size_t)r->n_q, vals, (size_t)r->n_q * sizeof *vals);
+    r->steps[r->n_steps++] = s;
+    if (is_qat && (r->qat_step < 0 || s < r->qat_step))
+        r->qat_step = s;
+    return 0;
+}
+
+static int read_step(raw_log *r, json_t *obj, int metric, float *row, const char *path,
+                     long line, qs_diag *d)
+{
+    json_t *step = json_object_get(obj, "step"), *q = json_object_get(obj, "q");
+    if (!r->names)
+        return diag_set(d, QS_EFORMAT, path, line, "step record before the header");
+    if (!json_is_integer(step) || !json_is_array(q))
+        return diag_set(d, QS_EFORMAT, path, line, "step record: expected integer \"step\" and array \"q\"");
+    if ((int)json_array_size(q) != r->n_q)
+        return diag_set(d, QS_EFORMAT, path, line, "step record has %zu quantizers, header has %d",
+                        json_array_size(q), r->n_q);
+    for (int i = 0; i < r->n_q; i++) {
+        json_t *e = json_array_get(q, (size_t)i), *nm = json_object_get(e, "name");
+        if (json_is_string(nm) && strcmp(json_string_value(nm), r->names[i]))
+            return diag_set(d, QS_EFORMAT, path, line, "q[%d] is '%s', header order says '%s'", i,
+                            json_string_value(nm), r->names[i]);
+        row[i] = json_is_object(e) ? metric_value(e, metric) : NAN;
+    }
+    json_t *phase = json_object_get(obj, "phase");
+    int is_qat = json_is_string(phase) && !strcmp(json_string_value(phase), "qat");
+    return store_step(r, (long)json_integer_value(step), is_qat, row, path, line, d);
+}
+
+static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric, qs_diag *d)
+{
+    zlog_reader *z;
+    int rc = zlog_reader_create(&z, path, d);
+    if (rc)
+        return rc;
+    const char *line;
+    size_t len;
+    long lineno = 0, step;
+    float *row = NULL;
+    int is_qat;
+    while ((rc = zlog_next(z, &line, &len, &lineno, d)) == 1) {
+        rc = 0;
+        /* fast path for the common record; every other line goes through Jansson */
+        if (row && heatmap_scan_step_impl(line, len, r->n_q, r->names, metric, &step, &is_qat, row)) {
+            if ((rc = store_step(r, step, is_qat, row, path, lineno, d)))
+                break;
+            continue;
+        }
+        json_error_t jerr;
+        json_t *obj = json_loadb(line, len, 0, &jerr);
+        json_t *type = json_object_get(obj, "type");
+        if (!json_is_string(type)) {
+            rc = diag_set(d, QS_EFORMAT, path, lineno, obj ? "record without a \"type\""
+                                                           : "not valid JSON");
+        } else if (!strcmp(json_string_value(type), "header")) {
+            rc = read_header(r, hm, obj, path, lineno, d);
+            if (!rc && !row && !(row = qs_malloc((size_t)r->n_q * sizeof *row)))
+                rc = diag_set(d, QS_ENOMEM, path, lineno, "%d quantizers", r->n_q);
+        } else if (!strcmp(json_string_value(type), "step")) {
+            rc = row ? read_step(r, obj, metric, row, path, lineno, d)
+                     : diag_set(d, QS_EFORMAT, path, lineno, "step record before the header");
+        }
+        json_decref(obj);
+        if (rc)
+            break;
+    }
+    qs_free(row);
+    zlog_reader_destroy(z);
+    if (rc == QS_ETRUNC)
+        rc = 0;   /* run still being written: plot the complete records */
+    if (!rc && r->n_steps == 0)
+        rc = diag_set(d, QS_EFORMAT, path, -1, "no step records (expected a header then one record per logged step)");
+    return rc;
+}
+
+/* worse of two values for this metric; NAN loses to any number */
+static float worse(float a, float b, int metric)
+{
+    if (isnan(a))
+        return b;
+    if (isnan(b))
+        return a;
+    return metric == PLOTS_METRIC_QSNR ? (a < b ? a : b) : (a > b ? a : b);
+}
+
+static int bin_matrix(plots_heatmap *hm, const raw_log *r, const plots_heatmap_opts *o,
+                      qs_diag *d)
+{
+    int *src = qs_malloc((size_t)r->n_q * sizeof *src);
+    char **sorted = qs_malloc((size_t)r->n_q * sizeof *sorted);
+    int n = 0;
+    for (int i = 0; src && sorted && i < r->n_q; i++)
+        if (tensor_selected(r->names[i], o->tensors))
+            sorted[n++] = r->names[i];
+    if (src && sorted)
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_names);
+    long max_cols = o->max_cols > 0 ? o->max_cols : 1000;
+    hm->n_cols = (int)(r->n_steps <= max_cols ? r->n_steps : max_cols);
+    hm->n_rows = n;
+    hm->n_steps = r->n_steps;
+    hm->qat_step = r->qat_step;
+    hm->row_names = qs_calloc(n ? (size_t)n : 1, sizeof *hm->row_names);
+    hm->row_layer = qs_malloc((n ? (size_t)n : 1) * sizeof *hm->row_layer);
+    hm->col_first = qs_malloc((size_t)hm->n_cols * sizeof *hm->col_first);
+    hm->col_last = qs_malloc((size_t)hm->n_cols * sizeof *hm->col_last);
+    hm->values = qs_malloc((n ? (size_t)n : 1) * (size_t)hm->n_cols * sizeof *hm->values);
+    int rc = 0;
+    if (!src || !sorted || !hm->row_names || !hm->row_layer || !hm->col_first || !hm->col_last ||
+        !hm->values)
+        rc = diag_set(d, QS_ENOMEM, NULL, -1, "heatmap %d x %d", n, hm->n_cols);
+    for (int i = 0; !rc && i < n; i++) {
+        int mod, ten;
+        for (int j = 0; j < r->n_q; j++)
+            if (r->names[j] == sorted[i])
+                src[i] = j;
+        name_key(sorted[i], &hm->row_layer[i], &mod, &ten);
+        if (!(hm->row_names[i] = qs_strdup(sorted[i])))
+            rc = diag_set(d, QS_ENOMEM, NULL, -1, "names");
+    }
+    for (int c = 0; !rc && c < hm->n_cols; c++) {
+        long a = (long)((double)c * r->n_steps / hm->n_cols);
+        long b = (long)((double)(c + 1) * r->n_steps / hm->n_cols);
+        hm->col_first[c] = r->steps[a];
+        hm->col_last[c] = r->steps[b - 1];
+        for (int i = 0; i < n; i++) {
+            float v = NAN;
+            for (long s = a; s < b; s++)
+                v = worse(v, r->vals[(size_t)s * (size_t)r->n_q + (size_t)src[i]], o->metric);
+            hm->values[(size_t)i * (size_t)hm->n_cols + (size_t)c] = v;
+        }
+    }
+    qs_free(src);
+    qs_free(sorted);
+    return rc;
+}
+
+int plots_heatmap_load(plots_heatmap *hm, const char *run_dir, const plots_heatmap_opts *o,
+                       qs_diag *d)
+{
+    memset(hm, 0, sizeof *hm);
+    char path[1024];
+    if (fileio_join(path, sizeof path, run_dir, "quant.jsonl.zst"))
+        return diag_set(d, QS_ERANGE, run_dir, -1, "path too long");
+    if (!fileio_exists(path))
+        return diag_set(d, QS_ENOTFOUND, path, -1,
+                        "not found (the saturation detector log that `qatscope train` writes)");
+    raw_log r = {0};
+    r.qat_step = -1;
+    int rc = read_log(&r, hm, path, o->metric, d);
+    if (!rc)
+        rc = bin_matrix(hm, &r, o, d);
+    if (!rc && hm->n_rows == 0)
+        rc = diag_set(d, QS_ENOTFOUND, path, -1, "no %s quantizers in the log",
+                      o->tensors == PLOTS_TENSORS_INPUT ? "input" : "weight");
+    raw_free(&r);
+    if (rc)
+        plots_heatmap_free(hm);
+    return rc;
+}

@@ -1,0 +1,78 @@
+/* plot_impl.h: drawing internals shared by the files in plots/ (not API).
+ *
+ * A canvas is an RGB8 image (plots_image) plus drawing calls.  Coordinates are
+ * pixels, origin top-left, x right, y down; everything is clipped to the canvas.
+ * Text uses the built-in 5x8 bitmap font (font_glyphs.c) scaled by an integer:
+ * a glyph cell is 6*scale wide (1 column of spacing) and 10*scale tall.
+ */
+#ifndef QS_PLOT_IMPL_H
+#define QS_PLOT_IMPL_H
+
+#include <stdint.h>
+
+#include "qs/plots.h"
+
+typedef struct plot_rgb {
+    unsigned char r, g, b;
+} plot_rgb;
+
+#define PLOT_FONT_ADVANCE 6   /* px per character at scale 1 */
+#define PLOT_FONT_HEIGHT 8    /* glyph rows at scale 1 (7 + descender) */
+#define PLOT_FONT_LINE 10     /* px per text line at scale 1 */
+
+extern const unsigned char font_glyphs_impl[95][8];
+extern const unsigned char colormap_lut_impl[256][3];
+
+/* canvas.c */
+int canvas_init_impl(plots_image *img, int width, int height, plot_rgb bg, qs_diag *d);
+void canvas_rect_impl(plots_image *img, int x, int y, int w, int h, plot_rgb c);
+void canvas_frame_impl(plots_image *img, int x, int y, int w, int h, plot_rgb c);
+/* line of `thick` px; dash_px > 0 draws dash_px on / dash_px off */
+void canvas_line_impl(plots_image *img, double x0, double y0, double x1, double y1, int thick,
+                      int dash_px, plot_rgb c);
+/* text with its top-left at (x, y); returns the width drawn */
+int canvas_text_impl(plots_image *img, int x, int y, const char *s, int scale, plot_rgb c);
+int canvas_text_width_impl(const char *s, int scale);
+/* text rotated 90 degrees counter-clockwise, reading bottom to top, bottom-left at (x, y) */
+void canvas_text_up_impl(plots_image *img, int x, int y, const char *s, int scale, plot_rgb c);
+/* alignment helpers: anchor 0 = left/top, 1 = centre, 2 = right/bottom */
+void canvas_text_at_impl(plots_image *img, int x, int y, int ha, int va, const char *s,
+                         int scale, plot_rgb c);
+
+/* colormap.c */
+plot_rgb colormap_rgb_impl(double t);   /* t in [0, 1], clamped */
+
+/* axis.c: "nice" tick values covering [lo, hi], at most max_ticks; returns count */
+int axis_ticks_impl(double lo, double hi, int max_ticks, double *ticks, double *step);
+/* tick label: short decimal or scientific form, chosen from the tick step */
+void axis_label_impl(char *buf, int n, double v, double step);
+
+
+
+/* heatmap_scan.c: fast path for one quant.jsonl step record; 1 = parsed into
+ * *step, *is_qat and row[0..n_q), 0 = let the Jansson path handle the line */
+int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *names,
+                           int metric, long *step, int *is_qat, float *row);
+
+/* curve_data.c: one run's metrics.jsonl (+ events.jsonl) as series */
+#define CURVE_MAX_TASKS 16
+typedef struct curve_run {
+    char name[128];
+    long n_train;
+    long *step;                  /* (n_train) */
+    double *loss, *lr, *clip;    /* (n_train); NAN when null */
+    int n_tasks;
+    char task[CURVE_MAX_TASKS][64];
+    char metric[CURVE_MAX_TASKS][16];   /* acc or acc_norm, chosen per task */
+    long n_eval;
+    long *eval_step;             /* (n_eval) */
+    double *eval_acc;            /* (n_eval, CURVE_MAX_TASKS) fractions; NAN = absent */
+    long qat_step;               /* -1 when the run never entered QAT */
+    long n_forget;
+    long forget_step[64];        /* forgetting events (first 64) */
+    char forget_task[64][64];
+} curve_run;
+int curve_run_load_impl(curve_run *r, const char *run_dir, qs_diag *d);
+void curve_run_free_impl(curve_run *r);   /* safe on zeroed */
+
+#endif

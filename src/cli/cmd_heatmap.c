@@ -1,0 +1,82 @@
+/* cmd_heatmap.c: qatscope heatmap RUN_DIR — saturation heatmap PNG (plots/heatmap.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qs/fileio.h"
+#include "qs/plots.h"
+
+static const char heatmap_help[] =
+    "usage: qatscope heatmap RUN_DIR [--metric clip_rate|amax_ratio|underflow_rate|qsnr]\n"
+    "                        [--tensors input|weight|all] [--log] [--range LO:HI]\n"
+    "                        [--max-cols N] [--out FILE.png]\n"
+    "Reads RUN_DIR/quant.jsonl.zst; writes FILE.png (default RUN_DIR/heatmap_<metric>.png)\n"
+    "atomically.  Rows: quantizers grouped by layer and module; columns: steps, binned to\n"
+    "at most N columns (default 1000) keeping the worst value per bin (max of rates and\n"
+    "ratios, min of QSNR).  --range fixes the colour scale so runs compare.\n";
+
+int cmd_heatmap(int argc, char **argv)
+{
+    plots_heatmap_opts o;
+    plots_heatmap_opts_default(&o);
+    const char *run_dir = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *v;
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            fputs(heatmap_help, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(arg, "--log")) {
+            o.log_scale = 1;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            if (run_dir)
+                return cli_error("heatmap: unexpected argument '%s' (argument %d)", arg, i);
+            run_dir = arg;
+            continue;
+        }
+        if (!(v = cli_flag_value(argc, argv, &i)))
+            return CLI_EXIT_USAGE;
+        if (cli_flag_is(arg, "--metric")) {
+            if ((o.metric = plots_metric_parse(v)) < 0)
+                return cli_error("--metric: expected clip_rate, amax_ratio, underflow_rate or "
+                                 "qsnr, got '%s'", v);
+        } else if (cli_flag_is(arg, "--tensors")) {
+            if ((o.tensors = plots_tensors_parse(v)) < 0)
+                return cli_error("--tensors: expected input, weight or all, got '%s'", v);
+        } else if (cli_flag_is(arg, "--out")) {
+            out = v;
+        } else if (cli_flag_is(arg, "--max-cols")) {
+            long n;
+            if (cli_parse_long(arg, v, 10, 8000, &n))
+                return CLI_EXIT_USAGE;
+            o.max_cols = (int)n;
+        } else if (cli_flag_is(arg, "--range")) {
+            char *end;
+            o.lo = strtod(v, &end);
+            if (end == v || *end != ':' || (o.hi = strtod(end + 1, &end), *end) || !(o.hi > o.lo))
+                return cli_error("--range: expected LO:HI with LO < HI, got '%s'", v);
+        } else {
+            return cli_error("heatmap: unknown option '%s' (argument %d); see --help", arg, i);
+        }
+    }
+    if (!run_dir)
+        return cli_error("heatmap: RUN_DIR is required; see --help");
+    if (o.log_scale && !isnan(o.lo) && !(o.lo > 0))
+        return cli_error("--range: a log scale needs LO > 0, got %g", o.lo);
+    char def[1024], name[64];
+    if (!out) {
+        snprintf(name, sizeof name, "heatmap_%s.png", plots_metric_name(o.metric));
+        if (fileio_join(def, sizeof def, run_dir, name))
+            return cli_error("heatmap: RUN_DIR path too long");
+        out = def;
+    }
+    qs_diag d = {0};
+    if (plots_heatmap_write(run_dir, &o, out, &d))
+        return cli_diag_error(&d);
+    printf("heatmap: wrote %s\n", out);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,64 @@
+/* cmd_plot.c: qatscope plot RUN_DIR — training curves PNG (plots/curve.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qs/fileio.h"
+#include "qs/plots.h"
+
+static const char plot_help[] =
+    "usage: qatscope plot RUN_DIR [--out curves.png] [--compare RUN_DIR2 ...]\n"
+    "Reads RUN_DIR/metrics.jsonl (+ events.jsonl); writes loss, learning rate, max clip\n"
+    "rate and in-loop eval accuracy over steps, BF16 -> QAT boundary marked, to --out\n"
+    "(default RUN_DIR/curves.png), atomically.  --compare overlays up to 5 more runs.\n";
+
+int cmd_plot(int argc, char **argv)
+{
+    const char *runs[6], *out = NULL;
+    int n_runs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *v;
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            fputs(plot_help, stdout);
+            return CLI_EXIT_OK;
+        }
+        if (strncmp(arg, "--", 2) != 0) {
+            if (n_runs > 0)
+                return cli_error("plot: unexpected argument '%s' (argument %d); extra runs go "
+                                 "after --compare", arg, i);
+            runs[n_runs++] = arg;
+            continue;
+        }
+        if (cli_flag_is(arg, "--compare")) {
+            if (n_runs == 0)
+                return cli_error("plot: RUN_DIR must come before --compare");
+            if (!(v = cli_flag_value(argc, argv, &i)))
+                return CLI_EXIT_USAGE;
+            do {
+                if (n_runs == 6)
+                    return cli_error("--compare: at most 5 runs to compare");
+                runs[n_runs++] = v;
+            } while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 && (v = argv[++i]));
+            continue;
+        }
+        if (!(v = cli_flag_value(argc, argv, &i)))
+            return CLI_EXIT_USAGE;
+        if (cli_flag_is(arg, "--out"))
+            out = v;
+        else
+            return cli_error("plot: unknown option '%s' (argument %d); see --help", arg, i);
+    }
+    if (n_runs == 0)
+        return cli_error("plot: RUN_DIR is required; see --help");
+    char def[1024];
+    if (!out) {
+        if (fileio_join(def, sizeof def, runs[0], "curves.png"))
+            return cli_error("plot: RUN_DIR path too long");
+        out = def;
+    }
+    qs_diag d = {0};
+    if (plots_curves_write(runs, n_runs, out, &d))
+        return cli_diag_error(&d);
+    printf("plot: wrote %s\n", out);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,288 @@
+/* itemlog.c: per-item correctness from qatscope or harness sample logs (see qs/itemlog.h). */
+#include "qs/itemlog.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/zlog.h"
+
+void itemlog_free(itemlog *il)
+{
+    if (!il)
+        return;
+    for (size_t i = 0; i < il->n_items; i++) {
+        qs_free(il->items[i].task);
+        qs_free(il->items[i].subtask);
+        qs_free(il->items[i].key);
+    }
+    qs_free(il->items);
+    memset(il, 0, sizeof *il);
+}
+
+static int item_push(itemlog *il, const char *task, const char *subject, long long doc_id,
+                     int acc, int acc_norm)
+{
+    if (il->n_items == il->cap_items) {
+        size_t cap = il->cap_items ? il->cap_items * 2 : 1024;
+        itemlog_item *grown = qs_realloc(il->items, cap * sizeof *grown);
+        if (!grown)
+            return QS_ENOMEM;
+        il->items = grown;
+        il->cap_items = cap;
+    }
+    char key[512];
+    snprintf(key, sizeof key, "%s|%s|%012lld", task, subject ? subject : "", doc_id);
+    itemlog_item *it = &il->items[il->n_items];
+    it->task = qs_strdup(task);
+    it->key = qs_strdup(key);
+    it->subtask = NULL;
+    if (subject && *subject) {
+        size_t n = strlen(task) + strlen(subject) + 2;
+        if ((it->subtask = qs_malloc(n)))
+            snprintf(it->subtask, n, "%s_%s", task, subject);
+    }
+    if (!it->task || !it->key || (subject && *subject && !it->subtask)) {
+        qs_free(it->task);
+        qs_free(it->key);
+        qs_free(it->subtask);
+        return QS_ENOMEM;
+    }
+    it->acc = (signed char)acc;
+    it->acc_norm = (signed char)acc_norm;
+    il->n_items++;
+    return 0;
+}
+
+/* 0/1 from a harness per-item metric (number or bool); -1 absent; -2 malformed */
+static int metric01(json_t *v)
+{
+    if (!v)
+        return -1;
+    if (json_is_boolean(v))
+        return json_is_true(v);
+    if (!json_is_number(v))
+        return -2;
+    double x = json_number_value(v);
+    return x == 0.0 ? 0 : x == 1.0 ? 1 : -2;
+}
+
+typedef int (*line_fn)(itemlog *il, json_t *obj, const char *path, long lineno, const char *task,
+                       qs_diag *d);
+
+static int qatscope_line(itemlog *il, json_t *obj, const char *path, long lineno,
+                         const char *unused, qs_diag *d)
+{
+    (void)unused;
+    json_t *task = json_object_get(obj, "task"), *doc = json_object_get(obj, "doc_id");
+    json_t *gold = json_object_get(obj, "gold");
+    if (!json_is_string(task) || !json_is_integer(doc) || !json_is_integer(gold))
+        return diag_set(d, QS_EFORMAT, path, lineno,
+                        "expected a sample with string \"task\" and integer \"doc_id\" and "
+                        "\"gold\"");
+    json_t *pred = json_object_get(obj, "pred"), *pred_norm = json_object_get(obj, "pred_norm");
+    if (!json_is_integer(pred))
+        return diag_set(d, QS_EFORMAT, path, lineno, "expected an integer \"pred\"");
+    long long g = json_integer_value(gold);
+    int acc_norm = json_is_integer(pred_norm) ? json_integer_value(pred_norm) == g : -1;
+    json_t *subj = json_object_get(obj, "subject");
+    int rc = item_push(il, json_string_value(task), json_is_string(subj) ? json_string_value(subj) : NULL,
+                       json_integer_value(doc), json_integer_value(pred) == g, acc_norm);
+    return rc ? diag_set(d, rc, path, lineno, "out of memory") : 0;
+}
+
+static int harness_line(itemlog *il, json_t *obj, const char *path, long lineno, const char *task,
+                        qs_diag *d)
+{
+    json_t *doc = json_object_get(obj, "doc_id");
+    if (!json_is_integer(doc))
+        return diag_set(d, QS_EFORMAT, path, lineno, "expected an integer \"doc_id\"");
+    int acc = metric01(json_object_get(obj, "acc"));
+    int acc_norm = metric01(json_object_get(obj, "acc_norm"));
+    if (acc == -2 || acc_norm == -2)
+        return diag_set(d, QS_EFORMAT, path, lineno,
+                        "expected per-item \"acc\"/\"acc_norm\" of 0 or 1");
+    if (acc < 0 && acc_norm < 0)
+        return diag_set(d, QS_EFORMAT, path, lineno,
+                        "sample has neither \"acc\" nor \"acc_norm\" (not a multiple-choice log?)");
+    int rc = item_push(il, task, NULL, json_integer_value(doc), acc, acc_norm);
+    return rc ? diag_set(d, rc, path, lineno, "out of memory") : 0;
+}
+
+static int load_lines(itemlog *il, const char *path, const char *task, line_fn fn, qs_diag *d)
+{
+    zlog_reader *r;
+    int rc = zlog_reader_create(&r, path, d);
+    if (rc)
+        return rc;
+    const char *line;
+    size_t len;
+    long lineno = 0;
+    while ((rc = zlog_next(r, &line, &len, &lineno, d)) == 1) {
+        if (len == 0)
+            continue;
+        json_error_t jerr;
+        json_t *obj = json_loadb(line, len, 0, &jerr);
+        if (!json_is_object(obj)) {
+            json_decref(obj);
+            rc = diag_set(d, QS_EFORMAT, path, lineno, "expected one JSON object per line: %s",
+                          obj ? "found another JSON type" : jerr.text);
+            break;
+        }
+        rc = fn(il, obj, path, lineno, task, d);
+        json_decref(obj);
+        if (rc)
+            break;
+    }
+    zlog_reader_destroy(r);
+    if (rc == 0)
+        il->n_files++;
+    return rc;
+}
+
+int itemlog_load_qatscope(itemlog *il, const char *path, qs_diag *d)
+{
+    return load_lines(il, path, NULL, qatscope_line, d);
+}
+
+int itemlog_load_harness(itemlog *il, const char *path, const char *task, qs_diag *d)
+{
+    return load_lines(il, path, task, harness_line, d);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* the task T for a harness name "samples_T_<ts>.jsonl": longest T in tasks that fits */
+static const char *harness_task_of(const char *name, const char *const *tasks, int n_tasks)
+{
+    const char *best = NULL;
+    if (strncmp(name, "samples_", 8) != 0)
+        return NULL;
+    for (int i = 0; i < n_tasks; i++) {
+        size_t n = strlen(tasks[i]);
+        if (!strncmp(name + 8, tasks[i], n) && name[8 + n] == '_' &&
+            (!best || n > strlen(best)))
+            best = tasks[i];
+    }
+    return best;
+}
+
+int itemlog_load_any(itemlog *il, const char *path, const char *const *tasks, int n_tasks,
+                     qs_diag *d)
+{
+    const char *name = base_name(path);
+    const char *task = harness_task_of(name, tasks, n_tasks);
+    if (task)
+        return itemlog_load_harness(il, path, task, d);
+    return itemlog_load_qatscope(il, path, d);
+}
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* harness file for task in dir: same timestamp as the results file, else the last by name */
+static int find_harness_file(const char *dir, const char *results_name, const char *task,
+                             char *out, size_t out_bytes)
+{
+    char prefix[300], want[600] = "";
+    snprintf(prefix, sizeof prefix, "samples_%s_", task);
+    if (!strncmp(results_name, "results_", 8) && has_suffix(results_name, ".json"))
+        snprintf(want, sizeof want, "%s%.*s.jsonl", prefix, (int)(strlen(results_name) - 13),
+                 results_name + 8);
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return 0;
+    char best[600] = "";
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        const char *n = e->d_name;
+        if (strncmp(n, prefix, strlen(prefix)) || !has_suffix(n, ".jsonl"))
+            continue;
+        /* "samples_mmlu_<ts>" must not pick up "samples_mmlu_anatomy_<ts>": the rest is a timestamp */
+        const char *ts = n + strlen(prefix);
+        if (!(ts[0] >= '0' && ts[0] <= '9'))
+            continue;
+        if (want[0] && !strcmp(n, want)) {
+            snprintf(best, sizeof best, "%s", n);
+            break;
+        }
+        if (strcmp(n, best) > 0)
+            snprintf(best, sizeof best, "%s", n);
+    }
+    closedir(dp);
+    if (!best[0])
+        return 0;
+    return fileio_join(out, out_bytes, dir, best) == 0;
+}
+
+int itemlog_discover(itemlog *il, const char *results_path, const char *const *tasks,
+                     int n_tasks, int *found, qs_diag *d)
+{
+    char dir[1024], path[2048];
+    const char *name = base_name(results_path);
+    snprintf(dir, sizeof dir, "%.*s", (int)(name - results_path), results_path);
+    if (!dir[0])
+        snprintf(dir, sizeof dir, ".");
+    *found = 0;
+    static const char *const own[] = {"samples.jsonl.zst", "samples.jsonl"};
+    for (int i = 0; i < 2; i++) {
+        if (fileio_join(path, sizeof path, dir, own[i]) == 0 && fileio_exists(path)) {
+            int rc = itemlog_load_qatscope(il, path, d);
+            *found = rc ? 0 : 1;
+            return rc;
+        }
+    }
+    for (int t = 0; t < n_tasks; t++) {
+        if (!find_harness_file(dir, name, tasks[t], path, sizeof path))
+            continue;
+        int rc = itemlog_load_harness(il, path, tasks[t], d);
+        if (rc)
+            return rc;
+        (*found)++;
+    }
+    return 0;
+}
+
+static int cmp_item_ptr(const void *a, const void *b)
+{
+    const itemlog_item *x = *(const itemlog_item *const *)a, *y = *(const itemlog_item *const *)b;
+    return strcmp(x->key, y->key);
+}
+
+int itemlog_select(const itemlog *il, const char *const *tasks, int n_tasks,
+                   const itemlog_item ***out, size_t *n, qs_diag *d)
+{
+    const itemlog_item **sel = qs_malloc((il->n_items ? il->n_items : 1) * sizeof *sel);
+    if (!sel)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "%zu items", il->n_items);
+    size_t k = 0;
+    for (size_t i = 0; i < il->n_items; i++)
+        for (int t = 0; t < n_tasks; t++)
+            if (!strcmp(il->items[i].task, tasks[t]) ||
+                (il->items[i].subtask && !strcmp(il->items[i].subtask, tasks[t]))) {
+                sel[k++] = &il->items[i];
+                break;
+            }
+    qsort(sel, k, sizeof *sel, cmp_item_ptr);
+    for (size_t i = 1; i < k; i++)
+        if (!strcmp(sel[i - 1]->key, sel[i]->key)) {
+            int rc = diag_set(d, QS_EFORMAT, NULL, -1, "item %s appears twice in the sample logs",
+                              sel[i]->key);
+            qs_free(sel);
+            return rc;
+        }
+    *out = sel;
+    *n = k;
+    return 0;
+}

@@ -1,0 +1,224 @@
+/* resfile.c: harness / qatscope results files -> per-task accuracies (see qs/resfile.h). */
+#include "qs/resfile.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+
+/* aggregates that are tags, not groups (spec/tasks.md §3: ignore when comparing) */
+static const char *const resfile_ignored_groups[] = {"ai2_arc"};
+
+static int is_ignored_group(const char *name)
+{
+    for (size_t i = 0; i < sizeof resfile_ignored_groups / sizeof *resfile_ignored_groups; i++)
+        if (!strcmp(name, resfile_ignored_groups[i]))
+            return 1;
+    return 0;
+}
+
+void resfile_free(resfile *rf)
+{
+    if (!rf)
+        return;
+    for (int i = 0; i < rf->n_tasks; i++) {
+        qs_free(rf->tasks[i].name);
+        for (int j = 0; j < rf->tasks[i].n_leaves; j++)
+            qs_free(rf->tasks[i].leaves[j]);
+        qs_free(rf->tasks[i].leaves);
+    }
+    qs_free(rf->tasks);
+    qs_free(rf->path);
+    memset(rf, 0, sizeof *rf);
+}
+
+const resfile_task *resfile_task_find(const resfile *rf, const char *name)
+{
+    for (int i = 0; i < rf->n_tasks; i++)
+        if (!strcmp(rf->tasks[i].name, name))
+            return &rf->tasks[i];
+    return NULL;
+}
+
+double resfile_task_metric(const resfile_task *t, const char *metric)
+{
+    if (!strcmp(metric, "acc"))
+        return t->acc;
+    if (!strcmp(metric, "acc_norm"))
+        return t->acc_norm;
+    return NAN;
+}
+
+const char *resfile_default_metric(const char *task, int has_acc, int has_acc_norm)
+{
+    static const char *const norm_prefixes[] = {"hellaswag", "arc_", "arc-"};
+    if (!has_acc_norm)
+        return "acc";
+    for (size_t i = 0; i < sizeof norm_prefixes / sizeof *norm_prefixes; i++)
+        if (!strncmp(task, norm_prefixes[i], strlen(norm_prefixes[i])))
+            return "acc_norm";
+    return has_acc ? "acc" : "acc_norm";
+}
+
+/* metric value of one results entry: "<m>,none" (0.4) or "<m>" (0.3); NAN when absent */
+static int read_metric(json_t *entry, const char *metric, const char *path, const char *task,
+                       double *out, int *layout, qs_diag *d)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s,none", metric);
+    json_t *v = json_object_get(entry, key);
+    int lay = RESFILE_LAYOUT_V04;
+    if (!v) {
+        v = json_object_get(entry, metric);
+        lay = RESFILE_LAYOUT_V03;
+        snprintf(key, sizeof key, "%s", metric);
+    }
+    *out = NAN;
+    if (!v || (json_is_string(v) && !strcmp(json_string_value(v), "N/A")))
+        return 0;   /* absent, or not computed (a group without items) */
+    if (!json_is_number(v))
+        return diag_set(d, QS_EFORMAT, path, -1, "results.%s[\"%s\"]: expected a number, found %s",
+                        task, key, json_is_string(v) ? "a string" : "another JSON type");
+    double x = json_number_value(v);
+    if (!(x >= 0.0 && x <= 1.0))
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "results.%s[\"%s\"]: expected a fraction in [0, 1], found %g", task, key,
+                        x);
+    *out = x;
+    if (!*layout)
+        *layout = lay;
+    return 0;
+}
+
+static long read_n_items(json_t *root, json_t *entry, const char *task)
+{
+    json_t *ns = json_object_get(json_object_get(root, "n-samples"), task);
+    json_t *eff = json_object_get(ns, "effective");
+    if (json_is_integer(eff))
+        return (long)json_integer_value(eff);
+    json_t *n = json_object_get(entry, "n");
+    if (json_is_integer(n))
+        return (long)json_integer_value(n);
+    return -1;
+}
+
+/* append the leaves under `name` (recursively through group_subtasks) to t */
+static int collect_leaves(json_t *gs, const char *name, resfile_task *t, int depth)
+{
+    json_t *kids = json_object_get(gs, name);
+    if (!json_is_array(kids) || depth > 16) {
+        if (depth == 0)
+            return 0;
+        char **grown = qs_realloc(t->leaves, (size_t)(t->n_leaves + 1) * sizeof *grown);
+        if (!grown)
+            return QS_ENOMEM;
+        t->leaves = grown;
+        if (!(t->leaves[t->n_leaves] = qs_strdup(name)))
+            return QS_ENOMEM;
+        t->n_leaves++;
+        return 0;
+    }
+    size_t i;
+    json_t *k;
+    json_array_foreach(kids, i, k) {
+        if (!json_is_string(k))
+            continue;
+        int rc = collect_leaves(gs, json_string_value(k), t, depth + 1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int parse_root(resfile *rf, json_t *root, const char *path, qs_diag *d)
+{
+    json_t *results = json_object_get(root, "results");
+    if (!json_is_object(results))
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "expected a results file with a \"results\" object (lm-evaluation-harness "
+                        "or qatscope eval layout), found none");
+    json_t *gs = json_object_get(root, "group_subtasks");
+    json_t *groups = json_object_get(root, "groups");
+    size_t n = json_object_size(results);
+    rf->tasks = qs_calloc(n ? n : 1, sizeof *rf->tasks);
+    if (!rf->tasks)
+        return diag_set(d, QS_ENOMEM, path, -1, "%zu tasks", n);
+    const char *name;
+    json_t *entry;
+    json_object_foreach(results, name, entry) {
+        if (!json_is_object(entry))
+            return diag_set(d, QS_EFORMAT, path, -1, "results.%s: expected an object", name);
+        if (is_ignored_group(name))
+            continue;
+        resfile_task *t = &rf->tasks[rf->n_tasks];
+        if (!(t->name = qs_strdup(name)))
+            return diag_set(d, QS_ENOMEM, path, -1, "task name");
+        rf->n_tasks++;
+        int rc = read_metric(entry, "acc", path, name, &t->acc, &rf->layout, d);
+        if (!rc)
+            rc = read_metric(entry, "acc_norm", path, name, &t->acc_norm, &rf->layout, d);
+        if (rc)
+            return rc;
+        t->n_items = read_n_items(root, entry, name);
+        t->top_level = 1;
+        json_t *kids = json_object_get(gs, name);
+        t->is_group = (json_is_array(kids) && json_array_size(kids) > 0) ||
+                      json_object_get(groups, name) != NULL;
+        if (t->is_group && collect_leaves(gs, name, t, 0))
+            return diag_set(d, QS_ENOMEM, path, -1, "group %s", name);
+    }
+    /* children of a group are not top level; a group without n gets the sum of its leaves */
+    for (int i = 0; i < rf->n_tasks; i++) {
+        resfile_task *g = &rf->tasks[i];
+        if (!g->is_group)
+            continue;
+        json_t *kids = json_object_get(gs, g->name);
+        size_t k;
+        json_t *kid;
+        json_array_foreach(kids, k, kid) {
+            for (int j = 0; j < rf->n_tasks; j++)
+                if (json_is_string(kid) && !strcmp(rf->tasks[j].name, json_string_value(kid)))
+                    rf->tasks[j].top_level = 0;
+        }
+        if (g->n_items < 0 && g->n_leaves > 0) {
+            long sum = 0;
+            for (int l = 0; l < g->n_leaves && sum >= 0; l++) {
+                const resfile_task *leaf = resfile_task_find(rf, g->leaves[l]);
+                sum = leaf && leaf->n_items >= 0 ? sum + leaf->n_items : -1;
+            }
+            g->n_items = sum;
+        }
+    }
+    if (!rf->layout)
+        rf->layout = RESFILE_LAYOUT_V04;
+    return 0;
+}
+
+int resfile_load(resfile *rf, const char *path, qs_diag *d)
+{
+    memset(rf, 0, sizeof *rf);
+    char *text = NULL;
+    size_t bytes = 0;
+    int rc = fileio_read_all(path, &text, &bytes, d);
+    if (rc)
+        return rc;
+    json_error_t jerr;
+    json_t *root = json_loadb(text, bytes, 0, &jerr);
+    qs_free(text);
+    if (!root)
+        return diag_set(d, QS_EFORMAT, path, jerr.line, "not valid JSON: %s", jerr.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return diag_set(d, QS_EFORMAT, path, -1, "expected a JSON object at the top level");
+    }
+    if (!(rf->path = qs_strdup(path)))
+        rc = diag_set(d, QS_ENOMEM, path, -1, "path");
+    else
+        rc = parse_root(rf, root, path, d);
+    json_decref(root);
+    if (rc)
+        resfile_free(rf);
+    return rc;
+}

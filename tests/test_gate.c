@@ -1,0 +1,385 @@
+/* test_gate.c: the CI gate on crafted result pairs (library and CLI exit codes). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "qs/fileio.h"
+#include "qs/gate.h"
+#include "qs/itemlog.h"
+#include "qs/mem.h"
+#include "qs/resfile.h"
+#include "test.h"
+
+/* A qatscope-style run dir: results.json + samples.jsonl for one task.
+ * right[i] = 1 when item i is answered correctly (acc and acc_norm alike). */
+static const char *write_side(const char *name, const char *task, const unsigned char *right,
+                              int n, int doc_offset, int with_samples)
+{
+    static char dirs[8][512];
+    static int next;
+    char *dir = dirs[next++ % 8], path[600];
+    snprintf(dir, 512, "%s/gate_%s", test_tmp_dir(), name);
+    mkdir(dir, 0755);
+    int n_right = 0;
+    for (int i = 0; i < n; i++)
+        n_right += right[i];
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return NULL;
+    fprintf(f, "{\"results\":{\"%s\":{\"alias\":\"%s\",\"acc,none\":%.17g,\"acc_norm,none\":%.17g}},"
+               "\"n-samples\":{\"%s\":{\"original\":%d,\"effective\":%d}}}\n",
+            task, task, (double)n_right / n, (double)n_right / n, task, n, n);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/samples.jsonl", dir);
+    remove(path);
+    if (with_samples) {
+        f = fopen(path, "w");
+        if (!f)
+            return NULL;
+        for (int i = 0; i < n; i++)
+            fprintf(f, "{\"task\":\"%s\",\"doc_id\":%d,\"pred\":%d,\"pred_norm\":%d,\"gold\":2}\n",
+                    task, i + doc_offset, right[i] ? 2 : 0, right[i] ? 2 : 1);
+        fclose(f);
+    }
+    static char out[8][600];
+    snprintf(out[next % 8], 600, "%s/results.json", dir);
+    return out[next % 8];
+}
+
+/* run the CLI; returns its exit code (or -1) */
+static int run_gate(const char *args)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        return -1;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s gate %s > %s/gate_out.txt 2>&1", bin, args, test_tmp_dir());
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int out_contains(const char *needle)
+{
+    char path[600], *text = NULL;
+    size_t n;
+    snprintf(path, sizeof path, "%s/gate_out.txt", test_tmp_dir());
+    if (fileio_read_all(path, &text, &n, NULL))
+        return 0;
+    int hit = strstr(text, needle) != NULL;
+    if (!hit)
+        fprintf(stderr, "    output was:\n%s\n", text);
+    qs_free(text);
+    return hit;
+}
+
+static void fill(unsigned char *v, int n, int from, int to)
+{
+    for (int i = 0; i < n; i++)
+        v[i] = i >= from && i < to;
+}
+
+TEST(gate, small_drop_passes)
+{
+    unsigned char b[200], c[200];
+    fill(b, 200, 0, 100);
+    fill(c, 200, 0, 100);
+    c[0] = 0;   /* 0.5 pp drop == threshold: pass */
+    char args[2048];
+    const char *pb = write_side("pass_b", "arc_easy", b, 200, 0, 1);
+    const char *pc = write_side("pass_c", "arc_easy", c, 200, 0, 1);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --max-drop 0.5", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 0);
+    ASSERT_TRUE(out_contains("gate: PASS"));
+}
+
+TEST(gate, significant_drop_fails_with_junit)
+{
+    unsigned char b[1000], c[1000];
+    fill(b, 1000, 0, 600);
+    fill(c, 1000, 60, 610);   /* b = 60 lost, c = 10 gained: -5 pp */
+    char args[2048], junit[600];
+    const char *pb = write_side("fail_b", "hellaswag", b, 1000, 0, 1);
+    const char *pc = write_side("fail_c", "hellaswag", c, 1000, 0, 1);
+    snprintf(junit, sizeof junit, "%s/gate_fail.xml", test_tmp_dir());
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --junit %s", pb, pc, junit);
+    ASSERT_EQ_INT(run_gate(args), 1);
+    ASSERT_TRUE(out_contains("FAIL"));
+    ASSERT_TRUE(out_contains("acc_norm"));   /* hellaswag defaults to acc_norm */
+    char *xml = NULL;
+    size_t n;
+    ASSERT_OK(fileio_read_all(junit, &xml, &n, NULL), NULL);
+    int ok = strstr(xml, "failures=\"1\"") && strstr(xml, "<failure message=\"FAIL") &&
+             strstr(xml, "name=\"hellaswag\"");
+    qs_free(xml);
+    ASSERT_TRUE(ok);
+}
+
+TEST(gate, insignificant_drop_is_inconclusive_and_policy_decides)
+{
+    unsigned char b[100], c[100];
+    fill(b, 100, 0, 50);
+    fill(c, 100, 3, 51);   /* b = 3, c = 1: -2 pp, McNemar p = 2*5/16 = 0.625 */
+    char args[2048];
+    const char *pb = write_side("inc_b", "arc_challenge", b, 100, 0, 1);
+    const char *pc = write_side("inc_c", "arc_challenge", c, 100, 0, 1);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 1);
+    ASSERT_TRUE(out_contains("inconclusive"));
+    ASSERT_TRUE(out_contains("0.625"));
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --inconclusive pass", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 0);
+    /* a per-task threshold above the drop turns it into a pass */
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --max-drop-task arc_challenge=2.5",
+             pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 0);
+}
+
+TEST(gate, different_item_sets_are_unusable)
+{
+    unsigned char b[100], c[100];
+    fill(b, 100, 0, 50);
+    fill(c, 100, 0, 50);
+    char args[2048];
+    const char *pb = write_side("items_b", "arc_easy", b, 100, 0, 1);
+    const char *pc = write_side("items_c", "arc_easy", c, 100, 5, 1);   /* doc ids shifted */
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("different items"));
+}
+
+TEST(gate, missing_task_is_unusable)
+{
+    unsigned char b[10];
+    fill(b, 10, 0, 5);
+    char args[2048];
+    const char *pb = write_side("miss_b", "arc_easy", b, 10, 0, 0);
+    const char *pc = write_side("miss_c", "hellaswag", b, 10, 0, 0);
+    char junit[600];
+    snprintf(junit, sizeof junit, "%s/gate_missing.xml", test_tmp_dir());
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --junit %s", pb, pc, junit);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("task arc_easy is in the baseline but missing from the candidate"));
+    char *xml = NULL;
+    size_t n;
+    ASSERT_OK(fileio_read_all(junit, &xml, &n, NULL), NULL);
+    int ok = strstr(xml, "errors=\"1\"") && strstr(xml, "<error message=\"unusable input: ") &&
+             strstr(xml, "missing from the candidate");
+    qs_free(xml);
+    ASSERT_TRUE(ok);
+}
+
+TEST(gate, malformed_files_are_unusable)
+{
+    static const char *const bad[][2] = {
+        {"tests/data/gate/truncated.json", "not valid JSON"},
+        {"tests/data/gate/metric_string.json", "expected a number"},
+        {"tests/data/gate/metric_percent.json", "expected a fraction in [0, 1], found 30.5"},
+        {"tests/data/gate/no_results.json", "\"results\" object"},
+        {"tests/data/gate/does_not_exist.json", "does_not_exist.json"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[2048];
+        snprintf(args, sizeof args, "--baseline tests/data/gate/harness04_base.json --candidate %s",
+                 bad[i][0]);
+        ASSERT_EQ_INT(run_gate(args), 2);
+        ASSERT_TRUE(out_contains(bad[i][1]));
+    }
+    ASSERT_EQ_INT(run_gate("--baseline tests/data/gate/harness04_base.json"), 2);
+    ASSERT_EQ_INT(run_gate("--baseline a --candidate b --max-drop -3"), 2);
+}
+
+TEST(gate, harness04_groups_replace_subtasks)
+{
+    resfile rf = {0};
+    qs_diag d = {0};
+    ASSERT_OK(resfile_load(&rf, "tests/data/gate/harness04_base.json", &d), &d);
+    ASSERT_EQ_INT(rf.layout, RESFILE_LAYOUT_V04);
+    const resfile_task *m = resfile_task_find(&rf, "mmlu");
+    ASSERT_TRUE(m && m->is_group && m->top_level);
+    ASSERT_EQ_INT(m->n_leaves, 2);
+    ASSERT_EQ_INT(m->n_items, 235);
+    ASSERT_TRUE(!resfile_task_find(&rf, "mmlu_anatomy")->top_level);
+    ASSERT_TRUE(!resfile_task_find(&rf, "mmlu_stem")->top_level);
+    ASSERT_TRUE(resfile_task_find(&rf, "arc_easy")->top_level);
+    ASSERT_TRUE(isnan(m->acc_norm));
+    resfile_free(&rf);
+    ASSERT_EQ_INT(run_gate("--baseline tests/data/gate/harness04_base.json "
+                           "--candidate tests/data/gate/harness04_cand_hellaswag_drop.json"),
+                  1);
+    ASSERT_TRUE(out_contains("hellaswag                    acc_norm     35.00     33.40      1.60"));
+    ASSERT_TRUE(out_contains("\nmmlu                         acc"));
+    ASSERT_TRUE(out_contains("(2 pass, 1 fail, 0 inconclusive"));   /* no subtask rows */
+}
+
+TEST(gate, harness04_default_metrics_and_thresholds)
+{
+    resfile a = {0}, b = {0};
+    qs_diag d = {0};
+    ASSERT_OK(resfile_load(&a, "tests/data/gate/harness04_base.json", &d), &d);
+    ASSERT_OK(resfile_load(&b, "tests/data/gate/harness04_cand_hellaswag_drop.json", &d), &d);
+    gate_opts o;
+    gate_opts_default(&o);
+    gate_task_opt t = {"hellaswag", 2.0, ""};
+    o.per_task = &t;
+    o.n_per_task = 1;
+    gate_report r;
+    ASSERT_OK(gate_compare(&a, &b, NULL, NULL, &o, &r, &d), &d);
+    ASSERT_EQ_INT(r.n_rows, 3);   /* arc_easy, hellaswag, mmlu */
+    ASSERT_EQ_STR(r.rows[0].metric, "acc_norm");
+    ASSERT_EQ_STR(r.rows[1].metric, "acc_norm");
+    ASSERT_EQ_STR(r.rows[2].task, "mmlu");
+    ASSERT_EQ_STR(r.rows[2].metric, "acc");
+    ASSERT_NEAR(r.rows[1].drop_points, 1.6, 1e-9);
+    ASSERT_EQ_INT(r.rows[1].verdict, GATE_PASS);   /* per-task threshold 2.0 pp */
+    ASSERT_EQ_INT(r.failed, 0);
+    gate_report_free(&r);
+    o.include_subtasks = 1;
+    o.n_per_task = 0;
+    ASSERT_OK(gate_compare(&a, &b, NULL, NULL, &o, &r, &d), &d);
+    ASSERT_EQ_INT(r.n_rows, 6);
+    ASSERT_EQ_INT(r.rows[1].verdict, GATE_FAIL);   /* no per-item logs: threshold rule */
+    ASSERT_EQ_INT(r.failed, 1);
+    gate_report_free(&r);
+    resfile_free(&a);
+    resfile_free(&b);
+}
+
+TEST(gate, harness03_layout_is_read)
+{
+    resfile rf = {0};
+    qs_diag d = {0};
+    ASSERT_OK(resfile_load(&rf, "tests/data/gate/harness03_base.json", &d), &d);
+    ASSERT_EQ_INT(rf.layout, RESFILE_LAYOUT_V03);
+    ASSERT_EQ_INT(rf.n_tasks, 3);
+    const resfile_task *t = resfile_task_find(&rf, "hendrycksTest-abstract_algebra");
+    ASSERT_TRUE(t != NULL);
+    ASSERT_NEAR(t->acc, 0.24, 1e-12);
+    ASSERT_EQ_INT(t->n_items, -1);
+    resfile_free(&rf);
+    ASSERT_EQ_INT(run_gate("--baseline tests/data/gate/harness03_base.json "
+                           "--candidate tests/data/gate/harness03_cand_small_drop.json"),
+                  0);
+    ASSERT_TRUE(out_contains("arc_challenge                acc_norm     29.00     28.80      0.20"));
+}
+
+/* harness per-item logs: samples_<task>_<ts>.jsonl next to results_<ts>.json */
+static void write_harness_side(const char *dir, const unsigned char *right, int n)
+{
+    char path[700];
+    mkdir(dir, 0755);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += right[i];
+    snprintf(path, sizeof path, "%s/results_2026-01-02T03-04-05.678.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return;
+    fprintf(f, "{\"results\":{\"arc_easy\":{\"acc,none\":%.17g,\"acc_norm,none\":%.17g}},"
+               "\"group_subtasks\":{\"arc_easy\":[]},"
+               "\"n-samples\":{\"arc_easy\":{\"original\":%d,\"effective\":%d}}}\n",
+            (double)k / n, (double)k / n, n, n);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/samples_arc_easy_2026-01-02T03-04-05.678.jsonl", dir);
+    f = fopen(path, "w");
+    if (!f)
+        return;
+    for (int i = 0; i < n; i++)
+        fprintf(f, "{\"doc_id\": %d, \"filter\": \"none\", \"metrics\": [\"acc\", \"acc_norm\"], "
+                   "\"acc\": %d.0, \"acc_norm\": %d.0}\n", i, right[i], right[i]);
+    fclose(f);
+}
+
+TEST(gate, harness_samples_are_discovered_and_paired)
+{
+    unsigned char b[300], c[300];
+    fill(b, 300, 0, 150);
+    fill(c, 300, 20, 150);   /* b = 20, c = 0: -6.67 pp, p = 2 * 2^-20 */
+    char db[600], dc[600], args[2048];
+    snprintf(db, sizeof db, "%s/gate_h_b", test_tmp_dir());
+    snprintf(dc, sizeof dc, "%s/gate_h_c", test_tmp_dir());
+    write_harness_side(db, b, 300);
+    write_harness_side(dc, c, 300);
+    snprintf(args, sizeof args,
+             "--baseline %s/results_2026-01-02T03-04-05.678.json "
+             "--candidate %s/results_2026-01-02T03-04-05.678.json",
+             db, dc);
+    ASSERT_EQ_INT(run_gate(args), 1);
+    ASSERT_TRUE(out_contains("1.91e-06"));   /* 2 * 2^-20 */
+    /* without the logs the same drop fails on the threshold rule alone */
+    strcat(args, " --no-samples");
+    ASSERT_EQ_INT(run_gate(args), 1);
+    ASSERT_TRUE(out_contains("not run"));
+}
+
+TEST(gate, samples_that_disagree_with_results_are_rejected)
+{
+    unsigned char b[50];
+    fill(b, 50, 0, 25);
+    const char *pb = write_side("dis_b", "arc_easy", b, 50, 0, 1);
+    char samples[600];
+    snprintf(samples, sizeof samples, "%.*s/samples.jsonl", (int)(strlen(pb) - 13), pb);
+    resfile rf = {0};
+    itemlog il = {0};
+    qs_diag d = {0};
+    ASSERT_OK(resfile_load(&rf, pb, &d), &d);
+    ASSERT_OK(itemlog_load_qatscope(&il, samples, &d), &d);
+    il.items[0].acc = (signed char)!il.items[0].acc;   /* one item flipped */
+    il.items[0].acc_norm = il.items[0].acc;
+    gate_opts o;
+    gate_opts_default(&o);
+    gate_report r;
+    ASSERT_EQ_INT(gate_compare(&rf, &rf, &il, &il, &o, &r, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "samples from another run") != NULL);
+    itemlog_free(&il);
+    resfile_free(&rf);
+}
+
+TEST(gate, mmlu_items_pair_by_subject_for_subtasks)
+{
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/gate_mmlu", test_tmp_dir());
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/samples.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    for (int i = 0; i < 6; i++)
+        fprintf(f, "{\"task\":\"mmlu\",\"subject\":\"%s\",\"doc_id\":%d,\"pred\":%d,\"pred_norm\":null,\"gold\":1}\n",
+                i < 4 ? "anatomy" : "virology", i % 4, i == 0 ? 1 : 0);
+    fclose(f);
+    itemlog il = {0};
+    qs_diag d = {0};
+    ASSERT_OK(itemlog_load_qatscope(&il, path, &d), &d);
+    const itemlog_item **sel;
+    size_t n;
+    const char *anatomy[] = {"mmlu_anatomy"}, *group[] = {"mmlu", "mmlu_anatomy"};
+    ASSERT_OK(itemlog_select(&il, anatomy, 1, &sel, &n, &d), &d);
+    ASSERT_EQ_INT(n, 4);
+    ASSERT_EQ_INT(sel[0]->acc, 1);
+    ASSERT_EQ_INT(sel[0]->acc_norm, -1);
+    qs_free(sel);
+    ASSERT_OK(itemlog_select(&il, group, 2, &sel, &n, &d), &d);
+    ASSERT_EQ_INT(n, 6);   /* each item once, though it matches two names */
+    qs_free(sel);
+    itemlog_free(&il);
+}
+
+TEST(gate, not_computed_metric_is_absent)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/gate_na.json", test_tmp_dir());
+    const char *text = "{\"results\":{\"mmlu\":{\"acc,none\":\"N/A\"},\"arc_easy\":{\"acc,none\":0.5}}}";
+    ASSERT_OK(fileio_write_atomic(path, text, strlen(text), NULL), NULL);
+    resfile rf = {0};
+    qs_diag d = {0};
+    ASSERT_OK(resfile_load(&rf, path, &d), &d);
+    ASSERT_TRUE(isnan(resfile_task_find(&rf, "mmlu")->acc));
+    gate_opts o;
+    gate_opts_default(&o);
+    gate_report r;
+    ASSERT_EQ_INT(gate_compare(&rf, &rf, NULL, NULL, &o, &r, &d), QS_ENOTFOUND);
+    ASSERT_TRUE(strstr(d.msg, "task mmlu has no metric acc") != NULL);
+    resfile_free(&rf);
+}
