@@ -159,6 +159,8 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     if (rc || (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->step0 = t->step;
+    if (opt->eval)
+        t->eval = *opt->eval;
     t->t_start = trainer_now_s();
     *out = t;
     return 0;
@@ -222,11 +224,53 @@ static int trainer_micro_batches(struct trainer *t, double *loss, qs_diag *d)
     return 0;
 }
 
+/* The eval seam: quantization hook off, metrics/event lines written; 1 = stop. */
+static int trainer_eval_run(struct trainer *t, qs_diag *d)
+{
+    char line[4096] = "", event[1024] = "";
+    model_linear_hook saved = t->m.hook;
+    t->m.hook.fn = NULL;
+    int rc = t->eval.run(t->eval.self, &t->m, t->step, line, sizeof line, event, sizeof event, d);
+    t->m.hook = saved;
+    if (rc < 0)
+        return rc;
+    if (line[0] && (fprintf(t->metrics, "%s\n", line) < 0 || fflush(t->metrics) != 0))
+        return diag_set(d, QS_EIO, t->run_dir, -1, "metrics.jsonl: write failed");
+    if (event[0]) {
+        int erc = trainer_event_append(t->run_dir, event, d);
+        if (erc)
+            return erc;
+    }
+    return rc;
+}
+
+static int trainer_stop_forgetting(struct trainer *t, train_step_info *info, qs_diag *d)
+{
+    char line[160];
+    snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"forgetting\"}",
+             t->step);
+    trainer_event_append(t->run_dir, line, NULL);
+    int rc = trainer_ckpt_write(t, d);
+    if (rc)
+        return rc;
+    info->checkpointed = 1;
+    return diag_set(d, QS_ESTOP, t->run_dir, -1,
+                    "step %ld: the in-loop evaluation asked to stop (forgetting); checkpoint "
+                    "ckpt/step_%ld", t->step, t->step);
+}
+
 int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
 {
     memset(info, 0, sizeof *info);
-    double t0 = trainer_now_s();
     int rc;
+    if (t->eval.run && t->step == 0 && t->step0 == 0 && !t->eval_done_at0) {
+        t->eval_done_at0 = 1;
+        if ((rc = trainer_eval_run(t, d)) < 0)
+            return rc;
+        if (rc)
+            return trainer_stop_forgetting(t, info, d);
+    }
+    double t0 = trainer_now_s();
     t->phase = schedule_phase(&t->sched, t->step);
     if (t->qset && t->phase == SCHEDULE_PHASE_QAT && t->step == t->sched.bf16_warmup_steps) {
         char line[160];
@@ -284,6 +328,12 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
         return diag_set(d, QS_ESTOP, t->run_dir, -1,
                         "step %ld: saturation alarm with stop_on_saturation; checkpoint ckpt/step_%ld",
                         t->step - 1, t->step);
+    }
+    if (t->eval.run && t->eval.every_steps > 0 && t->step % t->eval.every_steps == 0) {
+        if ((rc = trainer_eval_run(t, d)) < 0)
+            return rc;
+        if (rc)
+            return trainer_stop_forgetting(t, info, d);
     }
     if (t->cfg.ckpt_every && t->step % t->cfg.ckpt_every == 0 && t->step < t->cfg.steps) {
         if ((rc = trainer_ckpt_write(t, d)))

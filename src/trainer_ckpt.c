@@ -290,7 +290,11 @@ int trainer_log_truncate(const char *path, long step, qs_diag *d)
         size_t len = nl ? (size_t)(nl - (buf + i)) + 1 : n - i;
         const char *s = strstr(buf + i, "\"step\":");
         long st = s && s < buf + i + len ? strtol(s + 7, NULL, 10) : -1;
-        if (nl && st < step) {   /* complete lines of earlier steps stay */
+        const char *ev = strstr(buf + i, "\"type\":\"eval\"");
+        int is_eval = ev && ev < buf + i + len;
+        /* complete lines of earlier steps stay; an eval at the checkpoint's step
+         * was taken with exactly the checkpointed weights, so it stays too */
+        if (nl && (st < step || (st == step && is_eval))) {
             memmove(buf + w, buf + i, len);
             w += len;
         }

@@ -45,6 +45,8 @@ struct trainer {
     FILE *metrics;
     double t_start;
     long step0;                         /* step index when this process started */
+    train_eval_hook eval;               /* run == NULL: none */
+    int eval_done_at0;                  /* the step-0 baseline ran */
     /* quantization */
     qplan plan;
     quant_set *qset;
@@ -67,7 +69,8 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d);
 /* Finds the latest ckpt/step_N of run_dir: 1 and the path, 0 if none. */
 int trainer_ckpt_latest(const char *run_dir, char *path, size_t path_bytes, long *step);
 int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d);
-/* Keep only the lines of a JSONL log whose "step" is < step (resume). */
+/* Keep only the lines of a JSONL log whose "step" is < step, plus eval lines
+ * of that step (resume). */
 int trainer_log_truncate(const char *path, long step, qs_diag *d);
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d);
 

@@ -4,6 +4,7 @@
 
 #include "qs/fileio.h"
 #include "qs/mem.h"
+#include "qs/model.h"
 #include "qs/qlog.h"
 #include "qs/trainer.h"
 #include "test.h"
@@ -221,7 +222,7 @@ TEST(trainer, memory_guard_refuses_with_numbers)
     tiny_cfg(&c, "mem");
     mem_data dm = {0, 512};
     train_data src = {&dm, mem_next, mem_save, mem_restore};
-    trainer_options opt = {NULL, 1 << 20};
+    trainer_options opt = {NULL, 1 << 20, NULL};
     trainer *t;
     qs_diag d = {0};
     ASSERT_EQ_INT(trainer_create(&t, &c, &src, &opt, &d), QS_ERANGE);
@@ -247,4 +248,65 @@ TEST(trainer, fresh_run_refuses_existing_run_dir_and_resume_needs_checkpoint)
     ASSERT_TRUE(strstr(d.msg, "--resume") != NULL);
     opt.resume_dir = c.out_dir;
     ASSERT_EQ_INT(trainer_create(&t, &c, &src, &opt, &d), QS_ENOTFOUND);
+}
+
+typedef struct fake_eval {
+    int calls;
+    long steps[8];
+    int hook_was_off;
+} fake_eval;
+
+static int fake_eval_run(void *self, struct llama_model *m, long step, char *line, size_t n,
+                         char *event, size_t n_event, qs_diag *d)
+{
+    (void)d;
+    fake_eval *f = self;
+    if (f->calls < 8)
+        f->steps[f->calls] = step;
+    f->calls++;
+    f->hook_was_off += m->hook.fn == NULL;
+    snprintf(line, n, "{\"type\":\"eval\",\"step\":%ld,\"tasks\":{\"fake\":{\"acc\":0.5,\"n\":2}}}",
+             step);
+    if (step == 4)
+        snprintf(event, n_event, "{\"step\":4,\"type\":\"forgetting\",\"task\":\"fake\"}");
+    return step == 4;
+}
+
+TEST(trainer, eval_seam_runs_baseline_then_every_k_and_can_stop)
+{
+    runcfg c;
+    tiny_cfg(&c, "eval");
+    mem_data dm = {0, 512};
+    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    fake_eval fe = {0};
+    train_eval_hook hook = {&fe, 2, fake_eval_run};
+    trainer_options opt = {NULL, 0, &hook};
+    trainer *t;
+    qs_diag d = {0};
+    ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
+    train_step_info info;
+    int rc = 0;
+    while (!trainer_done(t) && !(rc = trainer_step(t, &info, &d)))
+        ;
+    ASSERT_EQ_INT(rc, QS_ESTOP);
+    ASSERT_TRUE(strstr(d.msg, "forgetting") != NULL);
+    ASSERT_EQ_INT(trainer_next_step(t), 4);
+    trainer_destroy(t);
+    ASSERT_EQ_INT(fe.calls, 3);
+    ASSERT_EQ_INT(fe.steps[0], 0);
+    ASSERT_EQ_INT(fe.steps[1], 2);
+    ASSERT_EQ_INT(fe.steps[2], 4);
+    ASSERT_EQ_INT(fe.hook_was_off, 3);
+    char path[600], *text;
+    size_t n;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", c.out_dir);
+    ASSERT_OK(fileio_read_all(path, &text, &n, &d), &d);
+    ASSERT_TRUE(strncmp(text, "{\"type\":\"eval\",\"step\":0,", 24) == 0);
+    qs_free(text);
+    snprintf(path, sizeof path, "%s/events.jsonl", c.out_dir);
+    ASSERT_OK(fileio_read_all(path, &text, &n, &d), &d);
+    ASSERT_TRUE(strstr(text, "\"type\":\"forgetting\"") && strstr(text, "\"reason\":\"forgetting\""));
+    qs_free(text);
+    snprintf(path, sizeof path, "%s/ckpt/step_4/train_state.bin", c.out_dir);
+    ASSERT_TRUE(fileio_exists(path));
 }

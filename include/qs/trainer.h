@@ -44,9 +44,26 @@ typedef struct train_data {
 int trainer_data_open_shards(train_data *out, const runcfg *cfg, qs_diag *d);
 void trainer_data_close(train_data *data);
 
+/* The in-loop evaluation seam (issue 7): called with the current master
+ * weights (the quantization hook is switched off during the call) before
+ * step 0 (the baseline) and after every every_steps steps.  run() may fill
+ * metrics_line with one {"type":"eval","step":N,...} JSON object (appended to
+ * metrics.jsonl) and event_line with one events.jsonl object (e.g. a
+ * forgetting alarm); both start empty.  Return 1 to stop the run ("stop" event
+ * with reason "forgetting", exit status of a failed verdict), 0 to go on, or a
+ * negative QS_E* code. */
+struct llama_model;
+typedef struct train_eval_hook {
+    void *self;
+    long every_steps;            /* 0: never */
+    int (*run)(void *self, struct llama_model *m, long step, char *metrics_line,
+               size_t metrics_bytes, char *event_line, size_t event_bytes, qs_diag *d);
+} train_eval_hook;
+
 typedef struct trainer_options {
     const char *resume_dir;      /* NULL: fresh run in cfg->out_dir */
     size_t mem_limit_bytes;      /* refuse above this (0: no check) */
+    const train_eval_hook *eval; /* NULL: no in-loop evaluation */
 } trainer_options;
 
 /* What one step did (for the progress line). */
@@ -82,9 +99,11 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                    const trainer_options *opt, qs_diag *d);
 void trainer_destroy(trainer *t);   /* no checkpoint, closes logs; NULL ok */
 
-/* One optimizer step.  Returns 0, QS_ENAN (the run stopped: "nan" event, no
- * checkpoint written), QS_ESTOP (saturation alarm with stop_on_saturation:
- * "stop" event, checkpoint written) or another error. */
+/* One optimizer step (preceded by the baseline evaluation on the first call of
+ * a fresh run, followed by an evaluation every eval->every_steps steps).
+ * Returns 0, QS_ENAN (the run stopped: "nan" event, no checkpoint written),
+ * QS_ESTOP (saturation alarm with stop_on_saturation, or the eval hook asked
+ * to stop: "stop" event, checkpoint written) or another error. */
 int trainer_step(trainer *t, train_step_info *info, qs_diag *d);
 /* 1 when every step of the run is done. */
 int trainer_done(const trainer *t);

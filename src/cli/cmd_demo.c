@@ -74,7 +74,7 @@ static int demo_train(const char *dir, long steps, long warmup, const char *esti
         return cli_diag_error(&d);
     train_memory mem;
     trainer *t;
-    trainer_options opt = {NULL, 0};
+    trainer_options opt = {NULL, 0, NULL};
     qs_mem_reset_peak(); /* the peak reported at the end is the training's */
     if (trainer_memory_estimate(&cfg, &mem, &d) || trainer_create(&t, &cfg, &data, &opt, &d)) {
         trainer_data_close(&data);

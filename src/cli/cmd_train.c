@@ -150,7 +150,7 @@ int cmd_train(int argc, char **argv)
     train_data data;
     if (trainer_data_open_shards(&data, &cfg, &d))
         return cli_diag_error(&d);
-    trainer_options opt = {resume, 0};
+    trainer_options opt = {resume, 0, NULL};
     opt.mem_limit_bytes = cfg.max_memory_gb > 0 ? (size_t)(cfg.max_memory_gb * 1073741824.0)
                                                 : train_mem_available();
     train_memory mem;

@@ -126,7 +126,7 @@ static double bench_run(const char *model_dir, const char *out_dir, const char *
         return -1;
     bench_tokens bt = {7, 32000};
     train_data data = {&bt, bench_next, bench_save, bench_restore};
-    trainer_options opt = {NULL, 0};
+    trainer_options opt = {NULL, 0, NULL};
     train_memory mem;
     trainer *t;
     qs_mem_reset_peak();
