@@ -42,7 +42,8 @@ typedef struct trainstate_reader {
 } trainstate_reader;
 
 int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d);
-/* Section by tag: pointer into the mapping + size; QS_ENOTFOUND naming the tag. */
+/* Section by tag: pointer into the mapping + size; QS_ENOTFOUND naming the tag.
+ * Payloads are NOT aligned: memcpy them out. */
 int trainstate_section(const trainstate_reader *r, const char *tag, const void **data,
                        size_t *bytes, qs_diag *d);
 void trainstate_close(trainstate_reader *r);
