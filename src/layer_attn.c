@@ -102,7 +102,9 @@ void attn_backward(float *dq, float *dk, float *dv, const float *dout, const flo
      * One task per (b, kv head) owns that kv head's dk/dv and its heads' dq. */
     int group = H / KVH;
     float scale = 1.0f / sqrtf((float)hd);
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) collapse(2) if ((size_t)B * H * T * T * hd > 262144)
+#endif
     for (int b = 0; b < B; b++)
         for (int kh = 0; kh < KVH; kh++)
             for (int h = kh * group; h < (kh + 1) * group; h++)

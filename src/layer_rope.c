@@ -90,7 +90,9 @@ void rope_backward(float *dx, const int32_t *pos, const rope_table *t, int N, in
 {
     /* forward: (x1, x2) -> (x1 c - x2 s, x2 c + x1 s); its transpose rotates by -angle */
     int hd = t->head_dim, half = hd / 2;
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)N * n_heads * hd > 65536)
+#endif
     for (int n = 0; n < N; n++) {
         const float *cs = t->cos + (size_t)pos[n] * half, *sn = t->sin + (size_t)pos[n] * half;
         for (int h = 0; h < n_heads; h++) {

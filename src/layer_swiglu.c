@@ -16,7 +16,9 @@ void swiglu_backward(float *dgate, float *dup, const float *dout, const float *g
                      const float *up, size_t n)
 {
     long ln = (long)n;
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (ln > 65536)
+#endif
     for (long i = 0; i < ln; i++) {
         float g = gate[i];
         float sig = 1.0f / (1.0f + expf(-g));

@@ -37,7 +37,9 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
 void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
                    float scale)
 {
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)N * V > 65536)
+#endif
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
         float *g = dlogits + (size_t)n * V;

@@ -84,7 +84,9 @@ void model_grad_acts_free(llama_grad_acts *g)
 static void grad_add(float *dst, const float *src, size_t n)
 {
     long ln = (long)n;
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (ln > 65536)
+#endif
     for (long i = 0; i < ln; i++)
         dst[i] += src[i];
 }

@@ -40,7 +40,9 @@ void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
     const float eps = (float)h->eps;
     float *m = s->m, *v = s->v;
     long n = (long)s->n_params;
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
+#endif
     for (long i = 0; i < n; i++) {
         float g = grads[i];
         float mi = b1 * m[i] + (1.0f - b1) * g;
@@ -60,7 +62,9 @@ double optim_grad_norm(const float *g, size_t n)
     /* chunks are summed in groups of 64 so the order is fixed for any thread count */
     for (long c0 = 0; c0 < n_chunks; c0 += 64) {
         long nc = n_chunks - c0 < 64 ? n_chunks - c0 : 64;
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (nc > 1)
+#endif
         for (long c = 0; c < nc; c++) {
             size_t lo = (size_t)(c0 + c) * OPTIM_CHUNK_ELEMS;
             size_t hi = lo + OPTIM_CHUNK_ELEMS < n ? lo + OPTIM_CHUNK_ELEMS : n;
@@ -81,7 +85,9 @@ double optim_grad_clip(float *g, size_t n, double norm, double max_norm)
         return 1.0;
     float f = (float)(max_norm / (norm + 1e-6));
     long ln = (long)n;
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (ln > 65536)
+#endif
     for (long i = 0; i < ln; i++)
         g[i] *= f;
     return f;
