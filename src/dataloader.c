@@ -36,11 +36,28 @@ static void order_build(dataloader *dl)
     }
 }
 
+static int load_one_file(dataloader *dl, const char *path, const char *split, uint64_t hash,
+                         qs_diag *d)
+{
+    if (strcmp(split, "train"))
+        return diag_set(d, QS_ENOTFOUND, path, -1,
+                        "a single shard file is the train split: no '%s' split (expected a "
+                        "shard directory with a manifest for it)",
+                        split);
+    shard_header h;
+    int rc = shard_read(path, &hash, &h, &dl->tokens, d);
+    if (!rc)
+        dl->n_tokens = h.n_tokens;
+    return rc;
+}
+
 /* Read the split's shard list from the manifest and concatenate the shards. */
 static int load_split(dataloader *dl, const char *dir, const char *split, uint64_t hash,
                       qs_diag *d)
 {
     char mpath[1200], spath[1200];
+    if (fileio_exists(dir) && !fileio_is_dir(dir))
+        return load_one_file(dl, dir, split, hash, d);
     if (fileio_join(mpath, sizeof mpath, dir, SHARD_MANIFEST_NAME))
         return diag_set(d, QS_ERANGE, dir, -1, "path too long");
     if (!fileio_exists(mpath))
@@ -206,4 +223,44 @@ void dataloader_rewind(dataloader *dl)
     dl->epoch = 0;
     dl->cursor = 0;
     order_build(dl);
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+void dataloader_pos_to_bytes(const dataloader_pos *pos, unsigned char out[DATALOADER_POS_BYTES])
+{
+    memcpy(out, "QSDP", 4);
+    out[4] = 1, out[5] = out[6] = out[7] = 0; /* version 1 */
+    put_u64(out + 8, pos->epoch);
+    put_u64(out + 16, pos->cursor);
+    put_u64(out + 24, pos->n_windows);
+    put_u64(out + 32, pos->data_hash);
+}
+
+int dataloader_pos_from_bytes(dataloader_pos *pos, const void *bytes, size_t n_bytes, qs_diag *d)
+{
+    const unsigned char *p = bytes;
+    if (n_bytes != DATALOADER_POS_BYTES || memcmp(p, "QSDP", 4) || p[4] != 1 || p[5] || p[6] ||
+        p[7])
+        return diag_set(d, QS_EFORMAT, NULL, -1,
+                        "data position: expected %d bytes starting \"QSDP\" version 1, found %zu "
+                        "bytes",
+                        DATALOADER_POS_BYTES, n_bytes);
+    pos->epoch = get_u64(p + 8);
+    pos->cursor = get_u64(p + 16);
+    pos->n_windows = get_u64(p + 24);
+    pos->data_hash = get_u64(p + 32);
+    return 0;
 }

@@ -223,6 +223,16 @@ int hfconfig_parse(llama_config *c, const char *json_text, size_t len, const cha
                       c->n_heads, c->n_kv_heads, c->head_dim);
         goto done;
     }
+    /* size sanity before anyone multiplies these in size_t: <= 2^38 parameters */
+    double qd = (double)c->n_heads * c->head_dim, kd = (double)c->n_kv_heads * c->head_dim;
+    double approx = 2.0 * c->vocab_size * c->dim +
+                    (double)c->n_layers * (2.0 * c->dim * qd + 2.0 * c->dim * kd +
+                                           3.0 * c->dim * c->hidden_dim);
+    if (approx > 274877906944.0) {
+        rc = diag_set(d, QS_ERANGE, path, -1, "model of ~%.3g parameters is beyond this engine",
+                      approx);
+        goto done;
+    }
     const char *act = json_string_value(json_object_get(root, "hidden_act"));
     if (act && strcmp(act, "silu")) {
         rc = diag_set(d, QS_EUNSUPPORTED, path, -1,

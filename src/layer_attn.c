@@ -1,17 +1,30 @@
 /* layer_attn.c: causal grouped-query attention over a KV cache
  * (see include/qs/layers.h for shapes).
  *
- * One (batch, head, query) row per iteration, so OpenMP threads own disjoint
- * outputs and results do not depend on the thread count.  With att == NULL
- * (inference) the softmax is computed online in one pass over the keys
- * (running max and rescaled sum), so no scratch is needed; with att the
- * probabilities are written there (zeros past the causal limit) for backward.
- * Scores and sums are fp32 with the row max subtracted, as HF's eager path.
+ * Two paths, both fp32 with the row max subtracted, as HF's eager path:
+ *  - prompts (T >= ATTN_TILED_MIN_T, scratch given): the keys of each (batch,
+ *    KV head) are first transposed to [hd, keys], so a query's scores are hd
+ *    contiguous multiply-adds over the keys (SIMD-friendly); probabilities go to
+ *    att (training) or to a per-thread scratch row, then O = P V row by row.
+ *    Two parallel regions per call, no matmul: cheap under thread contention.
+ *  - decoding (few queries, or no scratch): one pass over the keys per query
+ *    with an online softmax (running max and rescaled sum), or the
+ *    probabilities stored in att.
+ * Every (batch, head, query) row is computed by one thread in a fixed order, so
+ * the result does not depend on the thread count.
  */
 #include <math.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
+#include "layer_attn_impl.h"
+#include "qs/cpu.h"
 #include "qs/layers.h"
+
+#define ATTN_TILED_MIN_T 8
+#define ATTN_SLOTS 16   /* per-thread score rows in the scratch (threads beyond are not used) */
 
 static float attn_dot(const float *a, const float *b, int n)
 {
@@ -71,13 +84,133 @@ static void attn_row_online(float *o, const float *qr, const float *kb, const fl
         o[i] *= inv;
 }
 
-void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
-                  int T, int pos0, int Tcap, int H, int KVH, int hd)
+size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd)
 {
+    /* transposed keys [B, KVH, hd, Tcap] + ATTN_SLOTS score rows [Tcap] */
+    return (size_t)B * KVH * hd * Tcap + (size_t)ATTN_SLOTS * Tcap;
+}
+
+/* p[j] = (q . k_j) * scale for j < n, keys transposed: kt[i * ld + j] */
+static void attn_scores_t(float *restrict p, const float *restrict qr, const float *restrict kt,
+                          int n, size_t ld, int hd, float scale)
+{
+    for (int j = 0; j < n; j++)
+        p[j] = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        const float qi = qr[i], *restrict kr = kt + (size_t)i * ld;
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+        for (int j = 0; j < n; j++)
+            p[j] += qi * kr[j];
+    }
+    for (int j = 0; j < n; j++)
+        p[j] *= scale;
+}
+
+/* softmax over p[0..n) in place, zeros in p[n..width) */
+static void attn_softmax(float *p, int n, int width)
+{
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++)
+        mx = p[j] > mx ? p[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        p[j] = expf(p[j] - mx);
+        sum += p[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++)
+        p[j] *= inv;
+    for (int j = n; j < width; j++)
+        p[j] = 0.0f;
+}
+
+/* o[hd] = sum_j p[j] v_j */
+static void attn_weighted_sum(float *restrict o, const float *restrict p,
+                              const float *restrict vb, int n, size_t kv_stride, int hd)
+{
+    memset(o, 0, (size_t)hd * sizeof *o);
+    for (int j = 0; j < n; j++) {
+        const float pj = p[j], *restrict vr = vb + (size_t)j * kv_stride;
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+        for (int i = 0; i < hd; i++)
+            o[i] += pj * vr[i];
+    }
+}
+
+static void attn_forward_tiled(float *out, float *att, const float *q, const float *k,
+                               const float *v, int B, int T, int pos0, int Tcap, int H, int KVH,
+                               int hd, float *scratch)
+{
+    const int group = H / KVH, Tk = pos0 + T;
+    const size_t kv_stride = (size_t)KVH * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *kt = scratch, *rows = scratch + (size_t)B * KVH * hd * Tcap;
+#ifdef _OPENMP
+#pragma omp parallel for collapse(2) schedule(static)
+#endif
+    for (int bg = 0; bg < B * KVH; bg++)
+        for (int j = 0; j < Tk; j++) {
+            int b = bg / KVH, g = bg % KVH;
+            const float *kr = k + ((size_t)b * Tcap + j) * kv_stride + (size_t)g * hd;
+            for (int i = 0; i < hd; i++)
+                kt[((size_t)bg * hd + i) * Tcap + j] = kr[i];
+        }
+    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
+#ifdef _OPENMP
+    int n_thr = omp_get_max_threads() < ATTN_SLOTS ? omp_get_max_threads() : ATTN_SLOTS;
+#pragma omp parallel num_threads(n_thr)
+#endif
+    {
+        int slot = 0;
+#ifdef _OPENMP
+        slot = omp_get_thread_num();
+#endif
+#ifdef _OPENMP
+#pragma omp for collapse(3) schedule(static)
+#endif
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int t = 0; t < T; t++) {
+                    int g = h / group, n_keys = pos0 + t + 1;
+                    float *p = att ? att + (((size_t)b * H + h) * T + t) * Tcap
+                                   : rows + (size_t)slot * Tcap;
+                    const float *qr = q + (((size_t)b * T + t) * H + h) * hd;
+                    const float *ktb = kt + ((size_t)b * KVH + g) * hd * Tcap;
+                    const float *vb = v + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
+                    float *o = out + (((size_t)b * T + t) * H + h) * hd;
+                    if (simd512)
+                        attn_scores_t_avx512_impl(p, qr, ktb, n_keys, (size_t)Tcap, hd, scale);
+                    else
+                        attn_scores_t(p, qr, ktb, n_keys, (size_t)Tcap, hd, scale);
+                    attn_softmax(p, n_keys, att ? Tcap : n_keys);
+                    if (simd512)
+                        attn_weighted_sum_avx512_impl(o, p, vb, n_keys, kv_stride, hd);
+                    else
+                        attn_weighted_sum(o, p, vb, n_keys, kv_stride, hd);
+                }
+    }
+    (void)Tk;
+}
+
+void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                  int T, int pos0, int Tcap, int H, int KVH, int hd, float *scratch)
+{
+    if (scratch && T >= ATTN_TILED_MIN_T) {
+        attn_forward_tiled(out, att, q, k, v, B, T, pos0, Tcap, H, KVH, hd, scratch);
+        return;
+    }
     const float scale = 1.0f / sqrtf((float)hd);
     const int group = H / KVH;
     const size_t kv_stride = (size_t)KVH * hd;
-#pragma omp parallel for collapse(3) schedule(static)
+#ifdef _OPENMP
+    /* threads only pay off beyond ~64k multiply-adds (decode steps of tiny models stay serial) */
+    const double work = (double)B * H * T * (pos0 + T) * hd;
+#pragma omp parallel for collapse(3) schedule(static) if (work > 65536.0)
+#endif
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++) {

@@ -8,7 +8,9 @@
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C,
                      float eps)
 {
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (N > 16)
+#endif
     for (int n = 0; n < N; n++) {
         const float *xr = x + (size_t)n * C;
         float *o = out + (size_t)n * C;

@@ -72,7 +72,9 @@ void rope_table_free(rope_table *t)
 void rope_forward(float *x, const int32_t *pos, const rope_table *t, int N, int n_heads)
 {
     int hd = t->head_dim, half = hd / 2;
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (N > 16)
+#endif
     for (int n = 0; n < N; n++) {
         const float *c = t->cos + (size_t)pos[n] * half, *s = t->sin + (size_t)pos[n] * half;
         for (int h = 0; h < n_heads; h++) {

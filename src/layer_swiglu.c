@@ -5,7 +5,9 @@
 
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
 {
+#ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
+#endif
     for (size_t i = 0; i < n; i++) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];

@@ -8,7 +8,9 @@
 
 double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V)
 {
-#pragma omp parallel for schedule(static)
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((size_t)N * V > 65536)
+#endif
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
         int32_t tg = targets[n];

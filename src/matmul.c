@@ -64,7 +64,7 @@ static void mm_dw_sgemm(float *dw, const float *dout, const float *x, int N, int
 }
 
 /* ---- bf16 without scratch: C[m, j] = init + sum_k bf16(A(m, k)) bf16(B(k, j)), k in
- * order; bit-identical to the packed portable/AVX-512 fp32 kernels on bf16 input. ---- */
+ * mm_bf16_order; bit-identical to the packed bf16 paths. ---- */
 
 static void mm_gemm_unblocked(float *c, ptrdiff_t ldc, int M, int Nc, int K, mm_view a,
                               mm_view b, mm_init init, const float *bias)
@@ -76,9 +76,12 @@ static void mm_gemm_unblocked(float *c, ptrdiff_t ldc, int M, int Nc, int K, mm_
         for (int j = 0; j < Nc; j++) {
             float *cj = c + m * ldc + j;
             float acc = init == MM_INIT_ACCUM ? *cj : init == MM_INIT_BIAS ? bias[j] : 0.0f;
-            for (int k = 0; k < K; k++)
-                acc += mm_bf16_round(a.p[m * a.rs + k * a.cs]) *
-                       mm_bf16_round(b.p[k * b.rs + j * b.cs]);
+            for (int k = 0; k < K + (K & 1); k++) {
+                int ks = mm_bf16_order(k);
+                float av = ks < K ? mm_bf16_round(a.p[m * a.rs + ks * a.cs]) : 0.0f;
+                float bv = ks < K ? mm_bf16_round(b.p[ks * b.rs + j * b.cs]) : 0.0f;
+                acc += av * bv;
+            }
             *cj = acc;
         }
 }
@@ -94,9 +97,9 @@ static int mm_pack_ready(mm_bpack *bp, int *fresh, mm_view b, int K, int Nc, int
     return *fresh ? 0 : -1;
 }
 
-/* pk may be NULL (pack w on the fly). */
+/* pk may be NULL (pack w on the fly, into ws->bpack when ws is given). */
 static void mm_forward_run(float *out, const float *x, const float *w, const float *bias, int N,
-                           int IN, int O, int precision, matmul_wpack *pk)
+                           int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws)
 {
     mm_view wt = {w, 1, IN}, xa = {x, IN, 1};
     mm_init init = bias ? MM_INIT_BIAS : MM_INIT_ZERO;
@@ -104,11 +107,11 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
     if (kernel >= 0) {
         mm_bpack tmp = {0};
         int fresh = 0;
-        mm_bpack *bp = pk ? &pk->fwd : &tmp;
+        mm_bpack *bp = pk ? &pk->fwd : ws ? &ws->bpack : &tmp;
         int *fr = pk ? &pk->fwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wt, IN, O, kernel, precision);
         if (rc == 0)
-            rc = mm_gemm_impl(out, O, N, &xa, bp, init, bias);
+            mm_gemm_impl(out, O, N, &xa, NULL, bp, init, bias);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -120,18 +123,18 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
 }
 
 static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int IN, int O,
-                      int precision, matmul_wpack *pk)
+                      int precision, matmul_wpack *pk, matmul_ws *ws)
 {
     mm_view wb = {w, IN, 1}, da = {dout, O, 1};
     int kernel = mm_kernel_select_impl(precision);
     if (kernel >= 0) {
         mm_bpack tmp = {0};
         int fresh = 0;
-        mm_bpack *bp = pk ? &pk->bwd : &tmp;
+        mm_bpack *bp = pk ? &pk->bwd : ws ? &ws->bpack : &tmp;
         int *fr = pk ? &pk->bwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
         if (rc == 0)
-            rc = mm_gemm_impl(dx, IN, N, &da, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dx, IN, N, &da, NULL, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -143,17 +146,23 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
 }
 
 static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int IN, int O,
-                      int precision)
+                      int precision, matmul_ws *ws)
 {
     mm_view xb = {x, IN, 1}, dt = {dout, 1, O};
     int kernel = mm_kernel_select_impl(precision);
     if (kernel >= 0) {
-        mm_bpack bp = {0};
-        int fresh = 0;
-        int rc = mm_pack_ready(&bp, &fresh, xb, N, IN, kernel, precision);
+        /* bf16: dout^T is packed whole, in one sweep over dout's rows, rather
+         * than gathered column by column in every task */
+        mm_bpack tmp = {0}, tmp_a = {0};
+        mm_bpack *bp = ws ? &ws->bpack : &tmp, *ap = ws ? &ws->apack : &tmp_a;
+        int fresh = 0, whole_a = kernel == MM_KERNEL_AVX512BF16;
+        int rc = mm_pack_ready(bp, &fresh, xb, N, IN, kernel, precision);
+        if (rc == 0 && whole_a)
+            rc = mm_apack_whole_impl(ap, dt, O, N);
         if (rc == 0)
-            rc = mm_gemm_impl(dw, IN, O, &dt, &bp, MM_INIT_ACCUM, NULL);
-        mm_bpack_free_impl(&bp);
+            mm_gemm_impl(dw, IN, O, &dt, whole_a ? ap : NULL, bp, MM_INIT_ACCUM, NULL);
+        mm_bpack_free_impl(&tmp);
+        mm_bpack_free_impl(&tmp_a);
         if (rc == 0)
             return;
     }
@@ -195,14 +204,15 @@ static int mm_forward_trivial(float *out, const float *bias, int N, int IN, int 
 }
 
 static void mm_backward_run(float *dx, float *dw, float *db, const float *dout, const float *x,
-                            const float *w, int N, int IN, int O, int precision, matmul_wpack *pk)
+                            const float *w, int N, int IN, int O, int precision, matmul_wpack *pk,
+                            matmul_ws *ws)
 {
     if (N <= 0 || IN <= 0 || O <= 0)
         return;
     if (dx)
-        mm_dx_run(dx, dout, w, N, IN, O, precision, pk);
+        mm_dx_run(dx, dout, w, N, IN, O, precision, pk, ws);
     if (dw)
-        mm_dw_run(dw, dout, x, N, IN, O, precision);
+        mm_dw_run(dw, dout, x, N, IN, O, precision, ws);
     if (db)
         mm_colsum(db, dout, N, O);
 }
@@ -213,13 +223,13 @@ void matmul_forward(float *out, const float *x, const float *w, const float *bia
                     int O, int precision)
 {
     if (!mm_forward_trivial(out, bias, N, IN, O))
-        mm_forward_run(out, x, w, bias, N, IN, O, precision, NULL);
+        mm_forward_run(out, x, w, bias, N, IN, O, precision, NULL, NULL);
 }
 
 void matmul_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
                      const float *w, int N, int IN, int O, int precision)
 {
-    mm_backward_run(dx, dw, db, dout, x, w, N, IN, O, precision, NULL);
+    mm_backward_run(dx, dw, db, dout, x, w, N, IN, O, precision, NULL, NULL);
 }
 
 matmul_wpack *matmul_wpack_create(const float *w, int IN, int O, int precision)
@@ -256,16 +266,44 @@ size_t matmul_wpack_bytes(const matmul_wpack *pk)
     return pk ? sizeof *pk + pk->fwd.bytes + pk->bwd.bytes : 0;
 }
 
-void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N)
+void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, const float *bias,
+                              int N, matmul_ws *ws)
 {
     if (!mm_forward_trivial(out, bias, N, pk->IN, pk->O))
-        mm_forward_run(out, x, pk->w, bias, N, pk->IN, pk->O, pk->precision, pk);
+        mm_forward_run(out, x, pk->w, bias, N, pk->IN, pk->O, pk->precision, pk, ws);
+}
+
+void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
+                               const float *x, matmul_wpack *pk, int N, matmul_ws *ws)
+{
+    mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk, ws);
+}
+
+void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N)
+{
+    matmul_forward_packed_ws(out, x, pk, bias, N, NULL);
 }
 
 void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
                             matmul_wpack *pk, int N)
 {
-    mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk);
+    matmul_backward_packed_ws(dx, dw, db, dout, x, pk, N, NULL);
+}
+
+matmul_ws *matmul_ws_create(void) { return qs_calloc(1, sizeof(matmul_ws)); }
+
+void matmul_ws_destroy(matmul_ws *ws)
+{
+    if (!ws)
+        return;
+    mm_bpack_free_impl(&ws->bpack);
+    mm_bpack_free_impl(&ws->apack);
+    qs_free(ws);
+}
+
+size_t matmul_ws_bytes(const matmul_ws *ws)
+{
+    return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes : 0;
 }
 
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

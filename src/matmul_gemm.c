@@ -15,8 +15,6 @@
 #include <string.h>
 
 #include "matmul_impl.h"
-#include "qs/err.h"
-#include "qs/mem.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,15 +28,19 @@ typedef struct mm_job {
     ptrdiff_t ldc;
     int M;
     const mm_view *a;
+    const mm_bpack *ap; /* whole-A pack, or NULL */
     const mm_bpack *bp;
     mm_init init;
     const float *bias;
     int mc, nc; /* task size: rows (multiple of MM_MR, <= MM_MC), columns (multiple of MM_NR) */
 } mm_job;
 
-static void mm_kernel_run(mm_kernel kernel, int kc, const void *ap, const void *bp, float *c,
+static void mm_kernel_run(const mm_bpack *bp_all, int kc, mm_apanel ap, const void *bp, float *c,
                           ptrdiff_t ldc, int load_c)
 {
+    mm_kernel kernel = bp_all->kernel;
+    if (bp_all->round_bf16 && kernel != MM_KERNEL_AVX512BF16)
+        kc += kc & 1; /* bf16 fallback: operands padded to whole pairs */
     switch (kernel) {
     case MM_KERNEL_AVX512BF16:
         mm_kernel_bf16_avx512bf16_impl((kc + 1) / 2, ap, bp, c, ldc, load_c);
@@ -53,60 +55,58 @@ static void mm_kernel_run(mm_kernel kernel, int kc, const void *ap, const void *
 }
 
 /* One micro-tile, full or partial (mi x nj valid). */
-static void mm_tile_run(const mm_job *jb, int kc, const void *ap, const void *bpanel, float *c,
+static void mm_tile_run(const mm_job *jb, int kc, mm_apanel ap, const void *bpanel, float *c,
                         int mi, int nj, int load_c, float *tile)
 {
     if (mi == MM_MR && nj == MM_NR) {
-        mm_kernel_run(jb->bp->kernel, kc, ap, bpanel, c, jb->ldc, load_c);
+        mm_kernel_run(jb->bp, kc, ap, bpanel, c, jb->ldc, load_c);
         return;
     }
     if (load_c)
         for (int r = 0; r < mi; r++)
             memcpy(tile + r * MM_NR, c + r * jb->ldc, (size_t)nj * sizeof *c);
-    mm_kernel_run(jb->bp->kernel, kc, ap, bpanel, tile, MM_NR, load_c);
+    mm_kernel_run(jb->bp, kc, ap, bpanel, tile, MM_NR, load_c);
     for (int r = 0; r < mi; r++)
         memcpy(c + r * jb->ldc, tile + r * MM_NR, (size_t)nj * sizeof *c);
 }
 
-static void mm_task_run(const mm_job *jb, int i0, int j0, void *ablock, float *tile)
+static void mm_task_run(const mm_job *jb, int i0, int j0, float *ablock, float *tile)
 {
     const mm_bpack *bp = jb->bp;
     int is_bf16 = bp->kernel == MM_KERNEL_AVX512BF16;
+    mm_afmt afmt = is_bf16 ? MM_AFMT_BF16 : bp->round_bf16 ? MM_AFMT_F32_BF16 : MM_AFMT_F32;
+    size_t elem = is_bf16 ? sizeof(uint32_t) : sizeof(float);
     int K = bp->K;
     int mc = jb->M - i0 < jb->mc ? jb->M - i0 : jb->mc;
     int nc = bp->N - j0 < jb->nc ? bp->N - j0 : jb->nc;
+    mm_apanel ap[MM_MC / MM_MR];
     if (jb->init == MM_INIT_BIAS)
         for (int r = 0; r < mc; r++)
             memcpy(jb->c + (i0 + r) * jb->ldc + j0, jb->bias + j0, (size_t)nc * sizeof(float));
-    for (int k0 = 0; k0 < K; k0 += MM_KC) {
-        int kc = K - k0 < MM_KC ? K - k0 : MM_KC;
+    int kc_max = is_bf16 ? 2 * MM_KC : MM_KC; /* the same bytes per block */
+    for (int k0 = 0; k0 < K; k0 += kc_max) {
+        int kc = K - k0 < kc_max ? K - k0 : kc_max;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
         for (int ir = 0; ir < mc; ir += MM_MR) {
-            if (is_bf16)
-                mm_apack_bf16_impl((uint32_t *)ablock + (ir / MM_MR) * MM_APANEL_ELEMS, *jb->a,
-                                   jb->M, i0 + ir, k0, kc);
-            else
-                mm_apack_f32_impl((float *)ablock + (ir / MM_MR) * MM_APANEL_ELEMS, *jb->a, jb->M,
-                                  i0 + ir, k0, kc, bp->round_bf16);
+            if (jb->ap) {
+                size_t panel = (size_t)(i0 + ir) / MM_MR;
+                const uint32_t *d = jb->ap->data;
+                ap[ir / MM_MR] = (mm_apanel){d + panel * jb->ap->panel_elems +
+                                                 (size_t)(k0 / 2) * MM_MR, 1, MM_MR};
+            } else {
+                ap[ir / MM_MR] = mm_apanel_make_impl(ablock + (ir / MM_MR) * MM_APANEL_ELEMS,
+                                                     *jb->a, jb->M, i0 + ir, k0, kc, afmt);
+            }
         }
         size_t b_off = (size_t)(is_bf16 ? k0 / 2 : k0) * MM_NR;
         for (int jr = 0; jr < nc; jr += MM_NR) {
             size_t panel = (size_t)(j0 + jr) / MM_NR;
-            const void *bpanel = is_bf16
-                                     ? (const void *)((const uint32_t *)bp->data +
-                                                      panel * bp->panel_elems + b_off)
-                                     : (const void *)((const float *)bp->data +
-                                                      panel * bp->panel_elems + b_off);
+            const void *bpanel = (const char *)bp->data + (panel * bp->panel_elems + b_off) * elem;
             int nj = nc - jr < MM_NR ? nc - jr : MM_NR;
             for (int ir = 0; ir < mc; ir += MM_MR) {
                 int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
-                const void *ap = is_bf16
-                                     ? (const void *)((uint32_t *)ablock +
-                                                      (ir / MM_MR) * MM_APANEL_ELEMS)
-                                     : (const void *)((float *)ablock +
-                                                      (ir / MM_MR) * MM_APANEL_ELEMS);
                 float *c = jb->c + (i0 + ir) * jb->ldc + j0 + jr;
-                mm_tile_run(jb, kc, ap, bpanel, c, mi, nj, load_c, tile);
+                mm_tile_run(jb, kc, ap[ir / MM_MR], bpanel, c, mi, nj, load_c, tile);
             }
         }
     }
@@ -117,20 +117,19 @@ static int mm_round_up(int v, int m) { return (v + m - 1) / m * m; }
 /* Task size.  The sums do not depend on it (each element is summed in k order
  * whatever the blocking), so it may follow the thread count: aim for at least
  * MM_TASKS_PER_THREAD tasks per thread so dynamic scheduling can even out the
- * load, shrinking columns first (down to 2 panels), then rows. */
+ * load.  Rows are split first (down to one micro-panel): every column block
+ * re-packs its task's A rows, while B is packed once whatever the split. */
 enum { MM_TASKS_PER_THREAD = 6 };
 static void mm_task_shape(mm_job *jb, int n_threads)
 {
     int want = MM_TASKS_PER_THREAD * n_threads;
     int N = jb->bp->N;
-    int n_ib = (jb->M + MM_MC - 1) / MM_MC;
+    int mc = mm_round_up((jb->M + want - 1) / want, MM_MR);
+    jb->mc = mc > MM_MC ? MM_MC : mc;
+    int n_ib = (jb->M + jb->mc - 1) / jb->mc;
     int n_jb_want = (want + n_ib - 1) / n_ib;
     int nc = mm_round_up((N + n_jb_want - 1) / n_jb_want, MM_NR);
     jb->nc = nc > MM_NC ? MM_NC : nc < 2 * MM_NR ? 2 * MM_NR : nc;
-    int n_jb = (N + jb->nc - 1) / jb->nc;
-    int n_ib_want = (want + n_jb - 1) / n_jb;
-    int mc = mm_round_up((jb->M + n_ib_want - 1) / n_ib_want, MM_MR);
-    jb->mc = mc > MM_MC ? MM_MC : mc;
 }
 
 /* K == 0: the product is empty, only the initial value remains. */
@@ -146,41 +145,40 @@ static void mm_gemm_empty(const mm_job *jb)
         }
 }
 
-int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp, mm_init init,
-                 const float *bias)
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *ap,
+                  const mm_bpack *bp, mm_init init, const float *bias)
 {
-    mm_job jb = {c, ldc, M, a, bp, init, bias, MM_MC, MM_NC};
+    mm_job jb = {c, ldc, M, a, ap, bp, init, bias, MM_MC, MM_NC};
     if (M <= 0 || bp->N <= 0)
-        return 0;
+        return;
     if (bp->K <= 0) {
         mm_gemm_empty(&jb);
-        return 0;
+        return;
     }
     int n_threads = 1;
 #ifdef _OPENMP
     n_threads = omp_get_max_threads();
 #endif
-    /* per thread: one A block, then one spare tile (offset keeps 64-byte alignment) */
-    size_t slot = (size_t)MM_ABLOCK_ELEMS + MM_MR * MM_NR;
-    float *scratch = qs_malloc((size_t)n_threads * slot * sizeof(float));
-    if (!scratch)
-        return QS_ENOMEM;
-    double flops = 2.0 * M * bp->N * bp->K;
     mm_task_shape(&jb, n_threads);
     int n_ib = (M + jb.mc - 1) / jb.mc;
     int n_jb = (bp->N + jb.nc - 1) / jb.nc;
     int n_tasks = n_ib * n_jb;
+    /* below ~2 MFLOP a parallel region costs more than it saves */
+    int parallel = n_tasks > 1 && 2.0 * M * bp->N * bp->K > 2e6;
+    (void)parallel;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) if (n_tasks > 1 && flops > 2e6)
+#pragma omp parallel if (parallel)
 #endif
-    for (int t = 0; t < n_tasks; t++) {
-        int tid = 0;
+    {
+        /* Per-thread scratch on the thread's own stack (~98 KB): already mapped
+         * after the first call, where a heap block of this size would be a fresh
+         * mmap and a run of page faults on every call. */
+        _Alignas(64) float ablock[MM_ABLOCK_ELEMS];
+        _Alignas(64) float tile[MM_MR * MM_NR];
 #ifdef _OPENMP
-        tid = omp_get_thread_num();
+#pragma omp for schedule(dynamic, 1)
 #endif
-        float *mine = scratch + (size_t)tid * slot;
-        mm_task_run(&jb, (t % n_ib) * jb.mc, (t / n_ib) * jb.nc, mine, mine + MM_ABLOCK_ELEMS);
+        for (int t = 0; t < n_tasks; t++)
+            mm_task_run(&jb, (t % n_ib) * jb.mc, (t / n_ib) * jb.nc, ablock, tile);
     }
-    qs_free(scratch);
-    return 0;
 }

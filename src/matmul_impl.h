@@ -44,7 +44,8 @@ typedef struct mm_bpack {
     size_t bytes;         /* capacity of data */
     int K, N;             /* logical shape */
     mm_kernel kernel;     /* format */
-    int round_bf16;       /* fp32 formats only: values rounded to bf16 */
+    int round_bf16;       /* fp32 formats only: values rounded to bf16, k in
+                             mm_bf16_order, K padded to even (bf16 fallback) */
 } mm_bpack;
 
 /* How the GEMM starts each output element. */
@@ -54,13 +55,16 @@ typedef enum {
     MM_INIT_ACCUM = 2, /* C = C + A B */
 } mm_init;
 
-/* bf16 round to nearest even, as torch does (NaN -> quiet NaN 0x7FC0). */
+/* bf16 round to nearest even, as torch does (NaN -> quiet NaN 0x7FC0), except
+ * that results below the normal range become signed zero: vdpbf16ps treats
+ * bf16 denormals as zero, and every path must see the same operands. */
 static inline uint16_t mm_bf16_bits(float f)
 {
     union { float f; uint32_t u; } v = {f};
     if ((v.u & 0x7FFFFFFFu) > 0x7F800000u)
         return 0x7FC0;
-    return (uint16_t)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
+    uint16_t h = (uint16_t)((v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16);
+    return (h & 0x7F80u) ? h : (uint16_t)(h & 0x8000u);
 }
 
 static inline float mm_bf16_round(float f)
@@ -69,32 +73,71 @@ static inline float mm_bf16_round(float f)
     return v.f;
 }
 
+/* The bf16 fallbacks visit k in vdpbf16ps's order: within each pair the odd
+ * term first (k = 1, 0, 3, 2, ...), an odd K padded with a zero term.  Packed
+ * position k holds source column mm_bf16_order(k). */
+static inline int mm_bf16_order(int k) { return k ^ 1; }
+
 /* Kernel choice for a public precision at the current cpu_level(); -1 = use sgemm. */
 int mm_kernel_select_impl(int precision);
 
 /* Pack B (K x N view) into bp; reuses bp->data when large enough.  0 or QS_ENOMEM. */
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16);
 void mm_bpack_free_impl(mm_bpack *bp);
+/* Pack all of A (M x K) whose columns are contiguous (a.rs == 1, dW's dout^T) as
+ * bf16 k-major micro-panels, panel i at data + i * panel_elems, [K/2][MM_MR]
+ * pairs; N holds M.  For the bf16 kernel.  0 or QS_ENOMEM. */
+int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K);
 
-/* Pack rows [i0, i0 + MM_MR) x cols [k0, k0 + kc) of A into one micro-panel
- * (rows past M are zero; for bf16, an odd kc is padded with a zero column). */
-void mm_apack_f32_impl(float *dst, mm_view a, int M, int i0, int k0, int kc, int round_bf16);
-void mm_apack_bf16_impl(uint32_t *dst, mm_view a, int M, int i0, int k0, int kc);
+/* An A micro-panel as a kernel reads it: element (r, k) is p[r * rs + k * ks]
+ * (floats for the fp32 kernels; uint32 bf16 pairs, k = pair index, for bf16). */
+typedef struct mm_apanel {
+    const void *p;
+    ptrdiff_t rs, ks;
+} mm_apanel;
 
-/* C (M x N, row stride ldc) per init from A (view) and packed B.  0 or QS_ENOMEM
- * (scratch allocation failed; C untouched). */
-int mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *bp, mm_init init,
-                 const float *bias);
+/* A operand format for one GEMM. */
+typedef enum {
+    MM_AFMT_F32 = 0,       /* fp32 as is */
+    MM_AFMT_F32_BF16 = 1,  /* fp32 rounded to bf16 values */
+    MM_AFMT_BF16 = 2,      /* bf16 pairs */
+} mm_afmt;
+
+/* Make rows [i0, i0 + MM_MR) x cols [k0, k0 + kc) of A readable as one micro-panel:
+ * read A in place when its rows are contiguous and nothing needs converting,
+ * else pack into dst (room for MM_MR x MM_KC floats): row-major when A's rows
+ * are contiguous, k-major otherwise.  Rows past M read as zero, and for bf16 an
+ * odd kc gets a zero last column. */
+mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int kc, mm_afmt fmt);
+
+/* bf16 conversion with AVX-512 (same bits as mm_bf16_bits; AVX512-BF16 CPUs only):
+ *   pairs: dst[i] = bf16(lo[i]) | bf16(hi ? hi[i] : 0) << 16, i < n
+ *   row:   dst[i] = bf16(src[i]), i < n */
+void mm_bf16_pairs_avx512bf16_impl(uint32_t *dst, const float *lo, const float *hi, int n);
+void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n);
+
+/* Reusable memory for packs of operands that are not weights (dW's x, or w in
+ * calls without a wpack); the public matmul_ws.  Keeping it between calls avoids
+ * a fresh mmap and page faults per call. */
+struct matmul_ws {
+    mm_bpack bpack;
+    mm_bpack apack; /* dW's dout^T for the bf16 kernel */
+};
+
+/* C (M x N, row stride ldc) per init from A and packed B.  A comes from the view,
+ * or from ap (mm_apack_whole_impl) when ap is not NULL.  Needs no heap. */
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *ap,
+                  const mm_bpack *bp, mm_init init, const float *bias);
 
 /* Micro-kernels: full MM_MR x MM_NR tile, c[r * ldc + j] (= if !load_c) += sum_k a b.
  * The fp32 kernels sum strictly in k order, one rounding per step (FMA or exact
  * bf16 products), so the C and AVX-512 kernels agree bit for bit on bf16 inputs. */
-void mm_kernel_f32_c_impl(int kc, const float *a, const float *b, float *c, ptrdiff_t ldc,
+void mm_kernel_f32_c_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
                           int load_c);
-void mm_kernel_f32_avx512_impl(int kc, const float *a, const float *b, float *c, ptrdiff_t ldc,
+void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
                                int load_c);
 /* kp = number of k pairs */
-void mm_kernel_bf16_avx512bf16_impl(int kp, const uint32_t *a, const uint32_t *b, float *c,
+void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
                                     ptrdiff_t ldc, int load_c);
 
 #endif

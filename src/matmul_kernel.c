@@ -8,19 +8,21 @@
  */
 #include "matmul_impl.h"
 
-void mm_kernel_f32_c_impl(int kc, const float *a, const float *b, float *c, ptrdiff_t ldc,
+void mm_kernel_f32_c_impl(int kc, mm_apanel ap, const float *b, float *c, ptrdiff_t ldc,
                           int load_c)
 {
     float acc[MM_MR][MM_NR];
     for (int r = 0; r < MM_MR; r++)
         for (int j = 0; j < MM_NR; j++)
             acc[r][j] = load_c ? c[r * ldc + j] : 0.0f;
+    const float *a = ap.p;
     for (int k = 0; k < kc; k++) {
-        const float *ak = a + (size_t)k * MM_MR;
         const float *bk = b + (size_t)k * MM_NR;
-        for (int r = 0; r < MM_MR; r++)
+        for (int r = 0; r < MM_MR; r++) {
+            float ark = a[r * ap.rs + k * ap.ks];
             for (int j = 0; j < MM_NR; j++)
-                acc[r][j] += ak[r] * bk[j];
+                acc[r][j] += ark * bk[j];
+        }
     }
     for (int r = 0; r < MM_MR; r++)
         for (int j = 0; j < MM_NR; j++)

@@ -2,13 +2,20 @@
  *
  * Packing is where operands change precision: the bf16 paths round each value
  * once, here (round to nearest even), so the micro-kernels only multiply.  B is
- * packed whole, in parallel over its MM_NR-column panels (each thread owns whole
- * panels, so the packed bytes do not depend on the thread count); A is packed one
- * MM_MR x kc micro-panel at a time by the task that uses it.
+ * packed whole, in parallel over its MM_NR-column panels, or for bf16 sources with
+ * contiguous rows in one sweep over those rows (threads own disjoint panels or k
+ * pairs, so the packed bytes do not depend on the thread count).  A is packed one
+ * MM_MR x kc micro-panel at a time by the task that uses it, except dW's dout^T
+ * in bf16, which is packed whole like B (mm_apack_whole_impl).
  * Two access patterns matter and get their own loops: rows contiguous along the
  * packed direction (a row copy) and the transposed case (a strided gather).
+ * bf16 operands only exist for the AVX512-BF16 kernel, so their conversions use
+ * the vector helpers of matmul_avx512bf16.c (same bits as mm_bf16_bits).
+ * fp32 A rows that are contiguous are not packed at all: the kernel reads them
+ * in place (row stride = the matrix's), which saves a full pass over x.
  */
 #include <string.h>
+#include <sys/mman.h>
 
 #include "matmul_impl.h"
 #include "qs/err.h"
@@ -24,29 +31,35 @@ static inline uint32_t mm_bf16_pair(float lo, float hi)
     return (uint32_t)mm_bf16_bits(lo) | ((uint32_t)mm_bf16_bits(hi) << 16);
 }
 
-/* One fp32 panel: dst[k * MM_NR + j] = B(k, j0 + j), zero past N. */
+/* One fp32 panel: dst[k * MM_NR + j] = B(k, j0 + j), zero past N.  For the bf16
+ * fallback (round_bf16) rows are rounded, in mm_bf16_order, K padded to even. */
 static void mm_bpanel_f32(float *dst, mm_view b, int K, int N, int j0, int round_bf16)
 {
     int nj = N - j0 < MM_NR ? N - j0 : MM_NR;
-    if (nj < MM_NR)
-        memset(dst, 0, (size_t)K * MM_NR * sizeof *dst);
-    if (b.cs == 1) {
-        for (int k = 0; k < K; k++) {
-            const float *src = b.p + (ptrdiff_t)k * b.rs + j0;
+    int k_rows = round_bf16 ? K + (K & 1) : K;
+    if (nj < MM_NR || k_rows > K)
+        memset(dst, 0, (size_t)k_rows * MM_NR * sizeof *dst);
+    if (round_bf16) {
+        for (int k = 0; k < k_rows; k++) {
+            int ks = mm_bf16_order(k);
             float *d = dst + (size_t)k * MM_NR;
-            for (int j = 0; j < nj; j++)
-                d[j] = round_bf16 ? mm_bf16_round(src[j]) : src[j];
+            for (int j = 0; ks < K && j < nj; j++)
+                d[j] = mm_bf16_round(mm_view_at(b, ks, j0 + j));
         }
+        return;
+    }
+    if (b.cs == 1) {
+        for (int k = 0; k < K; k++)
+            memcpy(dst + (size_t)k * MM_NR, b.p + (ptrdiff_t)k * b.rs + j0,
+                   (size_t)nj * sizeof *dst);
         return;
     }
     /* transposed: walk K in chunks so the MM_NR source rows stay in cache */
     for (int k0 = 0; k0 < K; k0 += 64) {
         int k1 = k0 + 64 < K ? k0 + 64 : K;
         for (int j = 0; j < nj; j++)
-            for (int k = k0; k < k1; k++) {
-                float v = mm_view_at(b, k, j0 + j);
-                dst[(size_t)k * MM_NR + j] = round_bf16 ? mm_bf16_round(v) : v;
-            }
+            for (int k = k0; k < k1; k++)
+                dst[(size_t)k * MM_NR + j] = mm_view_at(b, k, j0 + j);
     }
 }
 
@@ -57,13 +70,19 @@ static void mm_bpanel_bf16(uint32_t *dst, mm_view b, int K, int N, int j0)
     int kp_n = (K + 1) / 2;
     if (nj < MM_NR)
         memset(dst, 0, (size_t)kp_n * MM_NR * sizeof *dst);
-    if (b.cs == 1) {
-        for (int kp = 0; kp < kp_n; kp++) {
-            const float *r0 = b.p + (ptrdiff_t)(2 * kp) * b.rs + j0;
-            const float *r1 = 2 * kp + 1 < K ? r0 + b.rs : NULL;
-            uint32_t *d = dst + (size_t)kp * MM_NR;
-            for (int j = 0; j < nj; j++)
-                d[j] = mm_bf16_pair(r0[j], r1 ? r1[j] : 0.0f);
+    if (b.rs == 1) { /* w^T: each column of B is a contiguous row of w */
+        enum { CHUNK = 512 };
+        uint16_t tmp[CHUNK];
+        for (int k0 = 0; k0 < K; k0 += CHUNK) {
+            int kc = K - k0 < CHUNK ? K - k0 : CHUNK, kpc = (kc + 1) / 2;
+            for (int j = 0; j < nj; j++) {
+                mm_bf16_row_avx512bf16_impl(tmp, b.p + (ptrdiff_t)(j0 + j) * b.cs + k0, kc);
+                if (kc & 1)
+                    tmp[kc] = 0;
+                for (int kp = 0; kp < kpc; kp++)
+                    dst[(size_t)(k0 / 2 + kp) * MM_NR + j] =
+                        (uint32_t)tmp[2 * kp] | (uint32_t)tmp[2 * kp + 1] << 16;
+            }
         }
         return;
     }
@@ -78,28 +97,111 @@ static void mm_bpanel_bf16(uint32_t *dst, mm_view b, int K, int N, int j0)
     }
 }
 
+/* Ask for transparent huge pages on a large pack buffer (Linux, THP in
+ * "madvise" mode): a fresh 100 MB pack otherwise costs ~25000 page faults, more
+ * than the packing itself.  Only the 2 MB-aligned interior is advised; failure
+ * (no THP) changes nothing but speed. */
+static void mm_hugepage_hint(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)1 << 21;
+    uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
+/* A pack buffer of at least `bytes` in bp (kept when big enough). 0 or QS_ENOMEM. */
+static int mm_pack_reserve(mm_bpack *bp, size_t bytes)
+{
+    if (bytes <= bp->bytes && bp->data)
+        return 0;
+    void *p = qs_malloc(bytes ? bytes : 64);
+    if (!p)
+        return QS_ENOMEM;
+    mm_hugepage_hint(p, bytes);
+    qs_free(bp->data);
+    bp->data = p;
+    bp->bytes = bytes;
+    return 0;
+}
+
+/* Below this many elements B is packed by the calling thread: a parallel region
+ * costs more than the copy (and far more when the cores are shared). */
+enum { MM_PACK_PARALLEL_ELEMS = 1 << 21 };
+
+/* bf16 pairs of a row-contiguous operand into width-W panels, sweeping the
+ * source rows in order (two rows per k pair, converted in one vector pass, then
+ * cut into the panels): sequential reads, whatever the panel width.
+ * dst panel p: [kp][W], columns past N zero. */
+static void mm_pack_bf16_rowsweep(uint32_t *dst, size_t panel_elems, int W, mm_view b, int K,
+                                  int N)
+{
+    enum { CHUNK = 768 }; /* columns per step: a multiple of both widths, MM_MR and MM_NR */
+    _Static_assert(CHUNK % MM_MR == 0 && CHUNK % MM_NR == 0, "chunk cuts a panel");
+    int kp_n = (K + 1) / 2, n_panels = (N + W - 1) / W;
+    if (N % W)
+        memset(dst + (size_t)(n_panels - 1) * panel_elems, 0, panel_elems * sizeof *dst);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((size_t)K * N > MM_PACK_PARALLEL_ELEMS)
+#endif
+    for (int kp = 0; kp < kp_n; kp++) {
+        uint32_t tmp[CHUNK];
+        const float *r0 = b.p + (ptrdiff_t)(2 * kp) * b.rs;
+        const float *r1 = 2 * kp + 1 < K ? r0 + b.rs : NULL;
+        for (int c0 = 0; c0 < N; c0 += CHUNK) {
+            int cn = N - c0 < CHUNK ? N - c0 : CHUNK;
+            mm_bf16_pairs_avx512bf16_impl(tmp, r0 + c0, r1 ? r1 + c0 : NULL, cn);
+            for (int c = 0; c < cn; c += W) {
+                int p = (c0 + c) / W, nj = cn - c < W ? cn - c : W;
+                memcpy(dst + (size_t)p * panel_elems + (size_t)kp * W, tmp + c,
+                       (size_t)nj * sizeof *tmp);
+            }
+        }
+    }
+}
+
+int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K)
+{
+    size_t panel_elems = (size_t)(K + 1) / 2 * MM_MR;
+    int n_panels = (M + MM_MR - 1) / MM_MR;
+    if (mm_pack_reserve(ap, panel_elems * (size_t)n_panels * sizeof(uint32_t)) != 0)
+        return QS_ENOMEM;
+    ap->panel_elems = panel_elems;
+    ap->K = K;
+    ap->N = M;
+    ap->kernel = MM_KERNEL_AVX512BF16;
+    ap->round_bf16 = 1;
+    /* A(m, k) = a.p[m + k * a.cs]: A^T is row-contiguous with rows k */
+    mm_view at = {a.p, a.cs, 1};
+    mm_pack_bf16_rowsweep(ap->data, panel_elems, MM_MR, at, K, M);
+    return 0;
+}
+
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16)
 {
     int is_bf16 = kernel == MM_KERNEL_AVX512BF16;
-    size_t k_rows = is_bf16 ? (size_t)(K + 1) / 2 : (size_t)K;
+    size_t k_rows = is_bf16 ? (size_t)(K + 1) / 2 : round_bf16 ? (size_t)K + (K & 1) : (size_t)K;
     size_t panel_elems = k_rows * MM_NR;
     int n_panels = (N + MM_NR - 1) / MM_NR;
-    size_t bytes = panel_elems * (size_t)n_panels * sizeof(float); /* uint32 is as wide */
-    if (bytes > bp->bytes || !bp->data) {
-        void *p = qs_malloc(bytes ? bytes : 64);
-        if (!p)
-            return QS_ENOMEM;
-        qs_free(bp->data);
-        bp->data = p;
-        bp->bytes = bytes;
-    }
+    /* uint32 (bf16 pairs) is as wide as float */
+    if (mm_pack_reserve(bp, panel_elems * (size_t)n_panels * sizeof(float)) != 0)
+        return QS_ENOMEM;
     bp->panel_elems = panel_elems;
     bp->K = K;
     bp->N = N;
     bp->kernel = kernel;
     bp->round_bf16 = is_bf16 ? 1 : round_bf16;
+    if (is_bf16 && b.cs == 1) {
+        mm_pack_bf16_rowsweep(bp->data, panel_elems, MM_NR, b, K, N);
+        return 0;
+    }
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((size_t)K * N > 65536)
+#pragma omp parallel for schedule(static) if ((size_t)K * N > MM_PACK_PARALLEL_ELEMS)
 #endif
     for (int p = 0; p < n_panels; p++) {
         if (is_bf16)
@@ -118,49 +220,96 @@ void mm_bpack_free_impl(mm_bpack *bp)
     memset(bp, 0, sizeof *bp);
 }
 
-void mm_apack_f32_impl(float *dst, mm_view a, int M, int i0, int k0, int kc, int round_bf16)
+/* Row-major panel: dst row r = A(i0 + r, k0 .. k0 + kc) (row stride MM_KC floats). */
+static mm_apanel mm_apanel_rows(void *dst, mm_view a, int mi, int i0, int k0, int kc,
+                                mm_afmt fmt)
 {
-    int mi = M - i0 < MM_MR ? M - i0 : MM_MR;
-    if (a.rs == 1) {
-        for (int k = 0; k < kc; k++) {
-            const float *src = a.p + (ptrdiff_t)(k0 + k) * a.cs + i0;
-            float *d = dst + (size_t)k * MM_MR;
-            for (int r = 0; r < mi; r++)
-                d[r] = round_bf16 ? mm_bf16_round(src[r]) : src[r];
-            for (int r = mi; r < MM_MR; r++)
-                d[r] = 0.0f;
+    if (fmt == MM_AFMT_BF16) {
+        uint16_t *d = dst; /* row stride 2 MM_KC bf16 = MM_KC pairs (kc <= 2 MM_KC) */
+        int kc2 = kc + (kc & 1);
+        for (int r = 0; r < MM_MR; r++) {
+            uint16_t *dr = d + (size_t)r * 2 * MM_KC;
+            if (r < mi)
+                mm_bf16_row_avx512bf16_impl(dr, a.p + (ptrdiff_t)(i0 + r) * a.rs + k0, kc);
+            else
+                memset(dr, 0, (size_t)kc2 * sizeof *dr);
+            if (kc & 1)
+                dr[kc] = 0;
         }
-        return;
+        return (mm_apanel){dst, MM_KC, 1};
     }
+    float *d = dst;
     for (int r = 0; r < MM_MR; r++) {
-        if (r >= mi) {
-            for (int k = 0; k < kc; k++)
-                dst[(size_t)k * MM_MR + r] = 0.0f;
-            continue;
-        }
-        const float *src = a.p + (ptrdiff_t)(i0 + r) * a.rs;
-        for (int k = 0; k < kc; k++) {
-            float v = src[(ptrdiff_t)(k0 + k) * a.cs];
-            dst[(size_t)k * MM_MR + r] = round_bf16 ? mm_bf16_round(v) : v;
-        }
+        float *dr = d + (size_t)r * MM_KC;
+        const float *src = a.p + (ptrdiff_t)(i0 + r) * a.rs + k0;
+        if (r >= mi)
+            memset(dr, 0, (size_t)(kc + (kc & 1)) * sizeof *dr);
+        else if (fmt == MM_AFMT_F32_BF16)
+            for (int k = 0; k < kc + (kc & 1); k++) {
+                int ks = mm_bf16_order(k);
+                dr[k] = ks < kc ? mm_bf16_round(src[ks]) : 0.0f;
+            }
+        else
+            memcpy(dr, src, (size_t)kc * sizeof *dr);
     }
+    return (mm_apanel){dst, MM_KC, 1};
 }
 
-void mm_apack_bf16_impl(uint32_t *dst, mm_view a, int M, int i0, int k0, int kc)
+/* k-major panel: dst[k][r] (pairs for bf16), for A whose columns are contiguous
+ * (rs == 1, dW's dout^T) or arbitrary strides. */
+static mm_apanel mm_apanel_cols(void *dst, mm_view a, int mi, int i0, int k0, int kc,
+                                mm_afmt fmt)
 {
-    int mi = M - i0 < MM_MR ? M - i0 : MM_MR;
-    int kp_n = (kc + 1) / 2;
-    for (int r = 0; r < MM_MR; r++) {
-        if (r >= mi) {
-            for (int kp = 0; kp < kp_n; kp++)
-                dst[(size_t)kp * MM_MR + r] = 0;
-            continue;
-        }
+    if (fmt == MM_AFMT_BF16) {
+        uint32_t *d = dst;
+        int kp_n = (kc + 1) / 2;
+        float lo[MM_MR], hi[MM_MR];
         for (int kp = 0; kp < kp_n; kp++) {
-            int k = k0 + 2 * kp;
-            float lo = mm_view_at(a, i0 + r, k);
-            float hi = 2 * kp + 1 < kc ? mm_view_at(a, i0 + r, k + 1) : 0.0f;
-            dst[(size_t)kp * MM_MR + r] = mm_bf16_pair(lo, hi);
+            int k = k0 + 2 * kp, has_hi = 2 * kp + 1 < kc;
+            if (a.rs == 1 && mi == MM_MR) { /* columns of A are contiguous */
+                const float *c0 = a.p + (ptrdiff_t)k * a.cs + i0;
+                mm_bf16_pairs_avx512bf16_impl(d + (size_t)kp * MM_MR, c0, has_hi ? c0 + a.cs : NULL,
+                                              MM_MR);
+                continue;
+            }
+            for (int r = 0; r < MM_MR; r++) {
+                lo[r] = r < mi ? mm_view_at(a, i0 + r, k) : 0.0f;
+                hi[r] = r < mi && has_hi ? mm_view_at(a, i0 + r, k + 1) : 0.0f;
+            }
+            mm_bf16_pairs_avx512bf16_impl(d + (size_t)kp * MM_MR, lo, hi, MM_MR);
+        }
+        return (mm_apanel){dst, 1, MM_MR};
+    }
+    float *d = dst;
+    if (a.rs == 1 && mi == MM_MR && fmt == MM_AFMT_F32) {
+        for (int k = 0; k < kc; k++)
+            memcpy(d + (size_t)k * MM_MR, a.p + (ptrdiff_t)(k0 + k) * a.cs + i0, MM_MR * sizeof *d);
+        return (mm_apanel){dst, 1, MM_MR};
+    }
+    int rounded = fmt == MM_AFMT_F32_BF16;
+    for (int k = 0; k < kc + (rounded & kc); k++) {
+        float *dk = d + (size_t)k * MM_MR;
+        int ks = rounded ? mm_bf16_order(k) : k;
+        for (int r = 0; r < MM_MR; r++) {
+            float v = r < mi && ks < kc ? mm_view_at(a, i0 + r, k0 + ks) : 0.0f;
+            dk[r] = rounded ? mm_bf16_round(v) : v;
         }
     }
+    return (mm_apanel){dst, 1, MM_MR};
+}
+
+/* Longest column stride (floats) of an A read in place k-major: beyond it every
+ * k step touches another page and packing is cheaper than the TLB misses. */
+enum { MM_DIRECT_KSTRIDE_MAX = 4096 };
+
+mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int kc, mm_afmt fmt)
+{
+    int mi = M - i0 < MM_MR ? M - i0 : MM_MR;
+    if (a.cs == 1 && fmt == MM_AFMT_F32 && mi == MM_MR)
+        return (mm_apanel){a.p + (ptrdiff_t)i0 * a.rs + k0, a.rs, 1};
+    if (a.rs == 1 && fmt == MM_AFMT_F32 && mi == MM_MR && a.cs <= MM_DIRECT_KSTRIDE_MAX)
+        return (mm_apanel){a.p + i0 + (ptrdiff_t)k0 * a.cs, 1, a.cs};
+    if (a.cs == 1)
+        return mm_apanel_rows(dst, a, mi, i0, k0, kc, fmt);
+    return mm_apanel_cols(dst, a, mi, i0, k0, kc, fmt);
 }

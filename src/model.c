@@ -208,8 +208,68 @@ int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
     return 0;
 }
 
+static const float *model_linear_weight(const llama_layer_weights *lw, int module)
+{
+    switch (module) {
+    case MODEL_LIN_Q: return lw->wq;
+    case MODEL_LIN_K: return lw->wk;
+    case MODEL_LIN_V: return lw->wv;
+    case MODEL_LIN_O: return lw->wo;
+    case MODEL_LIN_GATE: return lw->w_gate;
+    case MODEL_LIN_UP: return lw->w_up;
+    default: return lw->w_down;
+    }
+}
+
+int model_packs_create(llama_model *m, qs_diag *d)
+{
+    model_packs_destroy(m);
+    const llama_config *c = &m->cfg;
+    int n = c->n_layers * MODEL_LIN_COUNT + 1;
+    int QD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
+    const int in_dim[MODEL_LIN_COUNT] = {c->dim, c->dim, c->dim, QD, c->dim, c->dim,
+                                         c->hidden_dim};
+    const int out_dim[MODEL_LIN_COUNT] = {QD, KD, KD, c->dim, c->hidden_dim, c->hidden_dim,
+                                          c->dim};
+    m->packs = qs_calloc((size_t)n, sizeof *m->packs);
+    if (!m->packs)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
+    for (int l = 0; l < c->n_layers; l++)
+        for (int k = 0; k < MODEL_LIN_COUNT; k++) {
+            m->packs[l * MODEL_LIN_COUNT + k] = matmul_wpack_create(
+                model_linear_weight(&m->w.layer[l], k), in_dim[k], out_dim[k], m->precision);
+        }
+    m->packs[n - 1] = matmul_wpack_create(m->w.lm_head, c->dim, c->vocab_size, m->precision);
+    m->packs_precision = m->precision;
+    for (int i = 0; i < n; i++)
+        if (!m->packs[i]) {
+            model_packs_destroy(m);
+            return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
+        }
+    return 0;
+}
+
+void model_packs_refresh(llama_model *m)
+{
+    if (!m->packs)
+        return;
+    for (int i = 0; i < m->cfg.n_layers * MODEL_LIN_COUNT + 1; i++)
+        matmul_wpack_refresh(m->packs[i]);
+}
+
+void model_packs_destroy(llama_model *m)
+{
+    if (!m->packs)
+        return;
+    for (int i = 0; i < m->cfg.n_layers * MODEL_LIN_COUNT + 1; i++)
+        matmul_wpack_destroy(m->packs[i]);
+    qs_free(m->packs);
+    m->packs = NULL;
+}
+
 void model_free(llama_model *m)
 {
+    model_packs_destroy(m);
     qs_free(m->tensors);
     qs_free(m->w.layer);
     qs_free(m->params);

@@ -61,6 +61,8 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
     acts_take(&a->proj, base, &off, N * C);
     acts_take(&a->xq, base, &off, N * acts_max3(C, QD, F));
     acts_take(&a->wq, base, &off, max_w);
+    acts_take(&a->attn_scratch, base, &off,
+              attn_scratch_elems(B, Tcap, c->n_kv_heads, c->head_dim));
     return off;
 }
 
@@ -76,11 +78,20 @@ int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap
     if (B < 1 || T < 1 || Tcap < T)
         return diag_set(d, QS_EINVAL, NULL, -1, "activations: need B >= 1, T >= 1, Tcap >= T "
                         "(got B=%d T=%d Tcap=%d)", B, T, Tcap);
+    if (training && Tcap != T)
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "training activations need Tcap = T (got T=%d Tcap=%d)", T, Tcap);
     if (Tcap > hfconfig_max_context(c))
         return diag_set(d, QS_ERANGE, NULL, -1,
                         "context of %d tokens exceeds the model's limit of %d%s", Tcap,
                         hfconfig_max_context(c),
                         c->sliding_window ? " (sliding_window: not supported beyond it)" : "");
+    double approx = (double)B * T *
+                    ((double)c->vocab_size + (double)c->n_layers * 16.0 * (c->dim + c->hidden_dim)) +
+                    (double)c->n_layers * 2.0 * B * Tcap * c->n_kv_heads * c->head_dim +
+                    (training ? (double)c->n_layers * B * c->n_heads * (double)T * Tcap : 0.0);
+    if (approx > 274877906944.0)   /* 2^38 floats: refuse before size_t arithmetic */
+        return diag_set(d, QS_ERANGE, NULL, -1, "activations for B=%d T=%d are too large", B, T);
     a->B = B;
     a->T = T;
     a->Tcap = Tcap;

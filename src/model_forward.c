@@ -19,17 +19,19 @@
 static int model_linear(llama_model *m, llama_acts *a, int layer, int module, float *out,
                         const float *x, const float *w, const float *bias, int N, int IN, int O)
 {
-    const float *x_use = x, *w_use = w;
     if (m->hook.fn) {
         int r = m->hook.fn(m->hook.self, layer, module, x, a->xq, N, IN, w, a->wq, O);
         if (r < 0)
             return r;
         if (r == 1) {
-            x_use = a->xq;
-            w_use = a->wq;
+            matmul_forward(out, a->xq, a->wq, bias, N, IN, O, m->precision);
+            return 0;
         }
     }
-    matmul_forward(out, x_use, w_use, bias, N, IN, O, m->precision);
+    if (m->packs && m->packs_precision == m->precision)
+        matmul_forward_packed(out, x, m->packs[layer * MODEL_LIN_COUNT + module], bias, N);
+    else
+        matmul_forward(out, x, w, bias, N, IN, O, m->precision);
     return 0;
 }
 
@@ -106,7 +108,7 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         rope_forward(knew, a->pos, &m->rope, N, KVH);
         model_kv_store(kc, vc, knew, vnew, B, T, pos0, a->Tcap, (size_t)KD);
         attn_forward(atty, a->training ? a->att + l * sAtt : NULL, q, kc, vc, B, T, pos0,
-                     a->Tcap, H, KVH, hd);
+                     a->Tcap, H, KVH, hd, a->attn_scratch);
         if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
         residual_forward(x_mid, x, a->proj, (size_t)N * C);
@@ -124,7 +126,10 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
 
     rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid + c->n_layers * sC, m->w.norm, N, C,
                     c->norm_eps);
-    matmul_forward(a->logits, a->lnf, m->w.lm_head, NULL, N, C, V, m->precision);
+    if (m->packs && m->packs_precision == m->precision)
+        matmul_forward_packed(a->logits, a->lnf, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, N);
+    else
+        matmul_forward(a->logits, a->lnf, m->w.lm_head, NULL, N, C, V, m->precision);
     a->loss = targets ? xent_forward(a->losses, a->logits, targets, N, V) : -1.0;
     return 0;
 }

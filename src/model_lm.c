@@ -2,9 +2,9 @@
  *
  * Per request: the context goes through the model once (its KV cache kept) and
  * every continuation is scored on top of it from position n_ctx, overwriting
- * only the cache rows past the context.  When context + continuation does not
- * fit max_len, that continuation is scored on its own, left-truncated as the
- * harness does: input = (ctx + cont)[-(max_len + 1):][:-1].
+ * only the cache rows past the context.  A continuation for which context +
+ * continuation does not fit max_len is scored on its own, left-truncated as
+ * the harness does: input = (ctx + cont)[-(max_len + 1):][:-1].
  * Requests are processed one at a time in order, so a request's result never
  * depends on what else is in the batch; layers are deterministic per thread
  * count (see layers.h) and log-softmax is computed in double.
@@ -103,49 +103,55 @@ static int lm_score_truncated(model_lm *lm, const lm_request *r, int c, double *
     return 0;
 }
 
+/* A continuation is scored on the shared context when context + continuation
+ * fits max_len, else on its own (truncated).  The choice depends only on that
+ * continuation, and shared ones are all scored before any truncated one
+ * overwrites the cache, so each result depends on (ctx, cont) alone. */
 static int lm_score_one(model_lm *lm, const lm_request *r, lm_result *res, qs_diag *d)
 {
-    int V = lm->m->cfg.vocab_size, rc;
-    size_t max_cont = 0;
-    for (int c = 0; c < r->n_cont; c++) {
+    int V = lm->m->cfg.vocab_size, rc, ctx_ready = 0;
+    for (int c = 0; c < r->n_cont; c++)
         if (r->n_cont_tok[c] < 1)
             return diag_set(d, QS_EINVAL, NULL, -1, "continuation %d is empty", c);
-        max_cont = r->n_cont_tok[c] > max_cont ? r->n_cont_tok[c] : max_cont;
-    }
     if (r->n_ctx < 1)
         return diag_set(d, QS_EINVAL, NULL, -1, "empty context: prepend BOS");
-    int shared = r->n_ctx + max_cont - 1 <= (size_t)lm->max_len;
-    if (shared) {
-        if ((rc = model_forward(lm->m, &lm->a, r->ctx, NULL, 1, (int)r->n_ctx, 0, d)))
-            return rc;
-        memcpy(lm->ctx_logits, lm->a.logits + (r->n_ctx - 1) * (size_t)V,
-               (size_t)V * sizeof *lm->ctx_logits);
-    }
-    for (int c = 0; c < r->n_cont; c++) {
-        double ll = 0;
-        int gr = 1;
-        size_t nc = r->n_cont_tok[c];
-        if (!shared) {
-            if ((rc = lm_score_truncated(lm, r, c, &ll, &gr, d)))
-                return rc;
-        } else {
-            double ll_rest = 0;
-            int gr_rest = 1;
-            lm_sum(lm->ctx_logits, V, r->cont[c], 1, &ll, &gr);
-            if (nc > 1) {
-                rc = model_forward(lm->m, &lm->a, r->cont[c], NULL, 1, (int)nc - 1,
-                                   (int)r->n_ctx, d);
-                if (rc)
+    for (int pass = 0; pass < 2; pass++)
+        for (int c = 0; c < r->n_cont; c++) {
+            size_t nc = r->n_cont_tok[c];
+            int shared = r->n_ctx + nc - 1 <= (size_t)lm->max_len;
+            if (shared != (pass == 0))
+                continue;
+            double ll = 0;
+            int gr = 1;
+            if (!shared) {
+                if ((rc = lm_score_truncated(lm, r, c, &ll, &gr, d)))
                     return rc;
-                lm_sum(lm->a.logits, V, r->cont[c] + 1, nc - 1, &ll_rest, &gr_rest);
+            } else {
+                if (!ctx_ready) {
+                    rc = model_forward(lm->m, &lm->a, r->ctx, NULL, 1, (int)r->n_ctx, 0, d);
+                    if (rc)
+                        return rc;
+                    memcpy(lm->ctx_logits, lm->a.logits + (r->n_ctx - 1) * (size_t)V,
+                           (size_t)V * sizeof *lm->ctx_logits);
+                    ctx_ready = 1;
+                }
+                double ll_rest = 0;
+                int gr_rest = 1;
+                lm_sum(lm->ctx_logits, V, r->cont[c], 1, &ll, &gr);
+                if (nc > 1) {
+                    rc = model_forward(lm->m, &lm->a, r->cont[c], NULL, 1, (int)nc - 1,
+                                       (int)r->n_ctx, d);
+                    if (rc)
+                        return rc;
+                    lm_sum(lm->a.logits, V, r->cont[c] + 1, nc - 1, &ll_rest, &gr_rest);
+                }
+                ll += ll_rest;
+                gr &= gr_rest;
             }
-            ll += ll_rest;
-            gr &= gr_rest;
+            res->loglik[c] = ll;
+            if (res->greedy)
+                res->greedy[c] = gr;
         }
-        res->loglik[c] = ll;
-        if (res->greedy)
-            res->greedy[c] = gr;
-    }
     return 0;
 }
 

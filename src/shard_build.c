@@ -215,7 +215,9 @@ static int tokenize_docs(corpus *c, const tokenizer *t, qs_diag *d)
     int *rcs = qs_calloc((size_t)n + 1, sizeof *rcs);
     if (!rcs)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+#ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 16)
+#endif
     for (long i = 0; i < n; i++) {
         doc *dc = &c->docs[i];
         rcs[i] = tokenizer_encode(t, dc->text, dc->len, TOKENIZER_BOS_DEFAULT, &dc->ids,

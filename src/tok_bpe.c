@@ -9,8 +9,7 @@
  *              TinyLlama legacy files) or pre_tokenizer Metaspace (newer files);
  *              BPE over UTF-8 characters with <0xXX> byte fallback.
  * Merges are "a b" strings or ["a", "b"] pairs; rank = position in the list.
- * Normalizer NFC (Qwen2) is accepted but not applied: input is assumed to be NFC
- * already, which holds for ordinary text (documented in README).
+ * Normalizer NFC (Qwen2) is applied first (tok_nfc.c).
  */
 #include <jansson.h>
 #include <string.h>
@@ -64,12 +63,12 @@ static int scratch_reserve(loader *L, size_t n)
     return 0;
 }
 
-/* file spelling -> raw bytes (byte-level vocabularies only); result in L->buf */
-static int piece_to_raw(loader *L, const char *s, size_t len, size_t *raw_len)
+/* file spelling -> raw bytes (byte-level vocabularies only), into L->buf + at */
+static int piece_to_raw(loader *L, size_t at, const char *s, size_t len, size_t *raw_len)
 {
-    if (scratch_reserve(L, len + 1))
+    if (scratch_reserve(L, at + len + 1))
         return QS_ENOMEM;
-    size_t o = 0;
+    size_t o = at;
     for (size_t pos = 0; pos < len;) {
         size_t nb;
         uint32_t cp = tok_utf8_next_impl(s, len, pos, &nb);
@@ -81,7 +80,7 @@ static int piece_to_raw(loader *L, const char *s, size_t len, size_t *raw_len)
         }
         pos += nb;
     }
-    *raw_len = o;
+    *raw_len = o - at;
     return 0;
 }
 
@@ -90,7 +89,7 @@ static int set_piece(loader *L, int32_t id, const char *s, size_t len)
     if (L->t->kind != TOK_KIND_BYTELEVEL)
         return tok_set_piece_impl(L->t, id, s, len, s, len);
     size_t raw_len;
-    int rc = piece_to_raw(L, s, len, &raw_len);
+    int rc = piece_to_raw(L, 0, s, len, &raw_len);
     return rc ? rc : tok_set_piece_impl(L->t, id, s, len, L->buf, raw_len);
 }
 
@@ -199,8 +198,10 @@ static int normalizer_one(loader *L, json_t *n)
         L->t->norm_replace_space = 1;
         return 0;
     }
-    if (!strcmp(ty, "NFC"))
-        return 0; /* assumed already NFC, see the file header */
+    if (!strcmp(ty, "NFC")) {
+        L->t->norm_nfc = 1;
+        return 0;
+    }
     return diag_set(L->d, QS_EUNSUPPORTED, L->path, -1,
                     "normalizer type '%.100s' is not supported (expected Prepend, Replace or NFC)",
                     ty);
@@ -396,38 +397,27 @@ static int load_merges(loader *L, json_t *merges)
         if (!merge_sides(m, &a, &a_len, &b, &b_len))
             return diag_set(L->d, QS_EFORMAT, L->path, -1,
                             "model.merges[%zu]: expected \"left right\" or [left, right]", i);
-        /* raw(a) + raw(b) in L->buf: convert each side (scratch reused) */
+        /* raw(a) raw(b) side by side in L->buf: a, b and a+b are all slices */
         int32_t ia, ib, im;
         if (t->kind == TOK_KIND_BYTELEVEL) {
-            if (piece_to_raw(L, a, a_len, &ra) || scratch_reserve(L, ra + 4 * b_len + 2))
+            if (piece_to_raw(L, 0, a, a_len, &ra) || piece_to_raw(L, ra, b, b_len, &rb))
                 return fail(L, QS_ENOMEM, "out of memory for merges");
-            ia = tok_lookup_impl(t, L->buf, ra);
-            char *save = qs_malloc(ra + 1);
-            if (!save)
-                return fail(L, QS_ENOMEM, "out of memory for merges");
-            memcpy(save, L->buf, ra);
-            if (piece_to_raw(L, b, b_len, &rb) || scratch_reserve(L, ra + rb + 1)) {
-                qs_free(save);
-                return fail(L, QS_ENOMEM, "out of memory for merges");
-            }
-            ib = tok_lookup_impl(t, L->buf, rb);
-            memmove(L->buf + ra, L->buf, rb);
-            memcpy(L->buf, save, ra);
-            qs_free(save);
         } else {
             ra = a_len, rb = b_len;
             if (scratch_reserve(L, ra + rb + 1))
                 return fail(L, QS_ENOMEM, "out of memory for merges");
             memcpy(L->buf, a, ra);
             memcpy(L->buf + ra, b, rb);
-            ia = tok_lookup_impl(t, a, a_len);
-            ib = tok_lookup_impl(t, b, b_len);
         }
+        ia = tok_lookup_impl(t, L->buf, ra);
+        ib = tok_lookup_impl(t, L->buf + ra, rb);
         im = tok_lookup_impl(t, L->buf, ra + rb);
         if (ia < 0 || ib < 0 || im < 0)
             return diag_set(L->d, QS_EFORMAT, L->path, -1,
-                            "model.merges[%zu]: '%.*s' + '%.*s': expected both parts and their concatenation in model.vocab", i,
-                            (int)(a_len < 60 ? a_len : 60), a, (int)(b_len < 60 ? b_len : 60), b);
+                            "model.merges[%zu]: '%.*s' + '%.*s': expected both parts and their "
+                            "concatenation in model.vocab",
+                            i, (int)(a_len < 60 ? a_len : 60), a, (int)(b_len < 60 ? b_len : 60),
+                            b);
         tok_pairmap_put_impl(&t->merges, ia, ib, (int32_t)i, im);
     }
     return 0;
@@ -482,6 +472,8 @@ static int load_root(loader *L, json_t *root)
                 t->type[t->byte_id[b]] = TOK_TYPE_BYTE;
     parse_decoder(L, root);
     parse_post(L, json_object_get(root, "post_processor"));
+    if (t->kind == TOK_KIND_BPE_SPM)
+        tok_ms_cut_check_impl(t);
     return 0;
 }
 
@@ -521,8 +513,26 @@ static int encode_bytelevel(const struct tokenizer *t, const char *s, size_t len
     return 0;
 }
 
+static int encode_normalized(const struct tokenizer *t, const char *s, size_t len, int at_start,
+                             tok_ids *out);
+
 int tok_json_encode_impl(const struct tokenizer *t, const char *s, size_t len, int at_start,
                          tok_ids *out)
+{
+    if (!t->norm_nfc)
+        return encode_normalized(t, s, len, at_start, out);
+    char *nfc;
+    size_t nfc_len;
+    int rc = tok_nfc_impl(s, len, &nfc, &nfc_len);
+    if (!rc)
+        rc = nfc ? encode_normalized(t, nfc, nfc_len, at_start, out)
+                 : encode_normalized(t, s, len, at_start, out);
+    qs_free(nfc);
+    return rc;
+}
+
+static int encode_normalized(const struct tokenizer *t, const char *s, size_t len, int at_start,
+                             tok_ids *out)
 {
     if (len == 0)
         return 0;
@@ -560,7 +570,7 @@ int tok_json_encode_impl(const struct tokenizer *t, const char *s, size_t len, i
     }
     rc = 0;
     if (!t->meta_split) {
-        rc = tok_bpe_word_impl(t, buf, n, 1, out);
+        rc = tok_bpe_metaspace_impl(t, buf, n, out);
     } else { /* Metaspace split: each ▁ starts a new word */
         size_t w = 0;
         for (size_t i = 1; i <= n && !rc; i++) {

@@ -91,8 +91,16 @@ struct tokenizer {
     int pretok, bl_add_prefix_space;
     /* sentencepiece-style: normalizer Prepend/Replace, Metaspace, decoder Strip */
     int norm_prepend, norm_replace_space, meta_prepend, meta_split, decode_strip_space;
-    /* .model normalizer spec */
+    int norm_nfc; /* normalizer NFC (Qwen2): tok_nfc.c */
+    /* .model normalizer spec and precompiled charsmap (tok_spm_norm.c) */
     int remove_extra_ws;
+    uint32_t *cm_units; /* (cm_n_units) darts-clone double array, NULL if none */
+    size_t cm_n_units;
+    char *cm_norm; /* (cm_norm_bytes + 1) NUL-separated replacement strings */
+    size_t cm_norm_bytes;
+    /* no piece has "▁" after another character: text may be cut before such a
+     * "▁" without changing the result (tok_bpe_metaspace_impl) */
+    int ms_cut_safe;
     uint64_t hash;
 };
 
@@ -127,6 +135,11 @@ typedef struct tok_symbol {
 int tok_bpe_word_impl(const struct tokenizer *t, const char *word, size_t len, int char_split,
                       tok_ids *out);
 
+/* Metaspace text: cut before every "▁" that follows a non-"▁" character when
+ * t->ms_cut_safe (no merge can cross such a cut), BPE each piece. */
+int tok_bpe_metaspace_impl(const struct tokenizer *t, const char *s, size_t len, tok_ids *out);
+void tok_ms_cut_check_impl(struct tokenizer *t);
+
 /* tok_pretok.c: byte-level pre-tokenizer (hand-written regex semantics). */
 size_t tok_pretok_next_impl(int pretok, const char *s, size_t len, size_t pos);
 /* GPT-2 bytes_to_unicode: byte -> code point (U+0021..U+0143).  O(256): build tables. */
@@ -134,6 +147,14 @@ uint32_t tok_byte_to_cp_impl(uint8_t b);
 /* UTF-8: decode one code point at s[pos] (invalid bytes decode as themselves, length 1). */
 uint32_t tok_utf8_next_impl(const char *s, size_t len, size_t pos, size_t *n_bytes);
 size_t tok_utf8_put_impl(char *dst, uint32_t cp);
+
+/* tok_nfc.c: NFC of s; *out is qs_malloc'd, or NULL when s is already NFC by
+ * the quick byte check (then use s as is). */
+int tok_nfc_impl(const char *s, size_t len, char **out, size_t *out_len);
+/* tok_nfc_tables.c (generated) */
+int tok_nfc_ccc_impl(uint32_t cp);
+int tok_nfc_decomp_impl(uint32_t cp, uint32_t *first, uint32_t *second);
+uint32_t tok_nfc_compose_impl(uint32_t a, uint32_t b);
 
 /* tok_unicode.c (generated) */
 int tok_is_letter_impl(uint32_t cp);
@@ -146,5 +167,11 @@ int tok_json_encode_impl(const struct tokenizer *t, const char *s, size_t len, i
                          tok_ids *out);
 int tok_spm_load_impl(struct tokenizer *t, const char *path, qs_diag *d);
 int tok_spm_encode_impl(const struct tokenizer *t, const char *s, size_t len, tok_ids *out);
+/* tok_spm_norm.c */
+int tok_spm_charsmap_load_impl(struct tokenizer *t, const unsigned char *blob, size_t n,
+                               const char *path, qs_diag *d);
+/* sentencepiece Normalizer::Normalize; *out is qs_malloc'd, NULL when empty. */
+int tok_spm_normalize_impl(const struct tokenizer *t, const char *s, size_t len, char **out,
+                           size_t *out_len);
 
 #endif

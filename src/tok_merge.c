@@ -27,6 +27,7 @@ typedef struct merge_cand {
 typedef struct merge_heap {
     merge_cand *v;
     size_t n, cap;
+    int on_heap; /* v was qs_malloc'd (else it is the caller's stack buffer) */
 } merge_heap;
 
 static int cand_less(const merge_cand *a, const merge_cand *b)
@@ -40,11 +41,15 @@ static int heap_push(merge_heap *h, merge_cand c)
 {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
-        merge_cand *nv = qs_realloc(h->v, cap * sizeof *nv);
+        merge_cand *nv = qs_malloc(cap * sizeof *nv);
         if (!nv)
             return QS_ENOMEM;
+        memcpy(nv, h->v, h->n * sizeof *nv);
+        if (h->on_heap)
+            qs_free(h->v);
         h->v = nv;
         h->cap = cap;
+        h->on_heap = 1;
     }
     size_t i = h->n++;
     h->v[i] = c;
@@ -149,7 +154,11 @@ int tok_bpe_word_impl(const struct tokenizer *t, const char *word, size_t len, i
         return 0;
     if (len > UINT32_MAX / 2)
         return QS_ERANGE;
-    tok_symbol *sym = qs_malloc(len * sizeof *sym);
+    /* short words (almost all of them) use stack buffers: no allocation per word */
+    enum { SMALL = 64 };
+    tok_symbol sym_small[SMALL];
+    merge_cand cand_small[2 * SMALL];
+    tok_symbol *sym = len <= SMALL ? sym_small : qs_malloc(len * sizeof *sym);
     if (!sym)
         return QS_ENOMEM;
     int32_t n = 0;
@@ -165,7 +174,7 @@ int tok_bpe_word_impl(const struct tokenizer *t, const char *word, size_t len, i
         n++;
         pos += nb;
     }
-    merge_heap h = {0};
+    merge_heap h = {cand_small, 0, 2 * SMALL, 0};
     int rc = 0;
     for (int32_t i = 0; i + 1 < n && !rc; i++)
         rc = push_pair(t, word, sym, i, &h);
@@ -192,7 +201,47 @@ int tok_bpe_word_impl(const struct tokenizer *t, const char *word, size_t len, i
     int last_was_unk = 0;
     for (int32_t i = 0; !rc && i >= 0 && n > 0; i = sym[i].next)
         rc = emit_symbol(t, word, &sym[i], &last_was_unk, out);
-    qs_free(h.v);
-    qs_free(sym);
+    if (h.on_heap)
+        qs_free(h.v);
+    if (sym != sym_small)
+        qs_free(sym);
     return rc;
+}
+
+static int is_ms(const char *s, size_t len, size_t i)
+{
+    return i + 3 <= len && !memcmp(s + i, "\xE2\x96\x81", 3);
+}
+
+/* Exactness: BPE only ever builds vocabulary pieces, and with ms_cut_safe no
+ * piece contains "x▁" for a character x other than ▁, so no symbol can span a
+ * cut and the merges on each side are the same as on the whole text. */
+int tok_bpe_metaspace_impl(const struct tokenizer *t, const char *s, size_t len, tok_ids *out)
+{
+    if (!t->ms_cut_safe)
+        return tok_bpe_word_impl(t, s, len, 1, out);
+    size_t start = 0;
+    for (size_t i = 1; i < len; i++) {
+        if (is_ms(s, len, i) && !(i >= 3 && is_ms(s, len, i - 3))) {
+            int rc = tok_bpe_word_impl(t, s + start, i - start, 1, out);
+            if (rc)
+                return rc;
+            start = i;
+        }
+    }
+    return tok_bpe_word_impl(t, s + start, len - start, 1, out);
+}
+
+void tok_ms_cut_check_impl(struct tokenizer *t)
+{
+    t->ms_cut_safe = 1;
+    for (int32_t id = 0; id < t->n_vocab && t->ms_cut_safe; id++) {
+        const char *r = tok_raw(t, id);
+        size_t n = t->raw_len[id];
+        for (size_t i = 1; i < n; i++)
+            if (is_ms(r, n, i) && !(i >= 3 && is_ms(r, n, i - 3))) {
+                t->ms_cut_safe = 0;
+                break;
+            }
+    }
 }

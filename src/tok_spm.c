@@ -3,7 +3,8 @@
  * The protobuf is parsed by hand; only the fields encoding needs are read:
  *   ModelProto      1 pieces (repeated), 2 trainer_spec, 3 normalizer_spec
  *   SentencePiece   1 piece (string), 2 score (float), 3 type (enum, 1..6)
- *   TrainerSpec     3 model_type (2 = BPE), 35 byte_fallback, 40 unk_id, 41 bos_id, 42 eos_id
+ *   TrainerSpec     3 model_type (2 = BPE), 24 treat_whitespace_as_suffix (refused),
+ *                   35 byte_fallback, 40 unk_id, 41 bos_id, 42 eos_id
  *   NormalizerSpec  1 name, 2 precompiled_charsmap, 3 add_dummy_prefix,
  *                   4 remove_extra_whitespaces, 5 escape_whitespaces
  * Every length is checked against the bytes left, so a truncated or corrupt file
@@ -11,8 +12,7 @@
  * Encoding is sentencepiece's bpe_model.cc: characters merged greedily, highest
  * score first (leftmost on ties), only into pieces that exist and are NORMAL or
  * USER_DEFINED; what is left unknown becomes <0xXX> bytes (byte_fallback) or unk.
- * A non-identity normalizer with a precompiled charsmap (nmt_nfkc...) is refused:
- * applying it would need its trie, which BPE models like Llama's do not ship.
+ * Normalization (charsmap, whitespace rules, dummy prefix) is tok_spm_norm.c.
  */
 #include <string.h>
 
@@ -83,8 +83,9 @@ static int pb_field(pb *b, uint32_t *field, int *wire, pb *sub, uint64_t *v)
 }
 
 typedef struct spm_spec {
-    int64_t model_type, byte_fallback, unk_id, bos_id, eos_id;
+    int64_t model_type, byte_fallback, unk_id, bos_id, eos_id, ws_suffix;
     int64_t add_dummy_prefix, remove_extra_ws, escape_ws;
+    const unsigned char *charsmap; /* into the mapped file */
     size_t charsmap_bytes;
     char name[64];
 } spm_spec;
@@ -108,6 +109,7 @@ static int parse_specs(pb b, spm_spec *s, int which, const char *path, qs_diag *
             return bad(path, &b, rc, which == 2 ? "broken trainer_spec" : "broken normalizer_spec", d);
         if (which == 2 && w == 0) {
             if (f == 3) s->model_type = (int64_t)v;
+            if (f == 24) s->ws_suffix = (int64_t)v;
             if (f == 35) s->byte_fallback = (int64_t)v;
             if (f == 40) s->unk_id = (int32_t)v;
             if (f == 41) s->bos_id = (int32_t)v;
@@ -115,8 +117,10 @@ static int parse_specs(pb b, spm_spec *s, int which, const char *path, qs_diag *
         } else if (which == 3) {
             if (f == 1 && w == 2)
                 snprintf(s->name, sizeof s->name, "%.*s", (int)(sub.end - sub.p), sub.p);
-            if (f == 2 && w == 2)
+            if (f == 2 && w == 2) {
+                s->charsmap = sub.p;
                 s->charsmap_bytes = (size_t)(sub.end - sub.p);
+            }
             if (f == 3 && w == 0) s->add_dummy_prefix = (int64_t)v;
             if (f == 4 && w == 0) s->remove_extra_ws = (int64_t)v;
             if (f == 5 && w == 0) s->escape_ws = (int64_t)v;
@@ -180,11 +184,10 @@ static int load_pieces(struct tokenizer *t, const fileio_map *m, const char *pat
         return diag_set(d, QS_EUNSUPPORTED, path, -1,
                         "model_type %lld is not supported (expected 2 = BPE)",
                         (long long)spec->model_type);
-    if (spec->charsmap_bytes > 0 && strcmp(spec->name, "identity"))
+    if (spec->ws_suffix)
         return diag_set(d, QS_EUNSUPPORTED, path, -1,
-                        "normalizer '%s' with a precompiled charsmap is not supported (expected "
-                        "identity)",
-                        spec->name);
+                        "treat_whitespace_as_suffix is not supported (expected a prefix "
+                        "\xE2\x96\x81 as in Llama-style models)");
     int rc = tok_vocab_alloc_impl(t, n);
     t->score = qs_calloc((size_t)n, sizeof *t->score);
     t->added = qs_calloc((size_t)n, sizeof *t->added);
@@ -232,6 +235,8 @@ int tok_spm_load_impl(struct tokenizer *t, const char *path, qs_diag *d)
                      .add_dummy_prefix = 1, .remove_extra_ws = 1, .escape_ws = 1};
     t->kind = TOK_KIND_SPM_MODEL;
     rc = load_pieces(t, &m, path, d, &spec);
+    if (!rc && spec.charsmap_bytes > 0)
+        rc = tok_spm_charsmap_load_impl(t, spec.charsmap, spec.charsmap_bytes, path, d);
     fileio_unmap(&m);
     if (rc)
         return rc;
@@ -251,38 +256,18 @@ int tok_spm_load_impl(struct tokenizer *t, const char *path, qs_diag *d)
     t->norm_replace_space = spec.escape_ws != 0;
     t->remove_extra_ws = spec.remove_extra_ws != 0;
     t->decode_strip_space = t->norm_prepend;
+    tok_ms_cut_check_impl(t);
     return 0;
 }
 
 int tok_spm_encode_impl(const struct tokenizer *t, const char *s, size_t len, tok_ids *out)
 {
-    if (t->remove_extra_ws) { /* strip both ends, collapse inner runs of ' ' */
-        while (len > 0 && s[0] == ' ')
-            s++, len--;
-        while (len > 0 && s[len - 1] == ' ')
-            len--;
-    }
-    if (len == 0)
-        return 0;
-    char *buf = qs_malloc(3 * len + 4);
-    if (!buf)
-        return QS_ENOMEM;
-    size_t n = 0;
-    if (t->norm_prepend) {
-        memcpy(buf, "\xE2\x96\x81", 3);
-        n = 3;
-    }
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == ' ' && t->remove_extra_ws && i > 0 && s[i - 1] == ' ')
-            continue;
-        if (s[i] == ' ' && t->norm_replace_space) {
-            memcpy(buf + n, "\xE2\x96\x81", 3);
-            n += 3;
-        } else {
-            buf[n++] = s[i];
-        }
-    }
-    int rc = tok_bpe_word_impl(t, buf, n, 1, out);
-    qs_free(buf);
+    char *norm;
+    size_t n;
+    int rc = tok_spm_normalize_impl(t, s, len, &norm, &n);
+    if (rc || !norm)
+        return rc;
+    rc = tok_bpe_metaspace_impl(t, norm, n, out);
+    qs_free(norm);
     return rc;
 }

@@ -242,7 +242,13 @@ uint64_t tok_hash_compute_impl(const struct tokenizer *t)
         h = fnv1a(h, &t->merges.keys[i], sizeof t->merges.keys[i]);
         h = fnv1a(h, &t->merges.rank[i], sizeof t->merges.rank[i]);
     }
-    return h;
+    if (t->cm_units) { /* the normalizer changes ids too */
+        h = fnv1a(h, t->cm_units, t->cm_n_units * sizeof *t->cm_units);
+        h = fnv1a(h, t->cm_norm, t->cm_norm_bytes);
+    }
+    int flags[5] = {t->norm_prepend, t->norm_replace_space, t->remove_extra_ws, t->byte_fallback,
+                    t->norm_nfc};
+    return fnv1a(h, flags, sizeof flags);
 }
 
 int tok_ids_push_impl(tok_ids *v, int32_t id)
@@ -273,4 +279,6 @@ void tok_free_impl(struct tokenizer *t)
     qs_free(t->merges.merged);
     qs_free(t->added);
     qs_free(t->added_next);
+    qs_free(t->cm_units);
+    qs_free(t->cm_norm);
 }

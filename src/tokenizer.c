@@ -14,6 +14,7 @@
 #include "qs/tokenizer.h"
 
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qs/fileio.h"
@@ -47,13 +48,61 @@ static const char *config_token(json_t *cfg, const char *key)
     return json_string_value(v);
 }
 
+/* tokenizer_config.json "added_tokens_decoder": {"ID": {"content": ..., "special": ...}}.
+ * Tokens the tokenizer file does not already list as added (typical of a
+ * tokenizer.model plus chat/control tokens declared only here) are added, as
+ * HF's slow tokenizers do. */
+static int config_added_tokens(tokenizer *t, json_t *decoder, const char *cfg_path, qs_diag *d)
+{
+    size_t n_new = json_object_size(decoder);
+    if (n_new == 0)
+        return 0;
+    tok_added *na = qs_realloc(t->added, ((size_t)t->n_added + n_new + 1) * sizeof *na);
+    if (!na)
+        return diag_set(d, QS_ENOMEM, cfg_path, -1, "out of memory for added tokens");
+    t->added = na;
+    const char *key;
+    json_t *v;
+    json_object_foreach(decoder, key, v)
+    {
+        char *end;
+        long id = strtol(key, &end, 10);
+        json_t *c = json_object_get(v, "content");
+        if (*end || end == key || id < 0 || id >= t->n_vocab || !json_is_string(c))
+            return diag_set(d, QS_EFORMAT, cfg_path, -1,
+                            "added_tokens_decoder['%.40s']: expected an id below the vocabulary "
+                            "size %d with a string \"content\"",
+                            key, t->n_vocab);
+        int known = 0;
+        for (int i = 0; i < t->n_added && !known; i++)
+            known = t->added[i].id == (int32_t)id;
+        size_t len = json_string_length(c);
+        if (known || len == 0)
+            continue;
+        tok_added *a = &t->added[t->n_added];
+        memset(a, 0, sizeof *a);
+        if (tok_arena_add_impl(t, json_string_value(c), len, &a->content_off))
+            return diag_set(d, QS_ENOMEM, cfg_path, -1, "out of memory for added tokens");
+        t->n_added++;
+        a->id = (int32_t)id;
+        a->len_bytes = (uint32_t)len;
+        a->special = json_is_true(json_object_get(v, "special"));
+        a->lstrip = json_is_true(json_object_get(v, "lstrip"));
+        a->rstrip = json_is_true(json_object_get(v, "rstrip"));
+        a->single_word = json_is_true(json_object_get(v, "single_word"));
+        if (t->type[id] != TOK_TYPE_BYTE)
+            t->type[id] = a->special ? TOK_TYPE_CONTROL : TOK_TYPE_USER;
+    }
+    return tok_added_index_impl(t) ? diag_set(d, QS_ENOMEM, cfg_path, -1, "out of memory") : 0;
+}
+
 static int read_config(tokenizer *t, const char *cfg_path, qs_diag *d)
 {
     json_error_t jerr;
     json_t *cfg = json_load_file(cfg_path, 0, &jerr);
     if (!cfg)
         return diag_set(d, QS_EFORMAT, cfg_path, jerr.line, "invalid JSON: %s", jerr.text);
-    int rc = 0;
+    int rc = config_added_tokens(t, json_object_get(cfg, "added_tokens_decoder"), cfg_path, d);
     const char *keys[2] = {"bos_token", "eos_token"};
     int32_t *dst[2] = {&t->bos_id, &t->eos_id};
     for (int k = 0; k < 2 && !rc; k++) {
@@ -211,6 +260,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_b
     int rc = 0;
     *ids = NULL;
     *n_ids = 0;
+    int specials = add_bos != TOKENIZER_BOS_NO; /* HF add_special_tokens */
     if (add_bos == TOKENIZER_BOS_DEFAULT)
         add_bos = t->add_bos;
     if (add_bos && t->bos_id >= 0)
@@ -237,7 +287,7 @@ int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_b
     }
     if (!rc)
         rc = encode_segment(t, text + seg, len - seg, seg == 0, &out);
-    if (!rc && t->add_eos && add_bos && t->eos_id >= 0)
+    if (!rc && t->add_eos && specials && t->eos_id >= 0)
         rc = tok_ids_push_impl(&out, t->eos_id);
     if (rc) {
         qs_free(out.v);

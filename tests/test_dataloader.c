@@ -213,3 +213,31 @@ TEST(dataloader, reads_what_tokenize_input_writes)
     ASSERT_EQ_INT(dataloader_n_tokens(dl), sum.train_tokens);
     dataloader_destroy(dl);
 }
+
+TEST(dataloader, position_bytes_round_trip_and_reject_garbage)
+{
+    dataloader_pos a = {3, 17, 100, 0x0123456789ABCDEFULL}, b;
+    unsigned char buf[DATALOADER_POS_BYTES];
+    dataloader_pos_to_bytes(&a, buf);
+    qs_diag d = {0};
+    ASSERT_OK(dataloader_pos_from_bytes(&b, buf, sizeof buf, &d), &d);
+    ASSERT_TRUE(memcmp(&a, &b, sizeof a) == 0);
+    buf[4] = 2;
+    ASSERT_EQ_INT(dataloader_pos_from_bytes(&b, buf, sizeof buf, &d), QS_EFORMAT);
+    ASSERT_EQ_INT(dataloader_pos_from_bytes(&b, buf, 12, &d), QS_EFORMAT);
+}
+
+TEST(dataloader, single_shard_file_is_the_train_split)
+{
+    char dir[512], p[600];
+    ASSERT_TRUE(make_dir(dir, sizeof dir) != NULL);
+    snprintf(p, sizeof p, "%s/train_000001.qst", dir); /* 400 tokens */
+    qs_diag d = {0};
+    dataloader_opts o = opts(2, 9, 0, 1);
+    dataloader *dl;
+    ASSERT_OK(dataloader_create(&dl, p, "train", HASH, &o, &d), &d);
+    ASSERT_EQ_INT(dataloader_n_tokens(dl), 400);
+    dataloader_destroy(dl);
+    ASSERT_EQ_INT(dataloader_create(&dl, p, "val", HASH, &o, &d), QS_ENOTFOUND);
+    ASSERT_EQ_INT(dataloader_create(&dl, p, "train", HASH ^ 1, &o, &d), QS_EINVAL);
+}

@@ -94,3 +94,37 @@ TEST(hfconfig, llama3_rope_scaling_is_read)
     ASSERT_NEAR(c.rope_scale.factor, 8.0, 0);
     ASSERT_EQ_INT(c.rope_scale.original_max_position, 8192);
 }
+
+/* Regression-fuzz: 300 seeded single-byte corruptions of a real config.json
+ * parse or fail with a message, never crash; absurd sizes are refused. */
+TEST(hfconfig, seeded_corruptions_fail_cleanly)
+{
+    static const char base[] =
+        "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": "
+        "172, \"num_hidden_layers\": 5, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
+        "\"head_dim\": 8, \"vocab_size\": 512, \"rope_scaling\": {\"rope_type\": \"llama3\", "
+        "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}, "
+        "\"eos_token_id\": [1, 2], \"tie_word_embeddings\": true}";
+    char buf[sizeof base];
+    uint64_t s = 99;
+    int failed = 0, no_msg = 0;
+    for (int it = 0; it < 300; it++) {
+        memcpy(buf, base, sizeof base);
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        buf[(s >> 33) % (sizeof base - 1)] = "0123456789[]{},:\"-e9x "[(s >> 20) % 22];
+        llama_config c;
+        qs_diag d = {0};
+        if (hfconfig_parse(&c, buf, strlen(buf), "config.json", &d)) {
+            failed++;
+            no_msg += d.msg[0] == 0;
+        }
+    }
+    ASSERT_TRUE(failed > 30);
+    ASSERT_EQ_INT(no_msg, 0);
+    llama_config c;
+    qs_diag d = {0};
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 16777216, "
+                            "\"intermediate_size\": 16777216, \"num_hidden_layers\": 4096, "
+                            "\"num_attention_heads\": 1, \"vocab_size\": 1073741824}", &d),
+                  QS_ERANGE);
+}

@@ -4,8 +4,9 @@
  * Tolerances (per precision, on logits):
  *   MODEL_TOL_FP32 1e-4  fp32 math vs a float64 reference of the same weights:
  *                         a few ulps of |logit| <= 24 after ~10 fp32 reductions.
- *   MODEL_TOL_BF16 0.08 * max|logit|  bf16 operands (8-bit mantissa, rel. error
- *                         2^-9 per operand) through 2 layers of random weights.
+ *   MODEL_TOL_BF16 0.04 * max|logit|  bf16 operands (8 significant bits, rel.
+ *                         error 2^-9 per operand) through 2 layers of random weights;
+ *                         observed 0.013 - 0.021 on the five fixtures.
  */
 #include <jansson.h>
 #include <stdlib.h>
@@ -17,7 +18,7 @@
 #include "test.h"
 
 #define MODEL_TOL_FP32 1e-4
-#define MODEL_TOL_BF16_REL 0.08
+#define MODEL_TOL_BF16_REL 0.04
 
 typedef struct fixture_ref {
     int B, T, V;
@@ -109,9 +110,14 @@ TEST(model, pangu_bias_sharded_f32_logits_match_torch_fp32) { check_fixture_fp32
 
 TEST(model, bf16_path_within_documented_tolerance)
 {
-    double mr = 0, e = fixture_error("llama_gqa_f32", MATMUL_BF16, &mr);
-    ASSERT_TRUE(e >= 0);
-    ASSERT_NEAR(e, 0.0, MODEL_TOL_BF16_REL * mr);
+    static const char *const names[] = {"llama_gqa_f32", "llama3_bias_tied_bf16",
+                                        "mistral_linear_f16", "qwen2_bias_tied_f32",
+                                        "pangu_bias_sharded_f32"};
+    for (int i = 0; i < 5; i++) {
+        double mr = 0, e = fixture_error(names[i], MATMUL_BF16, &mr);
+        ASSERT_TRUE(e > 0);   /* operands really are rounded */
+        ASSERT_NEAR(e, 0.0, MODEL_TOL_BF16_REL * mr);
+    }
 }
 
 /* Prompt in one call vs. token by token through the KV cache: same logits. */
@@ -255,6 +261,38 @@ TEST(model, linear_hook_sees_every_linear_and_substitutes_operands)
     ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
     ASSERT_NEAR(max_abs_diff(a.logits, r.logits, (size_t)r.B * r.T * r.V, NULL), 0.0,
                 MODEL_TOL_FP32);
+    model_acts_free(&a);
+    fixture_ref_free(&r);
+    model_free(&m);
+}
+
+TEST(model, packed_weights_give_identical_logits_and_follow_refresh)
+{
+    llama_model m;
+    llama_acts a;
+    fixture_ref r = {0};
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, "data/fixtures/llama3_bias_tied_bf16", &d), &d);
+    ASSERT_EQ_INT(fixture_ref_load(&r, "data/fixtures/llama3_bias_tied_bf16"), 0);
+    ASSERT_OK(model_acts_init(&a, &m.cfg, r.B, r.T, r.T, 0, &d), &d);
+    size_t n = (size_t)r.B * r.T * r.V;
+    float *plain = qs_malloc(n * sizeof *plain);
+    ASSERT_TRUE(plain != NULL);
+    for (int prec = MATMUL_FP32; prec <= MATMUL_BF16; prec++) {
+        m.precision = prec;
+        model_packs_destroy(&m);
+        ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+        memcpy(plain, a.logits, n * sizeof *plain);
+        ASSERT_OK(model_packs_create(&m, &d), &d);
+        ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+        ASSERT_TRUE(memcmp(plain, a.logits, n * sizeof *plain) == 0);
+    }
+    /* weights changed in place: refreshed packs see the change */
+    m.w.layer[0].w_up[0] += 1.0f;
+    model_packs_refresh(&m);
+    ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+    ASSERT_TRUE(memcmp(plain, a.logits, n * sizeof *plain) != 0);
+    qs_free(plain);
     model_acts_free(&a);
     fixture_ref_free(&r);
     model_free(&m);

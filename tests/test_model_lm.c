@@ -190,3 +190,28 @@ TEST(lm, long_request_is_left_truncated_like_the_harness)
     model_free(&m);
     qs_free(c.ref_logits);
 }
+
+TEST(lm, a_long_sibling_does_not_change_a_short_continuation)
+{
+    llama_model m;
+    model_lm *lm;
+    lm_case c = {0};
+    qs_diag d = {0};
+    ASSERT_EQ_INT(lm_case_load(&c), 0);
+    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
+    ASSERT_OK(model_lm_create(&lm, &m, 8, &d), &d);
+    lm_scorer s = model_lm_scorer(lm);
+    /* ctx 5 tokens; cont A = 2 tokens (fits: shared), cont B = 6 tokens (truncated) */
+    const int32_t *conts[2] = {c.tok + 5, c.tok + 5};
+    size_t lens[2] = {2, 6};
+    lm_request both = {c.tok, 5, 2, conts, lens}, alone = {c.tok, 5, 1, conts, lens};
+    double ll2[2], ll1[1];
+    lm_result r2 = {ll2, NULL}, r1 = {ll1, NULL};
+    ASSERT_OK(s.score(s.self, &both, &r2, 1, &d), &d);
+    ASSERT_OK(s.score(s.self, &alone, &r1, 1, &d), &d);
+    ASSERT_TRUE(ll2[0] == ll1[0]);
+    ASSERT_TRUE(ll2[1] < ll2[0]);
+    model_lm_destroy(lm);
+    model_free(&m);
+    qs_free(c.ref_logits);
+}

@@ -150,3 +150,20 @@ TEST(model_load, memory_estimate_matches_allocation)
     ASSERT_EQ_INT(mm.train_bytes, mm.params_bytes * 4 + mm.acts_train_bytes + mm.rope_bytes);
     model_free(&m);
 }
+
+TEST(model_load, saved_hf_dir_reloads_bit_identical)
+{
+    llama_model m, m2;
+    qs_diag d = {0};
+    char dir[512];
+    ASSERT_OK(model_load_dir(&m, "data/fixtures/pangu_bias_sharded_f32", &d), &d);
+    snprintf(dir, sizeof dir, "%s/saved_pangu", test_tmp_dir());
+    ASSERT_OK(model_save_hf_dir(&m, "data/fixtures/pangu_bias_sharded_f32", dir, SAFETENSORS_F32,
+                                &d), &d);
+    ASSERT_OK(model_load_dir(&m2, dir, &d), &d);
+    ASSERT_EQ_INT(m2.cfg.arch, LLAMA_ARCH_PANGU);
+    ASSERT_TRUE(memcmp(m.params, m2.params, m.n_params * sizeof *m.params) == 0);
+    ASSERT_EQ_INT(model_save_hf_dir(&m, "/nonexistent", dir, SAFETENSORS_F32, &d), QS_ENOTFOUND);
+    model_free(&m2);
+    model_free(&m);
+}

@@ -247,3 +247,36 @@ TEST(shards, bad_jsonl_line_is_reported_with_its_number)
                                   &d),
                   QS_EINVAL);
 }
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Documents are tokenized in parallel: the files must not depend on the thread count. */
+TEST(shards, output_does_not_depend_on_thread_count)
+{
+#ifndef _OPENMP
+    SKIP("built without OpenMP");
+#else
+    int saved = omp_get_max_threads();
+    qs_diag d = {0};
+    shard_build_summary s1, s4;
+    omp_set_num_threads(1);
+    int rc1 = build("t1", 0.3, 5, 32, &s1, &d);
+    omp_set_num_threads(4);
+    int rc4 = build("t4", 0.3, 5, 32, &s4, &d);
+    omp_set_num_threads(saved);
+    ASSERT_EQ_INT(rc1, 0);
+    ASSERT_EQ_INT(rc4, 0);
+    ASSERT_EQ_INT(s1.train_shards, s4.train_shards);
+    char a[512], b[512];
+    ASSERT_TRUE(files_equal(tmp_path(a, sizeof a, "t1/manifest.json"),
+                            tmp_path(b, sizeof b, "t4/manifest.json")));
+    for (int i = 0; i < s1.train_shards; i++) {
+        char na[64], nb[64];
+        snprintf(na, sizeof na, "t1/train_%06d.qst", i);
+        snprintf(nb, sizeof nb, "t4/train_%06d.qst", i);
+        ASSERT_TRUE(files_equal(tmp_path(a, sizeof a, na), tmp_path(b, sizeof b, nb)));
+    }
+#endif
+}

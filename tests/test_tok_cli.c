@@ -93,3 +93,29 @@ TEST(tok_cli, bad_tokenizer_and_bad_id_exit_2_with_one_line)
     ASSERT_EQ_INT(run(cmd, out, sizeof out), 2);
     ASSERT_TRUE(strstr(out, "outside the vocabulary") != NULL);
 }
+
+TEST(tok_cli, tokenize_input_writes_shards_and_manifest)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        SKIP("QS_BIN not set (run through make test)");
+    char cmd[8192], out[4096], dir[256];
+    snprintf(dir, sizeof dir, "%.200s/cli_shards", test_tmp_dir());
+    snprintf(cmd, sizeof cmd,
+             "printf 'first doc\\n\\nsecond doc\\n\\nthird doc\\n' > %s.txt && "
+             "printf '{\"text\": \"json doc\"}\\n' | zstd -q -f -o %s.jsonl.zst && "
+             "%s tokenize --tokenizer tests/data/tok/tiny_spm.json --input %s.txt %s.jsonl.zst "
+             "--out %s --val-fraction 0.25 --seed 1",
+             dir, dir, bin, dir, dir, dir);
+    ASSERT_EQ_INT(run(cmd, out, sizeof out), 0);
+    ASSERT_TRUE(strstr(out, "4 documents") != NULL);
+    snprintf(cmd, sizeof cmd, "ls %s", dir);
+    ASSERT_EQ_INT(run(cmd, out, sizeof out), 0);
+    ASSERT_EQ_STR(out, "manifest.json\ntrain_000000.qst\nval_000000.qst\n");
+    snprintf(cmd, sizeof cmd,
+             "%s tokenize --tokenizer tests/data/tok/tiny_spm.json --input %s/manifest.json "
+             "--out %s/x 2>&1",
+             bin, dir, dir);
+    ASSERT_EQ_INT(run(cmd, out, sizeof out), 2);
+    ASSERT_TRUE(strstr(out, "expected .txt, .jsonl") != NULL);
+}

@@ -148,6 +148,7 @@ class ByteLevelRef:
             if p.get("type") == "Split":
                 self.re = regex_from_hf(p["pattern"]["Regex"])
         self.b2u = bytes_to_unicode()
+        self.nfc = (tj.get("normalizer") or {}).get("type") == "NFC"
 
     def encode(self, text):
         ids = []
@@ -155,6 +156,8 @@ class ByteLevelRef:
             if is_added:
                 ids.append(self.added[seg])
                 continue
+            if self.nfc:
+                seg = unicodedata.normalize("NFC", seg)
             for word in self.re.findall(seg):
                 sym = [self.b2u[b] for b in word.encode("utf-8")]
                 ids += [self.vocab[s] for s in bpe_merge(sym, self.ranks)]
@@ -162,9 +165,14 @@ class ByteLevelRef:
 
 
 class SpmStyleRef:
-    """HF BPE with the legacy Llama normalizer (Prepend + Replace) and byte fallback."""
+    """HF BPE with the legacy Llama normalizer (Prepend + Replace) and byte fallback,
+    or with a Metaspace pre-tokenizer (prepend_scheme first/always, split)."""
 
     def __init__(self, tj):
+        pre = tj.get("pre_tokenizer") or {}
+        self.meta = pre.get("type") == "Metaspace"
+        self.scheme = pre.get("prepend_scheme", "always")
+        self.split = pre.get("split", True)
         self.vocab = tj["model"]["vocab"]
         self.ranks = merge_pairs(tj["model"]["merges"])
         self.added = {a["content"]: a["id"] for a in tj.get("added_tokens", [])}
@@ -178,16 +186,27 @@ class SpmStyleRef:
                 continue
             if not seg:
                 continue
-            norm = MS + seg.replace(" ", MS)
-            # unknown characters become ('byte', b) symbols, which never merge
-            sym = []
-            for ch in norm:
-                if ch in self.vocab:
-                    sym.append(ch)
-                else:
-                    sym += [("<0x%02X>" % b,) for b in ch.encode("utf-8")]
-            for s in bpe_merge_safe(sym, self.ranks):
-                ids.append(self.vocab[s[0]] if isinstance(s, tuple) else self.vocab[s])
+            if not self.meta:
+                words = [MS + seg.replace(" ", MS)]
+            else:
+                norm = seg.replace(" ", MS)
+                at_start = text.startswith(seg) if not ids else False
+                if not norm.startswith(MS) and (self.scheme == "always" or
+                                                (self.scheme == "first" and at_start)):
+                    norm = MS + norm
+                words = [norm]
+                if self.split:  # each ▁ starts a new word (MergedWithNext)
+                    words = [w for w in re.split("(?=" + MS + ")", norm) if w]
+            for word in words:
+                # unknown characters become ('<0xXX>',) symbols, which never merge
+                sym = []
+                for ch in word:
+                    if ch in self.vocab:
+                        sym.append(ch)
+                    else:
+                        sym += [("<0x%02X>" % b,) for b in ch.encode("utf-8")]
+                for s in bpe_merge_safe(sym, self.ranks):
+                    ids.append(self.vocab[s[0]] if isinstance(s, tuple) else self.vocab[s])
         return ids
 
 
@@ -203,6 +222,48 @@ def bpe_merge_safe(symbols, ranks):
             run.append(s)
     out += bpe_merge(run, ranks) if run else []
     return out
+
+
+def tiny_spm_model(path):
+    """A small SentencePiece BPE model trained on TRAIN_TEXT (identity normalizer)."""
+    import io
+    import sentencepiece as spm
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(TRAIN_TEXT.split("\n") * 20), model_writer=buf, model_type="bpe",
+        vocab_size=400, byte_fallback=True, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, add_dummy_prefix=True, character_coverage=1.0,
+        num_threads=1, minloglevel=2)
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
+
+
+# Our own small normalization rules (sentencepiece compiles them into the
+# model's precompiled_charsmap): fullwidth ASCII, odd spaces, ligatures,
+# decomposed accents, a circled digit and an ellipsis.
+NORM_RULES = (["%X\t%X" % (0xFF01 + k, 0x21 + k) for k in range(94)] +
+              ["9\t20", "3000\t20", "A0\t20", "FB01\t66 69", "FB02\t66 6C", "65 301\tE9",
+               "61 308\tE4", "2460\t31", "2026\t2E 2E 2E"])
+
+
+def tiny_spm_rules_model(path):
+    """A SentencePiece BPE model with a charsmap compiled from NORM_RULES and
+    remove_extra_whitespaces on: exercises the .model normalizer."""
+    import io
+    import tempfile
+    import sentencepiece as spm
+    with tempfile.NamedTemporaryFile("w", suffix=".tsv", delete=False) as f:
+        f.write("\n".join(NORM_RULES) + "\n")
+        tsv = f.name
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(TRAIN_TEXT.split("\n") * 20), model_writer=buf, model_type="bpe",
+        vocab_size=400, byte_fallback=True, normalization_rule_tsv=tsv,
+        remove_extra_whitespaces=True, add_dummy_prefix=True, character_coverage=1.0,
+        num_threads=1, minloglevel=2)
+    os.unlink(tsv)
+    with open(path, "wb") as f:
+        f.write(buf.getvalue())
 
 
 class SentencePieceRef:
@@ -283,12 +344,27 @@ def tiny_bytelevel():
     }
 
 
-def tiny_split(pattern):
-    """tiny_bytelevel's vocabulary behind a Llama-3/Qwen2-style Split + ByteLevel."""
+def tiny_split(pattern, nfc=False):
+    """tiny_bytelevel's vocabulary behind a Llama-3/Qwen2-style Split + ByteLevel
+    (Qwen2 also normalizes to NFC)."""
     tj = tiny_bytelevel()
+    if nfc:
+        tj["normalizer"] = {"type": "NFC"}
     tj["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
         {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
         {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    return tj
+
+
+def tiny_metaspace():
+    """tiny_spm's vocabulary behind a Metaspace pre-tokenizer (newer HF files)."""
+    tj = tiny_spm()
+    tj["normalizer"] = None
+    tj["pre_tokenizer"] = {"type": "Metaspace", "replacement": MS, "prepend_scheme": "first",
+                           "split": True}
+    tj["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Metaspace", "replacement": MS, "prepend_scheme": "first", "split": True},
+        {"type": "ByteFallback"}, {"type": "Fuse"}]}
     return tj
 
 
@@ -349,6 +425,9 @@ TRICKY = [
     "Ελληνικά и русский текст", "\u0645\u0631\u062d\u0628\u0627 \u05e9\u05dc\u05d5\u05dd",
     "combining e\u0301 a\u0308", "zero\u200bwidth", "   \n  \n", "end with newline\n",
     "x  \n\n  y", "a.\n\nb", "!!\n\n", "  \r\n\t z", "(1234567)", "abc123def", "'S 'LL 'Ve",
+    "\uff28\uff45\uff4c\uff4c\uff4f\uff01 \ufb01ne \ufb02ow caf\u0065\u0301 \u2460\u2026",
+    "  spaced\u3000\u3000out\u00a0 \t text  ",
+    "NFC: \u1100\u1161\u11a8 e\u0323\u0302 \u212b \u0301x o\u0302\u0301 \u0041\u030a\u0323 \u00e9\u0301",
 ]
 
 
@@ -372,20 +451,43 @@ def corpus_texts(shared):
     return out
 
 
+def nfc_cases(n=200):
+    """Random strings rich in what NFC changes, with Python's NFC of each."""
+    import random
+    rnd = random.Random(1)
+    pool = (list("aeiouAEIOUnNcCsSzZ ") + [chr(c) for c in range(0x300, 0x370)] +
+            ["\u0323", "\u0338", "\u05b0", "\u093c", "\u3099", "\u1dc0", "\u20d0"] +
+            [chr(c) for c in range(0x1100, 0x1113)] + [chr(c) for c in range(0x1161, 0x1176)] +
+            [chr(c) for c in range(0x11a8, 0x11c3)] + ["\uac00", "\uac01", "\ud7a3", "\ub098"] +
+            ["\u212b", "\u2126", "\uf900", "\u0958", "\u1e9b", "\u00c5", "\u00e9", "\u0344",
+             "\u0f73", "\u1f80", "\u3071", "\u304b", "\u0627", "\u0653", "\u0654"])
+    out = []
+    for _ in range(n):
+        t = "".join(rnd.choice(pool) for _ in range(rnd.randint(1, 12)))
+        out.append([t, unicodedata.normalize("NFC", t)])
+    return out
+
+
 def main():
     shared = "../shared"
     if "--shared" in sys.argv:
         shared = sys.argv[sys.argv.index("--shared") + 1]
     os.makedirs("tests/data/tok", exist_ok=True)
     tiny = {"tiny_bytelevel": tiny_bytelevel(), "tiny_spm": tiny_spm(),
-            "tiny_llama3": tiny_split(LLAMA3_RE), "tiny_qwen2": tiny_split(QWEN2_RE)}
+            "tiny_llama3": tiny_split(LLAMA3_RE), "tiny_qwen2": tiny_split(QWEN2_RE, nfc=True),
+            "tiny_metaspace": tiny_metaspace()}
     for name, tj in tiny.items():
         with open("tests/data/tok/%s.json" % name, "w", encoding="utf-8") as f:
             json.dump(tj, f, ensure_ascii=False, indent=1)
     refs = {"tiny_bytelevel": ByteLevelRef(tiny["tiny_bytelevel"]),
             "tiny_spm": SpmStyleRef(tiny["tiny_spm"]),
             "tiny_llama3": ByteLevelRef(tiny["tiny_llama3"]),
-            "tiny_qwen2": ByteLevelRef(tiny["tiny_qwen2"])}
+            "tiny_qwen2": ByteLevelRef(tiny["tiny_qwen2"]),
+            "tiny_metaspace": SpmStyleRef(tiny["tiny_metaspace"])}
+    tiny_spm_model("tests/data/tok/tiny_spm.model")
+    refs["tiny_spm_model"] = SentencePieceRef("tests/data/tok/tiny_spm.model")
+    tiny_spm_rules_model("tests/data/tok/tiny_rules.model")
+    refs["tiny_rules_model"] = SentencePieceRef("tests/data/tok/tiny_rules.model")
     tok = os.path.join(shared, "tokenizers")
 
     def load(p):
@@ -397,7 +499,7 @@ def main():
     refs["stories260K"] = SpmStyleRef(load(os.path.join(shared, "models/stories260K/tokenizer.json")))
     texts = TRICKY + corpus_texts(shared)
     # the tiny tokenizers (many ids per text) are checked on the tricky strings only
-    fix = {"texts": texts, "ids": {}}
+    fix = {"texts": texts, "ids": {}, "nfc": nfc_cases()}
     for name, ref in refs.items():
         subset = TRICKY if name.startswith("tiny_") else texts
         fix["ids"][name] = [" ".join(map(str, ref.encode(t))) for t in subset]

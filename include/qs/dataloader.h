@@ -34,8 +34,9 @@ typedef struct dataloader_pos {
     uint64_t data_hash; /* FNV-1a of the split's tokens, checked on restore */
 } dataloader_pos;
 
-/* shard_dir: a directory written by `qatscope tokenize --input`; split: "train"
- * or "val".  Shards whose tokenizer hash differs from tokenizer_hash are refused. */
+/* shard_dir: a directory written by `qatscope tokenize --input` (split "train"
+ * or "val"), or one shard file (which is the "train" split; "val" is then
+ * QS_ENOTFOUND).  Shards whose tokenizer hash differs from tokenizer_hash are refused. */
 int dataloader_create(dataloader **out, const char *shard_dir, const char *split,
                       uint64_t tokenizer_hash, const dataloader_opts *o, qs_diag *d);
 void dataloader_destroy(dataloader *dl); /* NULL ok */
@@ -49,5 +50,11 @@ void dataloader_pos_get(const dataloader *dl, dataloader_pos *pos);
 /* Refuses (QS_EINVAL) a position saved over different data. */
 int dataloader_pos_set(dataloader *dl, const dataloader_pos *pos, qs_diag *d);
 void dataloader_rewind(dataloader *dl); /* back to epoch 0, window 0 */
+
+/* Stable byte form of a position for checkpoints: magic "QSDP", version 1 (u32), then
+ * the four fields as little-endian u64 (40 bytes). */
+#define DATALOADER_POS_BYTES 40
+void dataloader_pos_to_bytes(const dataloader_pos *pos, unsigned char out[DATALOADER_POS_BYTES]);
+int dataloader_pos_from_bytes(dataloader_pos *pos, const void *bytes, size_t n_bytes, qs_diag *d);
 
 #endif

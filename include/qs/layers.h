@@ -59,9 +59,13 @@ void rope_backward(float *dx, const int32_t *pos, const rope_table *t, int N, in
  *   k, v[B, Tcap, KVH, hd]  keys/values of positions 0 .. pos0+T-1 (a KV cache of capacity Tcap)
  *   out[B, T, H, hd]        softmax(q k^T / sqrt(hd)) v, query t sees keys 0 .. pos0+t
  *   att[B, H, T, Tcap]      saved probabilities for backward (NULL in inference)
- * Head h uses KV head h / (H / KVH). */
+ * Head h uses KV head h / (H / KVH).
+ * scratch: attn_scratch_elems(B, Tcap, KVH, hd) floats; with it, prompts (T >= 8) use the
+ * transposed-keys path (SIMD-friendly, see layer_attn.c); NULL (or T < 8, decoding) uses
+ * a row-by-row online softmax.  Both fp32 with the row max subtracted. */
+size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd);
 void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
-                  int T, int pos0, int Tcap, int H, int KVH, int hd);
+                  int T, int pos0, int Tcap, int H, int KVH, int hd, float *scratch);
 /* Training form (pos0 = 0, Tcap = T).  dq[B,T,H,hd], dk/dv[B,T,KVH,hd] accumulate. */
 void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
                    const float *q, const float *k, const float *v, int B, int T, int H, int KVH,

@@ -7,26 +7,29 @@
  * MATMUL_FP32_BLAS) happens inside.  Never call these from an OpenMP parallel region.
  *
  * Numerical contract, per output element y = init + sum_{k<K} a_k b_k
- * (K = IN for forward, O for dx, N for dw; init = 0, bias or the old value):
- *  - MATMUL_FP32_BLAS: OpenBLAS sgemm, the reference path.  fp32 operands and
+ * (K = IN for forward, O for dx, N for dw; init = 0, bias or the old value;
+ * u = 2^-24):
+ *  - MATMUL_FP32_BLAS: OpenBLAS sgemm, the reference path: fp32 operands and
  *    accumulation in OpenBLAS's (blocked) order.
  *  - MATMUL_FP32: fp32 operands and accumulation.  With AVX-512 our own kernel:
- *    one fused multiply-add per k, strictly in k order starting from init (so
- *    |y - exact| <= K u sum|a_k b_k| + O(u^2), u = 2^-24); without AVX-512 it is
- *    MATMUL_FP32_BLAS.
- *  - MATMUL_BF16: both operands rounded to bf16 (round to nearest even, as
- *    torch does; NaN stays NaN), products of bf16 values are exact in fp32,
- *    accumulation in fp32.  With AVX512-BF16 (vdpbf16ps) the k terms are added
- *    in pairs (a_2p b_2p + a_2p+1 b_2p+1, then into the accumulator, pairs in
- *    order), and bf16 denormal operands count as zero; otherwise (portable or
- *    AVX-512 fallback) strictly in k order as above, bit-identical between the
- *    two fallbacks.  Relative to the exact product of the ROUNDED operands the
- *    error is at most about K u sum|a_k b_k| (it grows with K), so the two
- *    bf16 implementations agree within 2 K u sum|a_k b_k|.  Relative to the
- *    fp32 product the dominant error is the operand rounding, 2^-8 relative per
- *    operand (about 2^-7 sum|a_k b_k| worst case, ~sqrt(K) 2^-9 typical).
- *  Results never depend on the number of threads (each output element is owned
- *  by one task and summed in a fixed order).
+ *    one fused multiply-add per k, strictly in k order starting from init, so
+ *    |y - exact| <= K u (|init| + sum|a_k b_k|) (to first order); without AVX-512
+ *    it is MATMUL_FP32_BLAS.
+ *  - MATMUL_BF16: both operands rounded to bf16, round to nearest even as torch
+ *    does (NaN stays NaN), except that values below bf16's normal range
+ *    (|v| < 2^-126) become zero, as vdpbf16ps reads them.  Products of bf16
+ *    values are exact in fp32; they are added into an fp32 accumulator with one
+ *    rounding each, in vdpbf16ps's order: within each pair of k the odd term
+ *    first (k = 1, 0, 3, 2, ...; an odd K ends with a zero term).  The
+ *    AVX512-BF16 kernel, the AVX-512 and portable fallbacks and the no-scratch
+ *    loop all follow it, so they agree bit for bit (unless results reach the
+ *    fp32 denormal range, which the hardware flushes).  Error relative to the
+ *    exact product of the ROUNDED operands: <= (K + 1) u (|init| + sum|a_k b_k|),
+ *    growing with K; relative to fp32 math the operand rounding dominates:
+ *    up to about 2^-7 sum|a_k b_k|, typically ~sqrt(K) 2^-9 times the rms term.
+ *    db is a plain fp32 column sum of dout in every precision.
+ *  Results never depend on the number of threads: each output element is owned
+ *  by one task and summed in a fixed order.
  * Memory: the non-BLAS paths pack operands into scratch memory (qs_malloc); if
  * that fails they fall back to sgemm (fp32) or to an unblocked loop with the same
  * contract (bf16), so these calls cannot fail.
@@ -58,13 +61,30 @@ matmul_wpack *matmul_wpack_create(const float *w, int IN, int O, int precision);
 /* w's values changed: the next call re-packs (the memory is reused). */
 void matmul_wpack_refresh(matmul_wpack *pk);
 void matmul_wpack_destroy(matmul_wpack *pk); /* accepts NULL */
-/* Bytes the pack holds now (both forms once both have been used). */
+/* Bytes the pack holds now: per form used (forward, dx), as much as w itself
+ * for fp32 and half of it for bf16 (panels padded to 32 columns). */
 size_t matmul_wpack_bytes(const matmul_wpack *pk);
 
 /* As matmul_forward/matmul_backward with w, IN, O and precision from pk. */
 void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N);
 void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, const float *x,
                             matmul_wpack *pk, int N);
+
+/* Workspace kept between calls for the packs of dW's operands (x, and dout for
+ * bf16), so the hot loop does not allocate: a fresh multi-MB block per call costs
+ * an mmap and page faults (~10% of a dW).  One per model is enough (calls are
+ * serial); it grows to the largest need: N x IN floats (fp32) or N x (IN + O)
+ * bf16 values (bf16) of the largest Linear.  Results are the same bits as
+ * without it. */
+typedef struct matmul_ws matmul_ws;
+matmul_ws *matmul_ws_create(void);          /* NULL on allocation failure */
+void matmul_ws_destroy(matmul_ws *ws);      /* accepts NULL */
+size_t matmul_ws_bytes(const matmul_ws *ws);
+/* The packed calls with a workspace (ws may be NULL = allocate per call). */
+void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, const float *bias,
+                              int N, matmul_ws *ws);
+void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
+                               const float *x, matmul_wpack *pk, int N, matmul_ws *ws);
 
 /* Naive double-accumulating reference for tests (fp32 semantics). */
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

@@ -86,6 +86,8 @@ typedef struct llama_model {
     int precision;           /* MATMUL_FP32 or MATMUL_BF16 */
     model_linear_hook hook;  /* fn NULL: no quantization */
     char dtypes[32];         /* storage dtypes found when loading, e.g. "BF16" or "F32+F16" */
+    struct matmul_wpack **packs; /* NULL, or [L * MODEL_LIN_COUNT + 1] (last: lm_head) */
+    int packs_precision;     /* precision the packs were made for */
 } llama_model;
 
 /* Size table + block (uninitialised) + views + RoPE table for cfg. */
@@ -102,6 +104,19 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std);
 /* Write the params in HF layout (F32 or BF16 storage), atomically: the
  * trainer's HF-compatible checkpoint (config.json is copied by the caller). */
 int model_save_safetensors(const llama_model *m, const char *path, int dtype, qs_diag *d);
+/* A complete HF directory in out_dir: config/tokenizer files copied from
+ * src_dir (config.json required), then model.safetensors (written last). */
+int model_save_hf_dir(const llama_model *m, const char *src_dir, const char *out_dir, int dtype,
+                      qs_diag *d);
+
+/* Pre-packed weights (matmul_wpack) for every linear and the lm_head, for
+ * m->precision: faster forwards, above all single-token decoding, at the cost
+ * of one packed copy of the weights (fp32: same size, bf16: half).  Used only
+ * while m->precision matches and the hook does not substitute the weight.
+ * After the weights change in place (optimizer step) call model_packs_refresh. */
+int model_packs_create(llama_model *m, qs_diag *d);
+void model_packs_refresh(llama_model *m);
+void model_packs_destroy(llama_model *m);   /* safe without packs */
 
 /* Activation arena. */
 typedef struct llama_acts {
@@ -134,11 +149,13 @@ typedef struct llama_acts {
     float *proj;        /* [N, C] scratch: o_proj / down_proj output */
     float *xq;          /* [N * max(C, H*hd, F)] scratch for the quantization hook */
     float *wq;          /* [max linear weight] scratch for the quantization hook */
+    float *attn_scratch; /* [attn_scratch_elems(B, Tcap, KVH, hd)] prompt attention */
     double loss;        /* mean loss of the last call with targets, else -1 */
 } llama_acts;
 
 /* Floats the arena needs: the explicit formula behind inspect's estimates. */
 size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int training);
+/* training = 1 requires Tcap == T (attention backward's layout). */
 int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,
                     qs_diag *d);
 void model_acts_free(llama_acts *a);

@@ -4,6 +4,10 @@
  * SentencePiece-style with metaspace and <0xXX> byte fallback) and SentencePiece
  * tokenizer.model (protobuf, BPE type).  Added/special tokens are matched in the
  * text as HF does; BOS/EOS come from tokenizer_config.json when present.
+ * Implementation: src/tokenizer.c over src/tok_*.c (README "tokenize, detokenize").
+ *
+ * Threads: a created tokenizer is read-only; tokenizer_encode/decode may run
+ * concurrently on the same tokenizer (shard building does, under OpenMP).
  */
 #ifndef QS_TOKENIZER_H
 #define QS_TOKENIZER_H
@@ -23,12 +27,17 @@ void tokenizer_destroy(tokenizer *t);   /* NULL ok */
 enum { TOKENIZER_BOS_DEFAULT = -1, TOKENIZER_BOS_NO = 0, TOKENIZER_BOS_YES = 1 };
 
 /* Encode len bytes of UTF-8 text.  add_bos: TOKENIZER_BOS_DEFAULT uses the
- * tokenizer's own default (HF add_special_tokens=True behaviour).  *ids is
- * qs_malloc'd (free with qs_free). */
+ * tokenizer's own default (HF add_special_tokens=True behaviour: BOS, and EOS
+ * when add_eos_token), TOKENIZER_BOS_NO adds neither, TOKENIZER_BOS_YES adds BOS
+ * (and EOS when add_eos_token).  *ids is qs_malloc'd (free with qs_free), also
+ * for zero ids. */
 int tokenizer_encode(const tokenizer *t, const char *text, size_t len, int add_bos,
                      int32_t **ids, size_t *n_ids, qs_diag *d);
-/* Decode ids to UTF-8 (special tokens skipped when skip_special).  *text is
- * qs_malloc'd and NUL-terminated. */
+/* Decode ids to UTF-8 (special tokens, i.e. BOS/EOS/unk/control pieces, skipped
+ * when skip_special).  Byte-fallback and byte-level tokens give their raw bytes,
+ * so decode(encode(x)) == x even when a partial sequence is not valid UTF-8.
+ * An id outside [0, vocab_size) is QS_ERANGE.  *text is qs_malloc'd and
+ * NUL-terminated. */
 int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n_ids, int skip_special,
                      char **text, size_t *len, qs_diag *d);
 

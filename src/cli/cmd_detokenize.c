@@ -77,7 +77,7 @@ int cmd_detokenize(int argc, char **argv)
                 qs_free(text);
             }
         } else if (a[0] == '-' && !(a[1] >= '0' && a[1] <= '9')) {
-            rc = cli_error("detokenize: unknown option '%s' (argument %d)\n%s", a, i, USAGE);
+            rc = cli_error("detokenize: unknown option '%s' (argument %d); run 'qatscope detokenize --help'", a, i);
         } else {
             char where[32];
             snprintf(where, sizeof where, "argument %d", i);
@@ -86,9 +86,9 @@ int cmd_detokenize(int argc, char **argv)
         }
     }
     if (!rc && !!model == !!tok)
-        rc = cli_error("detokenize: give exactly one of --model DIR or --tokenizer FILE\n%s", USAGE);
+        rc = cli_error("detokenize: give exactly one of --model DIR or --tokenizer FILE");
     if (!rc && n_args == 0)
-        rc = cli_error("detokenize: missing IDS (or '-' for stdin)\n%s", USAGE);
+        rc = cli_error("detokenize: missing IDS (or '-' for stdin)");
     if (rc) {
         qs_free(ids);
         return rc;

@@ -87,7 +87,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
     if (model_load_dir(&m, dir, &d))
         return cli_diag_error(&d);
     m.precision = precision;
-    if (tokenizer_create(&tok, dir, &d) ||
+    if (model_packs_create(&m, &d) || tokenizer_create(&tok, dir, &d) ||
         tokenizer_encode(tok, prompt, strlen(prompt), TOKENIZER_BOS_DEFAULT, &ids, &n_ids, &d)) {
         rc = cli_diag_error(&d);
         goto done;

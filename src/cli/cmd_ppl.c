@@ -50,7 +50,7 @@ static int ppl_run(const char *dir, const char *path, int bos, long window, long
     if (model_load_dir(&m, dir, &d))
         return cli_diag_error(&d);
     m.precision = precision;
-    if (tokenizer_create(&tok, dir, &d) || fileio_read_all(path, &text, &len, &d) ||
+    if (model_packs_create(&m, &d) || tokenizer_create(&tok, dir, &d) || fileio_read_all(path, &text, &len, &d) ||
         tokenizer_encode(tok, text, len, bos ? TOKENIZER_BOS_YES : TOKENIZER_BOS_NO, &ids,
                          &n_ids, &d)) {
         rc = cli_diag_error(&d);

@@ -79,7 +79,7 @@ static int text_mode(const char *tok_path, const char *text_arg, int ids_only, i
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *tok = NULL, *text = NULL, *out = NULL;
-    int ids_only = 0, no_bos = 0;
+    int ids_only = 0, no_bos = 0, data_flag = 0;
     shard_build_opts opts;
     shard_build_opts_default(&opts);
     const char **inputs = qs_calloc((size_t)argc + 1, sizeof *inputs);
@@ -104,26 +104,29 @@ int cmd_tokenize(int argc, char **argv)
         } else if (!strcmp(a, "--no-bos")) {
             no_bos = 1;
         } else if (cli_flag_is(a, "--val-fraction")) {
+            data_flag = i;
             rc = (v = cli_flag_value(argc, argv, &i))
                      ? cli_parse_double("--val-fraction", v, 0.0, 0.5, &opts.val_fraction)
                      : CLI_EXIT_USAGE;
         } else if (cli_flag_is(a, "--seed")) {
+            data_flag = i;
             rc = (v = cli_flag_value(argc, argv, &i))
                      ? cli_parse_long("--seed", v, 0, 0x7FFFFFFFFFFFFFFFL, &lv)
                      : CLI_EXIT_USAGE;
             opts.seed = rc ? 0 : (uint64_t)lv;
         } else if (cli_flag_is(a, "--shard-tokens")) {
+            data_flag = i;
             rc = (v = cli_flag_value(argc, argv, &i))
                      ? cli_parse_long("--shard-tokens", v, 1024, 1L << 40, &lv)
                      : CLI_EXIT_USAGE;
             opts.shard_tokens = rc ? 0 : (uint64_t)lv;
         } else if (!strcmp(a, "--input")) {
-            while (i + 1 < argc && (argv[i + 1][0] != '-' || !strcmp(argv[i + 1], "-")))
+            while (i + 1 < argc && argv[i + 1][0] != '-')
                 inputs[n_inputs++] = argv[++i];
             if (n_inputs == 0)
                 rc = cli_error("--input: expected at least one file (argument %d)", i);
         } else if (a[0] == '-' && a[1]) {
-            rc = cli_error("tokenize: unknown option '%s' (argument %d)\n%s", a, i, USAGE);
+            rc = cli_error("tokenize: unknown option '%s' (argument %d); run 'qatscope tokenize --help'", a, i);
         } else if (!text) {
             text = a;
         } else {
@@ -132,9 +135,11 @@ int cmd_tokenize(int argc, char **argv)
         }
     }
     if (!rc && !!model == !!tok)
-        rc = cli_error("tokenize: give exactly one of --model DIR or --tokenizer FILE\n%s", USAGE);
+        rc = cli_error("tokenize: give exactly one of --model DIR or --tokenizer FILE");
     if (!rc && n_inputs > 0) {
-        if (text)
+        if (ids_only || no_bos)
+            rc = cli_error("tokenize: --ids and --no-bos are for text mode, not with --input");
+        else if (text)
             rc = cli_error("tokenize: TEXT and --input are exclusive (got '%s')", text);
         else if (!out)
             rc = cli_error("tokenize: --input needs --out DIR");
@@ -150,10 +155,13 @@ int cmd_tokenize(int argc, char **argv)
                        sum.train_shards, (unsigned long long)sum.val_tokens, sum.val_shards);
         }
     } else if (!rc) {
-        if (out)
+        if (data_flag)
+            rc = cli_error("tokenize: %s is for data mode (--input FILES... --out DIR)",
+                           argv[data_flag]);
+        else if (out)
             rc = cli_error("tokenize: --out is only for data mode (--input FILES...)");
         else if (!text)
-            rc = cli_error("tokenize: missing TEXT (or '-' for stdin)\n%s", USAGE);
+            rc = cli_error("tokenize: missing TEXT (or '-' for stdin)");
         else
             rc = text_mode(model ? model : tok, text, ids_only, no_bos);
     }

@@ -3,19 +3,30 @@
  * For each shape (N rows, IN -> O) and product (fwd, dX, dW) it times, in the
  * same run: OpenBLAS sgemm (MATMUL_FP32_BLAS, the baseline), our fp32 path and
  * our bf16 path, each with the weight packed on the fly (the simple calls) and
- * with a matmul_wpack made once (dW has no weight operand, so one column).
+ * with a matmul_wpack made once plus a matmul_ws reused across calls ("-pk";
+ * for dW, which has no weight operand, only the workspace differs).
  * Prints medians of R runs, ratios against sgemm from the same run and the
  * fraction of this machine's peak (2 Zen 5 cores: fp32 FMA ~445 GFLOP/s,
- * AVX512-BF16 ~890 GFLOP/s).  Usage: bench_matmul [REPS] [small|large|all]
+ * AVX512-BF16 ~890 GFLOP/s).  Every path is first checked against sgemm (exit 1
+ * on a mismatch), as a kernel that is fast but wrong must not print a figure.
+ * Usage: bench_matmul [REPS] [small|large|all] [cpu1]
+ *   cpu1: one thread timed by its own CPU time (robust on a busy machine).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <cblas.h>
+
 #include "qs/cpu.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #define PEAK_FP32_GFLOPS 445.0
 #define PEAK_BF16_GFLOPS 890.0
@@ -40,12 +51,17 @@ static const char *const path_names[PATH_COUNT] = {"sgemm", "fp32", "fp32-pk", "
 typedef struct bench_bufs {
     float *x, *w, *out, *dout, *dx, *dw;
     matmul_wpack *pk32, *pk16;
+    matmul_ws *ws;
 } bench_bufs;
+
+/* cpu1 mode: one thread, timed by that thread's CPU time, so time the shared
+ * machine's scheduler gives to others does not count (kernel efficiency). */
+static int bench_cpu1;
 
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(bench_cpu1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -63,22 +79,65 @@ static void run_once(const bench_shape *s, int op, int path, bench_bufs *b)
     matmul_wpack *pk = path == PATH_FP32_PK ? b->pk32 : path == PATH_BF16_PK ? b->pk16 : NULL;
     if (op == OP_FWD) {
         if (pk)
-            matmul_forward_packed(b->out, b->x, pk, NULL, s->N);
+            matmul_forward_packed_ws(b->out, b->x, pk, NULL, s->N, b->ws);
         else
             matmul_forward(b->out, b->x, b->w, NULL, s->N, s->IN, s->O, prec);
     } else if (op == OP_DX) {
         if (pk)
-            matmul_backward_packed(b->dx, NULL, NULL, b->dout, b->x, pk, s->N);
+            matmul_backward_packed_ws(b->dx, NULL, NULL, b->dout, b->x, pk, s->N, b->ws);
         else
             matmul_backward(b->dx, NULL, NULL, b->dout, b->x, b->w, s->N, s->IN, s->O, prec);
     } else {
-        matmul_backward(NULL, b->dw, NULL, b->dout, b->x, b->w, s->N, s->IN, s->O, prec);
+        if (pk)
+            matmul_backward_packed_ws(NULL, b->dw, NULL, b->dout, b->x, pk, s->N, b->ws);
+        else
+            matmul_backward(NULL, b->dw, NULL, b->dout, b->x, b->w, s->N, s->IN, s->O, prec);
     }
+}
+
+/* The output buffer of an op (dX and dW accumulate into theirs). */
+static float *op_output(int op, bench_bufs *b, size_t *n, const bench_shape *s)
+{
+    *n = op == OP_FWD ? (size_t)s->N * s->O : op == OP_DX ? (size_t)s->N * s->IN
+                                                          : (size_t)s->O * s->IN;
+    return op == OP_FWD ? b->out : op == OP_DX ? b->dx : b->dw;
+}
+
+/* Check every path against sgemm before timing it: max |y - y_sgemm| / max |y_sgemm|.
+ * Limits: fp32 paths differ from sgemm only in summation order (~K u relative
+ * to the terms); bf16 adds the operand rounding (2^-8 per operand, ~2^-9 typical). */
+static int check_paths(const bench_shape *s, int op, bench_bufs *b, float *ref)
+{
+    size_t n;
+    float *y = op_output(op, b, &n, s);
+    memset(y, 0, n * sizeof *y);
+    run_once(s, op, PATH_SGEMM, b);
+    memcpy(ref, y, n * sizeof *y);
+    double scale = 0.0;
+    for (size_t i = 0; i < n; i++)
+        scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
+    for (int p = 1; p < PATH_COUNT; p++) {
+        memset(y, 0, n * sizeof *y);
+        run_once(s, op, p, b);
+        double err = 0.0;
+        for (size_t i = 0; i < n; i++)
+            err = fabs((double)y[i] - ref[i]) > err ? fabs((double)y[i] - ref[i]) : err;
+        double limit = p == PATH_BF16 || p == PATH_BF16_PK ? 3e-2 : 1e-4;
+        if (!(err <= limit * scale)) {
+            fprintf(stderr,
+                    "bench_matmul: %s op %d path %s differs from sgemm: %.3g (scale %.3g)\n",
+                    s->name, op, path_names[p], err, scale);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static double median_gflops(const bench_shape *s, int op, int path, bench_bufs *b, int reps)
 {
     double flops = 2.0 * s->N * s->IN * s->O, t[64];
+    if (flops > 2e10 && reps > 3)
+        reps = 3; /* the 32000-wide heads: ~0.5 s per call even at full speed */
     run_once(s, op, path, b); /* warm-up; packs the wpack once */
     for (int r = 0; r < reps; r++) {
         double t0 = now_s();
@@ -107,8 +166,22 @@ int main(int argc, char **argv)
     const char *which = argc > 2 ? argv[2] : "all";
     if (reps < 1 || reps > 63)
         reps = 5;
-    printf("bench_matmul: cpu %s, %d reps, medians in GFLOP/s; ratios vs sgemm of the same run\n",
-           cpu_describe(), reps);
+    double peak32 = PEAK_FP32_GFLOPS, peak16 = PEAK_BF16_GFLOPS;
+    if (argc > 3 && !strcmp(argv[3], "cpu1")) {
+        bench_cpu1 = 1;
+        openblas_set_num_threads(1);
+#ifdef _OPENMP
+        omp_set_num_threads(1);
+#endif
+        peak32 /= 2; /* one of the two cores */
+        peak16 /= 2;
+        printf("bench_matmul: cpu1 mode: 1 thread, thread CPU time, %% of one core's peak\n");
+    }
+    double load[1] = {-1.0};
+    getloadavg(load, 1); /* the machine is shared: say how busy it was */
+    printf("bench_matmul: cpu %s, %d reps, medians in GFLOP/s; ratios vs sgemm of the same run; "
+           "load average %.1f\n",
+           cpu_describe(), reps, load[0]);
     printf("%-10s %-3s %7s %7s %7s %7s %7s  %8s %8s %6s %6s\n", "shape", "op", path_names[0],
            path_names[1], path_names[2], path_names[3], path_names[4], "fp32/sg", "bf16/sg",
            "%pk32", "%pk16");
@@ -129,28 +202,36 @@ int main(int argc, char **argv)
         b.dw = rand_buf(nw, &seed);
         b.pk32 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_FP32);
         b.pk16 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_BF16);
-        if (!b.x || !b.w || !b.dout || !b.out || !b.dx || !b.dw || !b.pk32 || !b.pk16) {
+        b.ws = matmul_ws_create();
+        if (!b.ws || !b.x || !b.w || !b.dout || !b.out || !b.dx || !b.dw || !b.pk32 || !b.pk16) {
             fprintf(stderr, "bench_matmul: out of memory for %s\n", s->name);
             return 2;
         }
         static const char *const op_names[] = {"fwd", "dX", "dW"};
+        size_t nmax = nx > nw ? nx : nw;
+        float *ref = qs_malloc((nmax > no ? nmax : no) * sizeof *ref);
+        if (!ref) {
+            fprintf(stderr, "bench_matmul: out of memory for %s\n", s->name);
+            return 2;
+        }
         for (int op = OP_FWD; op <= OP_DW; op++) {
+            if (check_paths(s, op, &b, ref) != 0)
+                return 1;
             double g[PATH_COUNT] = {0};
             for (int p = 0; p < PATH_COUNT; p++) {
-                if (op == OP_DW && (p == PATH_FP32_PK || p == PATH_BF16_PK))
-                    continue;
                 g[p] = median_gflops(s, op, p, &b, reps);
             }
             double best32 = g[PATH_FP32_PK] > g[PATH_FP32] ? g[PATH_FP32_PK] : g[PATH_FP32];
             double best16 = g[PATH_BF16_PK] > g[PATH_BF16] ? g[PATH_BF16_PK] : g[PATH_BF16];
             printf("%-10s %-3s %7.1f %7.1f %7.1f %7.1f %7.1f  %7.2fx %7.2fx %5.0f%% %5.0f%%\n",
                    s->name, op_names[op], g[0], g[1], g[2], g[3], g[4], best32 / g[0],
-                   best16 / g[0], 100.0 * best32 / PEAK_FP32_GFLOPS,
-                   100.0 * best16 / PEAK_BF16_GFLOPS);
+                   best16 / g[0], 100.0 * best32 / peak32, 100.0 * best16 / peak16);
             fflush(stdout);
         }
+        qs_free(ref);
         matmul_wpack_destroy(b.pk32);
         matmul_wpack_destroy(b.pk16);
+        matmul_ws_destroy(b.ws);
         qs_free(b.x);
         qs_free(b.w);
         qs_free(b.dout);
