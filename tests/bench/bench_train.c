@@ -7,7 +7,7 @@
  * Medians over timed steps (the first step is a warm-up).  Targets (issue 5):
  * fp32 >= 1.5x PyTorch fp32; bf16 >= 1.3x our fp32; QAT overhead <= 15%;
  * peak memory within 10% of the estimate.
- *   bench_train [STEPS]   (default 3 timed steps per configuration)
+ *   bench_train [STEPS [SHAPE]]   (default 3 timed steps; SHAPE dim-288 or dim-768: only that one)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,6 +194,8 @@ int main(int argc, char **argv)
            BENCH_B, BENCH_T, steps, threads);
     for (size_t k = 0; k < sizeof bench_shapes / sizeof *bench_shapes; k++) {
         const bench_shape *s = &bench_shapes[k];
+        if (argc > 2 && strcmp(argv[2], s->name))
+            continue;
         char mdir[400], odir[500];
         snprintf(mdir, sizeof mdir, "%s/%s", tmp, s->name);
         if (bench_model_write(s, mdir))
