@@ -93,8 +93,9 @@ static int zstd_decompress_all(const char *path, const char *src, size_t src_byt
         if (ob.pos == 0 && in.pos == in.size)
             break;
     }
-    /* flush any remaining output held by the decoder */
-    for (;;) {
+    /* flush any remaining output held by the decoder (ret == 0: the last frame
+     * is complete and flushed; calling again would return a next-frame hint) */
+    while (ret != 0) {
         if (cap - n < 65536) {
             char *no = qs_realloc(out, cap * 2 + 1);
             if (!no) {
