@@ -1,0 +1,116 @@
+/* cmd_detokenize.c: qatscope detokenize — token ids back to text.
+ *
+ *   qatscope detokenize (--model DIR | --tokenizer FILE) [--keep-special] IDS...|-
+ *
+ * Prints the decoded text and a newline.  Special tokens (BOS/EOS...) are skipped
+ * unless --keep-special, so `detokenize $(tokenize --ids TEXT)` gives TEXT back.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/tokenizer.h"
+
+static const char USAGE[] =
+    "usage: qatscope detokenize (--model DIR | --tokenizer FILE) [--keep-special] IDS...|-\n";
+
+/* Parse whitespace-separated ids from s into ids[*n...]. */
+static int parse_ids(const char *s, const char *where, int32_t **ids, size_t *n, size_t *cap)
+{
+    while (*s) {
+        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == ',')
+            s++;
+        if (!*s)
+            break;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v > 0x7FFFFFFF ||
+            (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r' && *end != ','))
+            return cli_error("detokenize: %s: expected a token id (integer >= 0), got '%.20s'",
+                             where, s);
+        if (*n == *cap) {
+            size_t nc = *cap ? *cap * 2 : 256;
+            int32_t *ni = qs_realloc(*ids, nc * sizeof *ni);
+            if (!ni)
+                return cli_error("out of memory");
+            *ids = ni;
+            *cap = nc;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        s = end;
+    }
+    return 0;
+}
+
+int cmd_detokenize(int argc, char **argv)
+{
+    const char *model = NULL, *tok = NULL, *v;
+    int keep_special = 0, rc = 0, n_args = 0;
+    int32_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(USAGE, stdout);
+            qs_free(ids);
+            return 0;
+        } else if (cli_flag_is(a, "--model")) {
+            rc = (v = cli_flag_value(argc, argv, &i)) ? (model = v, 0) : CLI_EXIT_USAGE;
+        } else if (cli_flag_is(a, "--tokenizer")) {
+            rc = (v = cli_flag_value(argc, argv, &i)) ? (tok = v, 0) : CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "--keep-special")) {
+            keep_special = 1;
+        } else if (!strcmp(a, "-")) {
+            char *text;
+            size_t len;
+            n_args++;
+            qs_diag rd = {0};
+            if (fileio_read_all("/dev/stdin", &text, &len, &rd))
+                rc = cli_diag_error(&rd);
+            if (!rc) {
+                rc = parse_ids(text, "stdin", &ids, &n, &cap);
+                qs_free(text);
+            }
+        } else if (a[0] == '-' && !(a[1] >= '0' && a[1] <= '9')) {
+            rc = cli_error("detokenize: unknown option '%s' (argument %d)\n%s", a, i, USAGE);
+        } else {
+            char where[32];
+            snprintf(where, sizeof where, "argument %d", i);
+            n_args++;
+            rc = parse_ids(a, where, &ids, &n, &cap);
+        }
+    }
+    if (!rc && !!model == !!tok)
+        rc = cli_error("detokenize: give exactly one of --model DIR or --tokenizer FILE\n%s", USAGE);
+    if (!rc && n_args == 0)
+        rc = cli_error("detokenize: missing IDS (or '-' for stdin)\n%s", USAGE);
+    if (rc) {
+        qs_free(ids);
+        return rc;
+    }
+    qs_diag d = {0};
+    tokenizer *t;
+    char *text;
+    size_t len;
+    if (tokenizer_create(&t, model ? model : tok, &d)) {
+        qs_free(ids);
+        return cli_diag_error(&d);
+    }
+    if (tokenizer_decode(t, ids, n, !keep_special, &text, &len, &d)) {
+        rc = cli_diag_error(&d);
+    } else {
+        fwrite(text, 1, len, stdout);
+        putchar('\n');
+        qs_free(text);
+        if (fflush(stdout))
+            rc = cli_error("error writing stdout");
+    }
+    tokenizer_destroy(t);
+    qs_free(ids);
+    return rc;
+}

@@ -1,0 +1,34 @@
+/* layer_xent.c: softmax cross-entropy over the vocabulary (see include/qs/layers.h).
+ * Numerics: logsumexp with the row max subtracted, sums in double, so a
+ * 150k-entry vocabulary loses no precision. */
+#include <math.h>
+
+#include "qs/layers.h"
+
+double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V)
+{
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * V;
+        int32_t tg = targets[n];
+        if (tg < 0 || tg >= V) {
+            losses[n] = 0.0f;
+            continue;
+        }
+        float mx = l[0];
+        for (int v = 1; v < V; v++)
+            mx = l[v] > mx ? l[v] : mx;
+        double s = 0.0;
+        for (int v = 0; v < V; v++)
+            s += exp((double)l[v] - mx);
+        losses[n] = (float)(log(s) + mx - l[tg]);
+    }
+    double sum = 0.0;   /* serial, in row order: the same bits for any thread count */
+    long cnt = 0;
+    for (int n = 0; n < N; n++)
+        if (targets[n] >= 0 && targets[n] < V) {
+            sum += losses[n];
+            cnt++;
+        }
+    return cnt ? sum / cnt : 0.0;
+}

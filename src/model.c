@@ -1,0 +1,311 @@
+/* model.c: the parameter size table, the one fp32 block, named views, loading
+ * from an HF directory, saving, and the memory formula (see include/qs/model.h).
+ *
+ * Checklist: a new tensor kind = a row in model_kinds[] + a case in
+ * model_weights_point() + a line in tools/gen_fixtures.py's writer.
+ */
+#include "qs/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "qs/matmul.h"
+#include "qs/mem.h"
+#include "qs/safetensors.h"
+
+enum {
+    MK_WTE, MK_NORM, MK_LM_HEAD,
+    MK_ATTN_NORM, MK_WQ, MK_BQ, MK_WK, MK_BK, MK_WV, MK_BV, MK_WO, MK_BO,
+    MK_MLP_NORM, MK_GATE, MK_UP, MK_DOWN
+};
+
+static const char *const model_linear_names[MODEL_LIN_COUNT] = {
+    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+
+const char *model_linear_name(int module)
+{
+    return module >= 0 && module < MODEL_LIN_COUNT ? model_linear_names[module] : "?";
+}
+
+/* Per-layer tensors in HF order.  rows/cols: 'C' dim, 'F' hidden, 'Q' H*hd,
+ * 'K' KVH*hd, 0 = 1-D. */
+static const struct {
+    int kind;
+    const char *suffix;
+    char rows, cols;
+    int need;   /* 0 always, 1 needs qkv_bias, 2 needs o_bias */
+} model_kinds[] = {
+    {MK_ATTN_NORM, "input_layernorm.weight", 'C', 0, 0},
+    {MK_WQ, "self_attn.q_proj.weight", 'Q', 'C', 0},
+    {MK_BQ, "self_attn.q_proj.bias", 'Q', 0, 1},
+    {MK_WK, "self_attn.k_proj.weight", 'K', 'C', 0},
+    {MK_BK, "self_attn.k_proj.bias", 'K', 0, 1},
+    {MK_WV, "self_attn.v_proj.weight", 'K', 'C', 0},
+    {MK_BV, "self_attn.v_proj.bias", 'K', 0, 1},
+    {MK_WO, "self_attn.o_proj.weight", 'C', 'Q', 0},
+    {MK_BO, "self_attn.o_proj.bias", 'C', 0, 2},
+    {MK_MLP_NORM, "post_attention_layernorm.weight", 'C', 0, 0},
+    {MK_GATE, "mlp.gate_proj.weight", 'F', 'C', 0},
+    {MK_UP, "mlp.up_proj.weight", 'F', 'C', 0},
+    {MK_DOWN, "mlp.down_proj.weight", 'C', 'F', 0},
+};
+#define MODEL_KINDS_PER_LAYER ((int)(sizeof model_kinds / sizeof model_kinds[0]))
+
+static int64_t model_dim_of(const llama_config *c, char k)
+{
+    switch (k) {
+    case 'C': return c->dim;
+    case 'F': return c->hidden_dim;
+    case 'Q': return (int64_t)c->n_heads * c->head_dim;
+    case 'K': return (int64_t)c->n_kv_heads * c->head_dim;
+    default: return 0;
+    }
+}
+
+/* Appends one row (t NULL: only counts) and advances the block offset. */
+static void model_table_add(model_tensor *t, int *n, size_t *off, const char *name, int layer,
+                            int kind, int64_t rows, int64_t cols)
+{
+    size_t n_elems = (size_t)rows * (size_t)(cols ? cols : 1);
+    if (t) {
+        model_tensor *e = &t[*n];
+        snprintf(e->name, sizeof e->name, "%s", name);
+        e->layer = layer;
+        e->kind = kind;
+        e->ndim = cols ? 2 : 1;
+        e->shape[0] = rows;
+        e->shape[1] = cols;
+        e->n_elems = n_elems;
+        e->offset_elems = *off;
+    }
+    (*n)++;
+    *off += (n_elems + 15) / 16 * 16;   /* keep every tensor 64-byte aligned */
+}
+
+/* Fills t (may be NULL to count); returns the number of tensors, *n_params the block size. */
+static int model_table_build(const llama_config *c, model_tensor *t, size_t *n_params)
+{
+    int n = 0;
+    size_t off = 0;
+    char name[80];
+    model_table_add(t, &n, &off, "model.embed_tokens.weight", -1, MK_WTE, c->vocab_size, c->dim);
+    for (int l = 0; l < c->n_layers; l++)
+        for (int k = 0; k < MODEL_KINDS_PER_LAYER; k++) {
+            if ((model_kinds[k].need == 1 && !c->qkv_bias) ||
+                (model_kinds[k].need == 2 && !c->o_bias))
+                continue;
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, model_kinds[k].suffix);
+            model_table_add(t, &n, &off, name, l, model_kinds[k].kind,
+                            model_dim_of(c, model_kinds[k].rows),
+                            model_dim_of(c, model_kinds[k].cols));
+        }
+    model_table_add(t, &n, &off, "model.norm.weight", -1, MK_NORM, c->dim, 0);
+    if (!c->tied)
+        model_table_add(t, &n, &off, "lm_head.weight", -1, MK_LM_HEAD, c->vocab_size, c->dim);
+    *n_params = off;
+    return n;
+}
+
+size_t model_param_count(const llama_config *c)
+{
+    size_t n_params;
+    model_table_build(c, NULL, &n_params);
+    return n_params;
+}
+
+int model_weights_point(llama_weights *w, const llama_model *m, float *block)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        const model_tensor *e = &m->tensors[i];
+        float *p = block + e->offset_elems;
+        llama_layer_weights *lw = e->layer >= 0 ? &w->layer[e->layer] : NULL;
+        switch (e->kind) {
+        case MK_WTE: w->wte = p; break;
+        case MK_NORM: w->norm = p; break;
+        case MK_LM_HEAD: w->lm_head = p; break;
+        case MK_ATTN_NORM: lw->attn_norm = p; break;
+        case MK_WQ: lw->wq = p; break;
+        case MK_BQ: lw->bq = p; break;
+        case MK_WK: lw->wk = p; break;
+        case MK_BK: lw->bk = p; break;
+        case MK_WV: lw->wv = p; break;
+        case MK_BV: lw->bv = p; break;
+        case MK_WO: lw->wo = p; break;
+        case MK_BO: lw->bo = p; break;
+        case MK_MLP_NORM: lw->mlp_norm = p; break;
+        case MK_GATE: lw->w_gate = p; break;
+        case MK_UP: lw->w_up = p; break;
+        case MK_DOWN: lw->w_down = p; break;
+        default: return QS_EINVAL;
+        }
+    }
+    if (m->cfg.tied)
+        w->lm_head = w->wte;
+    return 0;
+}
+
+int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->n_tensors = model_table_build(cfg, NULL, &m->n_params);
+    m->tensors = qs_calloc((size_t)m->n_tensors, sizeof *m->tensors);
+    m->w.layer = qs_calloc((size_t)cfg->n_layers, sizeof *m->w.layer);
+    m->params = qs_malloc(m->n_params * sizeof *m->params);
+    if (!m->tensors || !m->w.layer || !m->params) {
+        model_free(m);
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for %zu parameters (%.1f MiB)",
+                        m->n_params, m->n_params * 4.0 / (1 << 20));
+    }
+    memset(m->params, 0, m->n_params * sizeof *m->params);   /* alignment padding too */
+    model_table_build(cfg, m->tensors, &m->n_params);
+    model_weights_point(&m->w, m, m->params);
+    int rc = rope_table_init(&m->rope, hfconfig_max_context(cfg), cfg->head_dim, cfg->rope_theta,
+                             &cfg->rope_scale);
+    if (rc) {
+        model_free(m);
+        return diag_set(d, rc, NULL, -1, "cannot build the RoPE table");
+    }
+    m->precision = MATMUL_FP32;
+    return 0;
+}
+
+void model_free(llama_model *m)
+{
+    qs_free(m->tensors);
+    qs_free(m->w.layer);
+    qs_free(m->params);
+    rope_table_free(&m->rope);
+    memset(m, 0, sizeof *m);
+}
+
+static void model_note_dtype(llama_model *m, int dtype)
+{
+    const char *n = safetensors_dtype_name(dtype);
+    char *p = m->dtypes;
+    size_t len = strlen(p), nl = strlen(n);
+    for (const char *s = p; *s;) {   /* already listed? */
+        size_t w = strcspn(s, "+");
+        if (w == nl && !strncmp(s, n, nl))
+            return;
+        s += w + (s[w] == '+');
+    }
+    if (len + nl + 2 < sizeof m->dtypes)
+        snprintf(p + len, sizeof m->dtypes - len, "%s%s", len ? "+" : "", n);
+}
+
+static int model_load_tensors(llama_model *m, const safetensors_dir *sd, const char *dir,
+                              qs_diag *d)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        const model_tensor *e = &m->tensors[i];
+        const char *file = NULL;
+        const safetensors_tensor *t = safetensors_dir_find(sd, e->name, &file);
+        if (!t)
+            return diag_set(d, QS_ENOTFOUND, dir, -1,
+                            "tensor '%s' [%lld%s%.0lld] is missing from the checkpoint",
+                            e->name, (long long)e->shape[0], e->ndim == 2 ? ", " : "",
+                            e->ndim == 2 ? (long long)e->shape[1] : 0LL);
+        int ok = t->ndim == e->ndim && t->shape[0] == e->shape[0] &&
+                 (e->ndim == 1 || t->shape[1] == e->shape[1]);
+        if (!ok) {
+            char found[96] = "[";
+            for (int k = 0; k < t->ndim; k++)
+                snprintf(found + strlen(found), sizeof found - strlen(found), "%s%lld",
+                         k ? ", " : "", (long long)t->shape[k]);
+            snprintf(found + strlen(found), sizeof found - strlen(found), "]");
+            if (e->ndim == 2)
+                return diag_set(d, QS_ESHAPE, file, -1, "tensor '%s': expected [%lld, %lld], found %s",
+                                e->name, (long long)e->shape[0], (long long)e->shape[1], found);
+            return diag_set(d, QS_ESHAPE, file, -1, "tensor '%s': expected [%lld], found %s",
+                            e->name, (long long)e->shape[0], found);
+        }
+        int rc = safetensors_tensor_to_f32(t, m->params + e->offset_elems, file, d);
+        if (rc)
+            return rc;
+        model_note_dtype(m, t->dtype);
+    }
+    return 0;
+}
+
+int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
+{
+    llama_config cfg;
+    memset(m, 0, sizeof *m);
+    int rc = hfconfig_load(&cfg, dir, d);
+    if (rc)
+        return rc;
+    safetensors_dir sd;
+    rc = safetensors_dir_open(&sd, dir, d);
+    if (rc)
+        return rc;
+    rc = model_init(m, &cfg, d);
+    if (!rc)
+        rc = model_load_tensors(m, &sd, dir, d);
+    safetensors_dir_close(&sd);
+    if (rc)
+        model_free(m);
+    return rc;
+}
+
+/* splitmix64 + Box-Muller: deterministic, independent of the thread count. */
+static uint64_t model_rand_u64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void model_params_randomize(llama_model *m, uint64_t seed, float std)
+{
+    uint64_t s = seed;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const model_tensor *e = &m->tensors[i];
+        float *p = m->params + e->offset_elems;
+        int is_norm = e->kind == MK_NORM || e->kind == MK_ATTN_NORM || e->kind == MK_MLP_NORM;
+        for (size_t j = 0; j < e->n_elems; j++) {
+            if (is_norm) {
+                p[j] = 1.0f;
+                continue;
+            }
+            double u1 = ((model_rand_u64(&s) >> 11) + 1.0) / 9007199254740993.0;
+            double u2 = (model_rand_u64(&s) >> 11) / 9007199254740992.0;
+            p[j] = (float)(std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+        }
+    }
+}
+
+int model_save_safetensors(const llama_model *m, const char *path, int dtype, qs_diag *d)
+{
+    safetensors_entry *e = qs_calloc((size_t)m->n_tensors, sizeof *e);
+    if (!e)
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+    for (int i = 0; i < m->n_tensors; i++) {
+        e[i].name = m->tensors[i].name;
+        e[i].data = m->params + m->tensors[i].offset_elems;
+        e[i].ndim = m->tensors[i].ndim;
+        e[i].shape[0] = m->tensors[i].shape[0];
+        e[i].shape[1] = m->tensors[i].shape[1];
+    }
+    static const char *const meta[] = {"format", "pt", NULL};
+    int rc = safetensors_write(path, e, m->n_tensors, dtype, meta, d);
+    qs_free(e);
+    return rc;
+}
+
+void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, model_memory *mm)
+{
+    size_t np = model_param_count(c);
+    memset(mm, 0, sizeof *mm);
+    mm->params_bytes = np * 4;
+    mm->grads_bytes = np * 4;
+    mm->adam_bytes = np * 8;
+    mm->acts_train_bytes = model_acts_elems(c, B, T, T, 1) * 4;
+    mm->rope_bytes = (size_t)hfconfig_max_context(c) * (size_t)c->head_dim * 4;
+    mm->train_bytes = mm->params_bytes + mm->grads_bytes + mm->adam_bytes +
+                      mm->acts_train_bytes + mm->rope_bytes;
+    mm->acts_infer_bytes = model_acts_elems(c, 1, infer_ctx, infer_ctx, 0) * 4;
+    mm->infer_bytes = mm->params_bytes + mm->acts_infer_bytes + mm->rope_bytes;
+}

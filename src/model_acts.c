@@ -1,0 +1,108 @@
+/* model_acts.c: the activation arena, sized once from (B, T, Tcap, config,
+ * training) (see include/qs/model.h).
+ *
+ * model_acts_layout() is the single formula: it walks the tensors in order,
+ * adding their sizes, and (when given an arena) points each field into it.
+ * model_acts_elems() and inspect's memory estimate call the same walk, so the
+ * estimate cannot drift from what is allocated.
+ *
+ * Checklist: a new activation = a field in llama_acts (with its shape) + one
+ * line here + its use in model_forward.c.
+ */
+#include <string.h>
+
+#include "qs/mem.h"
+#include "qs/model.h"
+
+static void acts_take(float **field, float *base, size_t *off, size_t n_elems)
+{
+    if (base)
+        *field = n_elems ? base + *off : NULL;
+    *off += (n_elems + 15) / 16 * 16;   /* 64-byte aligned */
+}
+
+static size_t acts_max3(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* a may be NULL (only sizes).  Returns the arena size in floats. */
+static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *c, int B, int T,
+                                int Tcap, int training)
+{
+    size_t N = (size_t)B * T, C = (size_t)c->dim, F = (size_t)c->hidden_dim;
+    size_t QD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
+    size_t L = (size_t)c->n_layers, Lk = training ? L : 1, V = (size_t)c->vocab_size;
+    size_t off = 0;
+    size_t max_w = acts_max3(QD * C, F * C, KD * C);
+    llama_acts sizes_only;   /* fields are only written when base is set */
+    if (!a)
+        a = &sizes_only;
+    acts_take(&a->resid, base, &off, (training ? L + 1 : 1) * N * C);
+    acts_take(&a->ln1, base, &off, Lk * N * C);
+    acts_take(&a->ln1_rstd, base, &off, Lk * N);
+    acts_take(&a->q, base, &off, Lk * N * QD);
+    acts_take(&a->kcache, base, &off, L * B * (size_t)Tcap * KD);
+    acts_take(&a->vcache, base, &off, L * B * (size_t)Tcap * KD);
+    acts_take(&a->att, base, &off, training ? L * B * c->n_heads * (size_t)T * Tcap : 0);
+    acts_take(&a->atty, base, &off, Lk * N * QD);
+    acts_take(&a->resid_mid, base, &off, Lk * N * C);
+    acts_take(&a->ln2, base, &off, Lk * N * C);
+    acts_take(&a->ln2_rstd, base, &off, Lk * N);
+    acts_take(&a->gate, base, &off, Lk * N * F);
+    acts_take(&a->up, base, &off, Lk * N * F);
+    acts_take(&a->hb, base, &off, Lk * N * F);
+    acts_take(&a->lnf, base, &off, N * C);
+    acts_take(&a->lnf_rstd, base, &off, N);
+    acts_take(&a->logits, base, &off, N * V);
+    acts_take(&a->losses, base, &off, N);
+    acts_take(&a->kv_new, base, &off, 2 * N * KD);
+    acts_take(&a->proj, base, &off, N * C);
+    acts_take(&a->xq, base, &off, N * acts_max3(C, QD, F));
+    acts_take(&a->wq, base, &off, max_w);
+    return off;
+}
+
+size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int training)
+{
+    return model_acts_layout(NULL, NULL, c, B, T, Tcap, training);
+}
+
+int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,
+                    qs_diag *d)
+{
+    memset(a, 0, sizeof *a);
+    if (B < 1 || T < 1 || Tcap < T)
+        return diag_set(d, QS_EINVAL, NULL, -1, "activations: need B >= 1, T >= 1, Tcap >= T "
+                        "(got B=%d T=%d Tcap=%d)", B, T, Tcap);
+    if (Tcap > hfconfig_max_context(c))
+        return diag_set(d, QS_ERANGE, NULL, -1,
+                        "context of %d tokens exceeds the model's limit of %d%s", Tcap,
+                        hfconfig_max_context(c),
+                        c->sliding_window ? " (sliding_window: not supported beyond it)" : "");
+    a->B = B;
+    a->T = T;
+    a->Tcap = Tcap;
+    a->training = training;
+    a->n_elems = model_acts_elems(c, B, T, Tcap, training);
+    a->memory = qs_malloc(a->n_elems * sizeof *a->memory);
+    a->pos = qs_malloc((size_t)B * T * sizeof *a->pos);
+    if (!a->memory || !a->pos) {
+        size_t n = a->n_elems;
+        model_acts_free(a);
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for activations (%.1f MiB)",
+                        n * 4.0 / (1 << 20));
+    }
+    memset(a->memory, 0, a->n_elems * sizeof *a->memory);
+    model_acts_layout(a, a->memory, c, B, T, Tcap, training);
+    a->loss = -1.0;
+    return 0;
+}
+
+void model_acts_free(llama_acts *a)
+{
+    qs_free(a->memory);
+    qs_free(a->pos);
+    memset(a, 0, sizeof *a);
+}

@@ -1,0 +1,130 @@
+/* model_forward.c: the Llama block, top to bottom (see include/qs/model.h).
+ *
+ *   x = embed(tokens)
+ *   for each layer:  h = rmsnorm(x);  q, k, v = linear(h);  rope(q, k);  kv cache <- k, v
+ *                    x = x + o_proj(attention(q, K, V))
+ *                    h = rmsnorm(x);  x = x + down_proj(silu(gate_proj(h)) * up_proj(h))
+ *   logits = lm_head(rmsnorm(x))
+ *
+ * Every Linear of a block goes through model_linear(): the one visible seam
+ * where the quantization hook may replace input and weight by fake-quantized
+ * copies.  Matmuls are called from serial code (BLAS threads inside); the
+ * element-wise layers thread their own outer loops (OpenMP), never nested.
+ */
+#include <string.h>
+
+#include "qs/matmul.h"
+#include "qs/model.h"
+
+static int model_linear(llama_model *m, llama_acts *a, int layer, int module, float *out,
+                        const float *x, const float *w, const float *bias, int N, int IN, int O)
+{
+    const float *x_use = x, *w_use = w;
+    if (m->hook.fn) {
+        int r = m->hook.fn(m->hook.self, layer, module, x, a->xq, N, IN, w, a->wq, O);
+        if (r < 0)
+            return r;
+        if (r == 1) {
+            x_use = a->xq;
+            w_use = a->wq;
+        }
+    }
+    matmul_forward(out, x_use, w_use, bias, N, IN, O, m->precision);
+    return 0;
+}
+
+static int model_forward_check(const llama_model *m, const llama_acts *a, const int32_t *tokens,
+                               int B, int T, int pos0, qs_diag *d)
+{
+    const llama_config *c = &m->cfg;
+    if (B < 1 || T < 1 || B > a->B || T > a->T)
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "forward of B=%d x T=%d tokens does not fit activations sized B=%d x T=%d",
+                        B, T, a->B, a->T);
+    if (pos0 < 0 || pos0 + T > a->Tcap || (a->training && pos0 != 0))
+        return diag_set(d, QS_ERANGE, NULL, -1,
+                        "positions %d..%d exceed the KV cache of %d positions%s", pos0,
+                        pos0 + T - 1, a->Tcap, a->training ? " (training needs pos0 = 0)" : "");
+    if (pos0 + T > hfconfig_max_context(c))
+        return diag_set(d, QS_ERANGE, NULL, -1, "position %d exceeds the model's context of %d%s",
+                        pos0 + T - 1, hfconfig_max_context(c),
+                        c->sliding_window ? " (sliding_window)" : "");
+    for (size_t i = 0; i < (size_t)B * T; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return diag_set(d, QS_ERANGE, NULL, -1, "token %zu is %d, expected 0..%d", i,
+                            (int)tokens[i], c->vocab_size - 1);
+    return 0;
+}
+
+/* Copies this call's rotated k, v rows into the cache at positions pos0.. */
+static void model_kv_store(float *kc, float *vc, const float *knew, const float *vnew, int B,
+                           int T, int pos0, int Tcap, size_t KD)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t dst = ((size_t)b * Tcap + pos0 + t) * KD, src = ((size_t)b * T + t) * KD;
+            memcpy(kc + dst, knew + src, KD * sizeof *kc);
+            memcpy(vc + dst, vnew + src, KD * sizeof *vc);
+        }
+}
+
+int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
+                  int B, int T, int pos0, qs_diag *d)
+{
+    int rc = model_forward_check(m, a, tokens, B, T, pos0, d);
+    if (rc)
+        return rc;
+    const llama_config *c = &m->cfg;
+    const int N = B * T, C = c->dim, F = c->hidden_dim, H = c->n_heads, KVH = c->n_kv_heads;
+    const int hd = c->head_dim, QD = H * hd, KD = KVH * hd, V = c->vocab_size;
+    /* per-layer strides: whole arena rows when training, 0 (shared buffers) otherwise */
+    const size_t NA = (size_t)a->B * a->T, tr = a->training ? 1 : 0;
+    const size_t sC = tr * NA * C, sN = tr * NA, sQ = tr * NA * QD, sF = tr * NA * F;
+    const size_t sKV = (size_t)a->B * a->Tcap * KD, sAtt = (size_t)a->B * H * a->T * a->Tcap;
+
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            a->pos[b * T + t] = pos0 + t;
+    embed_forward(a->resid, tokens, m->w.wte, N, C);
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const llama_layer_weights *lw = &m->w.layer[l];
+        float *x = a->resid + l * sC, *x_next = a->resid + (l + 1) * sC;
+        float *ln1 = a->ln1 + l * sC, *q = a->q + l * sQ, *atty = a->atty + l * sQ;
+        float *knew = a->kv_new, *vnew = a->kv_new + (size_t)N * KD;
+        float *kc = a->kcache + l * sKV, *vc = a->vcache + l * sKV;
+        float *x_mid = a->resid_mid + l * sC, *ln2 = a->ln2 + l * sC;
+        float *gate = a->gate + l * sF, *up = a->up + l * sF, *hb = a->hb + l * sF;
+
+        /* attention */
+        rmsnorm_forward(ln1, a->ln1_rstd + l * sN, x, lw->attn_norm, N, C, c->norm_eps);
+        if ((rc = model_linear(m, a, l, MODEL_LIN_Q, q, ln1, lw->wq, lw->bq, N, C, QD)) ||
+            (rc = model_linear(m, a, l, MODEL_LIN_K, knew, ln1, lw->wk, lw->bk, N, C, KD)) ||
+            (rc = model_linear(m, a, l, MODEL_LIN_V, vnew, ln1, lw->wv, lw->bv, N, C, KD)))
+            return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+        rope_forward(q, a->pos, &m->rope, N, H);
+        rope_forward(knew, a->pos, &m->rope, N, KVH);
+        model_kv_store(kc, vc, knew, vnew, B, T, pos0, a->Tcap, (size_t)KD);
+        attn_forward(atty, a->training ? a->att + l * sAtt : NULL, q, kc, vc, B, T, pos0,
+                     a->Tcap, H, KVH, hd);
+        if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C)))
+            return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+        residual_forward(x_mid, x, a->proj, (size_t)N * C);
+
+        /* MLP */
+        rmsnorm_forward(ln2, a->ln2_rstd + l * sN, x_mid, lw->mlp_norm, N, C, c->norm_eps);
+        if ((rc = model_linear(m, a, l, MODEL_LIN_GATE, gate, ln2, lw->w_gate, NULL, N, C, F)) ||
+            (rc = model_linear(m, a, l, MODEL_LIN_UP, up, ln2, lw->w_up, NULL, N, C, F)))
+            return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+        swiglu_forward(hb, gate, up, (size_t)N * F);
+        if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C)))
+            return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+        residual_forward(x_next, x_mid, a->proj, (size_t)N * C);
+    }
+
+    rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid + c->n_layers * sC, m->w.norm, N, C,
+                    c->norm_eps);
+    matmul_forward(a->logits, a->lnf, m->w.lm_head, NULL, N, C, V, m->precision);
+    a->loss = targets ? xent_forward(a->losses, a->logits, targets, N, V) : -1.0;
+    return 0;
+}

@@ -1,0 +1,39 @@
+/* model_generate.c: prompt prefill in chunks, then token-by-token decoding
+ * through the KV cache (see include/qs/model.h). */
+#include "qs/model.h"
+#include "qs/sampler.h"
+
+int model_generate(llama_model *m, llama_acts *a, const int32_t *prompt, int n_prompt, int n_new,
+                   sampler *s, const int32_t *stop_ids, int n_stop, int32_t *out, int *n_out,
+                   model_token_fn on_token, void *user, qs_diag *d)
+{
+    *n_out = 0;
+    if (n_prompt < 1 || n_new < 0)
+        return diag_set(d, QS_EINVAL, NULL, -1, "generate: need a prompt of >= 1 token");
+    if (n_prompt + n_new > a->Tcap)
+        return diag_set(d, QS_ERANGE, NULL, -1,
+                        "prompt (%d tokens) + %d new tokens exceed the KV cache of %d", n_prompt,
+                        n_new, a->Tcap);
+    int rc = 0, last_rows = 0;
+    for (int p = 0; p < n_prompt; p += a->T) {
+        last_rows = n_prompt - p < a->T ? n_prompt - p : a->T;
+        if ((rc = model_forward(m, a, prompt + p, NULL, 1, last_rows, p, d)))
+            return rc;
+    }
+    const float *logits = a->logits + (size_t)(last_rows - 1) * m->cfg.vocab_size;
+    for (int i = 0; i < n_new; i++) {
+        int32_t id = sampler_next(s, logits);
+        for (int k = 0; k < n_stop; k++)
+            if (id == stop_ids[k])
+                return 0;
+        out[(*n_out)++] = id;
+        if (on_token && on_token(user, id))
+            return 0;
+        if (i + 1 == n_new)
+            break;
+        if ((rc = model_forward(m, a, &id, NULL, 1, 1, n_prompt + i, d)))
+            return rc;
+        logits = a->logits;
+    }
+    return 0;
+}

@@ -1,0 +1,166 @@
+/* model_lm.c: the lm.h scoring interface on a llama_model.
+ *
+ * Per request: the context goes through the model once (its KV cache kept) and
+ * every continuation is scored on top of it from position n_ctx, overwriting
+ * only the cache rows past the context.  When context + continuation does not
+ * fit max_len, that continuation is scored on its own, left-truncated as the
+ * harness does: input = (ctx + cont)[-(max_len + 1):][:-1].
+ * Requests are processed one at a time in order, so a request's result never
+ * depends on what else is in the batch; layers are deterministic per thread
+ * count (see layers.h) and log-softmax is computed in double.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "qs/mem.h"
+#include "qs/model.h"
+
+struct model_lm {
+    llama_model *m;
+    llama_acts a;       /* B = 1, T = Tcap = max_len, inference */
+    int max_len;
+    int32_t *seq;       /* [max_len + 1] scratch for truncated sequences */
+    float *ctx_logits;  /* [V] logits after the last context token */
+};
+
+int model_lm_create(model_lm **out, llama_model *m, int max_len, qs_diag *d)
+{
+    *out = NULL;
+    if (max_len < 2 || max_len > hfconfig_max_context(&m->cfg))
+        return diag_set(d, QS_ERANGE, NULL, -1, "scorer: max_len %d outside [2, %d]", max_len,
+                        hfconfig_max_context(&m->cfg));
+    model_lm *lm = qs_calloc(1, sizeof *lm);
+    if (!lm)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    lm->m = m;
+    lm->max_len = max_len;
+    int rc = model_acts_init(&lm->a, &m->cfg, 1, max_len, max_len, 0, d);
+    lm->seq = qs_malloc(((size_t)max_len + 1) * sizeof *lm->seq);
+    lm->ctx_logits = qs_malloc((size_t)m->cfg.vocab_size * sizeof *lm->ctx_logits);
+    if (!rc && (!lm->seq || !lm->ctx_logits))
+        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    if (rc) {
+        model_lm_destroy(lm);
+        return rc;
+    }
+    *out = lm;
+    return 0;
+}
+
+void model_lm_destroy(model_lm *lm)
+{
+    if (!lm)
+        return;
+    model_acts_free(&lm->a);
+    qs_free(lm->seq);
+    qs_free(lm->ctx_logits);
+    qs_free(lm);
+}
+
+/* log p(tok | row) in double; *is_max: tok is the argmax (lowest id on ties). */
+static double lm_logprob(const float *row, int V, int32_t tok, int *is_max)
+{
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (row[v] > row[best])
+            best = v;
+    double s = 0;
+    for (int v = 0; v < V; v++)
+        s += exp((double)row[v] - row[best]);
+    *is_max = best == tok;
+    return (double)row[tok] - row[best] - log(s);
+}
+
+/* Scores cont[0..n) where row i of logits (first_row + i) predicts cont[i]. */
+static void lm_sum(const float *logits, int V, const int32_t *cont, size_t n, double *ll, int *gr)
+{
+    *ll = 0;
+    *gr = 1;
+    for (size_t i = 0; i < n; i++) {
+        int is_max;
+        *ll += lm_logprob(logits + i * (size_t)V, V, cont[i], &is_max);
+        *gr &= is_max;
+    }
+}
+
+static int lm_score_truncated(model_lm *lm, const lm_request *r, int c, double *ll, int *gr,
+                              qs_diag *d)
+{
+    size_t nc = r->n_cont_tok[c], total = r->n_ctx + nc, keep = (size_t)lm->max_len + 1;
+    if (nc > (size_t)lm->max_len)
+        return diag_set(d, QS_ERANGE, NULL, -1,
+                        "continuation of %zu tokens exceeds the context of %d", nc, lm->max_len);
+    size_t start = total > keep ? total - keep : 0, n = total - start;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = start + i;
+        lm->seq[i] = j < r->n_ctx ? r->ctx[j] : r->cont[c][j - r->n_ctx];
+    }
+    int rc = model_forward(lm->m, &lm->a, lm->seq, NULL, 1, (int)(n - 1), 0, d);
+    if (rc)
+        return rc;
+    int V = lm->m->cfg.vocab_size;
+    lm_sum(lm->a.logits + (n - 1 - nc) * (size_t)V, V, r->cont[c], nc, ll, gr);
+    return 0;
+}
+
+static int lm_score_one(model_lm *lm, const lm_request *r, lm_result *res, qs_diag *d)
+{
+    int V = lm->m->cfg.vocab_size, rc;
+    size_t max_cont = 0;
+    for (int c = 0; c < r->n_cont; c++) {
+        if (r->n_cont_tok[c] < 1)
+            return diag_set(d, QS_EINVAL, NULL, -1, "continuation %d is empty", c);
+        max_cont = r->n_cont_tok[c] > max_cont ? r->n_cont_tok[c] : max_cont;
+    }
+    if (r->n_ctx < 1)
+        return diag_set(d, QS_EINVAL, NULL, -1, "empty context: prepend BOS");
+    int shared = r->n_ctx + max_cont - 1 <= (size_t)lm->max_len;
+    if (shared) {
+        if ((rc = model_forward(lm->m, &lm->a, r->ctx, NULL, 1, (int)r->n_ctx, 0, d)))
+            return rc;
+        memcpy(lm->ctx_logits, lm->a.logits + (r->n_ctx - 1) * (size_t)V,
+               (size_t)V * sizeof *lm->ctx_logits);
+    }
+    for (int c = 0; c < r->n_cont; c++) {
+        double ll = 0;
+        int gr = 1;
+        size_t nc = r->n_cont_tok[c];
+        if (!shared) {
+            if ((rc = lm_score_truncated(lm, r, c, &ll, &gr, d)))
+                return rc;
+        } else {
+            double ll_rest = 0;
+            int gr_rest = 1;
+            lm_sum(lm->ctx_logits, V, r->cont[c], 1, &ll, &gr);
+            if (nc > 1) {
+                rc = model_forward(lm->m, &lm->a, r->cont[c], NULL, 1, (int)nc - 1,
+                                   (int)r->n_ctx, d);
+                if (rc)
+                    return rc;
+                lm_sum(lm->a.logits, V, r->cont[c] + 1, nc - 1, &ll_rest, &gr_rest);
+            }
+            ll += ll_rest;
+            gr &= gr_rest;
+        }
+        res->loglik[c] = ll;
+        if (res->greedy)
+            res->greedy[c] = gr;
+    }
+    return 0;
+}
+
+static int lm_score(void *self, const lm_request *req, lm_result *res, size_t n_req, qs_diag *d)
+{
+    for (size_t i = 0; i < n_req; i++) {
+        int rc = lm_score_one(self, &req[i], &res[i], d);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+lm_scorer model_lm_scorer(model_lm *lm)
+{
+    lm_scorer s = {lm, lm->m->cfg.vocab_size, lm->max_len, lm_score};
+    return s;
+}

@@ -1,0 +1,310 @@
+/* safetensors.c: map a .safetensors file and validate it before trusting it
+ * (see include/qs/safetensors.h for the format and the contract).
+ *
+ * Order of checks: file size >= 8; header length within the file and below
+ * SAFETENSORS_MAX_HEADER_BYTES; header is a JSON object (duplicate keys
+ * rejected); each entry has a known dtype, a shape of non-negative integers,
+ * data_offsets [begin <= end] inside the data section, and end - begin equal
+ * to product(shape) * dtype size (all in overflow-checked uint64); finally the
+ * entries, sorted by offset, must not overlap.
+ */
+#include "qs/safetensors.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/mem.h"
+
+static const struct {
+    const char *name;
+    size_t bytes;
+} st_dtypes[SAFETENSORS_DTYPE_COUNT] = {
+    [SAFETENSORS_F32] = {"F32", 4},        [SAFETENSORS_BF16] = {"BF16", 2},
+    [SAFETENSORS_F16] = {"F16", 2},        [SAFETENSORS_F64] = {"F64", 8},
+    [SAFETENSORS_I64] = {"I64", 8},        [SAFETENSORS_I32] = {"I32", 4},
+    [SAFETENSORS_I16] = {"I16", 2},        [SAFETENSORS_I8] = {"I8", 1},
+    [SAFETENSORS_U8] = {"U8", 1},          [SAFETENSORS_BOOL] = {"BOOL", 1},
+    [SAFETENSORS_F8_E4M3] = {"F8_E4M3", 1}, [SAFETENSORS_F8_E5M2] = {"F8_E5M2", 1},
+};
+
+const char *safetensors_dtype_name(int dtype)
+{
+    return dtype >= 0 && dtype < SAFETENSORS_DTYPE_COUNT ? st_dtypes[dtype].name : "?";
+}
+
+size_t safetensors_dtype_bytes(int dtype)
+{
+    return dtype >= 0 && dtype < SAFETENSORS_DTYPE_COUNT ? st_dtypes[dtype].bytes : 0;
+}
+
+static int st_dtype_parse(const char *s)
+{
+    for (int i = 0; i < SAFETENSORS_DTYPE_COUNT; i++)
+        if (!strcmp(s, st_dtypes[i].name))
+            return i;
+    return -1;
+}
+
+float safetensors_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t safetensors_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu))
+        return (uint16_t)((u >> 16) | 0x40);   /* quiet NaN, keep sign */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float safetensors_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13);
+    } else if (exp == 0) {
+        if (man == 0) {
+            u = sign;
+        } else {   /* subnormal: value = man * 2^-24, exact in fp32 */
+            float v = ldexpf((float)man, -24);
+            memcpy(&u, &v, 4);
+            u |= sign;
+        }
+    } else {
+        u = sign | ((exp + 112) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static int st_cmp_offset(const void *a, const void *b)
+{
+    const safetensors_tensor *x = a, *y = b;
+    return x->data < y->data ? -1 : x->data > y->data ? 1 : strcmp(x->name, y->name);
+}
+
+static void st_shape_str(const safetensors_tensor *t, char *buf, size_t n)
+{
+    size_t w = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && w < n; i++)
+        w += (size_t)snprintf(buf + w, n - w, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (w < n)
+        snprintf(buf + w, n - w, "]");
+}
+
+/* One header entry -> t.  data_base: start of the data section; data_bytes: its size. */
+static int st_entry_parse(safetensors_tensor *t, const char *name, json_t *v,
+                          const unsigned char *data_base, uint64_t data_bytes, const char *path,
+                          qs_diag *d)
+{
+    if (!json_is_object(v))
+        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': header entry is not an object",
+                        name);
+    json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"),
+           *jo = json_object_get(v, "data_offsets");
+    if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo))
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "tensor '%s': expected string 'dtype', array 'shape' and array "
+                        "'data_offsets'",
+                        name);
+    t->dtype = st_dtype_parse(json_string_value(jd));
+    if (t->dtype < 0)
+        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': unknown dtype '%s'", name,
+                        json_string_value(jd));
+    size_t nd = json_array_size(js);
+    if (nd > SAFETENSORS_MAX_DIMS)
+        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': %zu dimensions (at most %d)",
+                        name, nd, SAFETENSORS_MAX_DIMS);
+    t->ndim = (int)nd;
+    uint64_t n_elems = 1;
+    for (size_t i = 0; i < nd; i++) {
+        json_t *e = json_array_get(js, i);
+        if (!json_is_integer(e) || json_integer_value(e) < 0)
+            return diag_set(d, QS_EFORMAT, path, -1,
+                            "tensor '%s': shape[%zu] is not a non-negative integer", name, i);
+        uint64_t s = (uint64_t)json_integer_value(e);
+        t->shape[i] = (int64_t)s;
+        if (s && n_elems > UINT64_MAX / s)
+            return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': shape overflows", name);
+        n_elems *= s;
+    }
+    uint64_t esz = st_dtypes[t->dtype].bytes;
+    if (n_elems > UINT64_MAX / esz || n_elems > SIZE_MAX)
+        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': byte size overflows", name);
+    if (json_array_size(jo) != 2 || !json_is_integer(json_array_get(jo, 0)) ||
+        !json_is_integer(json_array_get(jo, 1)) || json_integer_value(json_array_get(jo, 0)) < 0 ||
+        json_integer_value(json_array_get(jo, 1)) < 0)
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "tensor '%s': data_offsets must be two non-negative integers", name);
+    uint64_t b = (uint64_t)json_integer_value(json_array_get(jo, 0));
+    uint64_t e = (uint64_t)json_integer_value(json_array_get(jo, 1));
+    if (b > e || e > data_bytes)
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "tensor '%s': data_offsets [%llu, %llu] outside the data section of "
+                        "%llu bytes",
+                        name, (unsigned long long)b, (unsigned long long)e,
+                        (unsigned long long)data_bytes);
+    if (e - b != n_elems * esz) {
+        char sh[160];
+        st_shape_str(t, sh, sizeof sh);
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "tensor '%s': %s %s needs %llu bytes, data_offsets give %llu", name,
+                        st_dtypes[t->dtype].name, sh, (unsigned long long)(n_elems * esz),
+                        (unsigned long long)(e - b));
+    }
+    t->n_elems = (size_t)n_elems;
+    t->n_bytes = (size_t)(e - b);
+    t->data = data_base + b;
+    t->name = qs_strdup(name);
+    return t->name ? 0 : diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+}
+
+static int st_header_parse(safetensors_file *f, const char *hdr, size_t hdr_bytes,
+                           const unsigned char *data_base, uint64_t data_bytes, qs_diag *d)
+{
+    json_error_t je;
+    json_t *root = json_loadb(hdr, hdr_bytes, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return diag_set(d, QS_EFORMAT, f->path, -1, "header is not valid JSON (byte %d): %s",
+                        je.position, je.text);
+    int rc = 0;
+    if (!json_is_object(root)) {
+        rc = diag_set(d, QS_EFORMAT, f->path, -1, "header is not a JSON object");
+        goto done;
+    }
+    size_t n = json_object_size(root);
+    f->tensors = qs_calloc(n ? n : 1, sizeof *f->tensors);
+    if (!f->tensors) {
+        rc = diag_set(d, QS_ENOMEM, f->path, -1, "out of memory");
+        goto done;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v)
+    {
+        if (!strcmp(key, "__metadata__")) {
+            if (!json_is_object(v)) {
+                rc = diag_set(d, QS_EFORMAT, f->path, -1, "'__metadata__' is not an object");
+                goto done;
+            }
+            continue;
+        }
+        rc = st_entry_parse(&f->tensors[f->n_tensors], key, v, data_base, data_bytes, f->path, d);
+        if (rc)
+            goto done;
+        f->n_tensors++;
+    }
+    qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, st_cmp_offset);
+    for (int i = 1; i < f->n_tensors; i++) {
+        const safetensors_tensor *a = &f->tensors[i - 1], *b = &f->tensors[i];
+        if (a->data + a->n_bytes > b->data) {
+            rc = diag_set(d, QS_EFORMAT, f->path, -1, "tensors '%s' and '%s' overlap in the data",
+                          a->name, b->name);
+            goto done;
+        }
+    }
+done:
+    json_decref(root);
+    return rc;
+}
+
+int safetensors_open(safetensors_file *f, const char *path, qs_diag *d)
+{
+    memset(f, 0, sizeof *f);
+    f->path = qs_strdup(path);
+    if (!f->path)
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+    int rc = fileio_map_open(&f->map, path, d);
+    if (rc)
+        goto fail;
+    uint64_t file_bytes = f->map.bytes;
+    if (file_bytes < 8) {
+        rc = diag_set(d, QS_EFORMAT, path, -1, "file has %llu bytes, a safetensors file has >= 8",
+                      (unsigned long long)file_bytes);
+        goto fail;
+    }
+    uint64_t hdr_bytes = 0;
+    for (int i = 7; i >= 0; i--)
+        hdr_bytes = hdr_bytes << 8 | f->map.data[i];
+    if (hdr_bytes > file_bytes - 8 || hdr_bytes > SAFETENSORS_MAX_HEADER_BYTES) {
+        rc = diag_set(d, QS_EFORMAT, path, -1, "header claims %llu bytes, file has %llu after the "
+                      "length field",
+                      (unsigned long long)hdr_bytes, (unsigned long long)(file_bytes - 8));
+        goto fail;
+    }
+    rc = st_header_parse(f, (const char *)f->map.data + 8, (size_t)hdr_bytes,
+                         f->map.data + 8 + hdr_bytes, file_bytes - 8 - hdr_bytes, d);
+    if (rc)
+        goto fail;
+    return 0;
+fail:
+    safetensors_close(f);
+    return rc;
+}
+
+void safetensors_close(safetensors_file *f)
+{
+    for (int i = 0; i < f->n_tensors; i++)
+        qs_free(f->tensors[i].name);
+    qs_free(f->tensors);
+    fileio_unmap(&f->map);
+    qs_free(f->path);
+    memset(f, 0, sizeof *f);
+}
+
+const safetensors_tensor *safetensors_find(const safetensors_file *f, const char *name)
+{
+    for (int i = 0; i < f->n_tensors; i++)
+        if (!strcmp(f->tensors[i].name, name))
+            return &f->tensors[i];
+    return NULL;
+}
+
+int safetensors_tensor_to_f32(const safetensors_tensor *t, float *out, const char *path,
+                              qs_diag *d)
+{
+    const unsigned char *p = t->data;
+    size_t n = t->n_elems;
+    switch (t->dtype) {
+    case SAFETENSORS_F32:
+        memcpy(out, p, n * 4);   /* little-endian host (x86-64) */
+        break;
+    case SAFETENSORS_BF16:
+    case SAFETENSORS_F16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            out[i] = t->dtype == SAFETENSORS_BF16 ? safetensors_bf16_to_f32(h)
+                                                  : safetensors_f16_to_f32(h);
+        }
+        break;
+    default:
+        return diag_set(d, QS_EUNSUPPORTED, path, -1,
+                        "tensor '%s': dtype %s, expected F32, BF16 or F16", t->name,
+                        st_dtypes[t->dtype].name);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(out[i]))
+            return diag_set(d, QS_ENAN, path, -1, "tensor '%s': element %zu is %s", t->name, i,
+                            isnan(out[i]) ? "NaN" : "Inf");
+    return 0;
+}
+
+int safetensors_tensor_to_i32(const safetensors_tensor *t, int32_t *out, const char *path,
+                              qs_diag *d)
+{
+    if (t->dtype != SAFETENSORS_I32)
+        return diag_set(d, QS_EUNSUPPORTED, path, -1, "tensor '%s': dtype %s, expected I32",
+                        t->name, st_dtypes[t->dtype].name);
+    memcpy(out, t->data, t->n_elems * 4);
+    return 0;
+}

@@ -1,0 +1,94 @@
+/* sampler.c: see include/qs/sampler.h.  Softmax in double; the candidate list
+ * for top-p is sorted by (probability desc, id asc) so ties are deterministic. */
+#include "qs/sampler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/mem.h"
+
+int sampler_init(sampler *s, int vocab_size, float temperature, float top_p, uint64_t seed,
+                 qs_diag *d)
+{
+    memset(s, 0, sizeof *s);
+    if (vocab_size < 1 || !(temperature >= 0) || !(top_p > 0 && top_p <= 1))
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "sampler: need temperature >= 0 and top_p in (0, 1], got %g and %g",
+                        temperature, top_p);
+    s->vocab_size = vocab_size;
+    s->temperature = temperature;
+    s->top_p = top_p;
+    s->rng = seed;
+    s->probs = qs_malloc((size_t)vocab_size * sizeof *s->probs);
+    s->cand = qs_malloc((size_t)vocab_size * sizeof *s->cand);
+    if (!s->probs || !s->cand) {
+        sampler_free(s);
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    }
+    return 0;
+}
+
+void sampler_free(sampler *s)
+{
+    qs_free(s->probs);
+    qs_free(s->cand);
+    memset(s, 0, sizeof *s);
+}
+
+/* splitmix64 -> uniform in [0, 1) */
+static double sampler_uniform(uint64_t *st)
+{
+    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (z >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static int sampler_cmp(const void *a, const void *b)
+{
+    const sampler_cand *x = a, *y = b;
+    return x->p > y->p ? -1 : x->p < y->p ? 1 : (x->id > y->id) - (x->id < y->id);
+}
+
+int32_t sampler_next(sampler *s, const float *logits)
+{
+    int V = s->vocab_size;
+    int32_t best = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[best])
+            best = v;
+    if (s->temperature == 0)
+        return best;
+    double sum = 0;
+    for (int v = 0; v < V; v++) {
+        double p = exp(((double)logits[v] - logits[best]) / s->temperature);
+        s->probs[v] = (float)p;
+        sum += p;
+    }
+    double r = sampler_uniform(&s->rng);
+    if (s->top_p >= 1.0f) {
+        double acc = 0, target = r * sum;
+        for (int v = 0; v < V; v++) {
+            acc += s->probs[v];
+            if (acc > target)
+                return v;
+        }
+        return best;
+    }
+    for (int v = 0; v < V; v++)
+        s->cand[v] = (sampler_cand){s->probs[v], v};
+    qsort(s->cand, (size_t)V, sizeof *s->cand, sampler_cmp);
+    double kept = 0;
+    int n = 0;
+    while (n < V && kept < s->top_p * sum)
+        kept += s->cand[n++].p;
+    double acc = 0, target = r * kept;
+    for (int i = 0; i < n; i++) {
+        acc += s->cand[i].p;
+        if (acc > target)
+            return s->cand[i].id;
+    }
+    return s->cand[n - 1].id;
+}

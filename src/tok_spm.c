@@ -1,0 +1,288 @@
+/* tok_spm.c: SentencePiece tokenizer.model (protobuf ModelProto), BPE type.
+ *
+ * The protobuf is parsed by hand; only the fields encoding needs are read:
+ *   ModelProto      1 pieces (repeated), 2 trainer_spec, 3 normalizer_spec
+ *   SentencePiece   1 piece (string), 2 score (float), 3 type (enum, 1..6)
+ *   TrainerSpec     3 model_type (2 = BPE), 35 byte_fallback, 40 unk_id, 41 bos_id, 42 eos_id
+ *   NormalizerSpec  1 name, 2 precompiled_charsmap, 3 add_dummy_prefix,
+ *                   4 remove_extra_whitespaces, 5 escape_whitespaces
+ * Every length is checked against the bytes left, so a truncated or corrupt file
+ * is an error naming the byte offset, never a read past the end.
+ * Encoding is sentencepiece's bpe_model.cc: characters merged greedily, highest
+ * score first (leftmost on ties), only into pieces that exist and are NORMAL or
+ * USER_DEFINED; what is left unknown becomes <0xXX> bytes (byte_fallback) or unk.
+ * A non-identity normalizer with a precompiled charsmap (nmt_nfkc...) is refused:
+ * applying it would need its trie, which BPE models like Llama's do not ship.
+ */
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "tok_impl.h"
+
+typedef struct pb {
+    const unsigned char *p, *end;
+    const unsigned char *base; /* start of the file, for offsets in errors */
+} pb;
+
+static int pb_varint(pb *b, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (b->p >= b->end)
+            return QS_ETRUNC;
+        unsigned c = *b->p++;
+        x |= (uint64_t)(c & 0x7F) << shift;
+        if (!(c & 0x80)) {
+            *v = x;
+            return 0;
+        }
+    }
+    return QS_EFORMAT;
+}
+
+/* Next field: *field, *wire; for wire type 2 *sub is the payload; for 0 *v; for 5 *v (bits). */
+static int pb_field(pb *b, uint32_t *field, int *wire, pb *sub, uint64_t *v)
+{
+    uint64_t key;
+    int rc = pb_varint(b, &key);
+    if (rc)
+        return rc;
+    *field = (uint32_t)(key >> 3);
+    *wire = (int)(key & 7);
+    switch (*wire) {
+    case 0: return pb_varint(b, v);
+    case 1:
+        if (b->end - b->p < 8)
+            return QS_ETRUNC;
+        b->p += 8;
+        return 0;
+    case 2: {
+        uint64_t n;
+        if ((rc = pb_varint(b, &n)) != 0)
+            return rc;
+        if (n > (uint64_t)(b->end - b->p))
+            return QS_ETRUNC;
+        sub->p = b->p;
+        sub->end = b->p + n;
+        sub->base = b->base;
+        b->p += n;
+        return 0;
+    }
+    case 5: {
+        if (b->end - b->p < 4)
+            return QS_ETRUNC;
+        uint32_t bits = (uint32_t)b->p[0] | (uint32_t)b->p[1] << 8 | (uint32_t)b->p[2] << 16 |
+                        (uint32_t)b->p[3] << 24;
+        *v = bits;
+        b->p += 4;
+        return 0;
+    }
+    default: return QS_EFORMAT;
+    }
+}
+
+typedef struct spm_spec {
+    int64_t model_type, byte_fallback, unk_id, bos_id, eos_id;
+    int64_t add_dummy_prefix, remove_extra_ws, escape_ws;
+    size_t charsmap_bytes;
+    char name[64];
+} spm_spec;
+
+static int bad(const char *path, pb *b, int rc, const char *what, qs_diag *d)
+{
+    return diag_set(d, rc == QS_ETRUNC ? QS_ETRUNC : QS_EFORMAT, path, -1,
+                    "%s at byte %ld (expected a SentencePiece ModelProto)", what,
+                    (long)(b->p - b->base));
+}
+
+static int parse_specs(pb b, spm_spec *s, int which, const char *path, qs_diag *d)
+{
+    while (b.p < b.end) {
+        uint32_t f;
+        int w;
+        pb sub;
+        uint64_t v = 0;
+        int rc = pb_field(&b, &f, &w, &sub, &v);
+        if (rc)
+            return bad(path, &b, rc, which == 2 ? "broken trainer_spec" : "broken normalizer_spec", d);
+        if (which == 2 && w == 0) {
+            if (f == 3) s->model_type = (int64_t)v;
+            if (f == 35) s->byte_fallback = (int64_t)v;
+            if (f == 40) s->unk_id = (int32_t)v;
+            if (f == 41) s->bos_id = (int32_t)v;
+            if (f == 42) s->eos_id = (int32_t)v;
+        } else if (which == 3) {
+            if (f == 1 && w == 2)
+                snprintf(s->name, sizeof s->name, "%.*s", (int)(sub.end - sub.p), sub.p);
+            if (f == 2 && w == 2)
+                s->charsmap_bytes = (size_t)(sub.end - sub.p);
+            if (f == 3 && w == 0) s->add_dummy_prefix = (int64_t)v;
+            if (f == 4 && w == 0) s->remove_extra_ws = (int64_t)v;
+            if (f == 5 && w == 0) s->escape_ws = (int64_t)v;
+        }
+    }
+    return 0;
+}
+
+/* One SentencePiece message -> piece, score, type. */
+static int parse_piece(pb b, const unsigned char **s, size_t *len, float *score, int *type)
+{
+    *s = NULL;
+    *len = 0;
+    *score = 0;
+    *type = TOK_TYPE_NORMAL;
+    while (b.p < b.end) {
+        uint32_t f;
+        int w;
+        pb sub;
+        uint64_t v = 0;
+        int rc = pb_field(&b, &f, &w, &sub, &v);
+        if (rc)
+            return rc;
+        if (f == 1 && w == 2) {
+            *s = sub.p;
+            *len = (size_t)(sub.end - sub.p);
+        } else if (f == 2 && w == 5) {
+            uint32_t bits = (uint32_t)v;
+            memcpy(score, &bits, sizeof *score);
+        } else if (f == 3 && w == 0) {
+            if (v < 1 || v > 6)
+                return QS_EFORMAT;
+            *type = (int)v;
+        }
+    }
+    return *s ? 0 : QS_EFORMAT;
+}
+
+static int load_pieces(struct tokenizer *t, const fileio_map *m, const char *path, qs_diag *d,
+                       spm_spec *spec)
+{
+    pb top = {m->data, m->data + m->bytes, m->data};
+    int32_t n = 0;
+    for (pb b = top; b.p < b.end;) { /* pass 1: count pieces, read the specs */
+        uint32_t f;
+        int w;
+        pb sub;
+        uint64_t v;
+        int rc = pb_field(&b, &f, &w, &sub, &v);
+        if (rc)
+            return bad(path, &b, rc, rc == QS_ETRUNC ? "file ends inside a field" : "bad field", d);
+        if (f == 1 && w == 2 && n < INT32_MAX / 2)
+            n++;
+        if ((f == 2 || f == 3) && w == 2 && (rc = parse_specs(sub, spec, (int)f, path, d)) != 0)
+            return rc;
+    }
+    if (n == 0)
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "no pieces found (expected a SentencePiece ModelProto)");
+    if (spec->model_type != 2)
+        return diag_set(d, QS_EUNSUPPORTED, path, -1,
+                        "model_type %lld is not supported (expected 2 = BPE)",
+                        (long long)spec->model_type);
+    if (spec->charsmap_bytes > 0 && strcmp(spec->name, "identity"))
+        return diag_set(d, QS_EUNSUPPORTED, path, -1,
+                        "normalizer '%s' with a precompiled charsmap is not supported (expected "
+                        "identity)",
+                        spec->name);
+    int rc = tok_vocab_alloc_impl(t, n);
+    t->score = qs_calloc((size_t)n, sizeof *t->score);
+    t->added = qs_calloc((size_t)n, sizeof *t->added);
+    if (rc || !t->score || !t->added)
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory for %d pieces", n);
+    int32_t id = 0;
+    for (pb b = top; b.p < b.end;) {
+        uint32_t f;
+        int w, type;
+        pb sub;
+        uint64_t v;
+        pb_field(&b, &f, &w, &sub, &v); /* checked in pass 1 */
+        if (!(f == 1 && w == 2))
+            continue;
+        const unsigned char *s;
+        size_t len;
+        float score;
+        if (parse_piece(sub, &s, &len, &score, &type))
+            return diag_set(d, QS_EFORMAT, path, -1,
+                            "piece %d at byte %ld is broken (expected piece, score, type)", id,
+                            (long)(sub.p - m->data));
+        if ((rc = tok_set_piece_impl(t, id, (const char *)s, len, (const char *)s, len)) != 0)
+            return diag_set(d, rc, path, -1, "out of memory for pieces");
+        t->score[id] = score;
+        t->type[id] = (uint8_t)type;
+        if (type == TOK_TYPE_CONTROL || type == TOK_TYPE_UNKNOWN || type == TOK_TYPE_USER) {
+            tok_added *a = &t->added[t->n_added++];
+            a->id = id;
+            a->content_off = t->piece_off[id];
+            a->len_bytes = (uint32_t)len;
+            a->special = type != TOK_TYPE_USER;
+        }
+        id++;
+    }
+    return 0;
+}
+
+int tok_spm_load_impl(struct tokenizer *t, const char *path, qs_diag *d)
+{
+    fileio_map m = {0};
+    int rc = fileio_map_open(&m, path, d);
+    if (rc)
+        return rc;
+    spm_spec spec = {.model_type = 1, .unk_id = 0, .bos_id = 1, .eos_id = 2,
+                     .add_dummy_prefix = 1, .remove_extra_ws = 1, .escape_ws = 1};
+    t->kind = TOK_KIND_SPM_MODEL;
+    rc = load_pieces(t, &m, path, d, &spec);
+    fileio_unmap(&m);
+    if (rc)
+        return rc;
+    if ((rc = tok_strmap_build_impl(t)) != 0)
+        return diag_set(d, rc, path, -1, "out of memory for the vocabulary index");
+    tok_byte_ids_find_impl(t);
+    for (int b = 0; b < 256; b++)
+        if (t->byte_id[b] >= 0 && t->type[t->byte_id[b]] != TOK_TYPE_BYTE)
+            t->byte_id[b] = -1;
+    t->byte_fallback = spec.byte_fallback != 0;
+    int64_t ids[3] = {spec.unk_id, spec.bos_id, spec.eos_id};
+    int32_t *dst[3] = {&t->unk_id, &t->bos_id, &t->eos_id};
+    for (int k = 0; k < 3; k++)
+        *dst[k] = ids[k] >= 0 && ids[k] < t->n_vocab ? (int32_t)ids[k] : -1;
+    t->add_bos = t->bos_id >= 0; /* LlamaTokenizer's default; tokenizer_config may override */
+    t->norm_prepend = spec.add_dummy_prefix != 0;
+    t->norm_replace_space = spec.escape_ws != 0;
+    t->remove_extra_ws = spec.remove_extra_ws != 0;
+    t->decode_strip_space = t->norm_prepend;
+    return 0;
+}
+
+int tok_spm_encode_impl(const struct tokenizer *t, const char *s, size_t len, tok_ids *out)
+{
+    if (t->remove_extra_ws) { /* strip both ends, collapse inner runs of ' ' */
+        while (len > 0 && s[0] == ' ')
+            s++, len--;
+        while (len > 0 && s[len - 1] == ' ')
+            len--;
+    }
+    if (len == 0)
+        return 0;
+    char *buf = qs_malloc(3 * len + 4);
+    if (!buf)
+        return QS_ENOMEM;
+    size_t n = 0;
+    if (t->norm_prepend) {
+        memcpy(buf, "\xE2\x96\x81", 3);
+        n = 3;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == ' ' && t->remove_extra_ws && i > 0 && s[i - 1] == ' ')
+            continue;
+        if (s[i] == ' ' && t->norm_replace_space) {
+            memcpy(buf + n, "\xE2\x96\x81", 3);
+            n += 3;
+        } else {
+            buf[n++] = s[i];
+        }
+    }
+    int rc = tok_bpe_word_impl(t, buf, n, 1, out);
+    qs_free(buf);
+    return rc;
+}

@@ -1,0 +1,96 @@
+/* test_hfconfig.c: config.json parsing: the four architectures, their bias
+ * conventions, and refusal by name of what we do not compute. */
+#include "qs/hfconfig.h"
+#include "test.h"
+
+static int parse(llama_config *c, const char *json, qs_diag *d)
+{
+    return hfconfig_parse(c, json, strlen(json), "config.json", d);
+}
+
+#define BASE "\"hidden_size\": 64, \"intermediate_size\": 128, \"num_hidden_layers\": 2, " \
+             "\"num_attention_heads\": 4, \"vocab_size\": 100"
+
+TEST(hfconfig, llama_defaults_and_gqa)
+{
+    llama_config c;
+    qs_diag d = {0};
+    ASSERT_OK(parse(&c, "{\"architectures\": [\"LlamaForCausalLM\"], " BASE
+                        ", \"num_key_value_heads\": 2, \"eos_token_id\": [7, 9]}", &d), &d);
+    ASSERT_EQ_INT(c.arch, LLAMA_ARCH_LLAMA);
+    ASSERT_EQ_INT(c.head_dim, 16);
+    ASSERT_EQ_INT(c.n_kv_heads, 2);
+    ASSERT_EQ_INT(c.qkv_bias, 0);
+    ASSERT_EQ_INT(c.n_eos, 2);
+    ASSERT_EQ_INT(c.eos_ids[1], 9);
+    ASSERT_EQ_INT(c.bos_id, -1);
+    ASSERT_NEAR(c.rope_theta, 10000.0, 0);
+}
+
+TEST(hfconfig, bias_conventions_per_architecture)
+{
+    llama_config c;
+    qs_diag d = {0};
+    ASSERT_OK(parse(&c, "{\"architectures\": [\"Qwen2ForCausalLM\"], " BASE "}", &d), &d);
+    ASSERT_EQ_INT(c.qkv_bias, 1);
+    ASSERT_EQ_INT(c.o_bias, 0);
+    ASSERT_OK(parse(&c, "{\"architectures\": [\"PanguEmbeddedForCausalLM\"], " BASE
+                        ", \"bias\": true}", &d), &d);
+    ASSERT_EQ_INT(c.qkv_bias, 1);
+    ASSERT_EQ_INT(c.o_bias, 1);
+    ASSERT_OK(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"attention_bias\": true}", &d), &d);
+    ASSERT_EQ_INT(c.o_bias, 1);
+    ASSERT_OK(parse(&c, "{\"architectures\": [\"MistralForCausalLM\"], " BASE
+                        ", \"sliding_window\": 4096, \"max_position_embeddings\": 32768}", &d), &d);
+    ASSERT_EQ_INT(hfconfig_max_context(&c), 4096);
+}
+
+TEST(hfconfig, unsupported_things_are_refused_by_name)
+{
+    llama_config c;
+    qs_diag d = {0};
+    ASSERT_EQ_INT(parse(&c, "{\"architectures\": [\"GPT2LMHeadModel\"], " BASE "}", &d),
+                  QS_EUNSUPPORTED);
+    ASSERT_TRUE(strstr(d.msg, "'GPT2LMHeadModel' is not supported") != NULL);
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"hidden_act\": \"gelu\"}", &d),
+                  QS_EUNSUPPORTED);
+    ASSERT_TRUE(strstr(d.msg, "'gelu'") != NULL);
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE
+                            ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}", &d),
+                  QS_EUNSUPPORTED);
+    ASSERT_TRUE(strstr(d.msg, "'yarn'") != NULL);
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"mlp_bias\": true}", &d),
+                  QS_EUNSUPPORTED);
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"qwen2\", " BASE ", \"use_sliding_window\": true}",
+                        &d), QS_EUNSUPPORTED);
+}
+
+TEST(hfconfig, wrong_types_and_values_name_the_key)
+{
+    llama_config c;
+    qs_diag d = {0};
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": \"64\"}", &d),
+                  QS_EFORMAT);
+    ASSERT_EQ_STR(d.msg, "'hidden_size': expected an integer, found string");
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"num_key_value_heads\": 3}",
+                        &d), QS_ERANGE);
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64}", &d), QS_EFORMAT);
+    ASSERT_EQ_STR(d.msg, "missing key 'intermediate_size'");
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"rope_theta\": -1}", &d),
+                  QS_ERANGE);
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": ", &d), QS_EFORMAT);
+    ASSERT_EQ_INT(d.line, 1);
+}
+
+TEST(hfconfig, llama3_rope_scaling_is_read)
+{
+    llama_config c;
+    qs_diag d = {0};
+    ASSERT_OK(parse(&c, "{\"model_type\": \"llama\", " BASE
+                        ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, "
+                        "\"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+                        "\"original_max_position_embeddings\": 8192}}", &d), &d);
+    ASSERT_EQ_INT(c.rope_scale.type, ROPE_SCALING_LLAMA3);
+    ASSERT_NEAR(c.rope_scale.factor, 8.0, 0);
+    ASSERT_EQ_INT(c.rope_scale.original_max_position, 8192);
+}

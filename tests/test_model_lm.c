@@ -1,0 +1,192 @@
+/* test_model_lm.c: the lm_scorer of a model: log-likelihoods against the torch
+ * reference logits, independence from batching, order and thread count, and
+ * harness-style left truncation. */
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/safetensors.h"
+#include "test.h"
+
+#define LM_FIXTURE "data/fixtures/llama_gqa_f32"
+
+typedef struct lm_case {
+    int32_t tok[24];
+    int T, V;
+    float *ref_logits;   /* [T, V] of sequence 0 */
+} lm_case;
+
+static int lm_case_load(lm_case *c)
+{
+    safetensors_file f;
+    qs_diag d = {0};
+    if (safetensors_open(&f, LM_FIXTURE "/ref.safetensors", &d))
+        return -1;
+    const safetensors_tensor *tk = safetensors_find(&f, "tokens"), *lg = safetensors_find(&f, "logits");
+    int rc = -1;
+    if (tk && lg && tk->shape[1] <= 24) {
+        c->T = (int)tk->shape[1];
+        c->V = (int)lg->shape[2];
+        int32_t all[64];
+        float *lgs = qs_malloc(lg->n_elems * 4);
+        if (tk->n_elems <= 64 && lgs && !safetensors_tensor_to_i32(tk, all, "", &d) &&
+            !safetensors_tensor_to_f32(lg, lgs, "", &d)) {
+            memcpy(c->tok, all, (size_t)c->T * 4);
+            c->ref_logits = lgs;
+            rc = 0;
+        } else {
+            qs_free(lgs);
+        }
+    }
+    safetensors_close(&f);
+    return rc;
+}
+
+static double ref_logprob(const lm_case *c, int row, int tok)
+{
+    const float *l = c->ref_logits + (size_t)row * c->V;
+    double mx = l[0], s = 0;
+    for (int v = 1; v < c->V; v++)
+        mx = l[v] > mx ? l[v] : mx;
+    for (int v = 0; v < c->V; v++)
+        s += exp(l[v] - mx);
+    return l[tok] - mx - log(s);
+}
+
+/* three requests over the fixture tokens: contexts of 4, 6, 2 tokens */
+static void make_requests(const lm_case *c, lm_request req[3], const int32_t *conts[3][2],
+                          size_t lens[3][2])
+{
+    static const int ctx_len[3] = {4, 6, 2};
+    for (int i = 0; i < 3; i++) {
+        int k = ctx_len[i];
+        conts[i][0] = c->tok + k;   /* the true continuation */
+        lens[i][0] = (size_t)(c->T - k);
+        conts[i][1] = c->tok + 1;   /* another one */
+        lens[i][1] = 3;
+        req[i] = (lm_request){c->tok, (size_t)k, 2, conts[i], lens[i]};
+    }
+}
+
+TEST(lm, loglik_matches_torch_reference)
+{
+    llama_model m;
+    model_lm *lm;
+    lm_case c = {0};
+    qs_diag d = {0};
+    ASSERT_EQ_INT(lm_case_load(&c), 0);
+    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
+    ASSERT_OK(model_lm_create(&lm, &m, 32, &d), &d);
+    lm_scorer s = model_lm_scorer(lm);
+    lm_request req[3];
+    const int32_t *conts[3][2];
+    size_t lens[3][2];
+    make_requests(&c, req, conts, lens);
+    double ll[2];
+    int gr[2];
+    lm_result res = {ll, gr};
+    ASSERT_OK(s.score(s.self, &req[0], &res, 1, &d), &d);
+    double want = 0;
+    for (int t = 4; t < c.T; t++)
+        want += ref_logprob(&c, t - 1, c.tok[t]);
+    ASSERT_NEAR(ll[0], want, 1e-3);
+    ASSERT_TRUE(ll[0] < 0 && ll[1] < 0);
+    model_lm_destroy(lm);
+    model_free(&m);
+    qs_free(c.ref_logits);
+}
+
+static int score_all(model_lm *lm, const lm_request *req, int n, double out[3][2], qs_diag *d)
+{
+    lm_scorer s = model_lm_scorer(lm);
+    lm_result res[3];
+    for (int i = 0; i < n; i++)
+        res[i] = (lm_result){out[i], NULL};
+    return s.score(s.self, req, res, (size_t)n, d);
+}
+
+TEST(lm, results_independent_of_batching_order_and_threads)
+{
+    llama_model m;
+    model_lm *lm;
+    lm_case c = {0};
+    qs_diag d = {0};
+    ASSERT_EQ_INT(lm_case_load(&c), 0);
+    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
+    ASSERT_OK(model_lm_create(&lm, &m, 32, &d), &d);
+    lm_request req[3], rev[3];
+    const int32_t *conts[3][2];
+    size_t lens[3][2];
+    make_requests(&c, req, conts, lens);
+    double batch[3][2], single[3][2], reversed[3][2], one_thread[3][2];
+    ASSERT_OK(score_all(lm, req, 3, batch, &d), &d);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(score_all(lm, &req[i], 1, &single[i], &d), &d);
+    for (int i = 0; i < 3; i++)
+        rev[i] = req[2 - i];
+    ASSERT_OK(score_all(lm, rev, 3, reversed, &d), &d);
+#ifdef _OPENMP
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    int bt = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    ASSERT_OK(score_all(lm, req, 3, one_thread, &d), &d);
+    openblas_set_num_threads(bt);
+#ifdef _OPENMP
+    omp_set_num_threads(nt);
+#endif
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++) {
+            ASSERT_TRUE(batch[i][k] == single[i][k]);
+            ASSERT_TRUE(batch[i][k] == reversed[2 - i][k]);
+            ASSERT_TRUE(batch[i][k] == one_thread[i][k]);
+        }
+    model_lm_destroy(lm);
+    model_free(&m);
+    qs_free(c.ref_logits);
+}
+
+TEST(lm, long_request_is_left_truncated_like_the_harness)
+{
+    llama_model m;
+    model_lm *lm;
+    llama_acts a;
+    lm_case c = {0};
+    qs_diag d = {0};
+    ASSERT_EQ_INT(lm_case_load(&c), 0);
+    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
+    const int max_len = 6;
+    ASSERT_OK(model_lm_create(&lm, &m, max_len, &d), &d);
+    /* ctx = tok[0..9), cont = tok[9..12): input = (ctx+cont)[-7:][:-1] = tok[5..11) */
+    const int32_t *cont[1] = {c.tok + 9};
+    size_t nc[1] = {3};
+    lm_request r = {c.tok, 9, 1, cont, nc};
+    double ll;
+    lm_result res = {&ll, NULL};
+    lm_scorer s = model_lm_scorer(lm);
+    ASSERT_OK(s.score(s.self, &r, &res, 1, &d), &d);
+    ASSERT_OK(model_acts_init(&a, &m.cfg, 1, max_len, max_len, 0, &d), &d);
+    ASSERT_OK(model_forward(&m, &a, c.tok + 5, NULL, 1, 6, 0, &d), &d);
+    double want = 0;
+    for (int i = 0; i < 3; i++) {   /* rows of tok 8, 9, 10 predict tok 9, 10, 11 */
+        const float *l = a.logits + (size_t)(3 + i) * c.V;
+        double mx = l[0], sum = 0;
+        for (int v = 1; v < c.V; v++)
+            mx = l[v] > mx ? l[v] : mx;
+        for (int v = 0; v < c.V; v++)
+            sum += exp(l[v] - mx);
+        want += l[c.tok[9 + i]] - mx - log(sum);
+    }
+    ASSERT_NEAR(ll, want, 1e-9);
+    /* an empty context is refused, not scored from nothing */
+    r.n_ctx = 0;
+    ASSERT_EQ_INT(s.score(s.self, &r, &res, 1, &d), QS_EINVAL);
+    model_acts_free(&a);
+    model_lm_destroy(lm);
+    model_free(&m);
+    qs_free(c.ref_logits);
+}
