@@ -106,6 +106,9 @@ static int task_csv_record(const char *s, size_t len, size_t *pos, long *line, c
                 }
             } else if (!quoted && (c == ',' || c == '\n' || c == '\r')) {
                 break;
+            } else if (c == 0) {
+                qs_free(buf);
+                return diag_set(d, QS_EFORMAT, path, *line, "field %d: NUL byte", nf + 1);
             } else {
                 if (c == '\n')
                     (*line)++;
@@ -248,8 +251,11 @@ static int task_hellaswag_text(task_lines *tl, const char *path, task_doc **docs
     for (;;) {
         long start = tl->line + 1;
         int got = 0;
-        while (got < 6 && task_lines_next(tl, &l[got], &ln))
+        while (got < 6 && task_lines_next(tl, &l[got], &ln)) {
+            if (strlen(l[got]) != ln)
+                return diag_set(d, QS_EFORMAT, path, tl->line, "NUL byte inside the line");
             got++;
+        }
         if (got == 0)
             return 0;
         if (got < 6)
@@ -411,6 +417,8 @@ static int task_jsonl_load(task_lines *tl, int kind, int apply_hook, const char 
     while (task_lines_next(tl, &l, &ln)) {
         if (!ln)
             return diag_set(d, QS_EFORMAT, path, tl->line, "empty line (expected one JSON object)");
+        if (strlen(l) != ln)
+            return diag_set(d, QS_EFORMAT, path, tl->line, "NUL byte inside the line");
         json_error_t jerr;
         json_t *o = json_loadb(l, ln, 0, &jerr);
         if (!json_is_object(o)) {
