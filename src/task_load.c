@@ -164,7 +164,9 @@ int task_load_mmlu_csv(const char *path, int subject, task_doc **docs, size_t *n
             break;
         }
         int nf = task_csv_record(text, len, &pos, &line, f, TASK_CSV_FIELDS, path, d);
-        if (nf <= 0) {
+        if (nf <= 0) {   /* end, or an error after some fields were stored */
+            for (int i = 0; i < TASK_CSV_FIELDS; i++)
+                qs_free(f[i]);
             rc = nf;
             break;
         }
