@@ -53,6 +53,14 @@ static const runcfg_row runcfg_rows[] = {
     {{"saturation_alarm_steps", RUNCFG_INT, "1", "[1, 1e6]", "Consecutive saturating steps that raise one alarm (warning line + `saturation` event)."}, RC_NUM(saturation_alarm_steps), 1, 1e6},
     {{"ckpt_every", RUNCFG_INT, "0", "[0, 1e9]", "Steps between checkpoints (ckpt/step_N); 0 = only at the end. The last good one is kept on a NaN stop."}, RC_NUM(ckpt_every), 0, 1e9},
     {{"log_every", RUNCFG_INT, "1", "[1, 1e9]", "Steps between quant.jsonl.zst records (the detector runs every step)."}, RC_NUM(log_every), 1, 1e9},
+    {{"eval_every", RUNCFG_INT, "0", "[0, 1e9]", "In-loop evaluation every N steps (plus the baseline before step 0); 0 = off."}, RC_NUM(eval_every), 0, 1e9},
+    {{"eval_tasks", RUNCFG_LIST, "arc_easy", "task names", "Tasks of the in-loop evaluation (tasks/<name>.json: mmlu, hellaswag, arc_easy, arc_challenge)."}, RC_STR(eval_tasks), 0, 0},
+    {{"eval_data_dir", RUNCFG_STRING, "", "", "Benchmark data root for the in-loop evaluation (mmlu/, hellaswag/, arc/ below it; see ### eval)."}, RC_STR(eval_data_dir), 0, 0},
+    {{"eval_tasks_dir", RUNCFG_STRING, "tasks", "", "Directory of the task definitions."}, RC_STR(eval_tasks_dir), 0, 0},
+    {{"eval_subset", RUNCFG_INT, "200", "[0, 1e9]", "Documents per task, a fixed seeded subset (the same items at every evaluation); 0 = all."}, RC_NUM(eval_subset), 0, 1e9},
+    {{"stop_on_forgetting", RUNCFG_BOOL, "false", "true|false", "Stop the run (checkpoint, event `stop`/`forgetting`, exit 1) on a forgetting alarm."}, RC_NUM(stop_on_forgetting), 0, 1},
+    {{"forgetting_drop_points", RUNCFG_DOUBLE, "2", "[0, 100]", "Forgetting alarm: accuracy drop vs the step-0 baseline above this many points ..."}, RC_NUM(forgetting_drop_points), 0, 100},
+    {{"forgetting_alpha", RUNCFG_DOUBLE, "0.05", "(0, 1]", "... and McNemar p-value below this (paired on the same items)."}, RC_NUM(forgetting_alpha), 1e-12, 1},
     {{"max_memory_gb", RUNCFG_DOUBLE, "0", "[0, 1e6]", "Refuse to start when the estimated memory exceeds this; 0 = the machine's available memory."}, RC_NUM(max_memory_gb), 0, 1e6},
 };
 

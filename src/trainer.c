@@ -224,16 +224,29 @@ static int trainer_micro_batches(struct trainer *t, double *loss, qs_diag *d)
     return 0;
 }
 
+static int trainer_eval_write(struct trainer *t, const char *line, const char *event, int rc,
+                              qs_diag *d);
+
 /* The eval seam: quantization hook off, metrics/event lines written; 1 = stop. */
 static int trainer_eval_run(struct trainer *t, qs_diag *d)
 {
-    char line[4096] = "", event[1024] = "";
+    enum { LINE_BYTES = 1 << 20, EVENT_BYTES = 1 << 14 };
+    char *line = qs_calloc(LINE_BYTES + EVENT_BYTES, 1), *event = line + LINE_BYTES;
+    if (!line)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     model_linear_hook saved = t->m.hook;
     t->m.hook.fn = NULL;
-    int rc = t->eval.run(t->eval.self, &t->m, t->step, line, sizeof line, event, sizeof event, d);
+    int rc = t->eval.run(t->eval.self, &t->m, t->step, line, LINE_BYTES, event, EVENT_BYTES, d);
     t->m.hook = saved;
-    if (rc < 0)
-        return rc;
+    if (rc >= 0)
+        rc = trainer_eval_write(t, line, event, rc, d);
+    qs_free(line);
+    return rc;
+}
+
+static int trainer_eval_write(struct trainer *t, const char *line, const char *event, int rc,
+                              qs_diag *d)
+{
     if (line[0] && (fprintf(t->metrics, "%s\n", line) < 0 || fflush(t->metrics) != 0))
         return diag_set(d, QS_EIO, t->run_dir, -1, "metrics.jsonl: write failed");
     if (event[0]) {

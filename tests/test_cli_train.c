@@ -163,3 +163,36 @@ TEST(cli_train, demo_runs_all_four_stages)
     ASSERT_EQ_INT(train_cli("demo --warmup 5 --steps 5", cli_out, sizeof cli_out, cli_err,
                             sizeof cli_err), 2);
 }
+
+TEST(cli_train, in_loop_eval_writes_baseline_and_periodic_eval_lines)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char data[512];
+    if (!test_shared_path(data, sizeof data, "bench/arc"))
+        SKIP("../shared/bench/arc not present");
+    data[strlen(data) - 4] = 0; /* the bench root */
+    char extra[800];
+    snprintf(extra, sizeof extra,
+             ",\"eval_every\":2,\"eval_tasks\":[\"arc_easy\"],\"eval_data_dir\":\"%s\","
+             "\"eval_subset\":6",
+             data);
+    const char *cfg = write_config("evalrun", extra);
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400];
+    snprintf(args, sizeof args, "train --config %s --steps 4 --quiet", cfg);
+    int rc = train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+    if (rc)
+        fprintf(stderr, "    %s", cli_err);
+    ASSERT_EQ_INT(rc, 0);
+    char path[700], *text;
+    size_t n;
+    qs_diag d = {0};
+    snprintf(path, sizeof path, "%s/evalrun/metrics.jsonl", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &text, &n, &d), &d);
+    ASSERT_TRUE(strncmp(text, "{\"type\":\"eval\",\"step\":0,\"tasks\":{\"arc_easy\":{", 45) == 0);
+    ASSERT_TRUE(strstr(text, "{\"type\":\"eval\",\"step\":2,") != NULL);
+    ASSERT_TRUE(strstr(text, "{\"type\":\"eval\",\"step\":4,") != NULL);
+    ASSERT_TRUE(strstr(text, "\"n\":6,\"items_acc\":\"") != NULL);
+    qs_free(text);
+}

@@ -43,6 +43,13 @@ typedef struct runcfg {
     long saturation_alarm_steps;         /* consecutive steps before an alarm */
     long ckpt_every;                     /* steps between checkpoints; 0 = only the last */
     long log_every;                      /* steps between quant.jsonl.zst records */
+    long eval_every;                     /* in-loop evaluation interval, 0 = off */
+    char eval_tasks[RUNCFG_STR_MAX];     /* comma-separated task names */
+    char eval_data_dir[RUNCFG_STR_MAX];
+    char eval_tasks_dir[RUNCFG_STR_MAX];
+    long eval_subset;                    /* documents per task, 0 = all */
+    int stop_on_forgetting;              /* bool */
+    double forgetting_drop_points, forgetting_alpha;
     double max_memory_gb;                /* refuse runs estimated above this; 0 = available RAM */
 } runcfg;
 

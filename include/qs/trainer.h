@@ -60,6 +60,13 @@ typedef struct train_eval_hook {
                size_t metrics_bytes, char *event_line, size_t event_bytes, qs_diag *d);
 } train_eval_hook;
 
+/* The built-in hook: the evaluator (cfg eval_tasks on eval_data_dir, a fixed
+ * seeded subset of eval_subset documents per task) + the forgetting alarm
+ * (eval lines in metrics.jsonl with per-item correctness, alarm events,
+ * stop_on_forgetting).  src/trainer_eval.c. */
+int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d);
+void trainer_eval_destroy(train_eval_hook *h);   /* safe on a zeroed hook */
+
 typedef struct trainer_options {
     const char *resume_dir;      /* NULL: fresh run in cfg->out_dir */
     size_t mem_limit_bytes;      /* refuse above this (0: no check) */

@@ -150,17 +150,24 @@ int cmd_train(int argc, char **argv)
     train_data data;
     if (trainer_data_open_shards(&data, &cfg, &d))
         return cli_diag_error(&d);
-    trainer_options opt = {resume, 0, NULL};
+    train_eval_hook eval_hook = {0};
+    if (cfg.eval_every > 0 && trainer_eval_create(&eval_hook, &cfg, &d)) {
+        trainer_data_close(&data);
+        return cli_diag_error(&d);
+    }
+    trainer_options opt = {resume, 0, cfg.eval_every > 0 ? &eval_hook : NULL};
     opt.mem_limit_bytes = cfg.max_memory_gb > 0 ? (size_t)(cfg.max_memory_gb * 1073741824.0)
                                                 : train_mem_available();
     train_memory mem;
     if (trainer_memory_estimate(&cfg, &mem, &d)) {
         trainer_data_close(&data);
+        trainer_eval_destroy(&eval_hook);
         return cli_diag_error(&d);
     }
     trainer *t;
     if (trainer_create(&t, &cfg, &data, &opt, &d)) {
         trainer_data_close(&data);
+        trainer_eval_destroy(&eval_hook);
         return cli_diag_error(&d);
     }
     train_progress pr;
@@ -187,17 +194,20 @@ int cmd_train(int argc, char **argv)
         cli_diag_error(&d);
         trainer_destroy(t);
         trainer_data_close(&data);
+        trainer_eval_destroy(&eval_hook);
         return CLI_EXIT_FAIL;
     }
     if (rc == QS_ESTOP) {
         cli_diag_error(&d);
         trainer_destroy(t);
         trainer_data_close(&data);
+        trainer_eval_destroy(&eval_hook);
         return CLI_EXIT_FAIL;
     }
     if (rc) {
         trainer_destroy(t);
         trainer_data_close(&data);
+        trainer_eval_destroy(&eval_hook);
         return cli_diag_error(&d);
     }
     char run_dir[1100];
@@ -205,9 +215,11 @@ int cmd_train(int argc, char **argv)
     long step = trainer_next_step(t);
     if (trainer_finish(t, reason, &d)) {
         trainer_data_close(&data);
+        trainer_eval_destroy(&eval_hook);
         return cli_diag_error(&d);
     }
     trainer_data_close(&data);
+    trainer_eval_destroy(&eval_hook);
     train_progress_finish(&pr, run_dir, step, &mem);
     return 0;
 }
