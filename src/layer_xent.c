@@ -2,6 +2,7 @@
  * Numerics: logsumexp with the row max subtracted, sums in double, so a
  * 150k-entry vocabulary loses no precision. */
 #include <math.h>
+#include <string.h>
 
 #include "qs/layers.h"
 
@@ -33,4 +34,30 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
             cnt++;
         }
     return cnt ? sum / cnt : 0.0;
+}
+
+void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
+                   float scale)
+{
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((size_t)N * V > 65536)
+#endif
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * V;
+        float *g = dlogits + (size_t)n * V;
+        if (targets[n] < 0) {
+            memset(g, 0, (size_t)V * sizeof *g);
+            continue;
+        }
+        float mx = l[0];
+        for (int v = 1; v < V; v++)
+            mx = l[v] > mx ? l[v] : mx;
+        double sum = 0.0;
+        for (int v = 0; v < V; v++)
+            sum += exp((double)l[v] - mx);
+        float inv = (float)(1.0 / sum);
+        for (int v = 0; v < V; v++)
+            g[v] = expf(l[v] - mx) * inv * scale;
+        g[targets[n]] -= scale;
+    }
 }

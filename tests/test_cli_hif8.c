@@ -141,14 +141,14 @@ static long demo_clipped(const char *text, const char *name)
 TEST(cli_demo, stale_scale_clips_the_spike_and_good_scale_does_not)
 {
     NEED_BIN();
-    ASSERT_EQ_INT(run_cli(NULL, "demo", out, err), 0);
+    ASSERT_EQ_INT(run_cli(NULL, "demo --hif8", out, err), 0);
     ASSERT_EQ_STR(err, "");
     ASSERT_EQ_INT(demo_clipped(out, "this step's amax (good)"), 0);
     ASSERT_TRUE(demo_clipped(out, "previous amax (stale)") >= 24); /* every outlier */
     ASSERT_TRUE(strstr(out, "1.0625     0x09") != NULL);
     char again[CLI_OUT_MAX];
     memcpy(again, out, sizeof again);
-    ASSERT_EQ_INT(run_cli(NULL, "demo", out, err), 0);
+    ASSERT_EQ_INT(run_cli(NULL, "demo --hif8", out, err), 0);
     ASSERT_EQ_STR(out, again); /* deterministic */
-    ASSERT_EQ_INT(run_cli(NULL, "demo extra", out, err), 2);
+    ASSERT_EQ_INT(run_cli(NULL, "demo --hif8 extra", out, err), 2);
 }

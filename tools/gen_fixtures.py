@@ -17,6 +17,14 @@ is rounded first), so the C engine's fp32 logits must match to 1e-4.
 
 To extend (e.g. gradients for the trainer): add tensors to `ref` in
 write_fixture() ("grad.<hf name>", "loss", ...) and bump "version".
+
+Training references (grad.safetensors, next to ref.safetensors; version "1"):
+  "targets" I32 [B, T]      next-token targets (separate generator: the
+                            weights and ref.safetensors are unchanged)
+  "loss" F32 [1]            mean cross-entropy of ref's tokens vs targets
+  "grad.<hf name>" F32      d loss / d weight, float64 autograd
+  "adamw.loss" F32 [10]     loss before each of 10 AdamW steps (TRAIN_HP below,
+                            global-norm clipping), float64
 """
 import json
 import math
@@ -181,6 +189,42 @@ def forward(cfg, w, tokens):
     return x @ head.T
 
 
+TRAIN_HP = dict(lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, clip=1.0, steps=10)
+
+
+def write_grad_ref(d, cfg, w, tokens, seed):
+    """grad.safetensors: loss, float64 gradients and 10 AdamW steps (see the top)."""
+    gen = torch.Generator().manual_seed(seed + 7777)
+    targets = torch.randint(0, cfg["vocab_size"], tokens.shape, generator=gen, dtype=torch.int64)
+    V = cfg["vocab_size"]
+
+    def loss_of(params):
+        return torch.nn.functional.cross_entropy(forward(cfg, params, tokens).reshape(-1, V),
+                                                 targets.reshape(-1))
+
+    p = {k: v.double().clone().requires_grad_(True) for k, v in w.items()}
+    loss = loss_of(p)
+    loss.backward()
+    ref = {"targets": targets.to(torch.int32), "loss": loss.detach().float().reshape(1)}
+    for k, v in p.items():
+        ref["grad." + k] = v.grad.float()
+    p = {k: v.double().clone().requires_grad_(True) for k, v in w.items()}
+    hp = TRAIN_HP
+    opt = torch.optim.AdamW(list(p.values()), lr=hp["lr"], betas=hp["betas"], eps=hp["eps"],
+                            weight_decay=hp["weight_decay"], foreach=False)
+    losses = []
+    for _ in range(hp["steps"]):
+        opt.zero_grad()
+        loss = loss_of(p)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(p.values()), hp["clip"])
+        opt.step()
+        losses.append(loss.item())
+    ref["adamw.loss"] = torch.tensor(losses, dtype=torch.float32)
+    write_safetensors(os.path.join(d, "grad.safetensors"), ref,
+                      {"format": "qatscope-grad-fixture", "version": "1"})
+
+
 def write_safetensors(path, tensors, meta):
     """Our own writer of the format (header JSON + aligned raw little-endian data)."""
     header, blobs, off = {"__metadata__": meta}, [], 0
@@ -224,6 +268,7 @@ def write_fixture(out_dir, name, cfg, dtype, shards, B, T, seed):
             wmap.update({n: fn for n in part})
         with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": 0}, "weight_map": wmap}, f, indent=1)
+    write_grad_ref(d, cfg, w, tokens, seed)
     ref = {"tokens": tokens.to(torch.int32), "logits": logits.to(torch.float32)}
     write_safetensors(os.path.join(d, "ref.safetensors"), ref,
                       {"format": "qatscope-fixture", "version": FIXTURE_VERSION})

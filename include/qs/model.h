@@ -196,6 +196,48 @@ void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, m
 int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
                   int B, int T, int pos0, qs_diag *d);
 
+/* ---- Backward (training; src/model_backward.c) ----
+ * Gradient activations: one arena sized from (B, T, config), like llama_acts. */
+typedef struct llama_grad_acts {
+    int B, T;
+    size_t n_elems;
+    float *memory;
+    float *dresid;   /* [N, C] gradient of the residual stream (walks down the layers) */
+    float *dln;      /* [N, C] gradient of a normed input (q/k/v or gate/up input) */
+    float *dq;       /* [N, H*hd] */
+    float *dk;       /* [N, KVH*hd] */
+    float *dv;       /* [N, KVH*hd] */
+    float *datty;    /* [N, H*hd] gradient of the o_proj input */
+    float *dgate;    /* [N, F] */
+    float *dup;      /* [N, F] */
+    float *dhb;      /* [N, F] gradient of the down_proj input */
+    float *dx_tmp;   /* [N * max(C, H*hd, F)] one linear's own dx (masked STE) */
+    float *dw_tmp;   /* [max linear weight] one linear's own dw (masked STE) */
+} llama_grad_acts;
+
+size_t model_grad_acts_elems(const llama_config *c, int B, int T);
+int model_grad_acts_init(llama_grad_acts *g, const llama_config *c, int B, int T, qs_diag *d);
+void model_grad_acts_free(llama_grad_acts *g);
+
+/* Backward seam of the quantization hook (STE).  operands(): the x and w the
+ * forward's matmul used for linear (layer, module) (default: the unquantized
+ * ones); return 1 when this linear's gradients must be masked (then mask() gets
+ * this linear's OWN dx[N*IN] and dw[O*IN] before they are added), else 0. */
+typedef struct model_linear_bwd_hook {
+    void *self;
+    int (*operands)(void *self, int layer, int module, const float **x_used, const float **w_used);
+    void (*mask)(void *self, int layer, int module, float *dx, size_t n_x, float *dw, size_t n_w);
+} model_linear_bwd_hook;
+
+/* Backward of the last model_forward (training arena with T == a->T == a->Tcap,
+ * pos0 = 0, targets given).  Gradients of the mean loss times loss_scale
+ * (1 / grad_accum when accumulating) ACCUMULATE into gw (model_weights_point
+ * views over a grads block of n_params floats; callers zero it once per step).
+ * Overwrites a->logits with dlogits.  hook may be NULL (no quantization). */
+int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llama_weights *gw,
+                   const int32_t *tokens, const int32_t *targets, int B, int T, float loss_scale,
+                   const model_linear_bwd_hook *hook, qs_diag *d);
+
 /* Autoregressive generation for one sequence (B = 1): the prompt goes through
  * the model in chunks of a->T tokens, then one token per step through the KV
  * cache (needs a->Tcap >= n_prompt + n_new).  Stops after n_new tokens or at

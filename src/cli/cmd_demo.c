@@ -1,175 +1,176 @@
-/* cmd_demo.c: qatscope demo — the HiF8 showcase on bundled defaults.
+/* cmd_demo.c: qatscope demo [--out DIR] [--steps N] [--warmup N] [--estimator E] | --hif8
  *
- * Until the training demo exists, `make demo` runs this: (1) a few values
- * through the codec, (2) the tapered-precision summary computed from the code
- * table, (3) one synthetic activation tensor (seeded, heavy-tailed, with an
- * outlier spike) fake-quantized under a well-predicted and a stale delayed
- * scale: the amax-saturation failure in miniature.  Output is deterministic
- * (fixed seed; every fake-quant path gives the same bits).
+ * The main job on bundled defaults (make demo), in four visible stages:
+ *   1. tokenize data/demo/train.txt with the bundled tokenizer -> token shards
+ *   2. train the bundled tiny Llama (data/demo/model, made by
+ *      tools/gen_tiny_model.py): BF16 warmup steps (quantizers observe amax),
+ *      then HiF8 W8A8 QAT on the published selection (MLP gate/up/down of the
+ *      middle blocks) with the max-window:64 estimator, live progress
+ *   3. satstat: the run's saturation summary
+ *   4. replay: what other amax estimators would have clipped on the same run
+ *   then a saturation heatmap (quantizers x steps) and the training curves as PNGs
+ * Everything lands in DIR (default build/demo/run-<time>).  --hif8 runs the
+ * HiF8 codec tour instead (demo_hif8.c).
  */
-#include <math.h>
-#include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cli.h"
-#include "qs/hif8.h"
+#include "demo.h"
+#include "qs/fileio.h"
 #include "qs/mem.h"
+#include "qs/runcfg.h"
+#include "qs/shard_build.h"
+#include "qs/trainer.h"
+#include "train_progress.h"
 
-#define DEMO_SEED 20240917u
-#define DEMO_ELEMS ((size_t)1 << 18)
-#define DEMO_SPIKE_ELEMS 24
-#define DEMO_SPIKE_GAIN 8.0 /* spike amplitude / previous step's amax */
+#define DEMO_MODEL "data/demo/model"
+#define DEMO_TEXT "data/demo/train.txt"
 
-static uint64_t demo_rng_next(uint64_t *s)
+static int demo_train(const char *dir, long steps, long warmup, const char *estimator)
 {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+    char shards[RUNCFG_STR_MAX - 16], run[RUNCFG_STR_MAX - 16];
+    qs_diag d = {0};
+    snprintf(shards, sizeof shards, "%s/shards", dir);
+    snprintf(run, sizeof run, "%s/run", dir);
+    printf("== 1/4 tokenize %s -> %s\n", DEMO_TEXT, shards);
+    shard_build_opts so;
+    shard_build_opts_default(&so);
+    shard_build_summary sum;
+    const char *inputs[1] = {DEMO_TEXT};
+    if (shard_build_run(DEMO_MODEL, inputs, 1, shards, &so, &sum, &d))
+        return cli_diag_error(&d);
+    printf("   %llu documents, %llu tokens\n\n", (unsigned long long)sum.n_docs,
+           (unsigned long long)sum.train_tokens);
 
-static double demo_rng_uniform(uint64_t *s)
-{
-    return ((double)(demo_rng_next(s) >> 11) + 0.5) * 0x1p-53;
-}
-
-static double demo_rng_normal(uint64_t *s)
-{
-    return sqrt(-2.0 * log(demo_rng_uniform(s))) * cos(6.283185307179586 * demo_rng_uniform(s));
-}
-
-/* Activation-like values: Gaussian bulk with a Cauchy-like tail (5 %). */
-static void demo_activations_fill(float *x, size_t n, uint64_t *rng)
-{
-    for (size_t i = 0; i < n; i++) {
-        double v = 0.5 * demo_rng_normal(rng);
-        if (demo_rng_uniform(rng) < 0.05)
-            v /= 0.1 + demo_rng_uniform(rng);
-        x[i] = (float)v;
+    runcfg cfg;
+    runcfg_defaults(&cfg);
+    snprintf(cfg.model, sizeof cfg.model, "%s", DEMO_MODEL);
+    snprintf(cfg.train_data, sizeof cfg.train_data, "%s", shards);
+    snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s", run);
+    snprintf(cfg.run_name, sizeof cfg.run_name, "demo");
+    snprintf(cfg.amax_estimator, sizeof cfg.amax_estimator, "%s", estimator);
+    cfg.batch_size = 8;
+    cfg.seq_len = 64;
+    cfg.steps = steps;
+    cfg.bf16_warmup_steps = warmup;
+    cfg.lr = 1e-3; /* 100x the paper's 1e-5: a few hundred steps must move the weights */
+    cfg.lr_warmup_steps = 10;
+    cfg.lr_decay[0] = 0;
+    snprintf(cfg.lr_decay, sizeof cfg.lr_decay, "cosine");
+    cfg.lr_min = 1e-4;
+    cfg.ckpt_every = steps / 2;
+    if (runcfg_validate(&cfg, &d))
+        return cli_diag_error(&d);
+    printf("== 2/4 train %s: %ld steps, bf16 warmup %ld steps, then HiF8 W8A8 QAT "
+           "(estimator %s, lr %g)\n", DEMO_MODEL, steps, warmup, estimator, cfg.lr);
+    train_data data;
+    if (trainer_data_open_shards(&data, &cfg, &d))
+        return cli_diag_error(&d);
+    train_memory mem;
+    trainer *t;
+    trainer_options opt = {NULL, 0, NULL};
+    qs_mem_reset_peak(); /* the peak reported at the end is the training's */
+    if (trainer_memory_estimate(&cfg, &mem, &d) || trainer_create(&t, &cfg, &data, &opt, &d)) {
+        trainer_data_close(&data);
+        return cli_diag_error(&d);
     }
-}
-
-static void demo_tour(void)
-{
-    static const float values[] = {1.0f, 1.0625f, 0.3f, 18.0f, 300.0f, 1e-6f, 40000.0f, 1e-8f};
-    printf("1. A few values (round to nearest, ties away from zero; saturating mode)\n");
-    printf("   %-10s %-5s %-14s %-14s %s\n", "input", "code", "S_DOT_EXP_MAN", "value", "rel_err");
-    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
-        uint8_t c = hif8_encode(values[i], HIF8_SAT);
-        float v = hif8_decode(c);
-        char bits[16];
-        printf("   %-10g 0x%02X  %-14s %-14.9g %+.2f%%\n", (double)values[i], c,
-               hif8_fields_format(c, bits, sizeof bits), (double)v,
-               100.0 * ((double)v - (double)values[i]) / (double)values[i]);
+    train_progress pr;
+    train_progress_init(&pr, stdout, isatty(STDOUT_FILENO), &cfg);
+    pr.every = steps >= 10 ? steps / 10 : 1;
+    train_progress_start(&pr, t, &mem);
+    train_step_info info;
+    int rc = 0;
+    while (!trainer_done(t) && !rc)
+        if (!(rc = trainer_step(t, &info, &d)))
+            train_progress_step(&pr, &info);
+    train_progress_end_line(&pr);
+    if (rc) {
+        trainer_destroy(t);
+        trainer_data_close(&data);
+        return cli_diag_error(&d);
     }
-    printf("\n");
-}
-
-/* Per stored-mantissa width: binades, positive values, smallest/largest, worst error. */
-static void demo_precision(void)
-{
-    printf("2. Tapered precision (positive values, from the 256-code table)\n");
-    printf("   %-9s %-14s %-7s %-14s %-14s %s\n", "mant_bits", "exponents", "values", "smallest",
-           "largest", "worst rounding error");
-    for (int m = 3; m >= 0; m--) {
-        int n = 0, emin = 99, emax = -99, aemin = 99, aemax = 0;
-        float lo = INFINITY, hi = 0.0f;
-        for (int c = 1; c < 0x80; c++) {
-            hif8_fields f;
-            hif8_fields_get((uint8_t)c, &f);
-            if (f.cls == HIF8_CLASS_INF || f.mant_bits != m ||
-                (m == 0 && f.cls != HIF8_CLASS_DENORMAL))
-                continue;
-            float v = hif8_decode((uint8_t)c);
-            n++;
-            lo = v < lo ? v : lo;
-            hi = v > hi ? v : hi;
-            emin = f.exponent < emin ? f.exponent : emin;
-            emax = f.exponent > emax ? f.exponent : emax;
-            int ae = abs(f.exponent);
-            aemin = ae < aemin ? ae : aemin;
-            aemax = ae > aemax ? ae : aemax;
-        }
-        /* half a spacing at the bottom of a binade; powers of two: midpoint 1.5 * 2^E */
-        double worst = m ? ldexp(1.0, -(m + 1)) : 0.5 / 1.5;
-        char ex[32];
-        if (m == 1 || m == 2) /* both signs of the exponent */
-            snprintf(ex, sizeof ex, "|E| %d..%d", aemin, aemax);
-        else
-            snprintf(ex, sizeof ex, "E %d..%d", emin, emax);
-        printf("   %-9d %-14s %-7d %-14.6g %-14.6g %.2f%%\n", m, ex, n, (double)lo, (double)hi,
-               100.0 * worst);
+    if (trainer_finish(t, "done", &d)) {
+        trainer_data_close(&data);
+        return cli_diag_error(&d);
     }
-    printf("   (mant_bits 0 = the denormal powers of two; largest finite 32768, above it Inf or\n"
-           "    saturation; below 2^-23 everything is 0)\n\n");
-}
+    trainer_data_close(&data);
+    train_progress_finish(&pr, run, steps, &mem);
 
-static void demo_fakequant_row(const char *name, const float *x, float *y, size_t n, float scale)
-{
-    hif8_stats st;
-    hif8_fakequant(x, y, n, scale, 1, &st);
-    double qsnr = st.sq_err > 0 ? 10.0 * log10(st.sq_sum / st.sq_err) : INFINITY;
-    float ymax = 0.0f;
-    for (size_t i = 0; i < n; i++)
-        ymax = fabsf(y[i]) > ymax ? fabsf(y[i]) : ymax;
-    printf("   %-26s %-10.4g %-8.4g %-8zu %7.4f%%  %-9zu %-8.4g %.2f dB\n", name, (double)scale,
-           (double)ymax, st.n_clipped, 100.0 * (double)st.n_clipped / (double)n, st.n_underflow,
-           (double)st.amax, qsnr);
-}
-
-static int demo_saturation(void)
-{
-    float *prev = qs_malloc(DEMO_ELEMS * sizeof(float)), *cur = qs_malloc(DEMO_ELEMS * sizeof(float)),
-          *y = qs_malloc(DEMO_ELEMS * sizeof(float));
-    if (!prev || !cur || !y) {
-        qs_free(prev);
-        qs_free(cur);
-        qs_free(y);
-        return cli_error("demo: out of memory for 3 x %zu floats", DEMO_ELEMS);
-    }
-    uint64_t rng = DEMO_SEED;
-    demo_activations_fill(prev, DEMO_ELEMS, &rng);
-    demo_activations_fill(cur, DEMO_ELEMS, &rng);
-    hif8_stats st_prev;
-    hif8_fakequant(prev, y, DEMO_ELEMS, 1.0f, 0, &st_prev);
-    /* this step: an outlier spike the previous step did not have */
-    for (int k = 0; k < DEMO_SPIKE_ELEMS; k++) {
-        size_t i = (size_t)(demo_rng_next(&rng) % DEMO_ELEMS);
-        double mag = DEMO_SPIKE_GAIN * st_prev.amax * (0.25 + 0.75 * demo_rng_uniform(&rng));
-        cur[i] = (float)(k & 1 ? -mag : mag);
-    }
-    hif8_stats st_cur;
-    hif8_fakequant(cur, y, DEMO_ELEMS, 1.0f, 0, &st_cur);
-    printf("3. Delayed scaling and amax saturation (%zu activations, seed %u)\n", DEMO_ELEMS,
-           DEMO_SEED);
-    printf("   previous step amax %.4g; this step has %d outliers up to %.0fx that: amax %.4g\n",
-           (double)st_prev.amax, DEMO_SPIKE_ELEMS, DEMO_SPIKE_GAIN, (double)st_cur.amax);
-    printf("   scale maps the predicted amax to 32768 (HiF8 max); y = q(x * scale) / scale\n");
-    printf("   %-26s %-10s %-8s %-8s %-9s %-9s %-8s %s\n", "scale from", "scale", "max|y|",
-           "clipped", "rate", "underflow", "amax", "QSNR");
-    demo_fakequant_row("this step's amax (good)", cur, y, DEMO_ELEMS,
-                       HIF8_MAX_FINITE / st_cur.amax);
-    demo_fakequant_row("previous amax (stale)", cur, y, DEMO_ELEMS,
-                       HIF8_MAX_FINITE / st_prev.amax);
-    demo_fakequant_row("previous amax, 16/amax", cur, y, DEMO_ELEMS, 16.0f / st_prev.amax);
-    printf("   The stale scale clips every outlier to the previous amax (max|y|), and the\n"
-           "   straight-through estimator passes gradients as if nothing was clipped.  The\n"
-           "   16/amax choice (AMCT-style: bulk in the 3-bit binades) keeps 2^11 of headroom.\n");
-    qs_free(prev);
-    qs_free(cur);
-    qs_free(y);
+    printf("\n== 3/4 satstat %s (QAT steps)\n", run);
+    fflush(stdout);
+    char *sat_argv[] = {"satstat", run, "--top", "6", NULL};
+    if ((rc = cmd_satstat(4, sat_argv)))
+        return rc;
+    printf("\n== 4/4 replay: other amax estimators on the same amax series (no retraining)\n");
+    fflush(stdout);
+    char *rep_argv[] = {"replay", run, "--estimators",
+                        "most-recent,exp-smoothing:0.9,max-window:16,max-window:64,current", NULL};
+    if ((rc = cmd_replay(4, rep_argv)))
+        return rc;
+    printf("\n== pictures: saturation heatmap and training curves\n");
+    fflush(stdout);
+    char *heat_argv[] = {"heatmap", run, "--metric", "clip_rate", "--log", NULL};
+    if ((rc = cmd_heatmap(5, heat_argv)))
+        return rc;
+    char *plot_argv[] = {"plot", run, NULL};
+    if ((rc = cmd_plot(2, plot_argv)))
+        return rc;
+    printf("\nrun directory: %s (metrics.jsonl, events.jsonl, quant.jsonl.zst, ckpt/, "
+           "heatmap_clip_rate.png, curves.png)\n", run);
     return 0;
 }
 
 int cmd_demo(int argc, char **argv)
 {
-    if (argc > 1)
-        return cli_error("demo: unexpected argument '%s' (argument 1); the demo takes none",
-                         argv[1]);
-    printf("qatscope demo: HiF8 showcase (the training demo is not built yet)\n\n");
-    demo_tour();
-    demo_precision();
-    return demo_saturation();
+    const char *out = NULL, *estimator = "max-window:64";
+    long steps = 300, warmup = 100;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (i == 1 && !strcmp(a, "--hif8"))
+            return demo_hif8_run(argc - 1, argv + 1);
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: qatscope demo [--out DIR] [--steps N] [--warmup N] [--estimator E]\n"
+                   "       qatscope demo --hif8     (the HiF8 codec tour)\n");
+            return 0;
+        }
+        if (!cli_flag_is(a, "--out") && !cli_flag_is(a, "--steps") && !cli_flag_is(a, "--warmup") &&
+            !cli_flag_is(a, "--estimator"))
+            return cli_error("demo: unexpected argument '%s' (argument %d); see --help", a, i);
+        if (!(v = cli_flag_value(argc, argv, &i)))
+            return CLI_EXIT_USAGE;
+        if (cli_flag_is(a, "--out"))
+            out = v;
+        else if (cli_flag_is(a, "--estimator"))
+            estimator = v;
+        else if (cli_parse_long(a, v, cli_flag_is(a, "--steps") ? 2 : 0, 1000000,
+                                cli_flag_is(a, "--steps") ? &steps : &warmup))
+            return CLI_EXIT_USAGE;
+    }
+    if (warmup >= steps)
+        return cli_error("demo: --warmup %ld must be below --steps %ld", warmup, steps);
+    if (!fileio_exists(DEMO_MODEL "/config.json") || !fileio_exists(DEMO_TEXT))
+        return cli_error("demo: %s or %s not found; run from the repository root (make demo)",
+                         DEMO_MODEL, DEMO_TEXT);
+    char dir[RUNCFG_STR_MAX - 32];
+    if (out) {
+        snprintf(dir, sizeof dir, "%s", out);
+    } else {
+        time_t now = time(NULL);
+        struct tm tmv;
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", gmtime_r(&now, &tmv));
+        snprintf(dir, sizeof dir, "build/demo/run-%s", stamp);
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(1); /* a 0.2M-parameter model: threads cost more than they give */
+#endif
+    printf("qatscope demo: continued pretraining of a tiny Llama with BF16 warmup, then HiF8 W8A8 "
+           "QAT,\nwatching amax saturation per step (`qatscope demo --hif8`: the HiF8 codec tour)\n\n");
+    return demo_train(dir, steps, warmup, estimator);
 }

@@ -1,0 +1,131 @@
+/* trainer.h: the continued-pretraining loop (fp32 master weights, AdamW,
+ * BF16 warmup then HiF8 W8A8 QAT, checkpoints, bit-exact resume).
+ *
+ * One optimizer step = grad_accum micro-batches of B x T tokens:
+ *   for each micro-batch: batch -> model_forward (planned linears observe amax
+ *   during the bf16 warmup, are fake-quantized after it) -> NaN check ->
+ *   model_backward (STE) accumulating into the grads block
+ *   -> global grad norm (NaN/Inf check) -> clip -> AdamW at schedule_lr(step)
+ *   -> detector step end (quant.jsonl.zst, saturation alarms) -> metrics.jsonl.
+ * Steps are numbered from 0; a checkpoint ckpt/step_N holds the state before
+ * step N (N steps done), and --resume continues with step N.
+ *
+ * Run directory (see the README): config.json (run config snapshot),
+ * metrics.jsonl, events.jsonl, quant.jsonl.zst, ckpt/step_<N>/ (HF layout:
+ * config.json, model.safetensors (F32), tokenizer files, + train_state.bin).
+ * The library never prints: trainer_step() fills a train_step_info that the
+ * CLI turns into a progress line.
+ */
+#ifndef QS_TRAINER_H
+#define QS_TRAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qs/err.h"
+#include "qs/runcfg.h"
+
+/* The data seam: where batches come from (the token-shard loader in the CLI,
+ * an in-memory source in tests).  next() fills tokens[B*T] and targets[B*T]
+ * (targets = tokens shifted by one).  save() returns the position as bytes
+ * (qs_malloc'd, caller frees) and restore() seeks back to it, so a resumed run
+ * sees exactly the batches it would have seen. */
+typedef struct train_data {
+    void *self;
+    int (*next)(void *self, int32_t *tokens, int32_t *targets, int B, int T, qs_diag *d);
+    int (*save)(void *self, void **bytes_out, size_t *n_bytes, qs_diag *d);
+    int (*restore)(void *self, const void *bytes, size_t n_bytes, qs_diag *d);
+} train_data;
+
+/* The token-shard source: cfg->train_data (a `qatscope tokenize --input` dir),
+ * split "train", B x T windows in the order seeded by cfg->seed; shards made
+ * with another tokenizer than cfg->model's are refused.  Free with
+ * trainer_data_close. */
+int trainer_data_open_shards(train_data *out, const runcfg *cfg, qs_diag *d);
+void trainer_data_close(train_data *data);
+
+/* The in-loop evaluation seam (issue 7): called with the current master
+ * weights (the quantization hook is switched off during the call) before
+ * step 0 (the baseline) and after every every_steps steps.  run() may fill
+ * metrics_line with one {"type":"eval","step":N,...} JSON object (appended to
+ * metrics.jsonl) and event_line with one events.jsonl object (e.g. a
+ * forgetting alarm); both start empty.  Return 1 to stop the run ("stop" event
+ * with reason "forgetting", exit status of a failed verdict), 0 to go on, or a
+ * negative QS_E* code. */
+struct llama_model;
+typedef struct train_eval_hook {
+    void *self;
+    long every_steps;            /* 0: never */
+    int (*run)(void *self, struct llama_model *m, long step, char *metrics_line,
+               size_t metrics_bytes, char *event_line, size_t event_bytes, qs_diag *d);
+} train_eval_hook;
+
+/* The built-in hook: the evaluator (cfg eval_tasks on eval_data_dir, a fixed
+ * seeded subset of eval_subset documents per task) + the forgetting alarm
+ * (eval lines in metrics.jsonl with per-item correctness, alarm events,
+ * stop_on_forgetting).  src/trainer_eval.c. */
+int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d);
+void trainer_eval_destroy(train_eval_hook *h);   /* safe on a zeroed hook */
+
+typedef struct trainer_options {
+    const char *resume_dir;      /* NULL: fresh run in cfg->out_dir */
+    size_t mem_limit_bytes;      /* refuse above this (0: no check) */
+    const train_eval_hook *eval; /* NULL: no in-loop evaluation */
+} trainer_options;
+
+/* What one step did (for the progress line). */
+typedef struct train_step_info {
+    long step;                 /* index of the step just taken */
+    long total_steps;
+    int phase;                 /* SCHEDULE_PHASE_* */
+    int phase_changed;         /* 1 on the first QAT step */
+    double loss, lr, grad_norm;
+    double tok_per_s;          /* this step */
+    double elapsed_s;          /* since the run (or the resume) started */
+    double max_clip_rate;      /* over quantized tensors this step */
+    int n_warnings;            /* saturation warnings raised this step */
+    const char *warnings[4];   /* first lines, valid until the next step */
+    int checkpointed;          /* 1 if a checkpoint was written after this step */
+} train_step_info;
+
+/* Memory a run needs, computed from the config before anything is allocated. */
+typedef struct train_memory {
+    size_t model_train_bytes;  /* model_memory_estimate().train_bytes */
+    size_t grad_acts_bytes;    /* backward scratch */
+    size_t quant_bytes;        /* saved quantized operands + amax histories */
+    size_t batch_bytes;        /* token/target buffers */
+    size_t total_bytes;
+} train_memory;
+
+typedef struct trainer trainer;
+
+/* Loads the model (or the latest checkpoint of resume_dir), checks memory,
+ * prepares the run dir.  On resume the run config is the snapshot in
+ * resume_dir/config.json with cfg's fields ignored except `steps`. */
+int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
+                   const trainer_options *opt, qs_diag *d);
+void trainer_destroy(trainer *t);   /* no checkpoint, closes logs; NULL ok */
+
+/* One optimizer step (preceded by the baseline evaluation on the first call of
+ * a fresh run, followed by an evaluation every eval->every_steps steps).
+ * Returns 0, QS_ENAN (the run stopped: "nan" event, no checkpoint written),
+ * QS_ESTOP (saturation alarm with stop_on_saturation, or the eval hook asked
+ * to stop: "stop" event, checkpoint written) or another error. */
+int trainer_step(trainer *t, train_step_info *info, qs_diag *d);
+/* 1 when every step of the run is done. */
+int trainer_done(const trainer *t);
+long trainer_next_step(const trainer *t);
+/* Writes ckpt/step_<next step> now (atomic: tmp dir + rename). */
+int trainer_checkpoint(trainer *t, qs_diag *d);
+/* Final checkpoint + "stop"/"done" event + close logs; the trainer is destroyed. */
+int trainer_finish(trainer *t, const char *reason, qs_diag *d);
+
+const runcfg *trainer_config(const trainer *t);
+const float *trainer_params(const trainer *t, size_t *n_params);
+const char *trainer_run_dir(const trainer *t);
+int trainer_quant_count(const trainer *t);   /* quantized tensors (2 per planned linear) */
+
+/* Estimate for (model config dir, run config): fills m; 0 or a load error. */
+int trainer_memory_estimate(const runcfg *cfg, train_memory *m, qs_diag *d);
+
+#endif

@@ -1,0 +1,53 @@
+/* trainstate.h: the versioned training-state file of a checkpoint (train_state.bin).
+ *
+ * Layout (little-endian):
+ *   "QSTRAIN1" (8 bytes) | u32 version (TRAINSTATE_VERSION) | u32 n_sections
+ *   n_sections x { char tag[16] (NUL-padded) | u64 payload_bytes | u64 fnv1a64(payload) | payload }
+ * The trainer stores: "meta" (JSON: step, optimizer step count, seed, config digest,
+ * parameter count), "adam_m" / "adam_v" (fp32 [n_params]), "data" (the data
+ * loader's position, opaque), "amax" (every quantizer's history, see trainer.c).
+ * Written atomically (tmp + rename).  The reader validates magic, version, every
+ * length against the file size and every checksum before handing out a byte.
+ *
+ * Checklist for a change of layout: bump TRAINSTATE_VERSION, keep reading the old
+ * version or refuse it by name, update tests/test_trainstate.c.
+ */
+#ifndef QS_TRAINSTATE_H
+#define QS_TRAINSTATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qs/err.h"
+#include "qs/fileio.h"
+
+#define TRAINSTATE_VERSION 1
+#define TRAINSTATE_TAG_BYTES 16
+
+typedef struct trainstate_writer {
+    afile af;
+} trainstate_writer;
+
+/* n_sections must equal the number of trainstate_write_section calls that follow. */
+int trainstate_write_begin(trainstate_writer *w, const char *path, int n_sections, qs_diag *d);
+int trainstate_write_section(trainstate_writer *w, const char *tag, const void *data,
+                             size_t bytes, qs_diag *d);
+int trainstate_write_commit(trainstate_writer *w, qs_diag *d);
+void trainstate_write_abort(trainstate_writer *w);
+
+typedef struct trainstate_reader {
+    fileio_map map;
+    char path[QS_DIAG_PATH_MAX];
+    int n_sections;
+} trainstate_reader;
+
+int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d);
+/* Section by tag: pointer into the mapping + size; QS_ENOTFOUND naming the tag.
+ * Payloads are NOT aligned: memcpy them out. */
+int trainstate_section(const trainstate_reader *r, const char *tag, const void **data,
+                       size_t *bytes, qs_diag *d);
+void trainstate_close(trainstate_reader *r);
+
+uint64_t trainstate_hash(const void *data, size_t bytes);   /* FNV-1a 64 */
+
+#endif

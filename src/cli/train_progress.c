@@ -1,0 +1,95 @@
+/* train_progress.c: see train_progress.h. */
+#include "train_progress.h"
+
+#include "qs/mem.h"
+#include "qs/schedule.h"
+
+#define TRAIN_PROGRESS_MAX_WARNINGS 8
+
+void train_progress_init(train_progress *p, FILE *f, int tty, const runcfg *cfg)
+{
+    p->f = f;
+    p->tty = tty;
+    p->every = cfg->steps >= 50 ? cfg->steps / 50 : 1;
+    p->line_open = 0;
+    p->last_loss = 0;
+    p->n_warnings = 0;
+}
+
+void train_progress_start(train_progress *p, const trainer *t, const train_memory *mem)
+{
+    if (!p->f)
+        return;
+    const runcfg *c = trainer_config(t);
+    fprintf(p->f,
+            "train: %s -> %s | steps %ld..%ld | B=%ld T=%ld accum=%ld | %s | %d quantized tensors "
+            "(QAT from step %ld) | memory estimate %.1f MiB\n",
+            c->model, trainer_run_dir(t), trainer_next_step(t), c->steps - 1, c->batch_size,
+            c->seq_len, c->grad_accum, c->precision, trainer_quant_count(t),
+            c->qat ? c->bf16_warmup_steps : -1L, mem->total_bytes / 1048576.0);
+    fflush(p->f);
+}
+
+static void train_progress_eta(char *buf, size_t n, double s)
+{
+    long x = (long)(s + 0.5);
+    if (x >= 3600)
+        snprintf(buf, n, "%ldh%02ldm", x / 3600, x / 60 % 60);
+    else
+        snprintf(buf, n, "%ldm%02lds", x / 60, x % 60);
+}
+
+void train_progress_step(train_progress *p, const train_step_info *s)
+{
+    if (!p->f)
+        return;
+    long done = s->step + 1;
+    char eta[32];
+    double rate = s->elapsed_s > 0 ? s->elapsed_s / (double)done : 0;
+    train_progress_eta(eta, sizeof eta, rate * (double)(s->total_steps - done));
+    char line[256];
+    snprintf(line, sizeof line,
+             "step %ld/%ld %-6s loss %.4f lr %.2e gnorm %.3f %7.0f tok/s ETA %s max clip %.1e",
+             done, s->total_steps, schedule_phase_name(s->phase), s->loss, s->lr, s->grad_norm,
+             s->tok_per_s, eta, s->max_clip_rate);
+    int notable = s->phase_changed || s->n_warnings;
+    if (p->line_open && notable) {
+        fputc('\n', p->f);
+        p->line_open = 0;
+    }
+    if (s->phase_changed)
+        fprintf(p->f, "step %ld: bf16 warmup done, HiF8 QAT on\n", s->step);
+    for (int i = 0; i < s->n_warnings && i < 4; i++, p->n_warnings++) {
+        if (p->n_warnings < TRAIN_PROGRESS_MAX_WARNINGS)
+            fprintf(p->f, "%s\n", s->warnings[i]);
+        else if (p->n_warnings == TRAIN_PROGRESS_MAX_WARNINGS)
+            fprintf(p->f, "(further saturation warnings: events.jsonl; summary: qatscope satstat)\n");
+    }
+    if (p->tty) {
+        fprintf(p->f, "\r%s\033[K", line);
+        p->line_open = 1;
+    } else if (done % p->every == 0 || done == s->total_steps || s->step == 0) {
+        fprintf(p->f, "%s\n", line);
+    }
+    fflush(p->f);
+}
+
+void train_progress_end_line(train_progress *p)
+{
+    if (p->f && p->line_open) {
+        fputc('\n', p->f);
+        p->line_open = 0;
+    }
+}
+
+void train_progress_finish(train_progress *p, const char *run_dir, long step,
+                           const train_memory *mem)
+{
+    if (!p->f)
+        return;
+    fprintf(p->f, "train: stopped after %ld steps; checkpoint %s/ckpt/step_%ld\n", step, run_dir,
+            step);
+    fprintf(p->f, "train: peak memory %.1f MiB (estimate %.1f MiB)\n",
+            qs_mem_peak_bytes() / 1048576.0, mem->total_bytes / 1048576.0);
+    fflush(p->f);
+}

@@ -1,0 +1,194 @@
+/* model_backward.c: gradients of the Llama block, bottom to top: model_forward
+ * read in reverse (see include/qs/model.h).
+ *
+ *   dlogits = softmax - onehot                 (in place over a->logits)
+ *   d lnf   = lm_head^T dlogits;  dx_L = rmsnorm'(d lnf)
+ *   for each layer, last first:
+ *       MLP:  dhb = down'(dx);  dgate, dup = swiglu'(dhb);  dln2 = gate'(dgate) + up'(dup)
+ *             dx_mid = dx + rmsnorm'(dln2)
+ *       attn: datty = o'(dx_mid);  dq, dk, dv = attention'(datty);  unrotate dq, dk
+ *             dln1 = q'(dq) + k'(dk) + v'(dv);  dx = dx_mid + rmsnorm'(dln1)
+ *   dwte += embed'(dx_0)
+ * Every layer backward ACCUMULATES, so the residual pass-through is the buffer
+ * itself: dresid holds dx_next, the norm's backward adds its branch into it.
+ * Each Linear's backward goes through model_linear_backward(): the operands
+ * the forward used (quantized copies under QAT) and the optional STE mask.
+ */
+#include <string.h>
+
+#include "qs/matmul.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+
+static void grad_take(float **field, float *base, size_t *off, size_t n_elems)
+{
+    if (base)
+        *field = base + *off;
+    *off += (n_elems + 15) / 16 * 16;
+}
+
+static size_t grad_max3(size_t a, size_t b, size_t c)
+{
+    size_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+static size_t model_grad_acts_layout(llama_grad_acts *g, float *base, const llama_config *c,
+                                     int B, int T)
+{
+    size_t N = (size_t)B * T, C = (size_t)c->dim, F = (size_t)c->hidden_dim;
+    size_t QD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
+    size_t off = 0;
+    llama_grad_acts sizes_only;
+    if (!g)
+        g = &sizes_only;
+    grad_take(&g->dresid, base, &off, N * C);
+    grad_take(&g->dln, base, &off, N * C);
+    grad_take(&g->dq, base, &off, N * QD);
+    grad_take(&g->dk, base, &off, N * KD);
+    grad_take(&g->dv, base, &off, N * KD);
+    grad_take(&g->datty, base, &off, N * QD);
+    grad_take(&g->dgate, base, &off, N * F);
+    grad_take(&g->dup, base, &off, N * F);
+    grad_take(&g->dhb, base, &off, N * F);
+    grad_take(&g->dx_tmp, base, &off, N * grad_max3(C, QD, F));
+    grad_take(&g->dw_tmp, base, &off, grad_max3(QD * C, F * C, KD * C));
+    return off;
+}
+
+size_t model_grad_acts_elems(const llama_config *c, int B, int T)
+{
+    return model_grad_acts_layout(NULL, NULL, c, B, T);
+}
+
+int model_grad_acts_init(llama_grad_acts *g, const llama_config *c, int B, int T, qs_diag *d)
+{
+    memset(g, 0, sizeof *g);
+    g->n_elems = model_grad_acts_elems(c, B, T);
+    g->memory = qs_calloc(g->n_elems, sizeof *g->memory);
+    if (!g->memory)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for gradient activations (%.1f MiB)",
+                        g->n_elems * 4.0 / (1 << 20));
+    g->B = B;
+    g->T = T;
+    model_grad_acts_layout(g, g->memory, c, B, T);
+    return 0;
+}
+
+void model_grad_acts_free(llama_grad_acts *g)
+{
+    qs_free(g->memory);
+    memset(g, 0, sizeof *g);
+}
+
+static void grad_add(float *dst, const float *src, size_t n)
+{
+    long ln = (long)n;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (ln > 65536)
+#endif
+    for (long i = 0; i < ln; i++)
+        dst[i] += src[i];
+}
+
+/* dx[N, IN] += dout @ w;  dw[O, IN] += dout^T x;  db[O] += sum dout, with the
+ * forward's operands; masked STE works on this linear's own contributions. */
+static void model_linear_backward(const llama_model *m, llama_grad_acts *g,
+                                  const model_linear_bwd_hook *hook, int layer, int module,
+                                  float *dx, float *dw, float *db, const float *dout,
+                                  const float *x, const float *w, int N, int IN, int O)
+{
+    const float *x_use = x, *w_use = w;
+    int masked = hook ? hook->operands(hook->self, layer, module, &x_use, &w_use) : 0;
+    if (!masked) {
+        matmul_backward(dx, dw, db, dout, x_use, w_use, N, IN, O, m->precision);
+        return;
+    }
+    size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
+    memset(g->dx_tmp, 0, nx * sizeof *g->dx_tmp);
+    memset(g->dw_tmp, 0, nw * sizeof *g->dw_tmp);
+    matmul_backward(g->dx_tmp, g->dw_tmp, db, dout, x_use, w_use, N, IN, O, m->precision);
+    hook->mask(hook->self, layer, module, g->dx_tmp, nx, g->dw_tmp, nw);
+    grad_add(dx, g->dx_tmp, nx);
+    grad_add(dw, g->dw_tmp, nw);
+}
+
+int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llama_weights *gw,
+                   const int32_t *tokens, const int32_t *targets, int B, int T, float loss_scale,
+                   const model_linear_bwd_hook *hook, qs_diag *d)
+{
+    const llama_config *c = &m->cfg;
+    if (!a->training || T != a->T || T != a->Tcap || B > a->B || B > g->B || T != g->T)
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "backward needs a training arena with T = Tcap = %d and B <= %d "
+                        "(got B=%d T=%d; arena T=%d Tcap=%d training=%d)",
+                        g->T, g->B, B, T, a->T, a->Tcap, a->training);
+    const int N = B * T, C = c->dim, F = c->hidden_dim, H = c->n_heads, KVH = c->n_kv_heads;
+    const int hd = c->head_dim, QD = H * hd, KD = KVH * hd, V = c->vocab_size;
+    const size_t NA = (size_t)a->B * a->T;
+    const size_t sC = NA * C, sN = NA, sQ = NA * QD, sF = NA * F;
+    const size_t sKV = (size_t)a->B * a->Tcap * KD, sAtt = (size_t)a->B * H * a->T * a->Tcap;
+
+    size_t n_valid = 0;
+    for (int i = 0; i < N; i++)
+        n_valid += targets[i] >= 0;
+    float scale = n_valid ? loss_scale / (float)n_valid : 0.0f;
+
+    /* logits = lm_head(rmsnorm(x_L)) */
+    float *dlogits = a->logits;
+    xent_backward(dlogits, a->logits, targets, N, V, scale);
+    memset(g->dln, 0, (size_t)N * C * sizeof *g->dln);
+    matmul_backward(g->dln, gw->lm_head, NULL, dlogits, a->lnf, m->w.lm_head, N, C, V,
+                    m->precision);
+    memset(g->dresid, 0, (size_t)N * C * sizeof *g->dresid);
+    rmsnorm_backward(g->dresid, gw->norm, g->dln, a->resid + c->n_layers * sC, m->w.norm,
+                     a->lnf_rstd, N, C);
+
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        const llama_layer_weights *lw = &m->w.layer[l];
+        const llama_layer_weights *lg = &gw->layer[l];
+        const float *x = a->resid + l * sC, *x_mid = a->resid_mid + l * sC;
+        const float *ln1 = a->ln1 + l * sC, *ln2 = a->ln2 + l * sC;
+        const float *q = a->q + l * sQ, *atty = a->atty + l * sQ;
+        const float *kc = a->kcache + l * sKV, *vc = a->vcache + l * sKV;
+        const float *gate = a->gate + l * sF, *up = a->up + l * sF, *hb = a->hb + l * sF;
+
+        /* MLP, in reverse: x_next = x_mid + down(swiglu(gate(ln2), up(ln2))) */
+        memset(g->dhb, 0, (size_t)N * F * sizeof *g->dhb);
+        model_linear_backward(m, g, hook, l, MODEL_LIN_DOWN, g->dhb, lg->w_down, NULL, g->dresid,
+                              hb, lw->w_down, N, F, C);
+        memset(g->dgate, 0, (size_t)N * F * sizeof *g->dgate);
+        memset(g->dup, 0, (size_t)N * F * sizeof *g->dup);
+        swiglu_backward(g->dgate, g->dup, g->dhb, gate, up, (size_t)N * F);
+        memset(g->dln, 0, (size_t)N * C * sizeof *g->dln);
+        model_linear_backward(m, g, hook, l, MODEL_LIN_GATE, g->dln, lg->w_gate, NULL, g->dgate,
+                              ln2, lw->w_gate, N, C, F);
+        model_linear_backward(m, g, hook, l, MODEL_LIN_UP, g->dln, lg->w_up, NULL, g->dup, ln2,
+                              lw->w_up, N, C, F);
+        rmsnorm_backward(g->dresid, lg->mlp_norm, g->dln, x_mid, lw->mlp_norm,
+                         a->ln2_rstd + l * sN, N, C);
+
+        /* attention, in reverse: x_mid = x + o(attention(rope(q(ln1)), rope(k(ln1)), v(ln1))) */
+        memset(g->datty, 0, (size_t)N * QD * sizeof *g->datty);
+        model_linear_backward(m, g, hook, l, MODEL_LIN_O, g->datty, lg->wo, lg->bo, g->dresid,
+                              atty, lw->wo, N, QD, C);
+        memset(g->dq, 0, (size_t)N * QD * sizeof *g->dq);
+        memset(g->dk, 0, (size_t)N * KD * sizeof *g->dk);
+        memset(g->dv, 0, (size_t)N * KD * sizeof *g->dv);
+        attn_backward(g->dq, g->dk, g->dv, g->datty, a->att + l * sAtt, q, kc, vc, B, T, H, KVH,
+                      hd);
+        rope_backward(g->dq, a->pos, &m->rope, N, H);
+        rope_backward(g->dk, a->pos, &m->rope, N, KVH);
+        memset(g->dln, 0, (size_t)N * C * sizeof *g->dln);
+        model_linear_backward(m, g, hook, l, MODEL_LIN_Q, g->dln, lg->wq, lg->bq, g->dq, ln1,
+                              lw->wq, N, C, QD);
+        model_linear_backward(m, g, hook, l, MODEL_LIN_K, g->dln, lg->wk, lg->bk, g->dk, ln1,
+                              lw->wk, N, C, KD);
+        model_linear_backward(m, g, hook, l, MODEL_LIN_V, g->dln, lg->wv, lg->bv, g->dv, ln1,
+                              lw->wv, N, C, KD);
+        rmsnorm_backward(g->dresid, lg->attn_norm, g->dln, x, lw->attn_norm,
+                         a->ln1_rstd + l * sN, N, C);
+    }
+    embed_backward(gw->wte, g->dresid, tokens, N, C);
+    return 0;
+}

@@ -1,0 +1,345 @@
+/* runcfg.c: run config table, JSON loading, --set overrides (see include/qs/runcfg.h). */
+#include "qs/runcfg.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/mem.h"
+
+typedef struct runcfg_row {
+    runcfg_key key;
+    size_t offset;     /* field in struct runcfg */
+    size_t size;       /* bytes of string fields */
+    double min, max;   /* numeric range */
+} runcfg_row;
+
+#define RC_STR(f) offsetof(runcfg, f), sizeof(((runcfg *)0)->f)
+#define RC_NUM(f) offsetof(runcfg, f), 0
+
+static const runcfg_row runcfg_rows[] = {
+    {{"model", RUNCFG_STRING, "", "", "Hugging Face checkpoint directory to train (config.json, model.safetensors, tokenizer files). Required."}, RC_STR(model), 0, 0},
+    {{"train_data", RUNCFG_STRING, "", "", "Token-shard directory written by `qatscope tokenize --input` (its train split is used). Required."}, RC_STR(train_data), 0, 0},
+    {{"out_dir", RUNCFG_STRING, "", "", "Run directory (created; holds config.json, metrics.jsonl, events.jsonl, quant.jsonl.zst, ckpt/). Required."}, RC_STR(out_dir), 0, 0},
+    {{"run_name", RUNCFG_STRING, "", "", "Name written into the logs; default: the last component of out_dir."}, RC_STR(run_name), 0, 0},
+    {{"seed", RUNCFG_INT, "1337", "[0, 2^31-1]", "Seed of the data order (and every other random choice)."}, RC_NUM(seed), 0, 2147483647.0},
+    {{"batch_size", RUNCFG_INT, "4", "[1, 65536]", "Sequences per micro-batch (B)."}, RC_NUM(batch_size), 1, 65536},
+    {{"seq_len", RUNCFG_INT, "256", "[2, 1048576]", "Tokens per sequence (T); at most the model's max_position_embeddings."}, RC_NUM(seq_len), 2, 1048576},
+    {{"grad_accum", RUNCFG_INT, "1", "[1, 65536]", "Micro-batches accumulated per optimizer step (global batch = B x grad_accum sequences)."}, RC_NUM(grad_accum), 1, 65536},
+    {{"steps", RUNCFG_INT, "1000", "[1, 1e9]", "Optimizer steps of the run."}, RC_NUM(steps), 1, 1e9},
+    {{"lr", RUNCFG_DOUBLE, "1e-5", "[0, 1]", "Peak learning rate (the method: 1e-5)."}, RC_NUM(lr), 0, 1},
+    {{"lr_min", RUNCFG_DOUBLE, "0", "[0, 1]", "Floor of the cosine decay (unused with lr_decay=constant)."}, RC_NUM(lr_min), 0, 1},
+    {{"lr_warmup_steps", RUNCFG_INT, "0", "[0, 1e9]", "Linear learning-rate warmup steps: step s < N uses lr * (s+1) / N."}, RC_NUM(lr_warmup_steps), 0, 1e9},
+    {{"lr_decay", RUNCFG_ENUM, "constant", "constant|cosine", "After the warmup: constant lr, or cosine decay to lr_min at the last step."}, RC_STR(lr_decay), 0, 0},
+    {{"beta1", RUNCFG_DOUBLE, "0.9", "[0, 1)", "AdamW first-moment decay."}, RC_NUM(beta1), 0, 0.999999},
+    {{"beta2", RUNCFG_DOUBLE, "0.95", "[0, 1)", "AdamW second-moment decay."}, RC_NUM(beta2), 0, 0.99999999},
+    {{"eps", RUNCFG_DOUBLE, "1e-8", "(0, 1]", "AdamW epsilon."}, RC_NUM(eps), 1e-30, 1},
+    {{"weight_decay", RUNCFG_DOUBLE, "0", "[0, 10]", "Decoupled weight decay, applied to every parameter."}, RC_NUM(weight_decay), 0, 10},
+    {{"grad_clip", RUNCFG_DOUBLE, "1", "[0, 1e9]", "Global gradient-norm clip; 0 disables."}, RC_NUM(grad_clip), 0, 1e9},
+    {{"precision", RUNCFG_ENUM, "fp32", "fp32|bf16", "Matmul compute precision (master weights and optimizer state are always fp32)."}, RC_STR(precision), 0, 0},
+    {{"qat", RUNCFG_BOOL, "true", "true|false", "HiF8 W8A8 fake quantization of the planned Linear modules after the bf16 warmup; false = unquantized baseline."}, RC_NUM(qat), 0, 1},
+    {{"quant_modules", RUNCFG_LIST, "default", "patterns", "Quantized Linear modules, qplan patterns applied in order: `default` (mlp gate/up/down of all blocks but the first 3 and last 2), `layers.3-23.mlp.*`, `*.self_attn.o_proj`, `!pattern` removes."}, RC_STR(quant_modules), 0, 0},
+    {{"bf16_warmup_steps", RUNCFG_INT, "500", "[0, 1e9]", "Unquantized steps before QAT turns on; quantizers observe amax meanwhile (fills their history)."}, RC_NUM(bf16_warmup_steps), 0, 1e9},
+    {{"ste", RUNCFG_ENUM, "pass", "pass|masked", "Backward through the quantizers: pure straight-through (as published) or zero gradient at clipped elements."}, RC_STR(ste), 0, 0},
+    {{"amax_estimator", RUNCFG_STRING, "max-window:64", "", "Scale estimator of every quantizer (the quant module's names, e.g. max-window:64, most-recent, current)."}, RC_STR(amax_estimator), 0, 0},
+    {{"amax_history", RUNCFG_INT, "1024", "[1, 1e6]", "Steps of amax history kept per quantizer."}, RC_NUM(amax_history), 1, 1e6},
+    {{"amax_margin", RUNCFG_INT, "0", "[0, 24]", "Scale margin: scale = 32768 / 2^margin / estimated amax (powers of two of headroom)."}, RC_NUM(amax_margin), 0, 24},
+    {{"stop_on_saturation", RUNCFG_BOOL, "false", "true|false", "Stop the run (exit 1, event `stop`/`saturation`) when a quantizer's clip rate passes saturation_clip_rate."}, RC_NUM(stop_on_saturation), 0, 1},
+    {{"saturation_clip_rate", RUNCFG_DOUBLE, "1e-4", "[0, 1]", "Clip rate above which a quantized tensor counts as saturating (QAT steps only)."}, RC_NUM(saturation_clip_rate), 0, 1},
+    {{"saturation_alarm_steps", RUNCFG_INT, "1", "[1, 1e6]", "Consecutive saturating steps that raise one alarm (warning line + `saturation` event)."}, RC_NUM(saturation_alarm_steps), 1, 1e6},
+    {{"ckpt_every", RUNCFG_INT, "0", "[0, 1e9]", "Steps between checkpoints (ckpt/step_N); 0 = only at the end. The last good one is kept on a NaN stop."}, RC_NUM(ckpt_every), 0, 1e9},
+    {{"log_every", RUNCFG_INT, "1", "[1, 1e9]", "Steps between quant.jsonl.zst records (the detector runs every step)."}, RC_NUM(log_every), 1, 1e9},
+    {{"eval_every", RUNCFG_INT, "0", "[0, 1e9]", "In-loop evaluation every N steps (plus the baseline before step 0); 0 = off."}, RC_NUM(eval_every), 0, 1e9},
+    {{"eval_tasks", RUNCFG_LIST, "arc_easy", "task names", "Tasks of the in-loop evaluation (tasks/<name>.json: mmlu, hellaswag, arc_easy, arc_challenge)."}, RC_STR(eval_tasks), 0, 0},
+    {{"eval_data_dir", RUNCFG_STRING, "", "", "Benchmark data root for the in-loop evaluation (mmlu/, hellaswag/, arc/ below it; see ### eval)."}, RC_STR(eval_data_dir), 0, 0},
+    {{"eval_tasks_dir", RUNCFG_STRING, "tasks", "", "Directory of the task definitions."}, RC_STR(eval_tasks_dir), 0, 0},
+    {{"eval_subset", RUNCFG_INT, "200", "[0, 1e9]", "Documents per task, a fixed seeded subset (the same items at every evaluation); 0 = all."}, RC_NUM(eval_subset), 0, 1e9},
+    {{"stop_on_forgetting", RUNCFG_BOOL, "false", "true|false", "Stop the run (checkpoint, event `stop`/`forgetting`, exit 1) on a forgetting alarm."}, RC_NUM(stop_on_forgetting), 0, 1},
+    {{"forgetting_drop_points", RUNCFG_DOUBLE, "2", "[0, 100]", "Forgetting alarm: accuracy drop vs the step-0 baseline above this many points ..."}, RC_NUM(forgetting_drop_points), 0, 100},
+    {{"forgetting_alpha", RUNCFG_DOUBLE, "0.05", "(0, 1]", "... and McNemar p-value below this (paired on the same items)."}, RC_NUM(forgetting_alpha), 1e-12, 1},
+    {{"max_memory_gb", RUNCFG_DOUBLE, "0", "[0, 1e6]", "Refuse to start when the estimated memory exceeds this; 0 = the machine's available memory."}, RC_NUM(max_memory_gb), 0, 1e6},
+};
+
+#define RUNCFG_N_ROWS ((int)(sizeof runcfg_rows / sizeof runcfg_rows[0]))
+
+int runcfg_key_count(void) { return RUNCFG_N_ROWS; }
+
+const runcfg_key *runcfg_key_at(int i)
+{
+    return i >= 0 && i < RUNCFG_N_ROWS ? &runcfg_rows[i].key : NULL;
+}
+
+static const runcfg_row *runcfg_row_find(const char *name)
+{
+    for (int i = 0; i < RUNCFG_N_ROWS; i++)
+        if (!strcmp(runcfg_rows[i].key.name, name))
+            return &runcfg_rows[i];
+    return NULL;
+}
+
+static int runcfg_enum_has(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *s = choices; *s;) {
+        const char *bar = strchr(s, '|');
+        size_t len = bar ? (size_t)(bar - s) : strlen(s);
+        if (len == n && !strncmp(s, v, n))
+            return 1;
+        if (!bar)
+            break;
+        s = bar + 1;
+    }
+    return 0;
+}
+
+/* Sets one field from its text form (the form --set and defaults use). */
+static int runcfg_field_parse(runcfg *c, const runcfg_row *r, const char *v, const char *path,
+                              qs_diag *d)
+{
+    char *field = (char *)c + r->offset;
+    const char *name = r->key.name;
+    switch (r->key.type) {
+    case RUNCFG_INT: {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (errno || end == v || *end || x != floor(x) || x < r->min || x > r->max)
+            return diag_set(d, QS_EINVAL, path, -1, "%s: expected an integer in [%.0f, %.0f], got '%s'",
+                            name, r->min, r->max, v);
+        *(long *)field = (long)x;
+        return 0;
+    }
+    case RUNCFG_DOUBLE: {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (errno || end == v || *end || !(x >= r->min && x <= r->max))
+            return diag_set(d, QS_EINVAL, path, -1, "%s: expected a number in [%g, %g], got '%s'",
+                            name, r->min, r->max, v);
+        *(double *)field = x;
+        return 0;
+    }
+    case RUNCFG_BOOL:
+        if (!strcmp(v, "true") || !strcmp(v, "1"))
+            *(int *)field = 1;
+        else if (!strcmp(v, "false") || !strcmp(v, "0"))
+            *(int *)field = 0;
+        else
+            return diag_set(d, QS_EINVAL, path, -1, "%s: expected true or false, got '%s'", name, v);
+        return 0;
+    case RUNCFG_ENUM:
+        if (!runcfg_enum_has(r->key.choices, v))
+            return diag_set(d, QS_EINVAL, path, -1, "%s: expected one of %s, got '%s'", name,
+                            r->key.choices, v);
+        break; /* stored like a string, below */
+    default:
+        break;
+    }
+    if (strlen(v) >= r->size)
+        return diag_set(d, QS_ERANGE, path, -1, "%s: value longer than %zu bytes", name,
+                        r->size - 1);
+    memcpy(field, v, strlen(v) + 1);
+    return 0;
+}
+
+void runcfg_defaults(runcfg *c)
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < RUNCFG_N_ROWS; i++)
+        if (runcfg_rows[i].key.dflt[0] || runcfg_rows[i].key.type == RUNCFG_STRING)
+            runcfg_field_parse(c, &runcfg_rows[i], runcfg_rows[i].key.dflt, NULL, NULL);
+}
+
+static const char *runcfg_json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE: case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+static int runcfg_json_set(runcfg *c, const runcfg_row *r, const json_t *v, const char *path,
+                           qs_diag *d)
+{
+    const char *name = r->key.name;
+    char buf[RUNCFG_STR_MAX];
+    switch (r->key.type) {
+    case RUNCFG_INT:
+    case RUNCFG_DOUBLE:
+        if (!json_is_number(v))
+            break;
+        snprintf(buf, sizeof buf, "%.17g", json_number_value(v));
+        return runcfg_field_parse(c, r, buf, path, d);
+    case RUNCFG_BOOL:
+        if (!json_is_boolean(v))
+            break;
+        *(int *)((char *)c + r->offset) = json_is_true(v);
+        return 0;
+    case RUNCFG_STRING:
+    case RUNCFG_ENUM:
+        if (!json_is_string(v))
+            break;
+        return runcfg_field_parse(c, r, json_string_value(v), path, d);
+    case RUNCFG_LIST: {
+        if (!json_is_array(v))
+            break;
+        size_t i, used = 0;
+        json_t *e;
+        buf[0] = 0;
+        json_array_foreach(v, i, e) {
+            if (!json_is_string(e))
+                return diag_set(d, QS_EINVAL, path, -1, "%s[%zu]: expected a string, found %s",
+                                name, i, runcfg_json_type_name(e));
+            const char *s = json_string_value(e);
+            if (strchr(s, ','))
+                return diag_set(d, QS_EINVAL, path, -1, "%s[%zu]: ',' is not allowed in '%s'",
+                                name, i, s);
+            size_t n = strlen(s);
+            if (used + n + 2 > sizeof buf)
+                return diag_set(d, QS_ERANGE, path, -1, "%s: list longer than %zu bytes", name,
+                                sizeof buf - 1);
+            if (i)
+                buf[used++] = ',';
+            memcpy(buf + used, s, n + 1);
+            used += n;
+        }
+        return runcfg_field_parse(c, r, buf, path, d);
+    }
+    }
+    static const char *const want[] = {"an integer", "a number", "true or false", "a string",
+                                       "a string", "an array of strings"};
+    return diag_set(d, QS_EINVAL, path, -1, "%s: expected %s, found %s", name, want[r->key.type],
+                    runcfg_json_type_name(v));
+}
+
+static int runcfg_load_json(runcfg *c, json_t *root, const char *path, qs_diag *d)
+{
+    runcfg_defaults(c);
+    if (!json_is_object(root))
+        return diag_set(d, QS_EFORMAT, path, -1, "expected a JSON object, found %s",
+                        runcfg_json_type_name(root));
+    const char *k;
+    json_t *v;
+    json_object_foreach(root, k, v) {
+        const runcfg_row *r = runcfg_row_find(k);
+        if (!r)
+            return diag_set(d, QS_EINVAL, path, -1,
+                            "unknown key '%s' (see `qatscope train --help-config`)", k);
+        int rc = runcfg_json_set(c, r, v, path, d);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int runcfg_load_text(runcfg *c, const char *text, const char *path, qs_diag *d)
+{
+    json_error_t je;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        runcfg_defaults(c);
+        return diag_set(d, QS_EFORMAT, path, je.line, "invalid JSON: %s", je.text);
+    }
+    int rc = runcfg_load_json(c, root, path, d);
+    json_decref(root);
+    return rc;
+}
+
+int runcfg_load(runcfg *c, const char *path, qs_diag *d)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        runcfg_defaults(c);
+        if (je.position == 0 && je.line <= 0)
+            return diag_set(d, QS_ENOTFOUND, path, -1, "cannot read the run config: %s", je.text);
+        return diag_set(d, QS_EFORMAT, path, je.line, "invalid JSON: %s", je.text);
+    }
+    int rc = runcfg_load_json(c, root, path, d);
+    json_decref(root);
+    return rc;
+}
+
+int runcfg_set(runcfg *c, const char *assignment, qs_diag *d)
+{
+    const char *eq = strchr(assignment, '=');
+    if (!eq || eq == assignment)
+        return diag_set(d, QS_EINVAL, NULL, -1, "--set: expected key=value, got '%s'", assignment);
+    char key[64];
+    size_t n = (size_t)(eq - assignment);
+    if (n >= sizeof key)
+        return diag_set(d, QS_EINVAL, NULL, -1, "--set: unknown key '%.*s'", (int)n, assignment);
+    memcpy(key, assignment, n);
+    key[n] = 0;
+    const runcfg_row *r = runcfg_row_find(key);
+    if (!r)
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "--set: unknown key '%s' (see `qatscope train --help-config`)", key);
+    return runcfg_field_parse(c, r, eq + 1, NULL, d);
+}
+
+int runcfg_validate(const runcfg *c, qs_diag *d)
+{
+    static const char *const required[] = {"model", "train_data", "out_dir"};
+    for (int i = 0; i < 3; i++) {
+        const runcfg_row *r = runcfg_row_find(required[i]);
+        if (!((const char *)c + r->offset)[0])
+            return diag_set(d, QS_EINVAL, NULL, -1, "%s: required key is missing", required[i]);
+    }
+    if (c->lr_min > c->lr)
+        return diag_set(d, QS_EINVAL, NULL, -1, "lr_min (%g) must not exceed lr (%g)", c->lr_min,
+                        c->lr);
+    if ((double)c->batch_size * (double)c->seq_len > 2147483647.0)
+        return diag_set(d, QS_ERANGE, NULL, -1, "batch_size x seq_len = %.0f tokens is too large",
+                        (double)c->batch_size * (double)c->seq_len);
+    if (c->qat && !c->quant_modules[0])
+        return diag_set(d, QS_EINVAL, NULL, -1, "quant_modules: empty while qat is true");
+    return 0;
+}
+
+char *runcfg_to_json(const runcfg *c)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    for (int i = 0; i < RUNCFG_N_ROWS; i++) {
+        const runcfg_row *r = &runcfg_rows[i];
+        const char *field = (const char *)c + r->offset;
+        json_t *v = NULL;
+        switch (r->key.type) {
+        case RUNCFG_INT: v = json_integer(*(const long *)field); break;
+        case RUNCFG_DOUBLE: v = json_real(*(const double *)field); break;
+        case RUNCFG_BOOL: v = json_boolean(*(const int *)field); break;
+        case RUNCFG_LIST: {
+            v = json_array();
+            char buf[RUNCFG_STR_MAX];
+            memcpy(buf, field, r->size);
+            for (char *save, *t = strtok_r(buf, ",", &save); t && v; t = strtok_r(NULL, ",", &save))
+                json_array_append_new(v, json_string(t));
+            break;
+        }
+        default: v = json_string(field); break;
+        }
+        json_object_set_new(o, r->key.name, v);
+    }
+    /* 15 digits: every value a person types round-trips (resume reloads this text) */
+    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15);
+    size_t n = json_dumpb(o, NULL, 0, flags);
+    char *out = n ? qs_malloc(n + 2) : NULL;
+    if (out) {
+        json_dumpb(o, out, n, flags);
+        out[n] = '\n';
+        out[n + 1] = 0;
+    }
+    json_decref(o);
+    return out;
+}

@@ -1,0 +1,389 @@
+/* trainer.c: the training loop (see include/qs/trainer.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "qs/fileio.h"
+#include "qs/hfconfig.h"
+#include "qs/matmul.h"
+#include "qs/mem.h"
+#include "trainer_impl.h"
+
+static double trainer_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
+{
+    llama_config c;
+    memset(mem, 0, sizeof *mem);
+    int rc = hfconfig_load(&c, cfg->model, d);
+    if (rc)
+        return rc;
+    int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
+    model_memory mm;
+    model_memory_estimate(&c, B, T, T, &mm);
+    mem->model_train_bytes = mm.train_bytes;
+    mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
+    mem->quant_bytes = trainer_quant_bytes(&c, cfg, &n_slots, d);
+    mem->batch_bytes = 2 * (size_t)B * T * sizeof(int32_t);
+    mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + mem->quant_bytes +
+                       mem->batch_bytes;
+    return 0;
+}
+
+static int trainer_open_logs(struct trainer *t, int resume, qs_diag *d)
+{
+    char path[TRAINER_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", t->run_dir);
+    int rc;
+    if (resume) {
+        if ((rc = trainer_log_truncate(path, t->step, d)))
+            return rc;
+        char ev[TRAINER_PATH_MAX + 32];
+        snprintf(ev, sizeof ev, "%s/events.jsonl", t->run_dir);
+        if ((rc = trainer_log_truncate(ev, t->step, d)))
+            return rc;
+    }
+    t->metrics = fopen(path, "a");
+    if (!t->metrics)
+        return diag_set(d, QS_EIO, path, -1, "cannot open for appending: %s", strerror(errno));
+    if (!t->qset)
+        return 0;
+    satstats_config sc;
+    satstats_config_default(&sc);
+    sc.clip_threshold = t->cfg.saturation_clip_rate;
+    sc.alarm_steps = (int)t->cfg.saturation_alarm_steps;
+    sc.log_interval_steps = (int)t->cfg.log_every;
+    sc.run_dir = t->run_dir;
+    sc.run_name = t->cfg.run_name;
+    sc.resume = resume;
+    return satstats_create(&t->sat, &sc, t->qset, d);
+}
+
+static int trainer_fresh_dir(struct trainer *t, qs_diag *d)
+{
+    char path[TRAINER_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", t->run_dir);
+    if (fileio_exists(path))
+        return diag_set(d, QS_EINVAL, t->run_dir, -1,
+                        "run directory already holds a run (metrics.jsonl); use --resume %s or "
+                        "another out_dir", t->run_dir);
+    int rc = fileio_mkdir_p(t->run_dir, d);
+    if (rc)
+        return rc;
+    char *js = runcfg_to_json(&t->cfg);
+    if (!js)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    snprintf(path, sizeof path, "%s/config.json", t->run_dir);
+    rc = fileio_write_atomic(path, js, strlen(js), d);
+    qs_free(js);
+    return rc;
+}
+
+static int trainer_alloc(struct trainer *t, qs_diag *d)
+{
+    const llama_config *c = &t->m.cfg;
+    int B = (int)t->cfg.batch_size, T = (int)t->cfg.seq_len;
+    int rc = model_acts_init(&t->a, c, B, T, T, 1, d);
+    if (rc || (rc = model_grad_acts_init(&t->g, c, B, T, d)))
+        return rc;
+    t->grads = qs_calloc(t->m.n_params, sizeof *t->grads);
+    t->gw.layer = qs_calloc((size_t)c->n_layers, sizeof *t->gw.layer);
+    t->tokens = qs_malloc((size_t)B * T * sizeof *t->tokens);
+    t->targets = qs_malloc((size_t)B * T * sizeof *t->targets);
+    if (!t->grads || !t->gw.layer || !t->tokens || !t->targets ||
+        adamw_init(&t->opt, t->m.n_params))
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for gradients and optimizer state");
+    return model_weights_point(&t->gw, &t->m, t->grads);
+}
+
+int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
+                   const trainer_options *opt, qs_diag *d)
+{
+    *out = NULL;
+    int rc = runcfg_validate(cfg, d);
+    if (rc)
+        return rc;
+    train_memory mem;
+    if ((rc = trainer_memory_estimate(cfg, &mem, d)))
+        return rc;
+    if (opt->mem_limit_bytes && mem.total_bytes > opt->mem_limit_bytes)
+        return diag_set(d, QS_ERANGE, NULL, -1,
+                        "run needs %.1f MiB (model+grads+Adam+activations %.1f, backward scratch "
+                        "%.1f, quantized operands %.1f) but %.1f MiB are allowed; lower "
+                        "batch_size/seq_len or raise max_memory_gb",
+                        mem.total_bytes / 1048576.0, mem.model_train_bytes / 1048576.0,
+                        mem.grad_acts_bytes / 1048576.0, mem.quant_bytes / 1048576.0,
+                        opt->mem_limit_bytes / 1048576.0);
+    struct trainer *t = qs_calloc(1, sizeof *t);
+    if (!t)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    t->cfg = *cfg;
+    t->data = data;
+    t->last_ckpt_step = -1;
+    const char *run_dir = opt->resume_dir ? opt->resume_dir : cfg->out_dir;
+    snprintf(t->run_dir, sizeof t->run_dir, "%s", run_dir);
+    if (!t->cfg.run_name[0]) {
+        const char *slash = strrchr(run_dir, '/');
+        snprintf(t->cfg.run_name, sizeof t->cfg.run_name, "%s",
+                 slash && slash[1] ? slash + 1 : run_dir);
+    }
+    long ck_step = 0;
+    char ck_dir[TRAINER_PATH_MAX + 64];
+    if (opt->resume_dir && !trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, &ck_step)) {
+        rc = diag_set(d, QS_ENOTFOUND, run_dir, -1,
+                      "no checkpoint to resume from (expected ckpt/step_N/train_state.bin)");
+        goto fail;
+    }
+    snprintf(t->model_dir, sizeof t->model_dir, "%s", opt->resume_dir ? ck_dir : cfg->model);
+    if ((rc = model_load_dir(&t->m, t->model_dir, d)))
+        goto fail;
+    t->m.precision = strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
+    if ((rc = trainer_alloc(t, d)))
+        goto fail;
+    t->hp = (adamw_hparams){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay};
+    t->sched = (schedule){cfg->lr, cfg->lr_min, cfg->lr_warmup_steps, cfg->steps,
+                          schedule_decay_parse(cfg->lr_decay), cfg->qat, cfg->bf16_warmup_steps};
+    if ((rc = schedule_validate(&t->sched, d)) || (rc = trainer_quant_init(t, d)))
+        goto fail;
+    if (opt->resume_dir)
+        rc = trainer_ckpt_restore(t, ck_dir, d);
+    else
+        rc = trainer_fresh_dir(t, d);
+    if (rc || (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
+        goto fail;
+    t->step0 = t->step;
+    if (opt->eval)
+        t->eval = *opt->eval;
+    t->t_start = trainer_now_s();
+    *out = t;
+    return 0;
+fail:
+    trainer_destroy(t);
+    return rc;
+}
+
+void trainer_destroy(trainer *t)
+{
+    if (!t)
+        return;
+    if (t->metrics)
+        fclose(t->metrics);
+    trainer_quant_free(t);
+    model_acts_free(&t->a);
+    model_grad_acts_free(&t->g);
+    adamw_free(&t->opt);
+    qs_free(t->grads);
+    qs_free(t->gw.layer);
+    qs_free(t->tokens);
+    qs_free(t->targets);
+    model_free(&t->m);
+    qs_free(t);
+}
+
+static int trainer_stop_nan(struct trainer *t, const char *what, qs_diag *d)
+{
+    char line[512], last[64] = "none yet";
+    if (t->last_ckpt_step >= 0)
+        snprintf(last, sizeof last, "ckpt/step_%ld", t->last_ckpt_step);
+    snprintf(line, sizeof line,
+             "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"nan\",\"msg\":\"%s\"}", t->step, what);
+    trainer_event_append(t->run_dir, line, NULL);
+    return diag_set(d, QS_ENAN, t->run_dir, -1,
+                    "step %ld: %s; run stopped, weights not updated (last good checkpoint: %s)",
+                    t->step, what, last);
+}
+
+static int trainer_micro_batches(struct trainer *t, double *loss, qs_diag *d)
+{
+    int B = (int)t->cfg.batch_size, T = (int)t->cfg.seq_len, rc;
+    model_linear_bwd_hook bwd = trainer_bwd_hook_proto;
+    bwd.self = t;
+    double sum = 0.0;
+    memset(t->grads, 0, t->m.n_params * sizeof *t->grads);
+    for (long mb = 0; mb < t->cfg.grad_accum; mb++) {
+        if ((rc = t->data->next(t->data->self, t->tokens, t->targets, B, T, d)))
+            return rc;
+        rc = model_forward(&t->m, &t->a, t->tokens, t->targets, B, T, 0, d);
+        if (rc == QS_ENAN || (!rc && !isfinite(t->a.loss)))
+            return trainer_stop_nan(t, rc ? "NaN/Inf in a quantized tensor" : "loss is NaN/Inf", d);
+        if (rc)
+            return rc;
+        sum += t->a.loss;
+        if ((rc = model_backward(&t->m, &t->a, &t->g, &t->gw, t->tokens, t->targets, B, T,
+                                 1.0f / (float)t->cfg.grad_accum, t->qset ? &bwd : NULL, d)))
+            return rc;
+    }
+    *loss = sum / (double)t->cfg.grad_accum;
+    return 0;
+}
+
+static int trainer_eval_write(struct trainer *t, const char *line, const char *event, int rc,
+                              qs_diag *d);
+
+/* The eval seam: quantization hook off, metrics/event lines written; 1 = stop. */
+static int trainer_eval_run(struct trainer *t, qs_diag *d)
+{
+    enum { LINE_BYTES = 1 << 20, EVENT_BYTES = 1 << 14 };
+    char *line = qs_calloc(LINE_BYTES + EVENT_BYTES, 1), *event = line + LINE_BYTES;
+    if (!line)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    model_linear_hook saved = t->m.hook;
+    t->m.hook.fn = NULL;
+    int rc = t->eval.run(t->eval.self, &t->m, t->step, line, LINE_BYTES, event, EVENT_BYTES, d);
+    t->m.hook = saved;
+    if (rc >= 0)
+        rc = trainer_eval_write(t, line, event, rc, d);
+    qs_free(line);
+    return rc;
+}
+
+static int trainer_eval_write(struct trainer *t, const char *line, const char *event, int rc,
+                              qs_diag *d)
+{
+    if (line[0] && (fprintf(t->metrics, "%s\n", line) < 0 || fflush(t->metrics) != 0))
+        return diag_set(d, QS_EIO, t->run_dir, -1, "metrics.jsonl: write failed");
+    if (event[0]) {
+        int erc = trainer_event_append(t->run_dir, event, d);
+        if (erc)
+            return erc;
+    }
+    return rc;
+}
+
+static int trainer_stop_forgetting(struct trainer *t, train_step_info *info, qs_diag *d)
+{
+    char line[160];
+    snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"forgetting\"}",
+             t->step);
+    trainer_event_append(t->run_dir, line, NULL);
+    int rc = trainer_ckpt_write(t, d);
+    if (rc)
+        return rc;
+    info->checkpointed = 1;
+    return diag_set(d, QS_ESTOP, t->run_dir, -1,
+                    "step %ld: the in-loop evaluation asked to stop (forgetting); checkpoint "
+                    "ckpt/step_%ld", t->step, t->step);
+}
+
+int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
+{
+    memset(info, 0, sizeof *info);
+    int rc;
+    if (t->eval.run && t->step == 0 && t->step0 == 0 && !t->eval_done_at0) {
+        t->eval_done_at0 = 1;
+        if ((rc = trainer_eval_run(t, d)) < 0)
+            return rc;
+        if (rc)
+            return trainer_stop_forgetting(t, info, d);
+    }
+    double t0 = trainer_now_s();
+    t->phase = schedule_phase(&t->sched, t->step);
+    if (t->qset && t->phase == SCHEDULE_PHASE_QAT && t->step == t->sched.bf16_warmup_steps) {
+        char line[160];
+        snprintf(line, sizeof line,
+                 "{\"step\":%ld,\"type\":\"phase\",\"phase\":\"qat\",\"msg\":\"QAT on\"}", t->step);
+        if ((rc = trainer_event_append(t->run_dir, line, d)))
+            return rc;
+        info->phase_changed = 1;
+    }
+    double loss = 0.0;
+    if ((rc = trainer_micro_batches(t, &loss, d)))
+        return rc;
+    double norm = optim_grad_norm(t->grads, t->m.n_params);
+    if (!isfinite(norm))
+        return trainer_stop_nan(t, "gradient norm is NaN/Inf", d);
+    optim_grad_clip(t->grads, t->m.n_params, norm, t->cfg.grad_clip);
+    double lr = schedule_lr(&t->sched, t->step);
+    adamw_step(&t->opt, t->m.params, t->grads, lr, &t->hp);
+
+    if (t->sat) {
+        int alarms = satstats_step_end(t->sat, t->step, t->phase, d);
+        if (alarms < 0)
+            return alarms;
+        info->max_clip_rate = satstats_max_clip_rate(t->sat);
+        info->n_warnings = satstats_warning_count(t->sat);
+        for (int i = 0; i < info->n_warnings && i < 4; i++)
+            info->warnings[i] = satstats_warning(t->sat, i);
+    }
+    double t1 = trainer_now_s();
+    info->step = t->step;
+    info->total_steps = t->cfg.steps;
+    info->phase = t->phase;
+    info->loss = loss;
+    info->lr = lr;
+    info->grad_norm = norm;
+    info->tok_per_s = (double)t->cfg.batch_size * t->cfg.seq_len * t->cfg.grad_accum / (t1 - t0);
+    info->elapsed_s = t1 - t->t_start;
+    fprintf(t->metrics,
+            "{\"type\":\"train\",\"step\":%ld,\"phase\":\"%s\",\"loss\":%.9g,\"lr\":%.9g,"
+            "\"grad_norm\":%.9g,\"tok_per_s\":%.6g,\"max_clip_rate\":%.6g,\"elapsed_s\":%.6g}\n",
+            t->step, schedule_phase_name(t->phase), loss, lr, norm, info->tok_per_s,
+            info->max_clip_rate, info->elapsed_s);
+    if (fflush(t->metrics) != 0)
+        return diag_set(d, QS_EIO, t->run_dir, -1, "metrics.jsonl: write failed");
+    t->step++;
+
+    if (t->sat && t->cfg.stop_on_saturation && satstats_stop_requested(t->sat)) {
+        char line[160];
+        snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"saturation\"}",
+                 t->step - 1);
+        trainer_event_append(t->run_dir, line, NULL);
+        if ((rc = trainer_ckpt_write(t, d)))
+            return rc;
+        info->checkpointed = 1;
+        return diag_set(d, QS_ESTOP, t->run_dir, -1,
+                        "step %ld: saturation alarm with stop_on_saturation; checkpoint ckpt/step_%ld",
+                        t->step - 1, t->step);
+    }
+    if (t->eval.run && t->eval.every_steps > 0 && t->step % t->eval.every_steps == 0) {
+        if ((rc = trainer_eval_run(t, d)) < 0)
+            return rc;
+        if (rc)
+            return trainer_stop_forgetting(t, info, d);
+    }
+    if (t->cfg.ckpt_every && t->step % t->cfg.ckpt_every == 0 && t->step < t->cfg.steps) {
+        if ((rc = trainer_ckpt_write(t, d)))
+            return rc;
+        info->checkpointed = 1;
+    }
+    return 0;
+}
+
+int trainer_done(const trainer *t) { return t->step >= t->cfg.steps; }
+long trainer_next_step(const trainer *t) { return t->step; }
+int trainer_checkpoint(trainer *t, qs_diag *d) { return trainer_ckpt_write(t, d); }
+const runcfg *trainer_config(const trainer *t) { return &t->cfg; }
+const char *trainer_run_dir(const trainer *t) { return t->run_dir; }
+int trainer_quant_count(const trainer *t) { return t->qset ? quant_set_count(t->qset) : 0; }
+
+const float *trainer_params(const trainer *t, size_t *n_params)
+{
+    *n_params = t->m.n_params;
+    return t->m.params;
+}
+
+int trainer_finish(trainer *t, const char *reason, qs_diag *d)
+{
+    int rc = 0;
+    if (t->last_ckpt_step != t->step)
+        rc = trainer_ckpt_write(t, d);
+    if (!rc) {
+        char line[160];
+        snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"%s\"}", t->step,
+                 reason);
+        rc = trainer_event_append(t->run_dir, line, d);
+    }
+    if (!rc && t->sat) {
+        rc = satstats_close(t->sat, d);
+        t->sat = NULL;
+    }
+    trainer_destroy(t);
+    return rc;
+}

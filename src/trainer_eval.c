@@ -1,0 +1,158 @@
+/* trainer_eval.c: the in-loop evaluation behind train_eval_hook (issue 7):
+ * an eval_session built once on a fixed seeded subset (cfg eval_tasks,
+ * eval_subset), scored with the trainer's current weights through model_lm
+ * every eval_every steps; per task accuracy goes to metrics.jsonl
+ * ({"type":"eval","step":N,"tasks":{name:{"acc":..,"acc_norm":..,"n":..,
+ * "items_acc":"0101.."}}}) and the per-item correctness to the forgetting
+ * tracker (baseline = the step-0 evaluation); an alarm becomes an events.jsonl
+ * line and, with stop_on_forgetting, a stop request. */
+#include <stdio.h>
+#include <string.h>
+
+#include "qs/eval.h"
+#include "qs/forget.h"
+#include "qs/hfconfig.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/tokenizer.h"
+#include "qs/trainer.h"
+
+struct trainer_eval {
+    runcfg cfg;
+    tokenizer *tok;
+    eval_session *session;
+    forget_tracker *forget;
+    model_lm *lm;
+    llama_model *lm_model;   /* the model lm was created for */
+    char task_names[16][64];
+    const char *task_ptrs[16];
+    unsigned char *correct;  /* [n_items] scratch */
+};
+
+static int trainer_eval_encode(void *self, const char *text, size_t len, int add_bos,
+                               int32_t **ids, size_t *n_ids, qs_diag *d)
+{
+    return tokenizer_encode(self, text, len, add_bos, ids, n_ids, d);
+}
+
+static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, char *line,
+                                 size_t line_bytes, char *event, size_t event_bytes, qs_diag *d)
+{
+    struct trainer_eval *e = self;
+    int rc;
+    if (e->lm_model != m) {
+        model_lm_destroy(e->lm);
+        e->lm = NULL;
+        if ((rc = model_lm_create(&e->lm, m, hfconfig_max_context(&m->cfg), d)))
+            return rc;
+        e->lm_model = m;
+    }
+    lm_scorer lm = model_lm_scorer(e->lm);
+    if ((rc = eval_session_run(e->session, &lm, NULL, NULL, d)))
+        return rc;
+    size_t n_items;
+    const eval_item *items = eval_session_items(e->session, &n_items);
+    int n_rows, stop = 0;
+    const eval_row *rows = eval_session_rows(e->session, &n_rows);
+    size_t used = (size_t)snprintf(line, line_bytes, "{\"type\":\"eval\",\"step\":%ld,\"tasks\":{", step);
+    event[0] = 0;
+    for (int t = 0; t < eval_session_n_tasks(e->session); t++) {
+        const eval_row *r = NULL;
+        for (int i = 0; i < n_rows && !r; i++)
+            if (rows[i].task == t && rows[i].parent < 0)
+                r = &rows[i];
+        size_t n = 0;
+        for (size_t i = 0; i < n_items; i++)
+            if (items[i].task == t)
+                e->correct[n++] = items[i].correct;
+        if (!r || used + n + 256 >= line_bytes)
+            return diag_set(d, QS_ERANGE, NULL, -1, "eval line for task %d does not fit", t);
+        used += (size_t)snprintf(line + used, line_bytes - used,
+                                 "%s\"%s\":{\"acc\":%.6g,\"acc_norm\":%.6g,\"n\":%zu,\"items_acc\":\"",
+                                 t ? "," : "", r->name, r->acc.value,
+                                 r->has_norm ? r->acc_norm.value : r->acc.value, n);
+        for (size_t i = 0; i < n; i++)
+            line[used++] = e->correct[i] ? '1' : '0';
+        used += (size_t)snprintf(line + used, line_bytes - used, "\"}");
+        forget_result fr;
+        if ((rc = forget_tracker_observe(e->forget, r->name, step, e->correct, n, &fr, d)))
+            return rc;
+        if (fr.alarm) {
+            size_t k = strlen(event);
+            snprintf(event + k, event_bytes - k, "%s%s", k ? "\n" : "", fr.event_json);
+            stop |= fr.stop;
+        }
+    }
+    snprintf(line + used, line_bytes - used, "}}");
+    return stop;
+}
+
+int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
+{
+    memset(out, 0, sizeof *out);
+    struct trainer_eval *e = qs_calloc(1, sizeof *e);
+    if (!e)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    e->cfg = *cfg;
+    int n_tasks = 0, rc;
+    char buf[RUNCFG_STR_MAX];
+    memcpy(buf, cfg->eval_tasks, sizeof buf);
+    for (char *save, *s = strtok_r(buf, ",", &save); s && n_tasks < 16; s = strtok_r(NULL, ",", &save)) {
+        snprintf(e->task_names[n_tasks], sizeof e->task_names[0], "%s", s);
+        e->task_ptrs[n_tasks] = e->task_names[n_tasks];
+        n_tasks++;
+    }
+    if (!n_tasks) {
+        qs_free(e);
+        return diag_set(d, QS_EINVAL, NULL, -1, "eval_tasks: empty while eval_every > 0");
+    }
+    eval_options o;
+    eval_options_default(&o);
+    o.tasks_dir = e->cfg.eval_tasks_dir;
+    o.data_dir = e->cfg.eval_data_dir;
+    o.tasks = e->task_ptrs;
+    o.n_tasks = n_tasks;
+    o.subset = cfg->eval_subset;
+    o.subset_seed = (uint64_t)cfg->seed;
+    forget_opts fo;
+    forget_opts_default(&fo);
+    fo.max_drop_points = cfg->forgetting_drop_points;
+    fo.alpha = cfg->forgetting_alpha;
+    fo.stop_on_forgetting = cfg->stop_on_forgetting;
+    if ((rc = tokenizer_create(&e->tok, cfg->model, d)))
+        goto fail;
+    int32_t bos = tokenizer_bos_id(e->tok);
+    eval_encoder enc = {e->tok, trainer_eval_encode, bos >= 0 ? bos : tokenizer_eos_id(e->tok)};
+    if ((rc = eval_session_create(&e->session, &o, &enc, d)) ||
+        (rc = forget_tracker_create(&e->forget, &fo, d)))
+        goto fail;
+    size_t n_items;
+    eval_session_items(e->session, &n_items);
+    e->correct = qs_malloc(n_items ? n_items : 1);
+    if (!e->correct) {
+        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+        goto fail;
+    }
+    out->self = e;
+    out->every_steps = cfg->eval_every;
+    out->run = trainer_eval_run_hook;
+    return 0;
+fail:
+    out->self = e;
+    trainer_eval_destroy(out);
+    return rc;
+}
+
+void trainer_eval_destroy(train_eval_hook *h)
+{
+    struct trainer_eval *e = h->self;
+    if (!e)
+        return;
+    model_lm_destroy(e->lm);
+    eval_session_destroy(e->session);
+    forget_tracker_destroy(e->forget);
+    tokenizer_destroy(e->tok);
+    qs_free(e->correct);
+    qs_free(e);
+    memset(h, 0, sizeof *h);
+}

@@ -1,0 +1,200 @@
+/* trainer_quant.c: the trainer's side of the quantization seam.
+ *
+ * Forward hook (model_linear_hook), per planned Linear:
+ *   bf16 warmup: quant_observe(input), quant_observe(weight); the matmul uses
+ *                the unquantized operands (histories fill up);
+ *   QAT:         quant_quantize(input -> slot.xq), quant_quantize(weight -> slot.wq);
+ *                the matmul uses the copies, which stay in the slot for backward.
+ * Backward hook (model_linear_bwd_hook): the same copies feed the backward
+ * matmuls ("the backward uses the operands the forward used"); the STE passes
+ * gradients through unchanged, or (ste = masked) zeroes them where the forward
+ * clipped, judged on the unquantized operand with the forward's scale.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "qs/mem.h"
+#include "trainer_impl.h"
+
+static void trainer_linear_shape(const llama_config *c, int module, int *IN, int *O)
+{
+    int C = c->dim, F = c->hidden_dim, QD = c->n_heads * c->head_dim;
+    int KD = c->n_kv_heads * c->head_dim;
+    static const char in_kind[MODEL_LIN_COUNT] = {'C', 'C', 'C', 'Q', 'C', 'C', 'F'};
+    static const char out_kind[MODEL_LIN_COUNT] = {'Q', 'K', 'K', 'C', 'F', 'F', 'C'};
+    int dims[4] = {C, F, QD, KD};
+    const char *kinds = "CFQK";
+    *IN = dims[strchr(kinds, in_kind[module]) - kinds];
+    *O = dims[strchr(kinds, out_kind[module]) - kinds];
+}
+
+static int trainer_plan_build(qplan *p, const llama_config *c, const runcfg *cfg, qs_diag *d)
+{
+    int rc = qplan_init(p, c->n_layers);
+    if (rc)
+        return diag_set(d, rc, NULL, -1, "out of memory");
+    if (!cfg->qat)
+        return 0;
+    char buf[RUNCFG_STR_MAX];
+    memcpy(buf, cfg->quant_modules, sizeof buf);
+    for (char *save, *pat = strtok_r(buf, ",", &save); pat; pat = strtok_r(NULL, ",", &save))
+        if ((rc = qplan_apply(p, pat, d))) {
+            qplan_free(p);
+            return rc;
+        }
+    return 0;
+}
+
+size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slots, qs_diag *d)
+{
+    qplan p;
+    *n_slots = 0;
+    if (trainer_plan_build(&p, c, cfg, d))
+        return 0;
+    size_t N = (size_t)cfg->batch_size * cfg->seq_len, total = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int k = 0; k < MODEL_LIN_COUNT; k++)
+            if (qplan_is_on(&p, l, k)) {
+                int IN, O;
+                trainer_linear_shape(c, k, &IN, &O);
+                total += (N * IN + (size_t)O * IN) * sizeof(float);
+                total += 2 * (size_t)cfg->amax_history * sizeof(float);
+                (*n_slots)++;
+            }
+    qplan_free(&p);
+    return total;
+}
+
+static int trainer_fwd_hook(void *self, int layer, int module, const float *x, float *xq, int N,
+                            int IN, const float *w, float *wq, int O)
+{
+    struct trainer *t = self;
+    int s = t->slot_of[layer * MODEL_LIN_COUNT + module];
+    if (s < 0)
+        return 0;
+    trainer_qslot *sl = &t->slots[s];
+    quant *qi = quant_set_get(t->qset, sl->q_input), *qw = quant_set_get(t->qset, sl->q_weight);
+    size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
+    qs_diag d = {0};
+    sl->x = x;
+    sl->w = w;
+    if (t->phase != SCHEDULE_PHASE_QAT) {
+        sl->quantized = 0;
+        if (quant_observe(qi, x, nx, &d) || quant_observe(qw, w, nw, &d))
+            return QS_ENAN;
+        return 0;
+    }
+    if (quant_quantize(qi, x, sl->xq, nx, &d) || quant_quantize(qw, w, sl->wq, nw, &d))
+        return QS_ENAN;
+    memcpy(xq, sl->xq, nx * sizeof *xq);
+    memcpy(wq, sl->wq, nw * sizeof *wq);
+    sl->quantized = 1;
+    return 1;
+}
+
+static int trainer_bwd_operands(void *self, int layer, int module, const float **x_used,
+                                const float **w_used)
+{
+    struct trainer *t = self;
+    int s = t->slot_of[layer * MODEL_LIN_COUNT + module];
+    if (s < 0 || !t->slots[s].quantized)
+        return 0;
+    *x_used = t->slots[s].xq;
+    *w_used = t->slots[s].wq;
+    return t->ste == QUANT_STE_MASKED;
+}
+
+static void trainer_bwd_mask(void *self, int layer, int module, float *dx, size_t n_x, float *dw,
+                             size_t n_w)
+{
+    struct trainer *t = self;
+    trainer_qslot *sl = &t->slots[t->slot_of[layer * MODEL_LIN_COUNT + module]];
+    quant_ste_backward(QUANT_STE_MASKED, sl->x, quant_last_scale(quant_set_get(t->qset, sl->q_input)),
+                       dx, n_x);
+    quant_ste_backward(QUANT_STE_MASKED, sl->w, quant_last_scale(quant_set_get(t->qset, sl->q_weight)),
+                       dw, n_w);
+}
+
+const model_linear_bwd_hook trainer_bwd_hook_proto = {NULL, trainer_bwd_operands, trainer_bwd_mask};
+
+int trainer_quant_init(struct trainer *t, qs_diag *d)
+{
+    const llama_config *c = &t->m.cfg;
+    int rc = trainer_plan_build(&t->plan, c, &t->cfg, d);
+    if (rc)
+        return rc;
+    t->slot_of = qs_malloc((size_t)c->n_layers * MODEL_LIN_COUNT * sizeof *t->slot_of);
+    if (!t->slot_of)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    for (int i = 0; i < c->n_layers * MODEL_LIN_COUNT; i++)
+        t->slot_of[i] = -1;
+    int n = qplan_count(&t->plan);
+    if (!n)
+        return 0;
+    if ((rc = quant_ste_parse(t->cfg.ste, &t->ste, d)))
+        return rc;
+    quant_recipe r;
+    quant_recipe_default(&r);
+    if ((rc = amax_estimator_parse(t->cfg.amax_estimator, &r.est, d)))
+        return rc;
+    r.margin = (int)t->cfg.amax_margin;
+    r.history_steps = (int)t->cfg.amax_history;
+    if ((rc = quant_recipe_check(&r, d)))
+        return rc;
+    char (*names)[QUANT_NAME_MAX] = qs_calloc((size_t)n * 2, sizeof *names);
+    const char **ptrs = qs_calloc((size_t)n * 2, sizeof *ptrs);
+    t->slots = qs_calloc((size_t)n, sizeof *t->slots);
+    if (!names || !ptrs || !t->slots) {
+        qs_free(names);
+        qs_free(ptrs);
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    }
+    size_t N = (size_t)t->cfg.batch_size * t->cfg.seq_len;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int k = 0; k < MODEL_LIN_COUNT; k++) {
+            if (!qplan_is_on(&t->plan, l, k))
+                continue;
+            int s = t->n_slots++, IN, O;
+            char mod[96];
+            qplan_module_name(mod, sizeof mod, l, k);
+            snprintf(names[2 * s], QUANT_NAME_MAX, "%s.input", mod);
+            snprintf(names[2 * s + 1], QUANT_NAME_MAX, "%s.weight", mod);
+            ptrs[2 * s] = names[2 * s];
+            ptrs[2 * s + 1] = names[2 * s + 1];
+            trainer_linear_shape(c, k, &IN, &O);
+            t->slots[s].q_input = 2 * s;
+            t->slots[s].q_weight = 2 * s + 1;
+            t->slots[s].xq = qs_malloc(N * IN * sizeof(float));
+            t->slots[s].wq = qs_malloc((size_t)O * IN * sizeof(float));
+            t->slot_of[l * MODEL_LIN_COUNT + k] = s;
+            if (!t->slots[s].xq || !t->slots[s].wq)
+                rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for quantized operands");
+        }
+    if (!rc)
+        rc = quant_set_create(&t->qset, &r, ptrs, 2 * n, d);
+    qs_free(names);
+    qs_free(ptrs);
+    if (rc)
+        return rc;
+    t->m.hook.self = t;
+    t->m.hook.fn = trainer_fwd_hook;
+    return 0;
+}
+
+void trainer_quant_free(struct trainer *t)
+{
+    satstats_destroy(t->sat);
+    t->sat = NULL;
+    quant_set_destroy(t->qset);
+    t->qset = NULL;
+    for (int s = 0; s < t->n_slots; s++) {
+        qs_free(t->slots[s].xq);
+        qs_free(t->slots[s].wq);
+    }
+    qs_free(t->slots);
+    qs_free(t->slot_of);
+    t->slots = NULL;
+    t->slot_of = NULL;
+    t->n_slots = 0;
+    qplan_free(&t->plan);
+}

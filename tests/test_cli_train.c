@@ -1,0 +1,198 @@
+/* test_cli_train.c: `qatscope train` end to end on the bundled tiny model:
+ * tokenize -> train -> checkpoint; --resume equals the straight run byte for
+ * byte; config errors are one line with exit 2. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "test.h"
+
+static int train_cli(const char *args, char *out, size_t out_bytes, char *err, size_t err_bytes)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        return -100;
+    char errpath[600], cmd[4096];
+    snprintf(errpath, sizeof errpath, "%s/train_stderr.txt", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", bin, args, errpath);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -101;
+    size_t n = fread(out, 1, out_bytes - 1, p);
+    out[n] = 0;
+    while (fgetc(p) != EOF) {
+    }
+    int st = pclose(p);
+    err[0] = 0;
+    FILE *f = fopen(errpath, "r");
+    if (f) {
+        size_t k = fread(err, 1, err_bytes - 1, f);
+        err[k] = 0;
+        fclose(f);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -102;
+}
+
+static char cli_out[65536], cli_err[8192];
+
+/* shards of data/demo/train.txt, made once */
+static const char *train_shards(void)
+{
+    static char dir[512];
+    if (dir[0])
+        return dir;
+    char args[1200];
+    snprintf(dir, sizeof dir, "%s/cli_shards", test_tmp_dir());
+    snprintf(args, sizeof args, "tokenize --model data/demo/model --input data/demo/train.txt --out %s",
+             dir);
+    if (train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err) != 0) {
+        fprintf(stderr, "    tokenize: %s\n", cli_err);
+        dir[0] = 0;
+        return NULL;
+    }
+    return dir;
+}
+
+static const char *write_config(const char *name, const char *extra)
+{
+    static char path[600];
+    const char *shards = train_shards();
+    if (!shards)
+        return NULL;
+    snprintf(path, sizeof path, "%s/%s.json", test_tmp_dir(), name);
+    char js[2048];
+    int n = snprintf(js, sizeof js,
+                     "{\"model\":\"data/demo/model\",\"train_data\":\"%s\",\"out_dir\":\"%s/%s\","
+                     "\"batch_size\":2,\"seq_len\":16,\"steps\":6,\"lr\":1e-3,"
+                     "\"bf16_warmup_steps\":3%s}",
+                     shards, test_tmp_dir(), name, extra);
+    return fileio_write_atomic(path, js, (size_t)n, NULL) ? NULL : path;
+}
+
+static int files_equal(const char *a, const char *b)
+{
+    char *x, *y;
+    size_t nx, ny;
+    if (fileio_read_all(a, &x, &nx, NULL))
+        return 0;
+    if (fileio_read_all(b, &y, &ny, NULL)) {
+        qs_free(x);
+        return 0;
+    }
+    int eq = nx == ny && !memcmp(x, y, nx);
+    qs_free(x);
+    qs_free(y);
+    return eq;
+}
+
+TEST(cli_train, run_then_resume_equals_straight_run)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("straight", "");
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400];
+    snprintf(args, sizeof args, "train --config %s", cfg);
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_TRUE(strstr(cli_out, "HiF8 QAT on") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "step 6/6") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "ckpt/step_6") != NULL);
+
+    cfg = write_config("halves", "");
+    snprintf(args, sizeof args, "train --config %s --steps 4 --quiet", cfg);
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_EQ_STR(cli_out, "");
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/halves", test_tmp_dir());
+    snprintf(args, sizeof args, "train --resume %s --set steps=6", dir);
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_TRUE(strstr(cli_out, "steps 4..5") != NULL);
+    char a[900], b[900];
+    snprintf(a, sizeof a, "%s/straight/ckpt/step_6/model.safetensors", test_tmp_dir());
+    snprintf(b, sizeof b, "%s/halves/ckpt/step_6/model.safetensors", test_tmp_dir());
+    ASSERT_TRUE(files_equal(a, b));
+}
+
+TEST(cli_train, config_errors_are_one_line_exit_2)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("bad", ",\"bogus_key\":1");
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400];
+    snprintf(args, sizeof args, "train --config %s", cfg);
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "unknown key 'bogus_key'") != NULL);
+    ASSERT_TRUE(strchr(cli_err, '\n') == cli_err + strlen(cli_err) - 1);
+    cfg = write_config("bad2", "");
+    snprintf(args, sizeof args, "train --config %s --set seq_len=abc", cfg);
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "seq_len: expected an integer") != NULL);
+    snprintf(args, sizeof args, "train --config %s --set quant_modules=layers.99.mlp.*", cfg);
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "matches no Linear module") != NULL);
+    snprintf(args, sizeof args, "train --config %s/nonexistent.json", test_tmp_dir());
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    snprintf(args, sizeof args, "train --resume %s/straight --set lr=1", test_tmp_dir());
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+}
+
+TEST(cli_train, help_config_lists_every_key)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    ASSERT_EQ_INT(train_cli("train --help-config", cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_TRUE(strstr(cli_out, "bf16_warmup_steps") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "stop_on_saturation") != NULL);
+}
+
+TEST(cli_train, demo_runs_all_four_stages)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char args[800];
+    snprintf(args, sizeof args, "demo --out %s/demo --steps 12 --warmup 4", test_tmp_dir());
+    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_TRUE(strstr(cli_out, "== 2/4 train") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "step 4: bf16 warmup done, HiF8 QAT on") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "== 3/4 satstat") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "most-recent") != NULL);
+    ASSERT_EQ_INT(train_cli("demo --warmup 5 --steps 5", cli_out, sizeof cli_out, cli_err,
+                            sizeof cli_err), 2);
+}
+
+TEST(cli_train, in_loop_eval_writes_baseline_and_periodic_eval_lines)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char data[512];
+    if (!test_shared_path(data, sizeof data, "bench/arc"))
+        SKIP("../shared/bench/arc not present");
+    data[strlen(data) - 4] = 0; /* the bench root */
+    char extra[800];
+    snprintf(extra, sizeof extra,
+             ",\"eval_every\":2,\"eval_tasks\":[\"arc_easy\"],\"eval_data_dir\":\"%s\","
+             "\"eval_subset\":6",
+             data);
+    const char *cfg = write_config("evalrun", extra);
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400];
+    snprintf(args, sizeof args, "train --config %s --steps 4 --quiet", cfg);
+    int rc = train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+    if (rc)
+        fprintf(stderr, "    %s", cli_err);
+    ASSERT_EQ_INT(rc, 0);
+    char path[700], *text;
+    size_t n;
+    qs_diag d = {0};
+    snprintf(path, sizeof path, "%s/evalrun/metrics.jsonl", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &text, &n, &d), &d);
+    ASSERT_TRUE(strncmp(text, "{\"type\":\"eval\",\"step\":0,\"tasks\":{\"arc_easy\":{", 45) == 0);
+    ASSERT_TRUE(strstr(text, "{\"type\":\"eval\",\"step\":2,") != NULL);
+    ASSERT_TRUE(strstr(text, "{\"type\":\"eval\",\"step\":4,") != NULL);
+    ASSERT_TRUE(strstr(text, "\"n\":6,\"items_acc\":\"") != NULL);
+    qs_free(text);
+}

@@ -1,0 +1,107 @@
+/* test_runcfg.c: run config JSON, unknown keys, typed --set overrides. */
+#include "qs/mem.h"
+#include "qs/runcfg.h"
+#include "test.h"
+
+TEST(runcfg, defaults_follow_the_method)
+{
+    runcfg c;
+    runcfg_defaults(&c);
+    ASSERT_NEAR(c.lr, 1e-5, 0);
+    ASSERT_EQ_INT(c.bf16_warmup_steps, 500);
+    ASSERT_EQ_STR(c.amax_estimator, "max-window:64");
+    ASSERT_EQ_STR(c.quant_modules, "default");
+    ASSERT_EQ_STR(c.ste, "pass");
+    ASSERT_EQ_INT(c.qat, 1);
+}
+
+TEST(runcfg, json_sets_typed_values)
+{
+    runcfg c;
+    qs_diag d = {0};
+    const char *js = "{\"model\":\"m\",\"train_data\":\"t\",\"out_dir\":\"o\",\"lr\":3e-4,"
+                     "\"steps\":20,\"qat\":false,\"quant_modules\":[\"default\",\"*.o_proj\"],"
+                     "\"precision\":\"bf16\"}";
+    ASSERT_OK(runcfg_load_text(&c, js, "run.json", &d), &d);
+    ASSERT_NEAR(c.lr, 3e-4, 0);
+    ASSERT_EQ_INT(c.steps, 20);
+    ASSERT_EQ_INT(c.qat, 0);
+    ASSERT_EQ_STR(c.quant_modules, "default,*.o_proj");
+    ASSERT_EQ_STR(c.precision, "bf16");
+    ASSERT_OK(runcfg_validate(&c, &d), &d);
+}
+
+TEST(runcfg, unknown_key_is_an_error_naming_it)
+{
+    runcfg c;
+    qs_diag d = {0};
+    ASSERT_EQ_INT(runcfg_load_text(&c, "{\"learning_rate\":1}", "run.json", &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "'learning_rate'") != NULL);
+    ASSERT_EQ_STR(d.path, "run.json");
+}
+
+TEST(runcfg, wrong_json_type_names_expected_and_found)
+{
+    runcfg c;
+    qs_diag d = {0};
+    ASSERT_EQ_INT(runcfg_load_text(&c, "{\"steps\":\"ten\"}", "r.json", &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "steps: expected an integer, found a string") != NULL);
+    ASSERT_EQ_INT(runcfg_load_text(&c, "{\"steps\":2.5}", "r.json", &d), QS_EINVAL);
+    ASSERT_EQ_INT(runcfg_load_text(&c, "{\"precision\":\"fp16\"}", "r.json", &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "fp32|bf16") != NULL);
+    ASSERT_EQ_INT(runcfg_load_text(&c, "[1]", "r.json", &d), QS_EFORMAT);
+    ASSERT_EQ_INT(runcfg_load_text(&c, "{\"lr\":", "r.json", &d), QS_EFORMAT);
+}
+
+TEST(runcfg, set_overrides_with_type_checks)
+{
+    runcfg c;
+    runcfg_defaults(&c);
+    qs_diag d = {0};
+    ASSERT_OK(runcfg_set(&c, "lr=2e-5", &d), &d);
+    ASSERT_NEAR(c.lr, 2e-5, 0);
+    ASSERT_OK(runcfg_set(&c, "stop_on_saturation=true", &d), &d);
+    ASSERT_EQ_INT(c.stop_on_saturation, 1);
+    ASSERT_OK(runcfg_set(&c, "quant_modules=layers.3-5.mlp.*,!layers.4.mlp.*", &d), &d);
+    ASSERT_EQ_STR(c.quant_modules, "layers.3-5.mlp.*,!layers.4.mlp.*");
+    ASSERT_EQ_INT(runcfg_set(&c, "batch_size=0", &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "batch_size: expected an integer in [1, 65536], got '0'") != NULL);
+    ASSERT_EQ_INT(runcfg_set(&c, "qat=maybe", &d), QS_EINVAL);
+    ASSERT_EQ_INT(runcfg_set(&c, "nosuch=1", &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "'nosuch'") != NULL);
+    ASSERT_EQ_INT(runcfg_set(&c, "lr", &d), QS_EINVAL);
+}
+
+TEST(runcfg, validate_requires_paths)
+{
+    runcfg c;
+    runcfg_defaults(&c);
+    qs_diag d = {0};
+    ASSERT_EQ_INT(runcfg_validate(&c, &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "model") != NULL);
+}
+
+TEST(runcfg, snapshot_round_trips)
+{
+    runcfg a, b;
+    runcfg_defaults(&a);
+    qs_diag d = {0};
+    ASSERT_OK(runcfg_set(&a, "lr=3.3e-5", &d), &d);
+    ASSERT_OK(runcfg_set(&a, "quant_modules=default,*.self_attn.o_proj", &d), &d);
+    ASSERT_OK(runcfg_set(&a, "model=/x/y", &d), &d);
+    char *js = runcfg_to_json(&a);
+    ASSERT_TRUE(js != NULL);
+    ASSERT_OK(runcfg_load_text(&b, js, "snap", &d), &d);
+    qs_free(js);
+    ASSERT_TRUE(memcmp(&a, &b, sizeof a) == 0);
+}
+
+TEST(runcfg, every_key_is_documented)
+{
+    ASSERT_TRUE(runcfg_key_count() > 20);
+    for (int i = 0; i < runcfg_key_count(); i++) {
+        const runcfg_key *k = runcfg_key_at(i);
+        ASSERT_TRUE(k->doc && strlen(k->doc) > 10);
+    }
+    ASSERT_TRUE(runcfg_key_at(runcfg_key_count()) == NULL);
+}

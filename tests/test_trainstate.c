@@ -1,0 +1,79 @@
+/* test_trainstate.c: train_state.bin round trip and rejection of damaged files. */
+#include <stdio.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/trainstate.h"
+#include "test.h"
+
+static int ts_write(const char *path)
+{
+    qs_diag d = {0};
+    trainstate_writer w;
+    float m[5] = {1, 2, 3, 4, 5};
+    if (trainstate_write_begin(&w, path, 2, &d))
+        return -1;
+    if (trainstate_write_section(&w, "meta", "{\"step\":3}", 10, &d) ||
+        trainstate_write_section(&w, "adam_m", m, sizeof m, &d)) {
+        trainstate_write_abort(&w);
+        return -1;
+    }
+    return trainstate_write_commit(&w, &d);
+}
+
+TEST(trainstate, sections_round_trip)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/ts_ok.bin", test_tmp_dir());
+    ASSERT_EQ_INT(ts_write(path), 0);
+    trainstate_reader r;
+    qs_diag d = {0};
+    ASSERT_OK(trainstate_open(&r, path, &d), &d);
+    const void *p;
+    size_t n;
+    ASSERT_OK(trainstate_section(&r, "adam_m", &p, &n, &d), &d);
+    ASSERT_EQ_INT(n, 20);
+    float last;
+    memcpy(&last, (const char *)p + 16, sizeof last); /* payloads are not aligned */
+    ASSERT_NEAR(last, 5.0, 0);
+    ASSERT_OK(trainstate_section(&r, "meta", &p, &n, &d), &d);
+    ASSERT_TRUE(n == 10 && !memcmp(p, "{\"step\":3}", 10));
+    ASSERT_EQ_INT(trainstate_section(&r, "adam_v", &p, &n, &d), QS_ENOTFOUND);
+    ASSERT_TRUE(strstr(d.msg, "adam_v") != NULL);
+    trainstate_close(&r);
+}
+
+static int ts_damage(const char *src, const char *dst, long cut, long flip)
+{
+    char *buf;
+    size_t n;
+    qs_diag d = {0};
+    if (fileio_read_all(src, &buf, &n, &d))
+        return -1;
+    if (flip >= 0)
+        buf[flip] ^= 0x40;
+    size_t keep = cut >= 0 ? (size_t)cut : n;
+    int rc = fileio_write_atomic(dst, buf, keep, &d);
+    qs_free(buf);
+    return rc;
+}
+
+TEST(trainstate, truncated_or_corrupt_file_is_refused_by_name)
+{
+    char ok[512], bad[512];
+    snprintf(ok, sizeof ok, "%s/ts_src.bin", test_tmp_dir());
+    snprintf(bad, sizeof bad, "%s/ts_bad.bin", test_tmp_dir());
+    ASSERT_EQ_INT(ts_write(ok), 0);
+    trainstate_reader r;
+    qs_diag d = {0};
+    ASSERT_EQ_INT(ts_damage(ok, bad, 60, -1), 0);
+    ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_ETRUNC);
+    ASSERT_EQ_STR(d.path, bad);
+    ASSERT_EQ_INT(ts_damage(ok, bad, -1, 95), 0);  /* inside adam_m's payload (starts at 90) */
+    ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "checksum") != NULL);
+    ASSERT_EQ_INT(ts_damage(ok, bad, -1, 0), 0);
+    ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EFORMAT);
+    ASSERT_EQ_INT(ts_damage(ok, bad, -1, 8), 0);   /* version 1 -> 65 */
+    ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EUNSUPPORTED);
+}
