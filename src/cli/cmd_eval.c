@@ -1,0 +1,350 @@
+/* cmd_eval.c: qatscope eval - MMLU / HellaSwag / ARC scored like
+ * lm-evaluation-harness, written as a harness-layout results.json.
+ *
+ *   qatscope eval --model DIR --tasks mmlu,hellaswag,arc_easy,arc_challenge
+ *                 --data-dir DIR --output results.json [--shots K]
+ *                 [--limit N | --subset N --subset-seed S] [--precision fp32|bf16]
+ *                 [--threads N] [--bos | --no-bos] [--log-samples F.jsonl.zst]
+ *                 [--tasks-dir DIR] [--batch N] [--max-length N]
+ *
+ * Progress (items/s, ETA) goes to stderr only when stderr is a terminal; the
+ * summary table goes to stdout at the end.
+ */
+#include <cblas.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cli.h"
+#include "qs/digest.h"
+#include "qs/eval.h"
+#include "qs/fileio.h"
+#include "qs/matmul.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/results.h"
+#include "qs/tokenizer.h"
+
+#define EVAL_MAX_TASKS 16
+
+static const char eval_usage[] =
+    "usage: qatscope eval --model DIR --tasks LIST --data-dir DIR --output results.json\n"
+    "         [--shots K] [--limit N | --subset N --subset-seed S] [--precision fp32|bf16]\n"
+    "         [--threads N] [--bos | --no-bos] [--log-samples samples.jsonl.zst]\n"
+    "         [--tasks-dir DIR] [--batch N] [--max-length N]\n"
+    "tasks: mmlu, hellaswag, arc_easy, arc_challenge (files in the tasks dir)\n"
+    "data dir: mmlu/{test,dev}/<subject>_{test,dev}.csv, hellaswag/hellaswag_val.jsonl or\n"
+    "  hellaswag/hellaswag_val_full.txt (llama.cpp), arc/{hf_layout,ai2_layout}/ARC-*.jsonl\n"
+    "  (any file may be .zst); see README '### eval'.\n";
+
+static int eval_encode_cb(void *self, const char *text, size_t len, int add_bos, int32_t **ids,
+                          size_t *n_ids, qs_diag *d)
+{
+    return tokenizer_encode(self, text, len, add_bos, ids, n_ids, d);
+}
+
+typedef struct eval_progress {
+    struct timespec t0;
+    int tty;
+} eval_progress;
+
+static double eval_seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + 1e-9 * (double)(t.tv_nsec - t0->tv_nsec);
+}
+
+static void eval_progress_cb(void *user, size_t done, size_t total)
+{
+    eval_progress *p = user;
+    if (!p->tty)
+        return;
+    double s = eval_seconds_since(&p->t0), rate = s > 0 ? (double)done / s : 0;
+    double eta = rate > 0 ? (double)(total - done) / rate : 0;
+    fprintf(stderr, "\reval: %zu/%zu items  %.1f items/s  ETA %.0fs   ", done, total, rate, eta);
+    if (done == total)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* tasks dir: --tasks-dir, else <binary dir>/../tasks, else ./tasks */
+static void eval_tasks_dir_find(char *out, size_t n)
+{
+    char exe[1024];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(out, n, "%s/../tasks", exe);
+            char probe[1200];
+            snprintf(probe, sizeof probe, "%s/mmlu.json", out);
+            if (fileio_exists(probe))
+                return;
+        }
+    }
+    snprintf(out, n, "tasks");
+}
+
+static int eval_name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* sha256 over "name sha256\n" of config.json and every *.safetensors file, in name order */
+static int eval_model_hash(const char *dir, char hex[65], qs_diag *d)
+{
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return diag_set(d, QS_ENOTFOUND, dir, -1, "cannot open model directory");
+    char *names[256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dp)) && n < 256) {
+        size_t l = strlen(e->d_name);
+        if (!strcmp(e->d_name, "config.json") ||
+            (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")))
+            names[n++] = qs_strdup(e->d_name);
+    }
+    closedir(dp);
+    qsort(names, (size_t)n, sizeof *names, eval_name_cmp);
+    digest_sha256 all;
+    digest_sha256_init(&all);
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        char path[1500], h[65];
+        if (!rc && names[i] && !(rc = fileio_join(path, sizeof path, dir, names[i])) &&
+            !(rc = digest_sha256_file(path, h, d))) {
+            digest_sha256_update(&all, names[i], strlen(names[i]));
+            digest_sha256_update(&all, " ", 1);
+            digest_sha256_update(&all, h, 64);
+            digest_sha256_update(&all, "\n", 1);
+        }
+        qs_free(names[i]);
+    }
+    digest_sha256_final(&all, hex);
+    return rc;
+}
+
+static void eval_fmt(char *buf, size_t n, double v, double se)
+{
+    if (v != v)
+        snprintf(buf, n, "-");
+    else if (se != se)
+        snprintf(buf, n, "%.4f ± N/A", v);
+    else
+        snprintf(buf, n, "%.4f ± %.4f", v, se);
+}
+
+static void eval_summary_print(const eval_session *s)
+{
+    int n_rows;
+    const eval_row *rows = eval_session_rows(s, &n_rows);
+    printf("%-44s %7s  %-17s  %-17s\n", "task", "n", "acc ± stderr", "acc_norm ± stderr");
+    for (int r = 0; r < n_rows; r++) {
+        const eval_row *row = &rows[r];
+        if (!row->n_effective)
+            continue;
+        int depth = 0;
+        for (int p = row->parent; p >= 0; p = rows[p].parent)
+            depth++;
+        char name[128], a[48], b[48];
+        snprintf(name, sizeof name, "%*s%s", 2 * depth, "", row->name);
+        eval_fmt(a, sizeof a, row->acc.value, row->acc.stderr_);
+        if (row->has_norm)
+            eval_fmt(b, sizeof b, row->acc_norm.value, row->acc_norm.stderr_);
+        else
+            snprintf(b, sizeof b, "-");
+        printf("%-44s %7zu  %-17s  %-17s\n", name, row->n_effective, a, b);
+        if (row->is_group && row->parent < 0)
+            printf("%-44s %7s  %.4f (unweighted mean of subjects)\n", "  (subject mean)", "",
+                   row->acc_subject_mean);
+    }
+    for (int t = 0; t < eval_session_n_tasks(s); t++)
+        if (eval_session_task_data(s, t)->contexts_as_given)
+            printf("note: %s data is %s\n", eval_session_task_def(s, t)->name,
+                   eval_session_task_data(s, t)->format);
+}
+
+typedef struct eval_args {
+    const char *model, *tasks, *data_dir, *output, *samples, *tasks_dir, *precision;
+    long shots, limit, subset, subset_seed, threads, batch, max_length;
+    int bos, subset_seed_set;
+} eval_args;
+
+static int eval_args_parse(int argc, char **argv, eval_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->precision = "fp32";
+    a->bos = TOKENIZER_BOS_DEFAULT;
+    a->batch = 32;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = NULL;
+        int rc = 0;
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            fputs(eval_usage, stdout);
+            return -1;
+        }
+        if (!strcmp(f, "--bos") || !strcmp(f, "--no-bos")) {
+            a->bos = !strcmp(f, "--bos") ? TOKENIZER_BOS_YES : TOKENIZER_BOS_NO;
+            continue;
+        }
+#define EVAL_STR(name, field)                                                   \
+    if (cli_flag_is(f, name)) {                                                 \
+        if (!(v = cli_flag_value(argc, argv, &i)))                              \
+            return CLI_EXIT_USAGE;                                              \
+        a->field = v;                                                           \
+        continue;                                                               \
+    }
+#define EVAL_LONG(name, field, lo, hi)                                          \
+    if (cli_flag_is(f, name)) {                                                 \
+        if (!(v = cli_flag_value(argc, argv, &i)))                              \
+            return CLI_EXIT_USAGE;                                              \
+        if ((rc = cli_parse_long(name, v, lo, hi, &a->field)))                  \
+            return rc;                                                          \
+        continue;                                                               \
+    }
+        EVAL_STR("--model", model)
+        EVAL_STR("--tasks", tasks)
+        EVAL_STR("--data-dir", data_dir)
+        EVAL_STR("--output", output)
+        EVAL_STR("--log-samples", samples)
+        EVAL_STR("--tasks-dir", tasks_dir)
+        EVAL_STR("--precision", precision)
+        EVAL_LONG("--shots", shots, 0, 64)
+        EVAL_LONG("--limit", limit, 1, 1000000000)
+        EVAL_LONG("--subset", subset, 1, 1000000000)
+        EVAL_LONG("--threads", threads, 1, 1024)
+        EVAL_LONG("--batch", batch, 1, 65536)
+        EVAL_LONG("--max-length", max_length, 2, 1 << 20)
+        if (cli_flag_is(f, "--subset-seed")) {
+            if (!(v = cli_flag_value(argc, argv, &i)))
+                return CLI_EXIT_USAGE;
+            if ((rc = cli_parse_long("--subset-seed", v, 0, 0x7fffffffffffffffL, &a->subset_seed)))
+                return rc;
+            a->subset_seed_set = 1;
+            continue;
+        }
+#undef EVAL_STR
+#undef EVAL_LONG
+        return cli_error("eval: unknown argument '%s' (argument %d); run 'qatscope eval --help'", f,
+                         i);
+    }
+    if (!a->model || !a->tasks || !a->data_dir || !a->output)
+        return cli_error("eval: --model, --tasks, --data-dir and --output are required");
+    if (a->limit && a->subset)
+        return cli_error("eval: --limit and --subset are exclusive");
+    if (a->subset_seed_set && !a->subset)
+        return cli_error("eval: --subset-seed needs --subset");
+    if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16"))
+        return cli_error("--precision: expected fp32 or bf16, got '%s'", a->precision);
+    return 0;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    eval_args a;
+    int rc = eval_args_parse(argc, argv, &a);
+    if (rc)
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    char task_buf[512], *names[EVAL_MAX_TASKS];
+    int n_tasks = 0;
+    snprintf(task_buf, sizeof task_buf, "%s", a.tasks);
+    for (char *save = NULL, *t = strtok_r(task_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n_tasks == EVAL_MAX_TASKS)
+            return cli_error("--tasks: at most %d tasks", EVAL_MAX_TASKS);
+        names[n_tasks++] = t;
+    }
+    if (!n_tasks)
+        return cli_error("--tasks: expected a comma-separated list, got '%s'", a.tasks);
+    if (!fileio_is_dir(a.data_dir))
+        return cli_error("--data-dir: '%s' is not a directory", a.data_dir);
+    char tasks_dir[1100];
+    if (a.tasks_dir)
+        snprintf(tasks_dir, sizeof tasks_dir, "%s", a.tasks_dir);
+    else
+        eval_tasks_dir_find(tasks_dir, sizeof tasks_dir);
+#ifdef _OPENMP
+    if (a.threads)
+        omp_set_num_threads((int)a.threads);
+#endif
+    if (a.threads)
+        openblas_set_num_threads((int)a.threads);
+
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    qs_diag d = {0};
+    tokenizer *tok = NULL;
+    llama_model m;
+    memset(&m, 0, sizeof m);
+    model_lm *mlm = NULL;
+    eval_session *s = NULL;
+    char model_hash[65] = "";
+    if ((rc = tokenizer_create(&tok, a.model, &d)) || (rc = model_load_dir(&m, a.model, &d)))
+        goto fail;
+    m.precision = strcmp(a.precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
+    int max_len = a.max_length ? (int)a.max_length : hfconfig_max_context(&m.cfg);
+    if ((rc = model_lm_create(&mlm, &m, max_len, &d)) || (rc = eval_model_hash(a.model, model_hash, &d)))
+        goto fail;
+    eval_options o;
+    eval_options_default(&o);
+    o.tasks_dir = tasks_dir;
+    o.data_dir = a.data_dir;
+    o.tasks = (const char *const *)names;
+    o.n_tasks = n_tasks;
+    o.shots = (int)a.shots;
+    o.limit = a.limit;
+    o.subset = a.subset;
+    o.subset_seed = (uint64_t)a.subset_seed;
+    o.add_bos = a.bos;
+    o.batch_items = (int)a.batch;
+    int32_t bos = tokenizer_bos_id(tok);
+    eval_encoder enc = {tok, eval_encode_cb, bos >= 0 ? bos : tokenizer_eos_id(tok)};
+    if ((rc = eval_session_create(&s, &o, &enc, &d)))
+        goto fail;
+    eval_progress prog = {t0, isatty(2)};
+    clock_gettime(CLOCK_MONOTONIC, &prog.t0);
+    lm_scorer lm = model_lm_scorer(mlm);
+    if ((rc = eval_session_run(s, &lm, eval_progress_cb, &prog, &d)))
+        goto fail;
+    int bos_added = a.bos == TOKENIZER_BOS_DEFAULT ? tokenizer_adds_bos(tok) : a.bos;
+    char bos_rule[96], cmdline[2048] = "qatscope";
+    snprintf(bos_rule, sizeof bos_rule, "%s (%s BOS)",
+             a.bos == TOKENIZER_BOS_DEFAULT ? "tokenizer default" : a.bos ? "--bos" : "--no-bos",
+             bos_added ? "adds" : "no");
+    for (int i = 0; i < argc; i++) {
+        size_t u = strlen(cmdline);
+        snprintf(cmdline + u, sizeof cmdline - u, " %s", argv[i]);
+    }
+    results_meta meta = {a.model, model_hash, a.precision, a.threads ? (int)a.threads : 0,
+                         bos_added, bos_rule, tokenizer_kind(tok), max_len,
+                         eval_seconds_since(&t0), (long long)time(NULL), cmdline};
+#ifdef _OPENMP
+    if (!a.threads)
+        meta.threads = omp_get_max_threads();
+#endif
+    if ((rc = results_json_write(a.output, s, &meta, &d)) ||
+        (a.samples && (rc = results_samples_write(a.samples, s, &d))))
+        goto fail;
+    eval_summary_print(s);
+    size_t n_items;
+    eval_session_items(s, &n_items);
+    printf("%zu items in %.1f s; results: %s%s%s\n", n_items, eval_seconds_since(&t0), a.output,
+           a.samples ? "; samples: " : "", a.samples ? a.samples : "");
+fail:
+    if (rc)
+        cli_diag_error(&d);
+    eval_session_destroy(s);
+    model_lm_destroy(mlm);
+    model_free(&m);
+    tokenizer_destroy(tok);
+    return rc ? CLI_EXIT_USAGE : CLI_EXIT_OK;
+}

@@ -1,0 +1,474 @@
+/* task_load.c: readers for the data layouts people have.
+ *
+ * - MMLU (hendrycks): per-subject CSV, no header, 6 fields: question, A, B, C,
+ *   D, answer letter.  RFC 4180 quoting: "..." fields may hold commas, ""
+ *   and newlines; a record's line is where it starts.
+ * - HellaSwag: the official jsonl (activity_label, ctx_a, ctx_b, endings,
+ *   label) with the harness's process_docs applied as the named hook; or
+ *   llama.cpp's text file (6 lines a task: context, gold, 4 endings), whose
+ *   contexts were pre-processed by llama.cpp's extractor and are scored as given.
+ * - ARC jsonl: HF records (question string, choices {text[], label[]}) or
+ *   AI2's originals (question {stem, choices [{text, label}]}), answerKey a
+ *   letter or a digit, gold = its position among the labels.
+ * Every bad row is an error "FILE:LINE: what was wrong"; nothing is skipped.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/prompt.h"
+#include "qs/task.h"
+
+void task_docs_free(task_doc *docs, size_t n_docs)
+{
+    for (size_t i = 0; docs && i < n_docs; i++) {
+        qs_free(docs[i].question);
+        for (int c = 0; c < docs[i].n_choices; c++)
+            qs_free(docs[i].choices[c]);
+        qs_free(docs[i].choices);
+    }
+    qs_free(docs);
+}
+
+/* Next slot of the growing doc array (zeroed), or NULL on OOM. */
+static task_doc *task_doc_push(task_doc **docs, size_t *n, size_t *cap)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        task_doc *p = qs_realloc(*docs, nc * sizeof *p);
+        if (!p)
+            return NULL;
+        *docs = p;
+        *cap = nc;
+    }
+    task_doc *t = &(*docs)[(*n)++];
+    memset(t, 0, sizeof *t);
+    t->subject = -1;
+    return t;
+}
+
+static int task_doc_choices_alloc(task_doc *t, int n)
+{
+    t->choices = qs_calloc((size_t)n, sizeof *t->choices);
+    if (!t->choices)
+        return -1;
+    t->n_choices = n;
+    return 0;
+}
+
+/* ---- CSV ---------------------------------------------------------------- */
+
+#define TASK_CSV_FIELDS 6
+
+/* Parse one record at *pos; fields are qs_malloc'd into f[] (up to max).
+ * Returns number of fields (>= 1), 0 at end of input, negative on error. */
+static int task_csv_record(const char *s, size_t len, size_t *pos, long *line, char **f, int max,
+                           const char *path, qs_diag *d)
+{
+    size_t p = *pos;
+    if (p >= len)
+        return 0;
+    long start_line = *line;
+    int nf = 0;
+    for (;;) {
+        size_t cap = 64, n = 0;
+        char *buf = qs_malloc(cap);
+        if (!buf)
+            return diag_set(d, QS_ENOMEM, path, start_line, "out of memory");
+        int quoted = p < len && s[p] == '"';
+        if (quoted)
+            p++;
+        for (;;) {
+            if (p >= len) {
+                if (quoted) {
+                    qs_free(buf);
+                    return diag_set(d, QS_EFORMAT, path, start_line,
+                                    "quoted field not closed before end of file");
+                }
+                break;
+            }
+            char c = s[p];
+            if (quoted && c == '"') {
+                if (p + 1 < len && s[p + 1] == '"') {
+                    p += 2;
+                    c = '"';
+                } else {
+                    p++;
+                    if (p < len && s[p] != ',' && s[p] != '\n' && s[p] != '\r') {
+                        qs_free(buf);
+                        return diag_set(d, QS_EFORMAT, path, *line,
+                                        "field %d: unexpected '%c' after closing quote", nf + 1, s[p]);
+                    }
+                    break;
+                }
+            } else if (!quoted && (c == ',' || c == '\n' || c == '\r')) {
+                break;
+            } else if (c == 0) {
+                qs_free(buf);
+                return diag_set(d, QS_EFORMAT, path, *line, "field %d: NUL byte", nf + 1);
+            } else {
+                if (c == '\n')
+                    (*line)++;
+                p++;
+            }
+            if (n + 2 > cap) {
+                char *nb = qs_realloc(buf, cap *= 2);
+                if (!nb) {
+                    qs_free(buf);
+                    return diag_set(d, QS_ENOMEM, path, start_line, "out of memory");
+                }
+                buf = nb;
+            }
+            buf[n++] = c;
+        }
+        buf[n] = 0;
+        if (nf < max)
+            f[nf] = buf;
+        else
+            qs_free(buf);
+        nf++;
+        if (p < len && s[p] == ',') {
+            p++;
+            continue;
+        }
+        if (p < len && s[p] == '\r')
+            p++;
+        if (p < len && s[p] == '\n') {
+            p++;
+            (*line)++;
+        }
+        break;
+    }
+    *pos = p;
+    return nf;
+}
+
+int task_load_mmlu_csv(const char *path, int subject, task_doc **docs, size_t *n_docs,
+                       size_t *cap, qs_diag *d)
+{
+    char *text = NULL;
+    size_t len = 0, pos = 0;
+    int rc = fileio_read_all(path, &text, &len, d);
+    if (rc)
+        return rc;
+    long line = 1, doc_id = 0;
+    for (;;) {
+        char *f[TASK_CSV_FIELDS] = {0};
+        long rec_line = line;
+        if (pos < len && (text[pos] == '\n' || text[pos] == '\r')) {
+            rc = diag_set(d, QS_EFORMAT, path, rec_line, "empty row (expected %d fields)",
+                          TASK_CSV_FIELDS);
+            break;
+        }
+        int nf = task_csv_record(text, len, &pos, &line, f, TASK_CSV_FIELDS, path, d);
+        if (nf <= 0) {   /* end, or an error after some fields were stored */
+            for (int i = 0; i < TASK_CSV_FIELDS; i++)
+                qs_free(f[i]);
+            rc = nf;
+            break;
+        }
+        int bad = 0;
+        if (nf != TASK_CSV_FIELDS) {
+            rc = diag_set(d, QS_EFORMAT, path, rec_line,
+                          "expected %d fields (question, A, B, C, D, answer), found %d",
+                          TASK_CSV_FIELDS, nf);
+            bad = 1;
+        } else if (strlen(f[5]) != 1 || f[5][0] < 'A' || f[5][0] > 'D') {
+            rc = diag_set(d, QS_EFORMAT, path, rec_line,
+                          "answer (field 6): expected A, B, C or D, found '%.40s'", f[5]);
+            bad = 1;
+        }
+        task_doc *t = bad ? NULL : task_doc_push(docs, n_docs, cap);
+        if (!bad && (!t || task_doc_choices_alloc(t, 4))) {
+            rc = diag_set(d, QS_ENOMEM, path, rec_line, "out of memory");
+            bad = 1;
+        }
+        if (bad) {
+            for (int i = 0; i < TASK_CSV_FIELDS && i < nf; i++)
+                qs_free(f[i]);
+            break;
+        }
+        t->question = f[0];
+        for (int i = 0; i < 4; i++)
+            t->choices[i] = f[1 + i];
+        t->gold = f[5][0] - 'A';
+        qs_free(f[5]);
+        t->subject = subject;
+        t->doc_id = doc_id++;
+        t->line = rec_line;
+    }
+    qs_free(text);
+    return rc;
+}
+
+/* ---- line splitting for the text / jsonl formats ------------------------ */
+
+typedef struct task_lines {
+    char *text;
+    size_t len, pos;
+    long line;
+} task_lines;
+
+/* Next line (NUL-terminated in place, without "\r\n"); 0 at end. */
+static int task_lines_next(task_lines *tl, char **out, size_t *out_len)
+{
+    if (tl->pos >= tl->len)
+        return 0;
+    char *s = tl->text + tl->pos;
+    char *nl = memchr(s, '\n', tl->len - tl->pos);
+    size_t n = nl ? (size_t)(nl - s) : tl->len - tl->pos;
+    tl->pos += n + (nl ? 1 : 0);
+    tl->line++;
+    if (n && s[n - 1] == '\r')
+        n--;
+    s[n] = 0;
+    *out = s;
+    *out_len = n;
+    return 1;
+}
+
+static int task_strdup_into(char **dst, const char *s, const char *path, long line, qs_diag *d)
+{
+    *dst = qs_strdup(s);
+    return *dst ? 0 : diag_set(d, QS_ENOMEM, path, line, "out of memory");
+}
+
+static int task_path_ends(const char *path, const char *suffix)
+{
+    size_t n = strlen(path), m = strlen(suffix);
+    return n >= m && !strcmp(path + n - m, suffix);
+}
+
+/* ---- HellaSwag ---------------------------------------------------------- */
+
+static int task_hellaswag_text(task_lines *tl, const char *path, task_doc **docs, size_t *n_docs,
+                               size_t *cap, qs_diag *d)
+{
+    char *l[6];
+    size_t ln;
+    long doc_id = 0;
+    for (;;) {
+        long start = tl->line + 1;
+        int got = 0;
+        while (got < 6 && task_lines_next(tl, &l[got], &ln)) {
+            if (strlen(l[got]) != ln)
+                return diag_set(d, QS_EFORMAT, path, tl->line, "NUL byte inside the line");
+            got++;
+        }
+        if (got == 0)
+            return 0;
+        if (got < 6)
+            return diag_set(d, QS_ETRUNC, path, start,
+                            "task %ld: expected 6 lines (context, gold, 4 endings), found %d",
+                            doc_id, got);
+        char *end;
+        long gold = strtol(l[1], &end, 10);
+        if (end == l[1] || *end || gold < 0 || gold > 3)
+            return diag_set(d, QS_EFORMAT, path, start + 1,
+                            "gold label: expected 0, 1, 2 or 3, found '%.40s'", l[1]);
+        for (int i = 0; i < 6; i++)
+            if (i != 1 && !l[i][0])
+                return diag_set(d, QS_EFORMAT, path, start + i, "empty %s",
+                                i ? "ending" : "context");
+        task_doc *t = task_doc_push(docs, n_docs, cap);
+        if (!t || task_doc_choices_alloc(t, 4))
+            return diag_set(d, QS_ENOMEM, path, start, "out of memory");
+        t->gold = (int)gold;
+        t->doc_id = doc_id++;
+        t->line = start;
+        int rc = task_strdup_into(&t->question, l[0], path, start, d);
+        for (int i = 0; i < 4 && !rc; i++)
+            rc = task_strdup_into(&t->choices[i], l[2 + i], path, start, d);
+        if (rc)
+            return rc;
+    }
+}
+
+static const char *task_json_str(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int task_hellaswag_doc(json_t *o, int apply_hook, task_doc *t, const char *path, long line,
+                              qs_diag *d)
+{
+    const char *act = task_json_str(o, "activity_label"), *a = task_json_str(o, "ctx_a"),
+               *b = task_json_str(o, "ctx_b");
+    json_t *endings = json_object_get(o, "endings"), *label = json_object_get(o, "label");
+    if (!act || !a || !b)
+        return diag_set(d, QS_EFORMAT, path, line,
+                        "expected string fields activity_label, ctx_a and ctx_b");
+    if (!json_is_array(endings) || json_array_size(endings) < 2)
+        return diag_set(d, QS_EFORMAT, path, line, "endings: expected an array of >= 2 strings");
+    long gold = -1;
+    if (json_is_integer(label))
+        gold = (long)json_integer_value(label);
+    else if (json_is_string(label) && json_string_length(label)) {
+        char *end;
+        gold = strtol(json_string_value(label), &end, 10);
+        if (*end)
+            gold = -1;
+    }
+    int n = (int)json_array_size(endings);
+    if (gold < 0 || gold >= n)
+        return diag_set(d, QS_EFORMAT, path, line, "label: expected an index 0..%d, found %s", n - 1,
+                        json_is_string(label) ? json_string_value(label) : "none");
+    if (task_doc_choices_alloc(t, n))
+        return diag_set(d, QS_ENOMEM, path, line, "out of memory");
+    t->gold = (int)gold;
+    /* process_docs: ctx = ctx_a + " " + ctx_b.capitalize(); query = preprocess(
+     * activity_label + ": " + ctx); choices = preprocess(ending) */
+    char *cap_b = prompt_capitalize(b);
+    size_t qn = strlen(act) + strlen(a) + (cap_b ? strlen(cap_b) : 0) + 4;
+    char *q = qs_malloc(qn);
+    if (!cap_b || !q) {
+        qs_free(cap_b);
+        qs_free(q);
+        return diag_set(d, QS_ENOMEM, path, line, "out of memory");
+    }
+    snprintf(q, qn, "%s: %s %s", act, a, cap_b);
+    qs_free(cap_b);
+    t->question = apply_hook ? prompt_hellaswag_preprocess(q) : qs_strdup(q);
+    qs_free(q);
+    if (!t->question)
+        return diag_set(d, QS_ENOMEM, path, line, "out of memory");
+    for (int i = 0; i < n; i++) {
+        const char *e = json_string_value(json_array_get(endings, (size_t)i));
+        if (!e)
+            return diag_set(d, QS_EFORMAT, path, line, "endings[%d]: expected a string", i);
+        t->choices[i] = apply_hook ? prompt_hellaswag_preprocess(e) : qs_strdup(e);
+        if (!t->choices[i])
+            return diag_set(d, QS_ENOMEM, path, line, "out of memory");
+    }
+    return 0;
+}
+
+/* ---- ARC ---------------------------------------------------------------- */
+
+static int task_arc_doc(json_t *o, task_doc *t, const char *path, long line, qs_diag *d)
+{
+    json_t *q = json_object_get(o, "question"), *texts = NULL, *labels = NULL, *list = NULL;
+    const char *stem;
+    if (json_is_string(q)) {   /* HF: question, choices {text: [], label: []} */
+        stem = json_string_value(q);
+        json_t *ch = json_object_get(o, "choices");
+        texts = json_object_get(ch, "text");
+        labels = json_object_get(ch, "label");
+        if (!json_is_array(texts) || !json_is_array(labels) ||
+            json_array_size(texts) != json_array_size(labels))
+            return diag_set(d, QS_EFORMAT, path, line,
+                            "choices: expected {\"text\": [...], \"label\": [...]} of equal length");
+    } else if (json_is_object(q)) {   /* AI2: question {stem, choices: [{text, label}]} */
+        stem = task_json_str(q, "stem");
+        list = json_object_get(q, "choices");
+        if (!json_is_array(list))
+            return diag_set(d, QS_EFORMAT, path, line, "question.choices: expected an array");
+    } else
+        return diag_set(d, QS_EFORMAT, path, line,
+                        "question: expected a string (HF layout) or an object (AI2 layout)");
+    if (!stem)
+        return diag_set(d, QS_EFORMAT, path, line, "question stem: expected a string");
+    const char *key = task_json_str(o, "answerKey");
+    if (!key || !*key)
+        return diag_set(d, QS_EFORMAT, path, line, "answerKey: expected a label string");
+    size_t n = list ? json_array_size(list) : json_array_size(texts);
+    if (n < 2 || n > 16)
+        return diag_set(d, QS_EFORMAT, path, line, "expected 2 to 16 choices, found %zu", n);
+    if (task_doc_choices_alloc(t, (int)n))
+        return diag_set(d, QS_ENOMEM, path, line, "out of memory");
+    if (!(t->question = qs_strdup(stem)))
+        return diag_set(d, QS_ENOMEM, path, line, "out of memory");
+    t->gold = -1;
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = list ? json_array_get(list, i) : NULL;
+        const char *text = list ? task_json_str(c, "text")
+                                : json_string_value(json_array_get(texts, i));
+        const char *lab = list ? task_json_str(c, "label")
+                               : json_string_value(json_array_get(labels, i));
+        if (!text || !lab)
+            return diag_set(d, QS_EFORMAT, path, line, "choice %zu: expected text and label strings",
+                            i);
+        if (!strcmp(lab, key)) {
+            if (t->gold >= 0)
+                return diag_set(d, QS_EFORMAT, path, line, "label '%s' appears twice", lab);
+            t->gold = (int)i;
+        }
+        if (!(t->choices[i] = qs_strdup(text)))
+            return diag_set(d, QS_ENOMEM, path, line, "out of memory");
+    }
+    if (t->gold < 0)
+        return diag_set(d, QS_EFORMAT, path, line, "answerKey '%.20s' is not one of the choice labels",
+                        key);
+    return 0;
+}
+
+/* ---- jsonl driver ------------------------------------------------------- */
+
+enum { TASK_JSONL_HELLASWAG, TASK_JSONL_ARC };
+
+static int task_jsonl_load(task_lines *tl, int kind, int apply_hook, const char *path,
+                           task_doc **docs, size_t *n_docs, size_t *cap, qs_diag *d)
+{
+    char *l;
+    size_t ln;
+    long doc_id = 0;
+    while (task_lines_next(tl, &l, &ln)) {
+        if (!ln)
+            return diag_set(d, QS_EFORMAT, path, tl->line, "empty line (expected one JSON object)");
+        if (strlen(l) != ln)
+            return diag_set(d, QS_EFORMAT, path, tl->line, "NUL byte inside the line");
+        json_error_t jerr;
+        json_t *o = json_loadb(l, ln, 0, &jerr);
+        if (!json_is_object(o)) {
+            json_decref(o);
+            return diag_set(d, QS_EFORMAT, path, tl->line, "invalid JSON object: %s",
+                            o ? "not an object" : jerr.text);
+        }
+        task_doc *t = task_doc_push(docs, n_docs, cap);
+        int rc;
+        if (!t)
+            rc = diag_set(d, QS_ENOMEM, path, tl->line, "out of memory");
+        else {
+            t->doc_id = doc_id++;
+            t->line = tl->line;
+            rc = kind == TASK_JSONL_ARC ? task_arc_doc(o, t, path, tl->line, d)
+                                        : task_hellaswag_doc(o, apply_hook, t, path, tl->line, d);
+        }
+        json_decref(o);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int task_load_hellaswag(const char *path, int apply_hook, task_doc **docs, size_t *n_docs,
+                        size_t *cap, int *as_given, qs_diag *d)
+{
+    task_lines tl = {0};
+    int rc = fileio_read_all(path, &tl.text, &tl.len, d);
+    if (rc)
+        return rc;
+    int text = task_path_ends(path, ".txt") || task_path_ends(path, ".txt.zst");
+    *as_given = text;
+    if (text)
+        rc = task_hellaswag_text(&tl, path, docs, n_docs, cap, d);
+    else
+        rc = task_jsonl_load(&tl, TASK_JSONL_HELLASWAG, apply_hook, path, docs, n_docs, cap, d);
+    qs_free(tl.text);
+    return rc;
+}
+
+int task_load_arc(const char *path, task_doc **docs, size_t *n_docs, size_t *cap, qs_diag *d)
+{
+    task_lines tl = {0};
+    int rc = fileio_read_all(path, &tl.text, &tl.len, d);
+    if (rc)
+        return rc;
+    rc = task_jsonl_load(&tl, TASK_JSONL_ARC, 0, path, docs, n_docs, cap, d);
+    qs_free(tl.text);
+    return rc;
+}

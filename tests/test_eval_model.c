@@ -1,0 +1,275 @@
+/* test_eval_model.c: the evaluator with the real model (stories260K from
+ * ../shared, skipped when absent): every choice's log-likelihood equals an
+ * independent full forward of context+continuation (1e-5), results are
+ * identical for any batch size and thread count, and a subset of the real
+ * bench data runs end to end through the CLI (the full run is
+ * tools/eval_full_stories260k.sh). */
+#include <cblas.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../src/eval_impl.h"
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/tokenizer.h"
+#include "test.h"
+
+#define TD "tests/data/tasks/"
+/* Brute force vs shared prefix: both are fp32 forwards, but of different
+ * shapes (T = n_ctx then T = n_cont on the KV cache, vs one T = n_ctx+n_cont-1
+ * pass), so sgemm sums in a different order; the per-token log-prob error is
+ * ~1e-7 relative, and a continuation's sum carries one such error per token. */
+#define EVAL_BRUTE_TOL_PER_TOKEN 1e-5
+
+static int tok_encode_cb(void *self, const char *text, size_t len, int add_bos, int32_t **ids,
+                         size_t *n_ids, qs_diag *d)
+{
+    return tokenizer_encode(self, text, len, add_bos, ids, n_ids, d);
+}
+
+/* One thread for OpenMP and OpenBLAS while a test runs: the model's
+ * per-request forwards are small, and on a loaded machine spinning thread
+ * pools cost more than they give (restored by threads_restore). */
+typedef struct threads_saved {
+    int omp, blas;
+} threads_saved;
+
+static threads_saved threads_pin_one(void)
+{
+    threads_saved t = {1, openblas_get_num_threads()};
+#ifdef _OPENMP
+    t.omp = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    openblas_set_num_threads(1);
+    return t;
+}
+
+static void threads_restore(threads_saved t)
+{
+#ifdef _OPENMP
+    omp_set_num_threads(t.omp);
+#endif
+    openblas_set_num_threads(t.blas);
+}
+
+typedef struct real_lm {
+    tokenizer *tok;
+    llama_model m;
+    model_lm *lm;
+} real_lm;
+
+static int real_lm_open(real_lm *r, const char *dir)
+{
+    qs_diag d = {0};
+    memset(r, 0, sizeof *r);
+    if (tokenizer_create(&r->tok, dir, &d) || model_load_dir(&r->m, dir, &d) ||
+        model_lm_create(&r->lm, &r->m, hfconfig_max_context(&r->m.cfg), &d)) {
+        fprintf(stderr, "    %s\n", d.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static void real_lm_close(real_lm *r)
+{
+    model_lm_destroy(r->lm);
+    model_free(&r->m);
+    tokenizer_destroy(r->tok);
+}
+
+static eval_session *real_session(real_lm *r, const char *tasks_dir, const char *task, int shots,
+                                  int batch)
+{
+    eval_options o;
+    eval_options_default(&o);
+    const char *tasks[1] = {task};
+    o.tasks_dir = tasks_dir;
+    o.data_dir = TD "data";
+    o.tasks = tasks;
+    o.n_tasks = 1;
+    o.shots = shots;
+    o.batch_items = batch;
+    eval_encoder enc = {r->tok, tok_encode_cb, tokenizer_bos_id(r->tok)};
+    eval_session *s = NULL;
+    qs_diag d = {0};
+    lm_scorer lm = model_lm_scorer(r->lm);
+    if (eval_session_create(&s, &o, &enc, &d) || eval_session_run(s, &lm, NULL, NULL, &d)) {
+        fprintf(stderr, "    %s: %s\n", task, d.msg);
+        eval_session_destroy(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* sum of log p(cont | ctx) from ONE forward of ctx+cont, from scratch */
+static int brute_loglik(llama_model *m, const int32_t *ctx, size_t nc, const int32_t *cont,
+                        size_t nk, double *out)
+{
+    int T = (int)(nc + nk - 1);
+    int32_t *seq = qs_malloc((nc + nk) * sizeof *seq);
+    llama_acts a;
+    qs_diag d = {0};
+    memcpy(seq, ctx, nc * sizeof *seq);
+    memcpy(seq + nc, cont, nk * sizeof *seq);
+    if (!seq || model_acts_init(&a, &m->cfg, 1, T, T, 0, &d)) {
+        qs_free(seq);
+        return -1;
+    }
+    int rc = model_forward(m, &a, seq, NULL, 1, T, 0, &d);
+    int V = m->cfg.vocab_size;
+    double ll = 0;
+    for (size_t i = 0; !rc && i < nk; i++) {
+        const float *row = a.logits + (size_t)(nc - 1 + i) * V;
+        double mx = row[0], s = 0;
+        for (int v = 1; v < V; v++)
+            mx = row[v] > mx ? row[v] : mx;
+        for (int v = 0; v < V; v++)
+            s += exp((double)row[v] - mx);
+        ll += (double)row[cont[i]] - mx - log(s);
+    }
+    model_acts_free(&a);
+    qs_free(seq);
+    *out = ll;
+    return rc;
+}
+
+TEST(eval_model, shared_prefix_equals_brute_force_forward)
+{
+    char dir[512];
+    if (!test_shared_path(dir, sizeof dir, "models/stories260K/model.safetensors"))
+        SKIP("../shared/models/stories260K not present");
+    test_shared_path(dir, sizeof dir, "models/stories260K");
+    real_lm r;
+    ASSERT_EQ_INT(real_lm_open(&r, dir), 0);
+    threads_saved ts = threads_pin_one();
+    static const struct {
+        const char *tasks_dir, *task;
+        int shots;
+    } runs[] = {{"tasks", "arc_easy", 1}, {TD "defs", "mmlu", 1}, {"tasks", "hellaswag", 0},
+                {"tasks", "arc_challenge", 0}};
+    int checked = 0;
+    double worst = 0;
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        eval_session *s = real_session(&r, runs[k].tasks_dir, runs[k].task, runs[k].shots, 4);
+        ASSERT_TRUE(s);
+        size_t n;
+        const eval_item *it = eval_session_items(s, &n);
+        for (size_t i = 0; i < n; i++) {
+            lm_request req;
+            eval_session_request(s, i, &req);
+            ASSERT_EQ_INT(req.ctx[0], 1);   /* the Llama tokenizer's BOS */
+            for (int c = 0; c < req.n_cont; c++) {
+                double ref;
+                ASSERT_EQ_INT(brute_loglik(&r.m, req.ctx, req.n_ctx, req.cont[c], req.n_cont_tok[c],
+                                           &ref), 0);
+                worst = fmax(worst, fabs(ref - it[i].loglik[c]) / (double)req.n_cont_tok[c]);
+                ASSERT_NEAR(it[i].loglik[c], ref, EVAL_BRUTE_TOL_PER_TOKEN * (double)req.n_cont_tok[c]);
+                checked++;
+            }
+        }
+        eval_session_destroy(s);
+    }
+    ASSERT_TRUE(checked >= 40);
+    if (getenv("QS_EVAL_VERBOSE"))
+        fprintf(stderr, "    %d choices, worst |diff| per token %.3g\n", checked, worst);
+    threads_restore(ts);
+    real_lm_close(&r);
+}
+
+/* Run 0: one thread, batch 64; run 1: batch 1 (must be bit-identical); run 2:
+ * all OpenMP threads (OpenBLAS pinned to 1: bit-identical); run 3: OpenBLAS
+ * threads.  OpenBLAS's threaded sgemm sums in a different order than its
+ * single-threaded one (found here: ~1e-6 on stories260K), so run 3 is
+ * compared with the per-token fp32 tolerance. */
+TEST(eval_model, scores_do_not_depend_on_batch_or_threads)
+{
+    char dir[512];
+    if (!test_shared_path(dir, sizeof dir, "models/stories260K/model.safetensors"))
+        SKIP("../shared/models/stories260K not present");
+    test_shared_path(dir, sizeof dir, "models/stories260K");
+    real_lm r;
+    ASSERT_EQ_INT(real_lm_open(&r, dir), 0);
+    double ref[256];
+    int nref = 0;
+    threads_saved ts = threads_pin_one();
+    for (int run = 0; run < 4; run++) {
+#ifdef _OPENMP
+        omp_set_num_threads(run == 2 ? (ts.omp > 1 ? ts.omp : 2) : 1);
+#endif
+        openblas_set_num_threads(run == 3 ? (ts.blas > 1 ? ts.blas : 2) : 1);
+        eval_session *s = real_session(&r, TD "defs", "mmlu", 2, run == 1 ? 1 : 64);
+        threads_pin_one();
+        ASSERT_TRUE(s);
+        size_t n;
+        const eval_item *it = eval_session_items(s, &n);
+        int k = 0;
+        for (size_t i = 0; i < n; i++)
+            for (int c = 0; c < it[i].n_choices && k < 256; c++, k++) {
+                if (run == 0)
+                    ref[nref++] = it[i].loglik[c];
+                else if (run < 3 && ref[k] != it[i].loglik[c])
+                    TEST_FAIL_AT("run %d item %zu choice %d: %.17g != %.17g", run, i, c,
+                                 it[i].loglik[c], ref[k]);
+                else if (run == 3)
+                    ASSERT_NEAR(it[i].loglik[c], ref[k],
+                                EVAL_BRUTE_TOL_PER_TOKEN * it[i].n_tokens[c]);
+            }
+        eval_session_destroy(s);
+    }
+    ASSERT_EQ_INT(nref, 24);
+    threads_restore(ts);
+    real_lm_close(&r);
+}
+
+/* The CLI on the real bench layout, a few items per task (every task, every
+ * MMLU subject); checks results.json and that --data-dir ../shared/bench works. */
+TEST(eval_model, cli_runs_on_shared_bench_layout)
+{
+    char model[512], bench[512], cmd[2400], out[600], samples[600];
+    if (!test_shared_path(model, sizeof model, "models/stories260K/model.safetensors") ||
+        !test_shared_path(bench, sizeof bench, "bench/mmlu"))
+        SKIP("../shared/models/stories260K or ../shared/bench not present");
+    test_shared_path(model, sizeof model, "models/stories260K");
+    test_shared_path(bench, sizeof bench, "bench");
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        SKIP("QS_BIN not set (run through make test)");
+    snprintf(out, sizeof out, "%s/cli_results.json", test_tmp_dir());
+    snprintf(samples, sizeof samples, "%s/cli_samples.jsonl.zst", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, "%s eval --model %s --tasks arc_easy,arc_challenge,hellaswag,mmlu "
+             "--data-dir %s --limit 1 --threads 1 --output %s --log-samples %s > /dev/null", bin, model, bench,
+             out, samples);
+    ASSERT_EQ_INT(system(cmd), 0);
+    json_error_t je;
+    json_t *r = json_load_file(out, 0, &je);
+    ASSERT_TRUE(r);
+    json_t *res = json_object_get(r, "results");
+    ASSERT_EQ_INT(json_object_size(res), 3 + 1 + 4 + 57);
+    json_t *ns = json_object_get(r, "n-samples");
+    ASSERT_EQ_INT(json_integer_value(json_object_get(json_object_get(ns, "hellaswag"), "original")),
+                  10042);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(json_object_get(ns, "arc_easy"), "original")),
+                  2376);
+    ASSERT_EQ_INT(json_integer_value(json_object_get(json_object_get(ns, "mmlu_anatomy"),
+                                                     "original")), 135);
+    json_t *fmt = json_object_get(json_object_get(r, "qatscope"), "data_format");
+    ASSERT_TRUE(strstr(json_string_value(json_object_get(fmt, "hellaswag")), "as given"));
+    ASSERT_EQ_INT(strlen(json_string_value(json_object_get(json_object_get(r, "config"),
+                                                           "model_sha256"))), 64);
+    json_decref(r);
+    /* missing data: one error line listing the paths, exit 2, no output file */
+    snprintf(out, sizeof out, "%s/cli_missing.json", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, "%s eval --model %s --tasks arc_easy --data-dir %s --output %s "
+             "2> %s/cli_missing.err", bin, model, test_tmp_dir(), out, test_tmp_dir());
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 2);
+    ASSERT_TRUE(!fileio_exists(out));
+}
