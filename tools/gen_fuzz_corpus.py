@@ -243,7 +243,30 @@ def metrics():
     put(t, "empty.jsonl", "")
 
 
+def tasks():
+    """eval task definitions and data (the eval branch's own fixtures + a few more)"""
+    TD = "tests/data/tasks/"
+    for f in sorted(glob.glob("tasks/*.json")) + sorted(glob.glob(TD + "defs/*.json")):
+        copy("task_def", f, ("defs_" if "/defs/" in f else "") + os.path.basename(f))
+    put("task_def", "unknown_key.json", '{"name":"x","loader":"arc","bogus":1}')
+    put("task_def", "template_field.json",
+        '{"name":"x","loader":"arc","doc_to_text":"{{nope}} {{question","eval_paths":["a"]}')
+    for f in sorted(glob.glob(TD + "data/mmlu/*/*.csv")) + sorted(glob.glob(TD + "bad/mmlu_*.csv")):
+        copy("task_mmlu_csv", f, f.split("/")[-2] + "_" + os.path.basename(f))
+    put("task_mmlu_csv", "quotes.csv", '"a ""b"", c",1,2,3,4,B\r\nq,"multi\nline",x,y,z,D\n')
+    put("task_mmlu_csv", "empty.csv", "")
+    for f in sorted(glob.glob(TD + "data/hellaswag/*.jsonl")) + sorted(glob.glob(TD + "bad/hs_*.jsonl")):
+        copy("task_hellaswag_jsonl", f, f.split("/")[-2] + "_" + os.path.basename(f))
+    put("task_hellaswag_jsonl", "empty.jsonl", "")
+    for f in sorted(glob.glob(TD + "text/hellaswag/*.txt")) + sorted(glob.glob(TD + "bad/hs_*.txt")):
+        copy("task_hellaswag_text", f, f.split("/")[-2] + "_" + os.path.basename(f))
+    put("task_hellaswag_text", "empty.txt", "")
+    for f in sorted(glob.glob(TD + "data/arc/*/*.jsonl")) + sorted(glob.glob(TD + "bad/arc_*.jsonl")):
+        copy("task_arc", f, f.split("/")[-2] + "_" + os.path.basename(f))
+    put("task_arc", "empty.jsonl", "")
+
+
 if __name__ == "__main__":
     for fn in (safetensors, safetensors_index, hfconfig, tokenizers, shards, zlogs, qlogs,
-               results, itemlogs, metrics):
+               results, itemlogs, metrics, tasks):
         fn()

@@ -34,7 +34,12 @@
     X(resfile)                                                                        \
     X(itemlog_qatscope)                                                               \
     X(itemlog_harness)                                                                \
-    X(metrics)
+    X(metrics)                                                                        \
+    X(task_def)                                                                       \
+    X(task_mmlu_csv)                                                                  \
+    X(task_hellaswag_jsonl)                                                           \
+    X(task_hellaswag_text)                                                            \
+    X(task_arc)
 
 #define FUZZ_DECLARE(name) int fuzz_##name(const uint8_t *data, size_t size);
 FUZZ_TARGETS(FUZZ_DECLARE)
