@@ -42,7 +42,7 @@ isa_flags = $(if $(filter %_avx512bf16.c,$1),$(ISA_avx512bf16),$(if $(filter %_a
 
 LIB_SRC := $(sort $(wildcard src/*.c plots/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
-TEST_SRC := tests/runner.c $(sort $(wildcard tests/test_*.c))
+TEST_SRC := tests/runner.c $(sort $(wildcard tests/test_*.c tests/fuzz/fuzz_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
 EXH_SRC := $(sort $(wildcard tests/exhaustive/*.c))
 
@@ -53,7 +53,7 @@ TEST_RUNNER := $(BIN)/test_runner
 BENCHES := $(patsubst tests/bench/%.c,$(BIN)/%,$(BENCH_SRC))
 EXHAUSTIVE := $(patsubst tests/exhaustive/%.c,$(BIN)/%,$(EXH_SRC))
 
-.PHONY: all test check test-noomp bench demo test-exhaustive deps lint clean
+.PHONY: all test check test-noomp bench demo test-exhaustive fuzz deps lint clean
 all: $(QATSCOPE)
 
 $(BUILD)/%.o: %.c
@@ -97,6 +97,11 @@ bench: $(BENCHES) $(QATSCOPE)
 
 test-exhaustive: $(EXHAUSTIVE)
 	@for e in $(EXHAUSTIVE); do echo "== $$e"; $$e || exit 1; done
+
+# libFuzzer run of every tests/fuzz/fuzz_*.c target for FUZZ_SECONDS each (needs
+# clang + libFuzzer; CI only replays the corpus in make test).  See tools/fuzz.sh.
+fuzz:
+	FUZZ_SECONDS=$(or $(FUZZ_SECONDS),30) sh tools/fuzz.sh $(FUZZ_TARGETS)
 
 demo: $(QATSCOPE)
 	$(QATSCOPE) demo

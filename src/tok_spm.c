@@ -231,6 +231,11 @@ int tok_spm_load_impl(struct tokenizer *t, const char *path, qs_diag *d)
     int rc = fileio_map_open(&m, path, d);
     if (rc)
         return rc;
+    if (m.bytes == 0) { /* an empty mapping has no base pointer to walk from */
+        fileio_unmap(&m);
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "empty file (expected a sentencepiece model protobuf)");
+    }
     spm_spec spec = {.model_type = 1, .unk_id = 0, .bos_id = 1, .eos_id = 2,
                      .add_dummy_prefix = 1, .remove_extra_ws = 1, .escape_ws = 1};
     t->kind = TOK_KIND_SPM_MODEL;
