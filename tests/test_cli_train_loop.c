@@ -149,12 +149,12 @@ TEST(cli_train_loop, in_loop_eval_leaves_training_and_amax_log_unchanged)
     qs_free(b);
 }
 
-/* Wiring of the alarm: a zero-point threshold, alpha 1 and a huge lr make any
+/* Wiring of the alarm: a zero-point threshold, alpha 1 and a large lr (0.3) make any
  * drop an alarm; with stop_on_forgetting the run stops with exit 1 after a
  * checkpoint. */
 TEST(cli_train_loop, forgetting_alarm_stops_the_run_with_a_checkpoint)
 {
-    int rc = loop_train("d", "run", "1", 2, 16,
+    int rc = loop_train("d", "run", "0.3", 3, 16,
                         ",\"eval_every\":1,"
                         "\"forgetting_drop_points\":0,\"forgetting_alpha\":1,"
                         "\"stop_on_forgetting\":true",
@@ -176,6 +176,12 @@ TEST(cli_train_loop, forgetting_alarm_stops_the_run_with_a_checkpoint)
     while (line > ev && line[-1] != '\n')
         line--;
     long at = (long)loop_number_after(line, "\"step\":");
+    const char *fl = strstr(ev, "\"type\":\"forgetting\"");
+    while (fl > ev && fl[-1] != '\n')
+        fl--;
+    ASSERT_EQ_INT((long)loop_number_after(fl, "\"step\":"), at);   /* stopped at the alarm */
+    ASSERT_TRUE(at >= 1 && at < 3);
+    ASSERT_TRUE(strstr(fl, "\"task\":\"arc_easy\"") != NULL);
     char ck[64];
     snprintf(ck, sizeof ck, "ckpt/step_%ld/train_state.bin", at);
     char *st = loop_read("d", "run", ck, &n);
