@@ -170,11 +170,14 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
         dataloader_opts vo = {(int)cfg->batch_size, (int)cfg->seq_len, (uint64_t)cfg->seed, 0,
                               tokenizer_vocab_size(e->tok)};
         rc = dataloader_create(&e->val, cfg->train_data, "val", tokenizer_hash(e->tok), &vo, d);
-        if (rc == QS_ENOTFOUND)
-            rc = diag_set(d, QS_ENOTFOUND, cfg->train_data, -1,
-                          "eval_val_batches=%ld needs a \"val\" split in train_data (tokenize "
-                          "--val-fraction F); found none (set eval_val_batches=0 to skip val_loss)",
-                          cfg->eval_val_batches);
+        if (rc && rc != QS_ENOMEM && d) {
+            char why[QS_DIAG_MSG_MAX];
+            snprintf(why, sizeof why, "%s", d->msg);
+            rc = diag_set(d, rc, cfg->train_data, -1,
+                          "eval_val_batches=%ld needs a usable \"val\" split (tokenize "
+                          "--val-fraction F) but: %.300s; set eval_val_batches=0 to skip val_loss",
+                          cfg->eval_val_batches, why);
+        }
         if (rc)
             goto fail;
         e->val_tok = qs_malloc(2 * (size_t)cfg->batch_size * cfg->seq_len * sizeof *e->val_tok);

@@ -225,3 +225,33 @@ TEST(cli_train_loop, plot_every_writes_decodable_heatmap_and_curves)
     ASSERT_TRUE(ev && !strstr(ev, "plot_error"));
     qs_free(ev);
 }
+
+TEST(cli_train_loop, val_loss_without_a_val_split_is_refused_up_front)
+{
+    char bench[512];
+    if (!getenv("QS_BIN") || !test_shared_path(bench, sizeof bench, "bench/arc"))
+        SKIP("QS_BIN or ../shared/bench/arc not present");
+    bench[strlen(bench) - 4] = 0;
+    char args[1600], path[700], js[2000];
+    snprintf(args, sizeof args,
+             "tokenize --model data/demo/model --input data/demo/train.txt --out %s/noval",
+             test_tmp_dir());
+    ASSERT_EQ_INT(loop_cli(args), 0);
+    snprintf(path, sizeof path, "%s/noval.json", test_tmp_dir());
+    int n = snprintf(js, sizeof js,
+                     "{\"model\":\"data/demo/model\",\"train_data\":\"%s/noval\",\"out_dir\":\"%s/"
+                     "novalrun\",\"batch_size\":2,\"seq_len\":16,\"steps\":2,\"eval_every\":1,"
+                     "\"eval_data_dir\":\"%s\",\"eval_subset\":2}",
+                     test_tmp_dir(), test_tmp_dir(), bench);
+    ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
+    snprintf(args, sizeof args, "train --config %s --quiet", path);
+    ASSERT_EQ_INT(loop_cli(args), 2);
+    char *out;
+    size_t len;
+    snprintf(path, sizeof path, "%s/loop_out.txt", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &out, &len, NULL), NULL);
+    ASSERT_TRUE(strstr(out, "eval_val_batches=8 needs a usable \"val\" split") != NULL);
+    qs_free(out);
+    snprintf(path, sizeof path, "%s/novalrun/metrics.jsonl", test_tmp_dir());
+    ASSERT_TRUE(!fileio_exists(path));
+}
