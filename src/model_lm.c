@@ -8,6 +8,9 @@
  * Requests are processed one at a time in order, so a request's result never
  * depends on what else is in the batch; layers are deterministic per thread
  * count (see layers.h) and log-softmax is computed in double.
+ * The lm_head (V x C, the largest matmul at V = 32000) runs only on rows whose
+ * logits are scored (acts.logits_tail): the context's last row, and for a
+ * truncated continuation its last n_cont rows.
  */
 #include <math.h>
 #include <string.h>
@@ -95,11 +98,12 @@ static int lm_score_truncated(model_lm *lm, const lm_request *r, int c, double *
         size_t j = start + i;
         lm->seq[i] = j < r->n_ctx ? r->ctx[j] : r->cont[c][j - r->n_ctx];
     }
+    lm->a.logits_tail = (int)nc;   /* lm_head only on the rows that predict cont */
     int rc = model_forward(lm->m, &lm->a, lm->seq, NULL, 1, (int)(n - 1), 0, d);
+    lm->a.logits_tail = 0;
     if (rc)
         return rc;
-    int V = lm->m->cfg.vocab_size;
-    lm_sum(lm->a.logits + (n - 1 - nc) * (size_t)V, V, r->cont[c], nc, ll, gr);
+    lm_sum(lm->a.logits, lm->m->cfg.vocab_size, r->cont[c], nc, ll, gr);
     return 0;
 }
 
@@ -128,10 +132,12 @@ static int lm_score_one(model_lm *lm, const lm_request *r, lm_result *res, qs_di
                     return rc;
             } else {
                 if (!ctx_ready) {
+                    lm->a.logits_tail = 1;   /* only the last context row is scored */
                     rc = model_forward(lm->m, &lm->a, r->ctx, NULL, 1, (int)r->n_ctx, 0, d);
+                    lm->a.logits_tail = 0;
                     if (rc)
                         return rc;
-                    memcpy(lm->ctx_logits, lm->a.logits + (r->n_ctx - 1) * (size_t)V,
+                    memcpy(lm->ctx_logits, lm->a.logits,
                            (size_t)V * sizeof *lm->ctx_logits);
                     ctx_ready = 1;
                 }
