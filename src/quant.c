@@ -377,3 +377,23 @@ void quant_ste_backward(int mode, const float *x, float scale, float *grad, size
         if (fabsf(x[i] * scale) > HIF8_MAX_FINITE)
             grad[i] = 0.0f;
 }
+
+int quant_apply(quant *q, const float *x, float *y, size_t n, qs_diag *d)
+{
+    const quant_recipe *r = q->r;
+    if (!r->saturate && x == y)
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "tensor '%s': non-saturating fake-quant cannot run in place", q->name);
+    float scale, pred, amax_now;
+    int fallback;
+    int rc = quant_pick_scale(q, x, n, &scale, &pred, &fallback, &amax_now, d);
+    if (rc)
+        return rc;
+    hif8_stats st;
+    hif8_fakequant(x, y, n, scale, 0, &st);
+    if ((rc = quant_bad_values(q, st.n_nan, st.amax, d)))
+        return rc;
+    if (!r->saturate && st.n_clipped)
+        quant_apply_nonsat(x, y, n, scale);
+    return 0;
+}

@@ -58,6 +58,8 @@ static const runcfg_row runcfg_rows[] = {
     {{"eval_data_dir", RUNCFG_STRING, "", "", "Benchmark data root for the in-loop evaluation (mmlu/, hellaswag/, arc/ below it; see ### eval)."}, RC_STR(eval_data_dir), 0, 0},
     {{"eval_tasks_dir", RUNCFG_STRING, "tasks", "", "Directory of the task definitions."}, RC_STR(eval_tasks_dir), 0, 0},
     {{"eval_subset", RUNCFG_INT, "200", "[0, 1e9]", "Documents per task, a fixed seeded subset (the same items at every evaluation); 0 = all."}, RC_NUM(eval_subset), 0, 1e9},
+    {{"eval_val_batches", RUNCFG_INT, "8", "[0, 1e6]", "Held-out perplexity at each in-loop evaluation: val_loss / val_ppl over the first N batch_size x seq_len batches of train_data's `val` split (tokenize --val-fraction), the same batches every time; 0 = off."}, RC_NUM(eval_val_batches), 0, 1e6},
+    {{"plot_every", RUNCFG_INT, "0", "[0, 1e9]", "Write RUN_DIR/heatmap.png (clip rate) and RUN_DIR/curves.png every N steps and at the end (atomic replace); 0 = off."}, RC_NUM(plot_every), 0, 1e9},
     {{"stop_on_forgetting", RUNCFG_BOOL, "false", "true|false", "Stop the run (checkpoint, event `stop`/`forgetting`, exit 1) on a forgetting alarm."}, RC_NUM(stop_on_forgetting), 0, 1},
     {{"forgetting_drop_points", RUNCFG_DOUBLE, "2", "[0, 100]", "Forgetting alarm: accuracy drop vs the step-0 baseline above this many points ..."}, RC_NUM(forgetting_drop_points), 0, 100},
     {{"forgetting_alpha", RUNCFG_DOUBLE, "0.05", "(0, 1]", "... and McNemar p-value below this (paired on the same items)."}, RC_NUM(forgetting_alpha), 1e-12, 1},

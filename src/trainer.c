@@ -227,16 +227,24 @@ static int trainer_micro_batches(struct trainer *t, double *loss, qs_diag *d)
 static int trainer_eval_write(struct trainer *t, const char *line, const char *event, int rc,
                               qs_diag *d);
 
-/* The eval seam: quantization hook off, metrics/event lines written; 1 = stop. */
+/* The eval seam: the model as trained (frozen fake-quant after a QAT step,
+ * hook off otherwise), metrics/event lines written; 1 = stop. */
 static int trainer_eval_run(struct trainer *t, qs_diag *d)
 {
     enum { LINE_BYTES = 1 << 20, EVENT_BYTES = 1 << 14 };
     char *line = qs_calloc(LINE_BYTES + EVENT_BYTES, 1), *event = line + LINE_BYTES;
     if (!line)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    long last = t->step > 0 ? t->step - 1 : 0;
+    int quantized = t->qset && t->m.hook.fn &&
+                    schedule_phase(&t->sched, last) == SCHEDULE_PHASE_QAT;
     model_linear_hook saved = t->m.hook;
-    t->m.hook.fn = NULL;
-    int rc = t->eval.run(t->eval.self, &t->m, t->step, line, LINE_BYTES, event, EVENT_BYTES, d);
+    if (!quantized)
+        t->m.hook.fn = NULL;
+    t->frozen = 1;
+    int rc = t->eval.run(t->eval.self, &t->m, t->step, quantized, line, LINE_BYTES, event,
+                         EVENT_BYTES, d);
+    t->frozen = 0;
     t->m.hook = saved;
     if (rc >= 0)
         rc = trainer_eval_write(t, line, event, rc, d);
@@ -348,6 +356,9 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
         if (rc)
             return trainer_stop_forgetting(t, info, d);
     }
+    if (t->cfg.plot_every > 0 && (t->step % t->cfg.plot_every == 0 || t->step >= t->cfg.steps) &&
+        (rc = trainer_plots_write(t, d)))
+        return rc;
     if (t->cfg.ckpt_every && t->step % t->cfg.ckpt_every == 0 && t->step < t->cfg.steps) {
         if ((rc = trainer_ckpt_write(t, d)))
             return rc;
@@ -384,6 +395,8 @@ int trainer_finish(trainer *t, const char *reason, qs_diag *d)
         rc = satstats_close(t->sat, d);
         t->sat = NULL;
     }
+    if (!rc && t->cfg.plot_every > 0 && t->step % t->cfg.plot_every && t->step < t->cfg.steps)
+        rc = trainer_plots_write(t, d);   /* stopped early: the last state in pictures */
     trainer_destroy(t);
     return rc;
 }

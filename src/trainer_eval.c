@@ -1,14 +1,18 @@
 /* trainer_eval.c: the in-loop evaluation behind train_eval_hook (issue 7):
  * an eval_session built once on a fixed seeded subset (cfg eval_tasks,
- * eval_subset), scored with the trainer's current weights through model_lm
- * every eval_every steps; per task accuracy goes to metrics.jsonl
- * ({"type":"eval","step":N,"tasks":{name:{"acc":..,"acc_norm":..,"n":..,
- * "items_acc":"0101.."}}}) and the per-item correctness to the forgetting
+ * eval_subset), scored with the model as trained (frozen fake-quant during
+ * QAT, see trainer.h) through model_lm every eval_every steps, plus the mean
+ * loss over the first eval_val_batches (B, T) windows of the "val" split;
+ * metrics.jsonl gets {"type":"eval","step":N,"quantized":b,"val_loss":..,
+ * "val_ppl":..,"tasks":{name:{"acc":..,"acc_norm":..,"n":..,
+ * "items_acc":"0101.."}}} and the per-item correctness to the forgetting
  * tracker (baseline = the step-0 evaluation); an alarm becomes an events.jsonl
  * line and, with stop_on_forgetting, a stop request. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/dataloader.h"
 #include "qs/eval.h"
 #include "qs/forget.h"
 #include "qs/hfconfig.h"
@@ -27,7 +31,37 @@ struct trainer_eval {
     char task_names[16][64];
     const char *task_ptrs[16];
     unsigned char *correct;  /* [n_items] scratch */
+    dataloader *val;         /* NULL: no val_loss */
+    llama_acts val_acts;
+    llama_model *val_model;  /* the model val_acts were made for */
+    int32_t *val_tok;        /* [2 * B * T]: inputs, then targets */
 };
+
+/* Mean next-token loss over the first eval_val_batches val batches. */
+static int trainer_eval_val_loss(struct trainer_eval *e, llama_model *m, double *loss, qs_diag *d)
+{
+    int B = (int)e->cfg.batch_size, T = (int)e->cfg.seq_len, rc;
+    if (e->val_model != m) {
+        model_acts_free(&e->val_acts);
+        e->val_model = NULL;
+        if ((rc = model_acts_init(&e->val_acts, &m->cfg, B, T, T, 0, d)))
+            return rc;
+        e->val_model = m;
+    }
+    dataloader_rewind(e->val);
+    double sum = 0.0;
+    for (long i = 0; i < e->cfg.eval_val_batches; i++) {
+        dataloader_next(e->val, e->val_tok, e->val_tok + (size_t)B * T);
+        if ((rc = model_forward(m, &e->val_acts, e->val_tok, e->val_tok + (size_t)B * T, B, T, 0,
+                                d)))
+            return rc;
+        sum += e->val_acts.loss;
+    }
+    *loss = sum / (double)e->cfg.eval_val_batches;
+    if (!isfinite(*loss))
+        return diag_set(d, QS_ENAN, e->cfg.train_data, -1, "in-loop eval: validation loss is NaN/Inf");
+    return 0;
+}
 
 static int trainer_eval_encode(void *self, const char *text, size_t len, int add_bos,
                                int32_t **ids, size_t *n_ids, qs_diag *d)
@@ -35,8 +69,9 @@ static int trainer_eval_encode(void *self, const char *text, size_t len, int add
     return tokenizer_encode(self, text, len, add_bos, ids, n_ids, d);
 }
 
-static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, char *line,
-                                 size_t line_bytes, char *event, size_t event_bytes, qs_diag *d)
+static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, int quantized,
+                                 char *line, size_t line_bytes, char *event, size_t event_bytes,
+                                 qs_diag *d)
 {
     struct trainer_eval *e = self;
     int rc;
@@ -54,7 +89,17 @@ static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, c
     const eval_item *items = eval_session_items(e->session, &n_items);
     int n_rows, stop = 0;
     const eval_row *rows = eval_session_rows(e->session, &n_rows);
-    size_t used = (size_t)snprintf(line, line_bytes, "{\"type\":\"eval\",\"step\":%ld,\"tasks\":{", step);
+    size_t used = (size_t)snprintf(line, line_bytes, "{\"type\":\"eval\",\"step\":%ld,\"quantized\":%s,",
+                                   step, quantized ? "true" : "false");
+    if (e->val) {
+        double vl;
+        if ((rc = trainer_eval_val_loss(e, m, &vl, d)))
+            return rc;
+        used += (size_t)snprintf(line + used, line_bytes - used,
+                                 "\"val_loss\":%.9g,\"val_ppl\":%.9g,\"val_batches\":%ld,", vl, exp(vl),
+                                 e->cfg.eval_val_batches);
+    }
+    used += (size_t)snprintf(line + used, line_bytes - used, "\"tasks\":{");
     event[0] = 0;
     for (int t = 0; t < eval_session_n_tasks(e->session); t++) {
         const eval_row *r = NULL;
@@ -121,6 +166,26 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
     fo.stop_on_forgetting = cfg->stop_on_forgetting;
     if ((rc = tokenizer_create(&e->tok, cfg->model, d)))
         goto fail;
+    if (cfg->eval_val_batches > 0) {
+        dataloader_opts vo = {(int)cfg->batch_size, (int)cfg->seq_len, (uint64_t)cfg->seed, 0,
+                              tokenizer_vocab_size(e->tok)};
+        rc = dataloader_create(&e->val, cfg->train_data, "val", tokenizer_hash(e->tok), &vo, d);
+        if (rc && rc != QS_ENOMEM && d) {
+            char why[QS_DIAG_MSG_MAX];
+            snprintf(why, sizeof why, "%s", d->msg);
+            rc = diag_set(d, rc, cfg->train_data, -1,
+                          "eval_val_batches=%ld needs a usable \"val\" split (tokenize "
+                          "--val-fraction F) but: %.300s; set eval_val_batches=0 to skip val_loss",
+                          cfg->eval_val_batches, why);
+        }
+        if (rc)
+            goto fail;
+        e->val_tok = qs_malloc(2 * (size_t)cfg->batch_size * cfg->seq_len * sizeof *e->val_tok);
+        if (!e->val_tok) {
+            rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+            goto fail;
+        }
+    }
     int32_t bos = tokenizer_bos_id(e->tok);
     eval_encoder enc = {e->tok, trainer_eval_encode, bos >= 0 ? bos : tokenizer_eos_id(e->tok)};
     if ((rc = eval_session_create(&e->session, &o, &enc, d)) ||
@@ -153,6 +218,10 @@ void trainer_eval_destroy(train_eval_hook *h)
     forget_tracker_destroy(e->forget);
     tokenizer_destroy(e->tok);
     qs_free(e->correct);
+    dataloader_destroy(e->val);
+    if (e->val_model)
+        model_acts_free(&e->val_acts);
+    qs_free(e->val_tok);
     qs_free(e);
     memset(h, 0, sizeof *h);
 }

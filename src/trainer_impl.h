@@ -56,6 +56,7 @@ struct trainer {
     int *slot_of;                       /* [n_layers * MODEL_LIN_COUNT], -1 = not planned */
     int ste;                            /* QUANT_STE_* */
     int phase;                          /* SCHEDULE_PHASE_* of the current step */
+    int frozen;                         /* 1: in-loop eval, fake-quant without recording */
 };
 
 /* trainer_quant.c */
@@ -73,5 +74,8 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d);
  * of that step (resume). */
 int trainer_log_truncate(const char *path, long step, qs_diag *d);
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d);
+
+/* trainer_plots.c: heatmap.png + curves.png of the run dir (atomic). */
+int trainer_plots_write(struct trainer *t, qs_diag *d);
 
 #endif

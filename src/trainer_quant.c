@@ -76,6 +76,11 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
     quant *qi = quant_set_get(t->qset, sl->q_input), *qw = quant_set_get(t->qset, sl->q_weight);
     size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
     qs_diag d = {0};
+    if (t->frozen) {   /* in-loop evaluation: current scales, nothing recorded */
+        if (quant_apply(qi, x, xq, nx, &d) || quant_apply(qw, w, wq, nw, &d))
+            return QS_ENAN;
+        return 1;
+    }
     sl->x = x;
     sl->w = w;
     if (t->phase != SCHEDULE_PHASE_QAT) {

@@ -175,7 +175,7 @@ TEST(cli_train, in_loop_eval_writes_baseline_and_periodic_eval_lines)
     char extra[800];
     snprintf(extra, sizeof extra,
              ",\"eval_every\":2,\"eval_tasks\":[\"arc_easy\"],\"eval_data_dir\":\"%s\","
-             "\"eval_subset\":6",
+             "\"eval_subset\":6,\"eval_val_batches\":0",
              data);
     const char *cfg = write_config("evalrun", extra);
     ASSERT_TRUE(cfg != NULL);
@@ -190,7 +190,7 @@ TEST(cli_train, in_loop_eval_writes_baseline_and_periodic_eval_lines)
     qs_diag d = {0};
     snprintf(path, sizeof path, "%s/evalrun/metrics.jsonl", test_tmp_dir());
     ASSERT_OK(fileio_read_all(path, &text, &n, &d), &d);
-    ASSERT_TRUE(strncmp(text, "{\"type\":\"eval\",\"step\":0,\"tasks\":{\"arc_easy\":{", 45) == 0);
+    ASSERT_TRUE(strncmp(text, "{\"type\":\"eval\",\"step\":0,\"quantized\":false,\"tasks\":{\"arc_easy\":{", 63) == 0);
     ASSERT_TRUE(strstr(text, "{\"type\":\"eval\",\"step\":2,") != NULL);
     ASSERT_TRUE(strstr(text, "{\"type\":\"eval\",\"step\":4,") != NULL);
     ASSERT_TRUE(strstr(text, "\"n\":6,\"items_acc\":\"") != NULL);

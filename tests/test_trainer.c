@@ -256,10 +256,11 @@ typedef struct fake_eval {
     int hook_was_off;
 } fake_eval;
 
-static int fake_eval_run(void *self, struct llama_model *m, long step, char *line, size_t n,
-                         char *event, size_t n_event, qs_diag *d)
+static int fake_eval_run(void *self, struct llama_model *m, long step, int quantized, char *line,
+                         size_t n, char *event, size_t n_event, qs_diag *d)
 {
     (void)d;
+    (void)quantized;
     fake_eval *f = self;
     if (f->calls < 8)
         f->steps[f->calls] = step;

@@ -106,6 +106,11 @@ int quant_observe(quant *q, const float *x, size_t n, qs_diag *d);
 /* y = fake-quant(x) (x == y allowed when saturating; non-saturating needs x != y).
  * On QS_ENAN the contents of y are unspecified and nothing is recorded. */
 int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d);
+/* Frozen (inference) mode: y = fake-quant(x) at the scale quantize() would use
+ * now (the estimate from the current history; current scaling when there is
+ * none), recording NOTHING: no amax, counts or last scale, so the history and
+ * the step's record are exactly as before the call (in-loop evaluation). */
+int quant_apply(quant *q, const float *x, float *y, size_t n, qs_diag *d);
 
 /* Straight-through estimator for the backward pass.  PASS: gradient unchanged
  * (the default, what the paper uses); MASKED: zero the gradient where the

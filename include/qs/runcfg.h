@@ -48,6 +48,8 @@ typedef struct runcfg {
     char eval_data_dir[RUNCFG_STR_MAX];
     char eval_tasks_dir[RUNCFG_STR_MAX];
     long eval_subset;                    /* documents per task, 0 = all */
+    long eval_val_batches;               /* held-out batches per in-loop eval, 0 = no val_loss */
+    long plot_every;                     /* heatmap.png + curves.png every N steps, 0 = off */
     int stop_on_forgetting;              /* bool */
     double forgetting_drop_points, forgetting_alpha;
     double max_memory_gb;                /* refuse runs estimated above this; 0 = available RAM */

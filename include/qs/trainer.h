@@ -44,9 +44,12 @@ typedef struct train_data {
 int trainer_data_open_shards(train_data *out, const runcfg *cfg, qs_diag *d);
 void trainer_data_close(train_data *data);
 
-/* The in-loop evaluation seam (issue 7): called with the current master
- * weights (the quantization hook is switched off during the call) before
- * step 0 (the baseline) and after every every_steps steps.  run() may fill
+/* The in-loop evaluation seam (issue 7): called before step 0 (the baseline)
+ * and after every every_steps steps with the model AS TRAINED: when the last
+ * step ran in QAT (quantized = 1), m's hook fake-quantizes the planned linears
+ * at the quantizers' current scales in frozen mode (quant_apply: nothing enters
+ * the amax histories or the detector log); otherwise (bf16 warmup, qat off)
+ * the hook is switched off (quantized = 0) and the master weights are scored.  run() may fill
  * metrics_line with one {"type":"eval","step":N,...} JSON object (appended to
  * metrics.jsonl) and event_line with one events.jsonl object (e.g. a
  * forgetting alarm); both start empty.  Return 1 to stop the run ("stop" event
@@ -56,14 +59,16 @@ struct llama_model;
 typedef struct train_eval_hook {
     void *self;
     long every_steps;            /* 0: never */
-    int (*run)(void *self, struct llama_model *m, long step, char *metrics_line,
+    int (*run)(void *self, struct llama_model *m, long step, int quantized, char *metrics_line,
                size_t metrics_bytes, char *event_line, size_t event_bytes, qs_diag *d);
 } train_eval_hook;
 
 /* The built-in hook: the evaluator (cfg eval_tasks on eval_data_dir, a fixed
- * seeded subset of eval_subset documents per task) + the forgetting alarm
- * (eval lines in metrics.jsonl with per-item correctness, alarm events,
- * stop_on_forgetting).  src/trainer_eval.c. */
+ * seeded subset of eval_subset documents per task) + held-out loss on the
+ * first eval_val_batches batches of train_data's "val" split (val_loss,
+ * val_ppl) + the forgetting alarm (eval lines in metrics.jsonl with per-item
+ * correctness and "quantized", alarm events, stop_on_forgetting).
+ * src/trainer_eval.c. */
 int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d);
 void trainer_eval_destroy(train_eval_hook *h);   /* safe on a zeroed hook */
 

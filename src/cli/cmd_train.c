@@ -34,12 +34,15 @@ static void train_usage(FILE *f)
             "  --set key=value        override one key (typed; repeatable)\n"
             "  --resume RUN_DIR       continue RUN_DIR from its latest checkpoint, bit-exactly\n"
             "                         (config = RUN_DIR/config.json; --set may change steps,\n"
-            "                         ckpt_every, stop_on_saturation, max_memory_gb)\n"
+            "                         ckpt_every, stop_on_saturation, max_memory_gb,\n"
+            "                         plot_every)\n"
             "  --ste pass|masked      straight-through estimator (= --set ste=...)\n"
             "  --bf16-warmup-steps N  unquantized steps before QAT (= --set bf16_warmup_steps=N)\n"
             "  --stop-on-saturation   stop with exit 1 on a saturation alarm\n"
             "  --precision fp32|bf16  matmul precision (= --set precision=...)\n"
             "  --steps N              (= --set steps=N)\n"
+            "  --plot-every N         redraw RUN_DIR/heatmap.png and curves.png every N steps\n"
+            "                         and at the end (= --set plot_every=N)\n"
             "  --quiet                no progress output\n"
             "  --help-config          list every config key with its default\n");
 }
@@ -57,7 +60,7 @@ static void train_help_config(void)
 static int train_resume_key_ok(const char *assignment)
 {
     static const char *const ok[] = {"steps=", "ckpt_every=", "stop_on_saturation=",
-                                     "max_memory_gb="};
+                                     "max_memory_gb=", "plot_every="};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         if (!strncmp(assignment, ok[i], strlen(ok[i])))
             return 1;
@@ -100,7 +103,7 @@ int cmd_train(int argc, char **argv)
         } else if (cli_flag_is(a, "--config") || cli_flag_is(a, "--resume") ||
                    cli_flag_is(a, "--set") || cli_flag_is(a, "--ste") ||
                    cli_flag_is(a, "--bf16-warmup-steps") || cli_flag_is(a, "--precision") ||
-                   cli_flag_is(a, "--steps")) {
+                   cli_flag_is(a, "--steps") || cli_flag_is(a, "--plot-every")) {
             if (!(v = cli_flag_value(argc, argv, &i)))
                 return CLI_EXIT_USAGE;
             if (cli_flag_is(a, "--config"))
@@ -113,6 +116,7 @@ int cmd_train(int argc, char **argv)
                 const char *key = cli_flag_is(a, "--ste")                 ? "ste"
                                   : cli_flag_is(a, "--bf16-warmup-steps") ? "bf16_warmup_steps"
                                   : cli_flag_is(a, "--precision")         ? "precision"
+                                  : cli_flag_is(a, "--plot-every")        ? "plot_every"
                                                                           : "steps";
                 snprintf(flag_sets[n_flag], sizeof flag_sets[n_flag], "%s=%s", key, v);
                 sets[n_sets++] = flag_sets[n_flag++];
@@ -137,7 +141,7 @@ int cmd_train(int argc, char **argv)
             if (!train_resume_key_ok(sets[i]))
                 return cli_error("train: --resume: '%s' cannot change in a resumed run (it would "
                                  "not continue the same run); allowed: steps, ckpt_every, "
-                                 "stop_on_saturation, max_memory_gb", sets[i]);
+                                 "stop_on_saturation, max_memory_gb, plot_every", sets[i]);
     } else if (runcfg_load(&cfg, config, &d)) {
         return cli_diag_error(&d);
     }

@@ -1,0 +1,257 @@
+/* test_cli_train_loop.c: `qatscope train` with the in-loop evaluation on the
+ * bundled tiny model: eval records (baseline, steps, quantized, val_loss),
+ * frozen quantizers (the eval changes neither training nor the amax log), the
+ * forgetting alarm wiring, and --plot-every PNGs. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/plots.h"
+#include "test.h"
+
+static int loop_cli(const char *args)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        return -100;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s >%s/loop_out.txt 2>&1", bin, args, test_tmp_dir());
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -102;
+}
+
+/* shards of data/demo/train.txt with a val split, made once */
+static const char *loop_shards(void)
+{
+    static char dir[512];
+    if (dir[0])
+        return dir;
+    char args[1200];
+    snprintf(dir, sizeof dir, "%s/loop_shards", test_tmp_dir());
+    snprintf(args, sizeof args,
+             "tokenize --model data/demo/model --input data/demo/train.txt --out %s "
+             "--val-fraction 0.1", dir);
+    if (loop_cli(args) != 0) {
+        dir[0] = 0;
+        return NULL;
+    }
+    return dir;
+}
+
+/* run dir sub/name; extra = more JSON keys; returns the exit status */
+static int loop_train(const char *sub, const char *name, const char *lr, int steps, int subset,
+                      const char *extra, const char *flags)
+{
+    char bench[512];
+    if (!test_shared_path(bench, sizeof bench, "bench/arc") || !loop_shards())
+        return -200;
+    bench[strlen(bench) - 4] = 0;
+    char path[700], js[3000], args[1600];
+    snprintf(path, sizeof path, "%s/%s_%s.json", test_tmp_dir(), sub, name);
+    int n = snprintf(js, sizeof js,
+                     "{\"model\":\"data/demo/model\",\"train_data\":\"%s\",\"out_dir\":\"%s/%s/%s\","
+                     "\"batch_size\":2,\"seq_len\":16,\"steps\":%d,\"lr\":%s,"
+                     "\"bf16_warmup_steps\":1,\"quant_modules\":[\"layers.*.mlp.*\"],"
+                     "\"eval_tasks\":[\"arc_easy\"],\"eval_data_dir\":\"%s\",\"eval_subset\":%d,"
+                     "\"eval_val_batches\":2%s}",
+                     loop_shards(), test_tmp_dir(), sub, name, steps, lr, bench, subset, extra);
+    if (fileio_write_atomic(path, js, (size_t)n, NULL))
+        return -201;
+    snprintf(args, sizeof args, "train --config %s --quiet %s", path, flags);
+    return loop_cli(args);
+}
+
+static char *loop_read(const char *sub, const char *name, const char *file, size_t *n)
+{
+    char path[800];
+    char *text = NULL;
+    snprintf(path, sizeof path, "%s/%s/%s/%s", test_tmp_dir(), sub, name, file);
+    if (fileio_read_all(path, &text, n, NULL))
+        return NULL;
+    return text;
+}
+
+static double loop_number_after(const char *s, const char *key)
+{
+    const char *p = strstr(s, key);
+    return p ? strtod(p + strlen(key), NULL) : NAN;
+}
+
+/* the shared run: evals every 2 steps, pictures every 3 (and at the end) */
+static int loop_run_a(void)
+{
+    static int rc = -1000;
+    if (rc == -1000)
+        rc = loop_train("a", "run", "1e-3", 4, 6, ",\"eval_every\":2", "--plot-every 3");
+    return rc;
+}
+
+TEST(cli_train_loop, eval_records_baseline_steps_quantized_val_loss_and_items)
+{
+    int rc = loop_run_a();
+    if (rc == -100 || rc == -200)
+        SKIP("QS_BIN or ../shared/bench/arc not present");
+    ASSERT_EQ_INT(rc, 0);
+    size_t n;
+    char *text = loop_read("a", "run", "metrics.jsonl", &n);
+    ASSERT_TRUE(text != NULL);
+    /* baseline first, before any train line; bf16 warmup -> master weights */
+    ASSERT_TRUE(strncmp(text, "{\"type\":\"eval\",\"step\":0,\"quantized\":false,\"val_loss\":", 53) == 0);
+    const char *e2 = strstr(text, "{\"type\":\"eval\",\"step\":2,\"quantized\":true,");
+    const char *e4 = strstr(text, "{\"type\":\"eval\",\"step\":4,\"quantized\":true,");
+    ASSERT_TRUE(e2 && e4 && e2 < e4);
+    ASSERT_TRUE(strstr(text, "\"step\":1,\"quantized\"") == NULL);
+    ASSERT_TRUE(strstr(text, "\"step\":3,\"quantized\"") == NULL);
+    /* eval at step 2 comes after train step 1 and before train step 2 */
+    const char *t1 = strstr(text, "{\"type\":\"train\",\"step\":1,");
+    const char *t2 = strstr(text, "{\"type\":\"train\",\"step\":2,");
+    ASSERT_TRUE(t1 && t2 && t1 < e2 && e2 < t2);
+    for (const char *e = text; (e = strstr(e, "{\"type\":\"eval\"")); e++) {
+        double vl = loop_number_after(e, "\"val_loss\":"), vp = loop_number_after(e, "\"val_ppl\":");
+        ASSERT_TRUE(vl > 0 && vl < 20);
+        ASSERT_NEAR(vp, exp(vl), 1e-5 * vp);
+        ASSERT_TRUE(strstr(e, "\"val_batches\":2,\"tasks\":{\"arc_easy\":{\"acc\":") ==
+                    strstr(e, "\"val_batches\""));
+        const char *items = strstr(e, "\"n\":6,\"items_acc\":\"");
+        ASSERT_TRUE(items != NULL);
+        items += strlen("\"n\":6,\"items_acc\":\"");
+        for (int i = 0; i < 6; i++)
+            ASSERT_TRUE(items[i] == '0' || items[i] == '1');
+        ASSERT_TRUE(items[6] == '"');
+    }
+    qs_free(text);
+}
+
+/* The frozen quantizers: a run with in-loop evals trains exactly like one
+ * without (same final weights) and logs the same quantizer records. */
+TEST(cli_train_loop, in_loop_eval_leaves_training_and_amax_log_unchanged)
+{
+    int rc = loop_run_a();
+    if (rc == -100 || rc == -200)
+        SKIP("QS_BIN or ../shared/bench/arc not present");
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_EQ_INT(loop_train("c", "run", "1e-3", 4, 6, ",\"eval_every\":0", ""), 0);
+    size_t na, nb;
+    char *a = loop_read("a", "run", "ckpt/step_4/model.safetensors", &na);
+    char *b = loop_read("c", "run", "ckpt/step_4/model.safetensors", &nb);
+    ASSERT_TRUE(a && b && na == nb && !memcmp(a, b, na));
+    qs_free(a);
+    qs_free(b);
+    a = loop_read("a", "run", "quant.jsonl.zst", &na);
+    b = loop_read("c", "run", "quant.jsonl.zst", &nb);
+    ASSERT_TRUE(a && b && na == nb && !memcmp(a, b, na));
+    qs_free(a);
+    qs_free(b);
+}
+
+/* Wiring of the alarm: a zero-point threshold, alpha 1 and a large lr (0.3) make any
+ * drop an alarm; with stop_on_forgetting the run stops with exit 1 after a
+ * checkpoint. */
+TEST(cli_train_loop, forgetting_alarm_stops_the_run_with_a_checkpoint)
+{
+    int rc = loop_train("d", "run", "0.3", 3, 16,
+                        ",\"eval_every\":1,"
+                        "\"forgetting_drop_points\":0,\"forgetting_alpha\":1,"
+                        "\"stop_on_forgetting\":true",
+                        "");
+    if (rc == -100 || rc == -200)
+        SKIP("QS_BIN or ../shared/bench/arc not present");
+    size_t n;
+    char *ev = loop_read("d", "run", "events.jsonl", &n);
+    ASSERT_TRUE(ev != NULL);
+    if (!strstr(ev, "\"type\":\"forgetting\"")) {
+        qs_free(ev);
+        ASSERT_EQ_INT(rc, 0);   /* no drop at all: then the run must have gone on */
+        SKIP("accuracy did not drop on this model");
+    }
+    ASSERT_EQ_INT(rc, 1);
+    const char *stop = strstr(ev, "\"reason\":\"forgetting\"");
+    ASSERT_TRUE(stop != NULL);
+    const char *line = stop;
+    while (line > ev && line[-1] != '\n')
+        line--;
+    long at = (long)loop_number_after(line, "\"step\":");
+    const char *fl = strstr(ev, "\"type\":\"forgetting\"");
+    while (fl > ev && fl[-1] != '\n')
+        fl--;
+    ASSERT_EQ_INT((long)loop_number_after(fl, "\"step\":"), at);   /* stopped at the alarm */
+    ASSERT_TRUE(at >= 1 && at < 3);
+    ASSERT_TRUE(strstr(fl, "\"task\":\"arc_easy\"") != NULL);
+    char ck[64];
+    snprintf(ck, sizeof ck, "ckpt/step_%ld/train_state.bin", at);
+    char *st = loop_read("d", "run", ck, &n);
+    ASSERT_TRUE(st != NULL);
+    qs_free(st);
+    qs_free(ev);
+}
+
+TEST(cli_train_loop, plot_every_writes_decodable_heatmap_and_curves)
+{
+    int rc = loop_run_a();
+    if (rc == -100 || rc == -200)
+        SKIP("QS_BIN or ../shared/bench/arc not present");
+    ASSERT_EQ_INT(rc, 0);
+    const char *files[2] = {"heatmap.png", "curves.png"};
+    for (int i = 0; i < 2; i++) {
+        char path[800];
+        snprintf(path, sizeof path, "%s/a/run/%s", test_tmp_dir(), files[i]);
+        plots_image img = {0};
+        qs_diag d = {0};
+        ASSERT_OK(plots_png_read(path, &img, &d), &d);
+        ASSERT_TRUE(img.width > 100 && img.height > 100);
+        int colours = 0;
+        for (size_t p = 1; p < (size_t)img.width * img.height && colours < 3; p++)
+            colours += memcmp(img.rgb + 3 * p, img.rgb, 3) != 0;
+        ASSERT_TRUE(colours >= 3);
+        plots_image_free(&img);
+    }
+    /* nothing half-written left behind (afile temp names are PATH.tmp.<pid>) */
+    char dir[800];
+    snprintf(dir, sizeof dir, "%s/a/run", test_tmp_dir());
+    DIR *dh = opendir(dir);
+    ASSERT_TRUE(dh != NULL);
+    int stray = 0;
+    for (struct dirent *de; (de = readdir(dh));)
+        stray += strstr(de->d_name, ".tmp") != NULL;
+    closedir(dh);
+    ASSERT_EQ_INT(stray, 0);
+    size_t n;
+    char *ev = loop_read("a", "run", "events.jsonl", &n);
+    ASSERT_TRUE(ev && !strstr(ev, "plot_error"));
+    qs_free(ev);
+}
+
+TEST(cli_train_loop, val_loss_without_a_val_split_is_refused_up_front)
+{
+    char bench[512];
+    if (!getenv("QS_BIN") || !test_shared_path(bench, sizeof bench, "bench/arc"))
+        SKIP("QS_BIN or ../shared/bench/arc not present");
+    bench[strlen(bench) - 4] = 0;
+    char args[1600], path[700], js[2000];
+    snprintf(args, sizeof args,
+             "tokenize --model data/demo/model --input data/demo/train.txt --out %s/noval",
+             test_tmp_dir());
+    ASSERT_EQ_INT(loop_cli(args), 0);
+    snprintf(path, sizeof path, "%s/noval.json", test_tmp_dir());
+    int n = snprintf(js, sizeof js,
+                     "{\"model\":\"data/demo/model\",\"train_data\":\"%s/noval\",\"out_dir\":\"%s/"
+                     "novalrun\",\"batch_size\":2,\"seq_len\":16,\"steps\":2,\"eval_every\":1,"
+                     "\"eval_data_dir\":\"%s\",\"eval_subset\":2}",
+                     test_tmp_dir(), test_tmp_dir(), bench);
+    ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
+    snprintf(args, sizeof args, "train --config %s --quiet", path);
+    ASSERT_EQ_INT(loop_cli(args), 2);
+    char *out;
+    size_t len;
+    snprintf(path, sizeof path, "%s/loop_out.txt", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &out, &len, NULL), NULL);
+    ASSERT_TRUE(strstr(out, "eval_val_batches=8 needs a usable \"val\" split") != NULL);
+    qs_free(out);
+    snprintf(path, sizeof path, "%s/novalrun/metrics.jsonl", test_tmp_dir());
+    ASSERT_TRUE(!fileio_exists(path));
+}
