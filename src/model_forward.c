@@ -76,6 +76,9 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
     int rc = model_forward_check(m, a, tokens, B, T, pos0, d);
     if (rc)
         return rc;
+    if (a->logits_tail > 0 && targets)
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: targets need every row's logits "
+                        "(logits_tail = %d)", a->logits_tail);
     const llama_config *c = &m->cfg;
     const int N = B * T, C = c->dim, F = c->hidden_dim, H = c->n_heads, KVH = c->n_kv_heads;
     const int hd = c->head_dim, QD = H * hd, KD = KVH * hd, V = c->vocab_size;
@@ -126,10 +129,17 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
 
     rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid + c->n_layers * sC, m->w.norm, N, C,
                     c->norm_eps);
-    if (m->packs && m->packs_precision == m->precision)
-        matmul_forward_packed(a->logits, a->lnf, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, N);
-    else
-        matmul_forward(a->logits, a->lnf, m->w.lm_head, NULL, N, C, V, m->precision);
+    /* rows b*T + [T-k, T) of every sequence -> logits rows b*k + [0, k) */
+    const int k = a->logits_tail > 0 && a->logits_tail < T ? a->logits_tail : T;
+    for (int b = 0; b < (k == T ? 1 : B); b++) {
+        const int rows = k == T ? N : k;
+        const float *in = a->lnf + ((size_t)b * T + (size_t)(T - k)) * C;
+        float *out = a->logits + (size_t)b * k * V;
+        if (m->packs && m->packs_precision == m->precision)
+            matmul_forward_packed(out, in, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, rows);
+        else
+            matmul_forward(out, in, m->w.lm_head, NULL, rows, C, V, m->precision);
+    }
     a->loss = targets ? xent_forward(a->losses, a->logits, targets, N, V) : -1.0;
     return 0;
 }

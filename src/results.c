@@ -144,6 +144,12 @@ static json_t *results_build_root(const eval_session *s, const results_meta *m)
     json_object_set_new(cfg, "model_path", m->model_path ? json_string(m->model_path) : json_null());
     json_object_set_new(cfg, "model_sha256", m->model_hash ? json_string(m->model_hash) : json_null());
     json_object_set_new(cfg, "precision", json_string(m->precision ? m->precision : "fp32"));
+    json_t *qm = json_array();
+    for (int i = 0; i < m->n_quant; i++)
+        json_array_append_new(qm, json_string(m->quant_modules[i]));
+    json_object_set_new(cfg, "quant_modules", qm);
+    json_object_set_new(cfg, "quant_scaling",
+                        m->n_quant && m->quant_scaling ? json_string(m->quant_scaling) : json_null());
     json_object_set_new(cfg, "threads", json_integer(m->threads));
     json_object_set_new(cfg, "batch_size", json_integer(o->batch_items));
     json_object_set_new(cfg, "batch_sizes", json_array());

@@ -215,3 +215,42 @@ TEST(lm, a_long_sibling_does_not_change_a_short_continuation)
     model_free(&m);
     qs_free(c.ref_logits);
 }
+
+/* acts.logits_tail = k: lm_head only on the last k rows of every sequence,
+ * equal to those rows of a full forward; targets are refused. */
+TEST(lm, logits_tail_rows_equal_the_full_forward_rows)
+{
+    llama_model m;
+    llama_acts a;
+    lm_case c = {0};
+    qs_diag d = {0};
+    ASSERT_EQ_INT(lm_case_load(&c), 0);
+    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
+    ASSERT_OK(model_acts_init(&a, &m.cfg, 2, c.T, c.T, 0, &d), &d);
+    int32_t tok[48];
+    for (int t = 0; t < c.T; t++) {
+        tok[t] = c.tok[t];
+        tok[c.T + t] = c.tok[c.T - 1 - t];
+    }
+    size_t V = (size_t)c.V, k = 3;
+    float *full = qs_malloc(2 * (size_t)c.T * V * sizeof *full);
+    ASSERT_TRUE(full != NULL);
+    ASSERT_OK(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d), &d);
+    memcpy(full, a.logits, 2 * (size_t)c.T * V * sizeof *full);
+    a.logits_tail = (int)k;
+    ASSERT_OK(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d), &d);
+    double worst = 0;
+    for (size_t b = 0; b < 2; b++)
+        for (size_t r = 0; r < k; r++)
+            for (size_t v = 0; v < V; v++) {
+                float want = full[(b * (size_t)c.T + (size_t)c.T - k + r) * V + v];
+                double diff = fabs((double)a.logits[(b * k + r) * V + v] - want);
+                worst = diff > worst ? diff : worst;
+            }
+    ASSERT_TRUE(worst <= 1e-5);
+    ASSERT_TRUE(model_forward(&m, &a, tok, tok, 2, c.T, 0, &d) == QS_EINVAL);
+    model_acts_free(&a);
+    model_free(&m);
+    qs_free(full);
+    qs_free(c.ref_logits);
+}

@@ -143,7 +143,9 @@ typedef struct llama_acts {
     float *hb;          /* [L, N, F] SwiGLU output (down_proj input) */
     float *lnf;         /* [N, C] */
     float *lnf_rstd;    /* [N] */
-    float *logits;      /* [N, V] */
+    float *logits;      /* [N, V]; with logits_tail = k > 0 only [B*k, V] are written */
+    int logits_tail;    /* 0: lm_head on every row; k > 0: only on the last k rows of each
+                         * sequence (scoring needs no others; no targets allowed) */
     float *losses;      /* [N] */
     float *kv_new;      /* [2, N, KVH*hd] scratch: this call's k and v before the cache */
     float *proj;        /* [N, C] scratch: o_proj / down_proj output */

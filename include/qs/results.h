@@ -29,6 +29,11 @@ typedef struct results_meta {
     double total_seconds;
     long long date_unix;
     const char *command_line;  /* may be NULL */
+    /* HiF8 W8A8 fake-quant (eval --precision hif8): the quantized Linear modules
+     * (n_quant 0 = none) and how they are scaled; written to config. */
+    const char *const *quant_modules;
+    int n_quant;
+    const char *quant_scaling;
 } results_meta;
 
 /* Compose the JSON text (qs_malloc'd, NUL-terminated). */

@@ -3,7 +3,8 @@
  *
  *   qatscope eval --model DIR --tasks mmlu,hellaswag,arc_easy,arc_challenge
  *                 --data-dir DIR --output results.json [--shots K]
- *                 [--limit N | --subset N --subset-seed S] [--precision fp32|bf16]
+ *                 [--limit N | --subset N --subset-seed S] [--precision fp32|bf16|hif8|hif8-fp32]
+ *                 [--quant-modules PATTERNS]
  *                 [--threads N] [--bos | --no-bos] [--log-samples F.jsonl.zst]
  *                 [--tasks-dir DIR] [--batch N] [--max-length N]
  *
@@ -24,6 +25,7 @@
 #include "cli.h"
 #include "qs/digest.h"
 #include "qs/eval.h"
+#include "qs/evalquant.h"
 #include "qs/fileio.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
@@ -35,7 +37,8 @@
 
 static const char eval_usage[] =
     "usage: qatscope eval --model DIR --tasks LIST --data-dir DIR --output results.json\n"
-    "         [--shots K] [--limit N | --subset N --subset-seed S] [--precision fp32|bf16]\n"
+    "         [--shots K] [--limit N | --subset N --subset-seed S]\n"
+    "         [--precision fp32|bf16|hif8|hif8-fp32] [--quant-modules PATTERNS]\n"
     "         [--threads N] [--bos | --no-bos] [--log-samples samples.jsonl.zst]\n"
     "         [--tasks-dir DIR] [--batch N] [--max-length N]\n"
     "tasks: mmlu, hellaswag, arc_easy, arc_challenge (files in the tasks dir)\n"
@@ -176,6 +179,7 @@ static void eval_summary_print(const eval_session *s)
 
 typedef struct eval_args {
     const char *model, *tasks, *data_dir, *output, *samples, *tasks_dir, *precision;
+    const char *quant_modules;
     long shots, limit, subset, subset_seed, threads, batch, max_length;
     int bos, subset_seed_set;
 } eval_args;
@@ -219,6 +223,7 @@ static int eval_args_parse(int argc, char **argv, eval_args *a)
         EVAL_STR("--log-samples", samples)
         EVAL_STR("--tasks-dir", tasks_dir)
         EVAL_STR("--precision", precision)
+        EVAL_STR("--quant-modules", quant_modules)
         EVAL_LONG("--shots", shots, 0, 64)
         EVAL_LONG("--limit", limit, 1, 1000000000)
         EVAL_LONG("--subset", subset, 1, 1000000000)
@@ -244,8 +249,13 @@ static int eval_args_parse(int argc, char **argv, eval_args *a)
         return cli_error("eval: --limit and --subset are exclusive");
     if (a->subset_seed_set && !a->subset)
         return cli_error("eval: --subset-seed needs --subset");
-    if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16"))
-        return cli_error("--precision: expected fp32 or bf16, got '%s'", a->precision);
+    if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16") &&
+        strcmp(a->precision, "hif8") && strcmp(a->precision, "hif8-fp32"))
+        return cli_error("--precision: expected fp32, bf16, hif8 or hif8-fp32, got '%s'",
+                         a->precision);
+    if (a->quant_modules && strncmp(a->precision, "hif8", 4))
+        return cli_error("--quant-modules: only with --precision hif8 or hif8-fp32 (got %s)",
+                         a->precision);
     return 0;
 }
 
@@ -287,10 +297,16 @@ int cmd_eval(int argc, char **argv)
     memset(&m, 0, sizeof m);
     model_lm *mlm = NULL;
     eval_session *s = NULL;
+    evalquant *eq = NULL;
     char model_hash[65] = "";
     if ((rc = tokenizer_create(&tok, a.model, &d)) || (rc = model_load_dir(&m, a.model, &d)))
         goto fail;
-    m.precision = strcmp(a.precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
+    /* hif8 = bf16 matmuls + HiF8 W8A8 fake-quant of the planned Linears */
+    m.precision = strcmp(a.precision, "bf16") && strcmp(a.precision, "hif8") ? MATMUL_FP32
+                                                                              : MATMUL_BF16;
+    if (!strncmp(a.precision, "hif8", 4) &&
+        (rc = evalquant_create(&eq, &m, a.quant_modules, &d)))
+        goto fail;
     int max_len = a.max_length ? (int)a.max_length : hfconfig_max_context(&m.cfg);
     if ((rc = model_lm_create(&mlm, &m, max_len, &d)) || (rc = eval_model_hash(a.model, model_hash, &d)))
         goto fail;
@@ -326,7 +342,13 @@ int cmd_eval(int argc, char **argv)
     }
     results_meta meta = {a.model, model_hash, a.precision, a.threads ? (int)a.threads : 0,
                          bos_added, bos_rule, tokenizer_kind(tok), max_len,
-                         eval_seconds_since(&t0), (long long)time(NULL), cmdline};
+                         eval_seconds_since(&t0), (long long)time(NULL), cmdline, NULL, 0, NULL};
+    const char *qmods[512];
+    for (int i = 0; i < evalquant_count(eq) && meta.n_quant < 512; i++)
+        qmods[meta.n_quant++] = evalquant_module(eq, i);
+    meta.quant_modules = qmods;
+    meta.quant_scaling = "current (exact amax per forward call, weights and inputs), margin 0, "
+                         "saturating";
 #ifdef _OPENMP
     if (!a.threads)
         meta.threads = omp_get_max_threads();
@@ -344,6 +366,7 @@ fail:
         cli_diag_error(&d);
     eval_session_destroy(s);
     model_lm_destroy(mlm);
+    evalquant_destroy(eq);
     model_free(&m);
     tokenizer_destroy(tok);
     return rc ? CLI_EXIT_USAGE : CLI_EXIT_OK;

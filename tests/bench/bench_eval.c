@@ -6,7 +6,8 @@
  * so that items are not left-truncated, which would score every choice on
  * its own in both modes), random weights, fp32, one thread (OpenMP and
  * OpenBLAS) so the two modes see the same machine.  Items: a seeded subset of
- * the real bench data tokenized by stories260K's tokenizer when ../shared is
+ * the real bench data tokenized by the Llama-2 tokenizer (32000 vocab, the one
+ * a stories15M-shaped model is paired with) when ../shared is
  * present, else the self-made items of tests/data/tasks with a byte tokenizer.
  * Shared prefix: one lm_request per item (the context once, its KV kept, every
  * choice on top).  Separate: one request per (context, choice) pair, i.e. the
@@ -136,7 +137,7 @@ int main(int argc, char **argv)
     lm_scorer lm = model_lm_scorer(mlm);
     tokenizer *tok = NULL;
     const char *data_dir = "../shared/bench", *tasks_dir = "tasks";
-    const char *shared_tok = "../shared/models/stories260K";
+    const char *shared_tok = "../shared/tokenizers/llama2/tokenizer.json";
     eval_encoder enc = {NULL, bench_byte_encode, 1};
     if (fileio_is_dir(data_dir) && !tokenizer_create(&tok, shared_tok, &d)) {
         enc.self = tok;
