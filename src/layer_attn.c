@@ -226,6 +226,9 @@ void attn_forward(float *out, float *att, const float *q, const float *k, const 
             }
 }
 
+/* Longest sequence for the AVX-512 backward (its per-row scratch is on the stack). */
+enum { ATTN_BWD_SIMD_MAX_T = 2048 };
+
 void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
                    const float *q, const float *k, const float *v, int B, int T, int H, int KVH,
                    int hd)
@@ -235,6 +238,7 @@ void attn_backward(float *dq, float *dk, float *dv, const float *dout, const flo
      * One task per (b, kv head) owns that kv head's dk/dv and its heads' dq. */
     int group = H / KVH;
     float scale = 1.0f / sqrtf((float)hd);
+    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512 && T <= ATTN_BWD_SIMD_MAX_T;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) collapse(2) if ((size_t)B * H * T * T * hd > 262144)
 #endif
@@ -246,6 +250,13 @@ void attn_backward(float *dq, float *dk, float *dv, const float *dout, const flo
                     const float *qt = q + qo, *gt = dout + qo;
                     float *dqt = dq + qo;
                     const float *a = att + (((size_t)b * H + h) * T + t) * T;
+                    if (simd512) {
+                        float datt[ATTN_BWD_SIMD_MAX_T];
+                        size_t k0 = ((size_t)b * T * KVH + kh) * hd;
+                        attn_bwd_row_avx512_impl(dqt, dk + k0, dv + k0, qt, gt, a, k + k0, v + k0,
+                                                 t + 1, (size_t)KVH * hd, hd, scale, datt);
+                        continue;
+                    }
                     float sum = 0.0f;
                     for (int j = 0; j <= t; j++) {
                         size_t ko = (((size_t)b * T + j) * KVH + kh) * hd;

@@ -70,3 +70,54 @@ void attn_weighted_sum_avx512_impl(float *o, const float *p, const float *vb, in
         _mm512_mask_storeu_ps(o + i, m, a);
     }
 }
+
+/* Sum of 16 lanes in a fixed tree: (l + l^8) then ^4, ^2, ^1. */
+static float attn_hsum(__m512 v)
+{
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_shuffle_ps(x, x, 1));
+    return _mm_cvtss_f32(x);
+}
+
+static float attn_dot16(const float *a, const float *b, int hd)
+{
+    __m512 s = _mm512_setzero_ps();
+    for (int i = 0; i < hd; i += 16) {
+        const __mmask16 m = attn_tail_mask(hd - i);
+        s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i),
+                                           _mm512_maskz_loadu_ps(m, b + i)));
+    }
+    return attn_hsum(s);
+}
+
+void attn_bwd_row_avx512_impl(float *dqt, float *dk, float *dv, const float *qt, const float *gt,
+                              const float *a, const float *k, const float *v, int n_keys,
+                              size_t kv_stride, int hd, float scale, float *datt)
+{
+    float sum = 0.0f;
+    for (int j = 0; j < n_keys; j++) {
+        datt[j] = attn_dot16(gt, v + (size_t)j * kv_stride, hd);
+        sum += a[j] * datt[j];
+    }
+    for (int i = 0; i < hd; i += 16) {
+        const __mmask16 m = attn_tail_mask(hd - i);
+        const __m512 qi = _mm512_maskz_loadu_ps(m, qt + i), gi = _mm512_maskz_loadu_ps(m, gt + i);
+        __m512 dq = _mm512_maskz_loadu_ps(m, dqt + i);
+        for (int j = 0; j < n_keys; j++) {
+            size_t ko = (size_t)j * kv_stride + i;
+            const __m512 ds = _mm512_set1_ps(a[j] * (datt[j] - sum) * scale);
+            const __m512 aj = _mm512_set1_ps(a[j]);
+            dq = _mm512_add_ps(dq, _mm512_mul_ps(ds, _mm512_maskz_loadu_ps(m, k + ko)));
+            _mm512_mask_storeu_ps(dk + ko, m,
+                                  _mm512_add_ps(_mm512_maskz_loadu_ps(m, dk + ko),
+                                                _mm512_mul_ps(ds, qi)));
+            _mm512_mask_storeu_ps(dv + ko, m,
+                                  _mm512_add_ps(_mm512_maskz_loadu_ps(m, dv + ko),
+                                                _mm512_mul_ps(aj, gi)));
+        }
+        _mm512_mask_storeu_ps(dqt + i, m, dq);
+    }
+}

@@ -290,6 +290,49 @@ void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, 
     matmul_backward_packed_ws(dx, dw, db, dout, x, pk, N, NULL);
 }
 
+void matmul_forward_ws(float *out, const float *x, const float *w, const float *bias, int N,
+                       int IN, int O, int precision, matmul_ws *ws)
+{
+    if (!mm_forward_trivial(out, bias, N, IN, O))
+        mm_forward_run(out, x, w, bias, N, IN, O, precision, NULL, ws);
+}
+
+void matmul_backward_ws(float *dx, float *dw, float *db, const float *dout, const float *x,
+                        const float *w, int N, int IN, int O, int precision, matmul_ws *ws)
+{
+    mm_backward_run(dx, dw, db, dout, x, w, N, IN, O, precision, NULL, ws);
+}
+
+/* Bytes mm_bpack_fill_impl reserves for a K x N operand (0: no kernel, sgemm). */
+static size_t mm_bpack_bytes_for(int K, int N, int precision)
+{
+    int kernel = mm_kernel_select_impl(precision);
+    if (kernel < 0 || K < 1 || N < 1)
+        return 0;
+    int is_bf16 = kernel == MM_KERNEL_AVX512BF16, round = precision == MATMUL_BF16;
+    size_t k_rows = is_bf16 ? (size_t)(K + 1) / 2 : round ? (size_t)K + (K & 1) : (size_t)K;
+    return k_rows * MM_NR * (size_t)((N + MM_NR - 1) / MM_NR) * sizeof(float);
+}
+
+size_t matmul_wpack_bytes_estimate(int IN, int O, int precision)
+{
+    return sizeof(matmul_wpack) + mm_bpack_bytes_for(IN, O, precision) +
+           mm_bpack_bytes_for(O, IN, precision);
+}
+
+size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w)
+{
+    size_t b = mm_bpack_bytes_for(N, IN, precision), a = 0;
+    if (mm_kernel_select_impl(precision) == MM_KERNEL_AVX512BF16)
+        a = (size_t)(N + 1) / 2 * MM_MR * (size_t)((O + MM_MR - 1) / MM_MR) * sizeof(uint32_t);
+    if (unpacked_w) {
+        size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);
+        b = b > f ? b : f;
+        b = b > x ? b : x;
+    }
+    return sizeof(matmul_ws) + b + a;
+}
+
 matmul_ws *matmul_ws_create(void) { return qs_calloc(1, sizeof(matmul_ws)); }
 
 void matmul_ws_destroy(matmul_ws *ws)

@@ -241,6 +241,11 @@ int model_packs_create(llama_model *m, qs_diag *d)
         }
     m->packs[n - 1] = matmul_wpack_create(m->w.lm_head, c->dim, c->vocab_size, m->precision);
     m->packs_precision = m->precision;
+    m->ws = matmul_ws_create();
+    if (!m->ws) {
+        model_packs_destroy(m);
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
+    }
     for (int i = 0; i < n; i++)
         if (!m->packs[i]) {
             model_packs_destroy(m);
@@ -257,6 +262,30 @@ void model_packs_refresh(llama_model *m)
         matmul_wpack_refresh(m->packs[i]);
 }
 
+size_t model_packs_bytes_estimate(const llama_config *c, int precision, int N, int n_unpacked)
+{
+    int QD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
+    const int in_dim[MODEL_LIN_COUNT] = {c->dim, c->dim, c->dim, QD, c->dim, c->dim,
+                                         c->hidden_dim};
+    const int out_dim[MODEL_LIN_COUNT] = {QD, KD, KD, c->dim, c->hidden_dim, c->hidden_dim,
+                                          c->dim};
+    size_t total = (size_t)(c->n_layers * MODEL_LIN_COUNT + 1) * sizeof(struct matmul_wpack *);
+    int max_in = c->dim, max_out = c->vocab_size;
+    for (int k = 0; k < MODEL_LIN_COUNT; k++) {
+        total += (size_t)c->n_layers * matmul_wpack_bytes_estimate(in_dim[k], out_dim[k], precision);
+        max_in = in_dim[k] > max_in ? in_dim[k] : max_in;
+        max_out = out_dim[k] > max_out ? out_dim[k] : max_out;
+    }
+    total += matmul_wpack_bytes_estimate(c->dim, c->vocab_size, precision);
+    /* the workspace grows to the largest dW operands (and unpacked MLP weights) */
+    size_t ws = matmul_ws_bytes_estimate(N, max_in, max_out, precision, 0);
+    for (int k = MODEL_LIN_GATE; n_unpacked && k <= MODEL_LIN_DOWN; k++) {
+        size_t u = matmul_ws_bytes_estimate(N, in_dim[k], out_dim[k], precision, 1);
+        ws = u > ws ? u : ws;
+    }
+    return total + ws;
+}
+
 void model_packs_destroy(llama_model *m)
 {
     if (!m->packs)
@@ -265,6 +294,8 @@ void model_packs_destroy(llama_model *m)
         matmul_wpack_destroy(m->packs[i]);
     qs_free(m->packs);
     m->packs = NULL;
+    matmul_ws_destroy(m->ws);
+    m->ws = NULL;
 }
 
 void model_free(llama_model *m)

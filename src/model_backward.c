@@ -91,6 +91,19 @@ static void grad_add(float *dst, const float *src, size_t n)
         dst[i] += src[i];
 }
 
+/* One Linear's matmul backward: through the persistent pack of the master
+ * weight when the forward used it (packs of m->precision, weight not
+ * substituted), else packing w_use on the fly into the model's workspace. */
+static void model_matmul_backward(const llama_model *m, int pack_index, float *dx, float *dw,
+                                  float *db, const float *dout, const float *x_use,
+                                  const float *w_use, const float *w, int N, int IN, int O)
+{
+    if (m->packs && m->packs_precision == m->precision && w_use == w)
+        matmul_backward_packed_ws(dx, dw, db, dout, x_use, m->packs[pack_index], N, m->ws);
+    else
+        matmul_backward_ws(dx, dw, db, dout, x_use, w_use, N, IN, O, m->precision, m->ws);
+}
+
 /* dx[N, IN] += dout @ w;  dw[O, IN] += dout^T x;  db[O] += sum dout, with the
  * forward's operands; masked STE works on this linear's own contributions. */
 static void model_linear_backward(const llama_model *m, llama_grad_acts *g,
@@ -101,13 +114,15 @@ static void model_linear_backward(const llama_model *m, llama_grad_acts *g,
     const float *x_use = x, *w_use = w;
     int masked = hook ? hook->operands(hook->self, layer, module, &x_use, &w_use) : 0;
     if (!masked) {
-        matmul_backward(dx, dw, db, dout, x_use, w_use, N, IN, O, m->precision);
+        model_matmul_backward(m, layer * MODEL_LIN_COUNT + module, dx, dw, db, dout, x_use,
+                              w_use, w, N, IN, O);
         return;
     }
     size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
     memset(g->dx_tmp, 0, nx * sizeof *g->dx_tmp);
     memset(g->dw_tmp, 0, nw * sizeof *g->dw_tmp);
-    matmul_backward(g->dx_tmp, g->dw_tmp, db, dout, x_use, w_use, N, IN, O, m->precision);
+    model_matmul_backward(m, layer * MODEL_LIN_COUNT + module, g->dx_tmp, g->dw_tmp, db, dout,
+                          x_use, w_use, w, N, IN, O);
     hook->mask(hook->self, layer, module, g->dx_tmp, nx, g->dw_tmp, nw);
     grad_add(dx, g->dx_tmp, nx);
     grad_add(dw, g->dw_tmp, nw);
@@ -138,8 +153,8 @@ int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llam
     float *dlogits = a->logits;
     xent_backward(dlogits, a->logits, targets, N, V, scale);
     memset(g->dln, 0, (size_t)N * C * sizeof *g->dln);
-    matmul_backward(g->dln, gw->lm_head, NULL, dlogits, a->lnf, m->w.lm_head, N, C, V,
-                    m->precision);
+    model_matmul_backward(m, c->n_layers * MODEL_LIN_COUNT, g->dln, gw->lm_head, NULL, dlogits,
+                          a->lnf, m->w.lm_head, m->w.lm_head, N, C, V);
     memset(g->dresid, 0, (size_t)N * C * sizeof *g->dresid);
     rmsnorm_backward(g->dresid, gw->norm, g->dln, a->resid + c->n_layers * sC, m->w.norm,
                      a->lnf_rstd, N, C);

@@ -24,7 +24,7 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
         if (r < 0)
             return r;
         if (r == 1) {
-            matmul_forward(out, a->xq, a->wq, bias, N, IN, O, m->precision);
+            matmul_forward_ws(out, a->xq, a->wq, bias, N, IN, O, m->precision, m->ws);
             return 0;
         }
     }

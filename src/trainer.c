@@ -32,8 +32,10 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
     mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
     mem->quant_bytes = trainer_quant_bytes(&c, cfg, &n_slots, d);
     mem->batch_bytes = 2 * (size_t)B * T * sizeof(int32_t);
+    mem->pack_bytes = model_packs_bytes_estimate(
+        &c, strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16, B * T, n_slots);
     mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + mem->quant_bytes +
-                       mem->batch_bytes;
+                       mem->batch_bytes + mem->pack_bytes;
     return 0;
 }
 
@@ -116,10 +118,11 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     if (opt->mem_limit_bytes && mem.total_bytes > opt->mem_limit_bytes)
         return diag_set(d, QS_ERANGE, NULL, -1,
                         "run needs %.1f MiB (model+grads+Adam+activations %.1f, backward scratch "
-                        "%.1f, quantized operands %.1f) but %.1f MiB are allowed; lower "
-                        "batch_size/seq_len or raise max_memory_gb",
+                        "%.1f, quantized operands %.1f, weight packs %.1f) but %.1f MiB are "
+                        "allowed; lower batch_size/seq_len or raise max_memory_gb",
                         mem.total_bytes / 1048576.0, mem.model_train_bytes / 1048576.0,
                         mem.grad_acts_bytes / 1048576.0, mem.quant_bytes / 1048576.0,
+                        mem.pack_bytes / 1048576.0,
                         opt->mem_limit_bytes / 1048576.0);
     struct trainer *t = qs_calloc(1, sizeof *t);
     if (!t)
@@ -156,7 +159,9 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         rc = trainer_ckpt_restore(t, ck_dir, d);
     else
         rc = trainer_fresh_dir(t, d);
-    if (rc || (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
+    /* weight packs after the (restored) weights are final; refreshed every step */
+    if (rc || (rc = model_packs_create(&t->m, d)) ||
+        (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->step0 = t->step;
     if (opt->eval)
@@ -310,6 +315,7 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     optim_grad_clip(t->grads, t->m.n_params, norm, t->cfg.grad_clip);
     double lr = schedule_lr(&t->sched, t->step);
     adamw_step(&t->opt, t->m.params, t->grads, lr, &t->hp);
+    model_packs_refresh(&t->m);
 
     if (t->sat) {
         int alarms = satstats_step_end(t->sat, t->step, t->phase, d);

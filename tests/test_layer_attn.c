@@ -83,6 +83,44 @@ TEST(layer_attn, saved_probabilities_agree_between_paths)
     qs_free(scratch);
 }
 
+/* The AVX-512 backward equals the portable one up to the dot products' summation
+ * order (16 lanes + tree vs sequential): a few ulps of the gradients' scale. */
+TEST(layer_attn, backward_simd_matches_portable_with_gqa_and_tail)
+{
+    if (cpu_detected_level() < CPU_LEVEL_AVX512)
+        SKIP("no AVX-512 on this CPU");
+    const int B = 2, T = 37, H = 4, KVH = 2, hd = 40;
+    size_t nq = (size_t)B * T * H * hd, nkv = (size_t)B * T * KVH * hd, na = (size_t)B * H * T * T;
+    float *q = qs_malloc(nq * 4), *k = qs_malloc(nkv * 4), *v = qs_malloc(nkv * 4);
+    float *o = qs_malloc(nq * 4), *g = qs_malloc(nq * 4), *att = qs_malloc(na * 4);
+    float *d1 = qs_calloc(nq + 2 * nkv, 4), *d2 = qs_calloc(nq + 2 * nkv, 4);
+    ASSERT_TRUE(q && k && v && o && g && att && d1 && d2);
+    fill(q, nq, 7);
+    fill(k, nkv, 8);
+    fill(v, nkv, 9);
+    fill(g, nq, 10);
+    attn_forward(o, att, q, k, v, B, T, 0, T, H, KVH, hd, NULL);
+    int saved = cpu_level();
+    cpu_limit(CPU_LEVEL_AVX2);
+    attn_backward(d1, d1 + nq, d1 + nq + nkv, g, att, q, k, v, B, T, H, KVH, hd);
+    cpu_limit(saved);
+    attn_backward(d2, d2 + nq, d2 + nq + nkv, g, att, q, k, v, B, T, H, KVH, hd);
+    double scale = 0.0;
+    for (size_t i = 0; i < nq + 2 * nkv; i++)
+        scale = fabs(d1[i]) > scale ? fabs(d1[i]) : scale;
+    ASSERT_TRUE(scale > 0.0);
+    ASSERT_NEAR(max_diff(d1, d2, nq + 2 * nkv) / scale, 0.0, 1e-5);
+    ASSERT_TRUE(max_diff(d1 + nq + nkv, d2 + nq + nkv, nkv) == 0.0); /* dv: same order */
+    qs_free(q);
+    qs_free(k);
+    qs_free(v);
+    qs_free(o);
+    qs_free(g);
+    qs_free(att);
+    qs_free(d1);
+    qs_free(d2);
+}
+
 TEST(layer_rope, tables_follow_hf_frequencies_and_llama3_scaling)
 {
     rope_table t;

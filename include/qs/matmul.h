@@ -86,6 +86,19 @@ void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, cons
 void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
                                const float *x, matmul_wpack *pk, int N, matmul_ws *ws);
 
+/* The unpacked calls with a workspace (w packed on the fly into ws): for
+ * weights that change every call (fake-quantized copies). Same bits. */
+void matmul_forward_ws(float *out, const float *x, const float *w, const float *bias, int N,
+                       int IN, int O, int precision, matmul_ws *ws);
+void matmul_backward_ws(float *dx, float *dw, float *db, const float *dout, const float *x,
+                        const float *w, int N, int IN, int O, int precision, matmul_ws *ws);
+/* Memory estimates on this CPU: a pack of a [O, IN] weight once both forms are
+ * built; a workspace after backward (and, with unpacked_w, the _ws calls) of
+ * that Linear over N rows.  A workspace used for several Linears grows to the
+ * largest of their estimates. */
+size_t matmul_wpack_bytes_estimate(int IN, int O, int precision);
+size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w);
+
 /* Naive double-accumulating reference for tests (fp32 semantics). */
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,
                         int IN, int O);

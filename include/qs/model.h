@@ -88,6 +88,7 @@ typedef struct llama_model {
     char dtypes[32];         /* storage dtypes found when loading, e.g. "BF16" or "F32+F16" */
     struct matmul_wpack **packs; /* NULL, or [L * MODEL_LIN_COUNT + 1] (last: lm_head) */
     int packs_precision;     /* precision the packs were made for */
+    struct matmul_ws *ws;    /* with packs: the workspace of dW packs and unpacked weights */
 } llama_model;
 
 /* Size table + block (uninitialised) + views + RoPE table for cfg. */
@@ -116,6 +117,9 @@ int model_save_hf_dir(const llama_model *m, const char *src_dir, const char *out
  * After the weights change in place (optimizer step) call model_packs_refresh. */
 int model_packs_create(llama_model *m, qs_diag *d);
 void model_packs_refresh(llama_model *m);
+/* Bytes of the packs and workspace after training steps over N rows per
+ * micro-batch (n_unpacked: Linears whose weight the hook substitutes). */
+size_t model_packs_bytes_estimate(const llama_config *c, int precision, int N, int n_unpacked);
 void model_packs_destroy(llama_model *m);   /* safe without packs */
 
 /* Activation arena. */

@@ -99,6 +99,7 @@ typedef struct train_memory {
     size_t grad_acts_bytes;    /* backward scratch */
     size_t quant_bytes;        /* saved quantized operands + amax histories */
     size_t batch_bytes;        /* token/target buffers */
+    size_t pack_bytes;         /* persistent weight packs + matmul workspace */
     size_t total_bytes;
 } train_memory;
 
