@@ -2,6 +2,7 @@
  * contains argv[1]), prints one line each and the final tally. */
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -48,6 +49,32 @@ const char *test_tmp_dir(void)
         mkdir(dir, 0777);
     }
     return dir;
+}
+
+int test_run_cli(const char *args, char *out, size_t out_bytes, char *err, size_t err_bytes)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        return -100;
+    char errpath[600], cmd[8192];
+    snprintf(errpath, sizeof errpath, "%s/cli_stderr.txt", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", bin, args, errpath);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -101;
+    size_t n = fread(out, 1, out_bytes - 1, p);
+    out[n] = 0;
+    while (fgetc(p) != EOF) {
+    }
+    int st = pclose(p);
+    err[0] = 0;
+    FILE *f = fopen(errpath, "r");
+    if (f) {
+        size_t k = fread(err, 1, err_bytes - 1, f);
+        err[k] = 0;
+        fclose(f);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -102;
 }
 
 static int cmp_tests(const void *a, const void *b)

@@ -99,6 +99,10 @@ extern char test_skip_reason[256];
 /* Path of a file under the shared data dir ($QS_SHARED, default ../shared),
  * written into buf; returns buf if it exists, else NULL (then SKIP). */
 const char *test_shared_path(char *buf, size_t buf_bytes, const char *rel);
+/* Run "$QS_BIN ARGS" through the shell, stdout into out and stderr into err
+ * (both NUL-terminated, truncated to fit); returns the exit status, or a
+ * negative value when QS_BIN is unset or the command could not run. */
+int test_run_cli(const char *args, char *out, size_t out_bytes, char *err, size_t err_bytes);
 /* Writable scratch directory for this test run (created on demand). */
 const char *test_tmp_dir(void);
 

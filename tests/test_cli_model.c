@@ -8,31 +8,6 @@
 #include "qs/model.h"
 #include "test.h"
 
-/* Runs cmd (stdout -> out, stderr -> err line), returns the exit status or -1. */
-static int run_cli(const char *args, char *out, size_t out_n, char *err, size_t err_n)
-{
-    const char *bin = getenv("QS_BIN");
-    if (!bin)
-        return -1;
-    char cmd[2048], err_path[600];
-    snprintf(err_path, sizeof err_path, "%s/cli_stderr.txt", test_tmp_dir());
-    snprintf(cmd, sizeof cmd, "%s %s 2>%s", bin, args, err_path);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
-    size_t n = fread(out, 1, out_n - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    FILE *e = fopen(err_path, "r");
-    err[0] = 0;
-    if (e) {
-        size_t m = fread(err, 1, err_n - 1, e);
-        err[m] = 0;
-        fclose(e);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 TEST(cli_model, generate_greedy_stories260K_prints_llama2c_text)
 {
     char dir[512], args[1024], out[8192], err[1024];
@@ -42,7 +17,7 @@ TEST(cli_model, generate_greedy_stories260K_prints_llama2c_text)
         SKIP("QS_BIN not set (run through make test)");
     snprintf(args, sizeof args,
              "generate --model %s --prompt 'Once upon a time' -n 64 --temperature 0", dir);
-    ASSERT_EQ_INT(run_cli(args, out, sizeof out, err, sizeof err), 0);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
     const char *want = "Once upon a time, there was a little girl named Lily. She loved to play "
                        "outside in the park. One day, she saw a big, red ball.";
     if (strncmp(out, want, strlen(want)))
@@ -53,8 +28,8 @@ TEST(cli_model, generate_greedy_stories260K_prints_llama2c_text)
     snprintf(args, sizeof args,
              "generate --model %s --prompt 'Once upon a time' -n 40 --temperature 0.9 --seed 7",
              dir);
-    ASSERT_EQ_INT(run_cli(args, out, sizeof out, err, sizeof err), 0);
-    ASSERT_EQ_INT(run_cli(args, out2, sizeof out2, err, sizeof err), 0);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+    ASSERT_EQ_INT(test_run_cli(args, out2, sizeof out2, err, sizeof err), 0);
     ASSERT_EQ_STR(out, out2);
 }
 
@@ -63,10 +38,10 @@ TEST(cli_model, bad_inputs_exit_2_with_one_line)
     char args[1024], out[4096], err[1024];
     if (!getenv("QS_BIN"))
         SKIP("QS_BIN not set (run through make test)");
-    ASSERT_EQ_INT(run_cli("generate --model data/fixtures/llama_gqa_f32 --prompt x -n -3", out,
+    ASSERT_EQ_INT(test_run_cli("generate --model data/fixtures/llama_gqa_f32 --prompt x -n -3", out,
                           sizeof out, err, sizeof err), 2);
     ASSERT_TRUE(strstr(err, "-n: expected an integer") != NULL);
-    ASSERT_EQ_INT(run_cli("ppl --model /nonexistent/model --text x", out, sizeof out, err,
+    ASSERT_EQ_INT(test_run_cli("ppl --model /nonexistent/model --text x", out, sizeof out, err,
                           sizeof err), 2);
     ASSERT_EQ_STR(err, "qatscope: /nonexistent/model: no such model directory (expected "
                        "config.json and model.safetensors)\n");
@@ -84,7 +59,7 @@ TEST(cli_model, bad_inputs_exit_2_with_one_line)
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     ASSERT_OK(fileio_write_atomic(path, "\x10\0\0\0\0\0\0\0{\"a\":", 13, &d), &d);
     snprintf(args, sizeof args, "inspect %s", dir);
-    ASSERT_EQ_INT(run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
     ASSERT_TRUE(strstr(err, "model.safetensors: header claims 16 bytes, file has 5") != NULL);
 }
 
@@ -93,7 +68,7 @@ TEST(cli_model, inspect_reports_architecture_groups_and_memory)
     char out[8192], err[1024];
     if (!getenv("QS_BIN"))
         SKIP("QS_BIN not set (run through make test)");
-    ASSERT_EQ_INT(run_cli("inspect data/fixtures/pangu_bias_sharded_f32 --batch 2 --seq 16", out,
+    ASSERT_EQ_INT(test_run_cli("inspect data/fixtures/pangu_bias_sharded_f32 --batch 2 --seq 16", out,
                           sizeof out, err, sizeof err), 0);
     ASSERT_TRUE(strstr(out, "PanguEmbeddedForCausalLM") != NULL);
     ASSERT_TRUE(strstr(out, "q/k/v yes, o yes") != NULL);
@@ -154,7 +129,7 @@ TEST(cli_model, ppl_json_on_stories260K)
                         "outside in the park. One day, she saw a big, red ball.";
     ASSERT_OK(fileio_write_atomic(txt, story, strlen(story), &d), &d);
     snprintf(args, sizeof args, "ppl --model %s --text %s --bos --json", dir, txt);
-    ASSERT_EQ_INT(run_cli(args, out, sizeof out, err, sizeof err), 0);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
     double ppl = 0;
     const char *p = strstr(out, "\"ppl\": ");
     ASSERT_TRUE(p != NULL);

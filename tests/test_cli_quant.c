@@ -12,33 +12,6 @@
 #include "qs/satstats.h"
 #include "test.h"
 
-/* Run "$QS_BIN ARGS", capture stdout (into out) and stderr (into err); returns the exit code. */
-static int run_cli(const char *args, char *out, size_t out_bytes, char *err, size_t err_bytes)
-{
-    const char *bin = getenv("QS_BIN");
-    if (!bin)
-        return -100;
-    char errpath[600], cmd[2048];
-    snprintf(errpath, sizeof errpath, "%s/cli_stderr.txt", test_tmp_dir());
-    snprintf(cmd, sizeof cmd, "%s %s 2>%s", bin, args, errpath);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -101;
-    size_t n = fread(out, 1, out_bytes - 1, p);
-    out[n] = 0;
-    while (fgetc(p) != EOF) {
-    }
-    int st = pclose(p);
-    err[0] = 0;
-    FILE *f = fopen(errpath, "r");
-    if (f) {
-        size_t k = fread(err, 1, err_bytes - 1, f);
-        err[k] = 0;
-        fclose(f);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -102;
-}
-
 /* 4 quantizers, 40 steps (10 warmup), most-recent; tensor 3 spikes at steps 20 and 30 */
 static const char *make_run_dir(void)
 {
@@ -97,7 +70,7 @@ TEST(cli_quant, satstat_lists_worst_tensor_first)
     static char out[BUF], err[BUF];
     char args[700];
     snprintf(args, sizeof args, "satstat %s --top 2", dir);
-    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
     ASSERT_TRUE(strstr(out, "steps with saturation: 2 of 30 (first at step 20)") != NULL);
     const char *top = strstr(out, "top 2 worst tensors");
     ASSERT_TRUE(top != NULL);
@@ -115,7 +88,7 @@ TEST(cli_quant, satstat_json_matches_the_log)
     static char out[BUF], err[BUF];
     char args[700];
     snprintf(args, sizeof args, "satstat %s --json --top 1", dir);
-    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
     json_error_t je;
     json_t *o = json_loads(out, 0, &je);
     ASSERT_TRUE(o != NULL);
@@ -140,7 +113,7 @@ TEST(cli_quant, replay_json_per_estimator)
     static char out[BUF], err[BUF];
     char args[700];
     snprintf(args, sizeof args, "replay %s --estimators most-recent,max-window:16,current --json", dir);
-    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
     json_error_t je;
     json_t *o = json_loads(out, 0, &je);
     ASSERT_TRUE(o != NULL);
@@ -154,7 +127,7 @@ TEST(cli_quant, replay_json_per_estimator)
                   "layers.2.mlp.down_proj.input");
     json_decref(o);
     snprintf(args, sizeof args, "replay %s", dir);   /* the default five estimators, as a table */
-    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
     ASSERT_TRUE(strstr(out, "exp-smoothing:0.9") && strstr(out, "max-window:64") &&
                 strstr(out, "current"));
 }
@@ -183,7 +156,7 @@ TEST(cli_quant, errors_exit_2_with_one_line)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(args, sizeof args, cases[i].fmt, dir);
-        int rc = run_cli(args, out, BUF, err, BUF);
+        int rc = test_run_cli(args, out, BUF, err, BUF);
         if (rc != 2 || !strstr(err, cases[i].want) || strncmp(err, "qatscope: ", 10) ||
             strchr(err, '\n') != err + strlen(err) - 1)
             TEST_FAIL_AT("'%s': exit %d, stderr '%s', want '%s'", args, rc, err, cases[i].want);
@@ -208,7 +181,7 @@ TEST(cli_quant, truncated_log_is_summarised_with_a_warning)
     static char out[BUF], err[BUF];
     char args[800];
     snprintf(args, sizeof args, "satstat %s --json", cut);
-    ASSERT_EQ_INT(run_cli(args, out, BUF, err, BUF), 0);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
     ASSERT_TRUE(strstr(err, "warning") && strstr(err, "truncated"));
     json_error_t je;
     json_t *o = json_loads(out, 0, &je);

@@ -10,32 +10,6 @@
 #include "qs/mem.h"
 #include "test.h"
 
-static int train_cli(const char *args, char *out, size_t out_bytes, char *err, size_t err_bytes)
-{
-    const char *bin = getenv("QS_BIN");
-    if (!bin)
-        return -100;
-    char errpath[600], cmd[4096];
-    snprintf(errpath, sizeof errpath, "%s/train_stderr.txt", test_tmp_dir());
-    snprintf(cmd, sizeof cmd, "%s %s 2>%s", bin, args, errpath);
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -101;
-    size_t n = fread(out, 1, out_bytes - 1, p);
-    out[n] = 0;
-    while (fgetc(p) != EOF) {
-    }
-    int st = pclose(p);
-    err[0] = 0;
-    FILE *f = fopen(errpath, "r");
-    if (f) {
-        size_t k = fread(err, 1, err_bytes - 1, f);
-        err[k] = 0;
-        fclose(f);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -102;
-}
-
 static char cli_out[65536], cli_err[8192];
 
 /* shards of data/demo/train.txt, made once */
@@ -48,7 +22,7 @@ static const char *train_shards(void)
     snprintf(dir, sizeof dir, "%s/cli_shards", test_tmp_dir());
     snprintf(args, sizeof args, "tokenize --model data/demo/model --input data/demo/train.txt --out %s",
              dir);
-    if (train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err) != 0) {
+    if (test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err) != 0) {
         fprintf(stderr, "    tokenize: %s\n", cli_err);
         dir[0] = 0;
         return NULL;
@@ -96,19 +70,19 @@ TEST(cli_train, run_then_resume_equals_straight_run)
     ASSERT_TRUE(cfg != NULL);
     char args[1400];
     snprintf(args, sizeof args, "train --config %s", cfg);
-    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
     ASSERT_TRUE(strstr(cli_out, "HiF8 QAT on") != NULL);
     ASSERT_TRUE(strstr(cli_out, "step 6/6") != NULL);
     ASSERT_TRUE(strstr(cli_out, "ckpt/step_6") != NULL);
 
     cfg = write_config("halves", "");
     snprintf(args, sizeof args, "train --config %s --steps 4 --quiet", cfg);
-    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
     ASSERT_EQ_STR(cli_out, "");
     char dir[700];
     snprintf(dir, sizeof dir, "%s/halves", test_tmp_dir());
     snprintf(args, sizeof args, "train --resume %s --set steps=6", dir);
-    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
     ASSERT_TRUE(strstr(cli_out, "steps 4..5") != NULL);
     char a[900], b[900];
     snprintf(a, sizeof a, "%s/straight/ckpt/step_6/model.safetensors", test_tmp_dir());
@@ -124,27 +98,27 @@ TEST(cli_train, config_errors_are_one_line_exit_2)
     ASSERT_TRUE(cfg != NULL);
     char args[1400];
     snprintf(args, sizeof args, "train --config %s", cfg);
-    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
     ASSERT_TRUE(strstr(cli_err, "unknown key 'bogus_key'") != NULL);
     ASSERT_TRUE(strchr(cli_err, '\n') == cli_err + strlen(cli_err) - 1);
     cfg = write_config("bad2", "");
     snprintf(args, sizeof args, "train --config %s --set seq_len=abc", cfg);
-    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
     ASSERT_TRUE(strstr(cli_err, "seq_len: expected an integer") != NULL);
     snprintf(args, sizeof args, "train --config %s --set quant_modules=layers.99.mlp.*", cfg);
-    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
     ASSERT_TRUE(strstr(cli_err, "matches no Linear module") != NULL);
     snprintf(args, sizeof args, "train --config %s/nonexistent.json", test_tmp_dir());
-    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
     snprintf(args, sizeof args, "train --resume %s/straight --set lr=1", test_tmp_dir());
-    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
 }
 
 TEST(cli_train, help_config_lists_every_key)
 {
     if (!getenv("QS_BIN"))
         SKIP("QS_BIN not set");
-    ASSERT_EQ_INT(train_cli("train --help-config", cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_EQ_INT(test_run_cli("train --help-config", cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
     ASSERT_TRUE(strstr(cli_out, "bf16_warmup_steps") != NULL);
     ASSERT_TRUE(strstr(cli_out, "stop_on_saturation") != NULL);
 }
@@ -155,12 +129,12 @@ TEST(cli_train, demo_runs_all_four_stages)
         SKIP("QS_BIN not set");
     char args[800];
     snprintf(args, sizeof args, "demo --out %s/demo --steps 12 --warmup 4", test_tmp_dir());
-    ASSERT_EQ_INT(train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
     ASSERT_TRUE(strstr(cli_out, "== 2/4 train") != NULL);
     ASSERT_TRUE(strstr(cli_out, "step 4: bf16 warmup done, HiF8 QAT on") != NULL);
     ASSERT_TRUE(strstr(cli_out, "== 3/4 satstat") != NULL);
     ASSERT_TRUE(strstr(cli_out, "most-recent") != NULL);
-    ASSERT_EQ_INT(train_cli("demo --warmup 5 --steps 5", cli_out, sizeof cli_out, cli_err,
+    ASSERT_EQ_INT(test_run_cli("demo --warmup 5 --steps 5", cli_out, sizeof cli_out, cli_err,
                             sizeof cli_err), 2);
 }
 
@@ -181,7 +155,7 @@ TEST(cli_train, in_loop_eval_writes_baseline_and_periodic_eval_lines)
     ASSERT_TRUE(cfg != NULL);
     char args[1400];
     snprintf(args, sizeof args, "train --config %s --steps 4 --quiet", cfg);
-    int rc = train_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+    int rc = test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
     if (rc)
         fprintf(stderr, "    %s", cli_err);
     ASSERT_EQ_INT(rc, 0);
