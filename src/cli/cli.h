@@ -7,6 +7,8 @@
 #ifndef QS_CLI_H
 #define QS_CLI_H
 
+#include <stddef.h>
+
 #include "qs/err.h"
 
 #define CLI_EXIT_OK 0
@@ -28,6 +30,13 @@ int cli_parse_double(const char *flag, const char *val, double min, double max, 
 const char *cli_flag_value(int argc, char **argv, int *i);
 /* 1 if argv[i] is exactly `flag` or starts with "flag=". */
 int cli_flag_is(const char *arg, const char *flag);
+
+/* Load RUN_DIR/quant.jsonl.zst into run (path gets the file read), warn on a
+ * truncated log ("<what> the complete steps"), apply --match.  0 or an exit code
+ * (run already freed). */
+struct qlog_run;
+int cli_run_load(const char *dir, const char *match, const char *what, struct qlog_run *run,
+                 char *path, size_t path_bytes);
 
 /* Subcommand entry points (one cmd_<verb>.c each), listed in commands.def. */
 #define QS_CMD(name, summary) int cmd_##name(int argc, char **argv);

@@ -158,19 +158,9 @@ int cmd_replay(int argc, char **argv)
         return cli_error("--estimators: %s", d.msg);
     qlog_run run;
     char path[QS_DIAG_PATH_MAX];
-    int rc = qlog_read_run(dir, &run, path, sizeof path, &d);
-    if (rc == QS_ETRUNC) {
-        char line[QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 32];
-        diag_format(&d, line, sizeof line);
-        fprintf(stderr, "qatscope: warning: %s (replaying the complete steps)\n", line);
-    } else if (rc) {
-        qlog_run_free(&run);
-        return cli_diag_error(&d);
-    }
-    if (match && qlog_run_filter(&run, match, &d)) {
-        qlog_run_free(&run);
-        return cli_error("--match: %s: %s", path, d.msg);
-    }
+    int rc = cli_run_load(dir, match, "replaying", &run, path, sizeof path);
+    if (rc)
+        return rc;
     replay_result res[REPLAY_MAX_ESTIMATORS];
     for (int i = 0; i < n_est; i++) {
         rc = replay_estimator(&run, &est[i], (int)margin, (int)history, select, &res[i], &d);

@@ -200,19 +200,9 @@ int cmd_satstat(int argc, char **argv)
     qlog_run run;
     qs_diag d = {0};
     char path[QS_DIAG_PATH_MAX];
-    int rc = qlog_read_run(dir, &run, path, sizeof path, &d);
-    if (rc == QS_ETRUNC) {
-        char line[QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 32];
-        diag_format(&d, line, sizeof line);
-        fprintf(stderr, "qatscope: warning: %s (summarising the complete steps)\n", line);
-    } else if (rc) {
-        qlog_run_free(&run);
-        return cli_diag_error(&d);
-    }
-    if (match && qlog_run_filter(&run, match, &d)) {
-        qlog_run_free(&run);
-        return cli_error("--match: %s: %s", path, d.msg);
-    }
+    int rc = cli_run_load(dir, match, "summarising", &run, path, sizeof path);
+    if (rc)
+        return rc;
     satsummary s;
     rc = satsummary_compute(&run, select, threshold, &s, &d);
     if (rc) {
