@@ -294,6 +294,29 @@ TEST(evalquant_delayed, errors_name_the_file_and_what_is_wrong)
     ASSERT_EQ_INT(evalquant_create_opts(&eq, &m, &o, &d), QS_EFORMAT);
     ASSERT_TRUE(strstr(d.msg, "holds 18 amax histories, the run config's quant_modules select 48") !=
                 NULL);
+    /* well-formed file, bad amax section: a NaN amax, then an entry cut short */
+    unsigned char sec[64];
+    static const char nm[] = "layers.3.mlp.up_proj.input";
+    uint32_t nl = sizeof nm - 1, nv = 2;
+    float h[2] = {1.5f, NAN};
+    memcpy(sec, &nl, 4);
+    memcpy(sec + 4, nm, nl);
+    memcpy(sec + 4 + nl, &nv, 4);
+    memcpy(sec + 8 + nl, h, sizeof h);
+    static const size_t lens[2] = {8 + sizeof nm - 1 + 8, 8 + sizeof nm - 1 + 6};
+    static const char *const want[2] = {"'layers.3.mlp.up_proj.input': entry 1 is nan",
+                                        "amax history of 'layers.3.mlp.up_proj.input' truncated"};
+    for (int k = 0; k < 2; k++) {
+        trainstate_writer w;
+        ASSERT_OK(trainstate_write_begin(&w, path, 2, &d), &d);
+        ASSERT_OK(trainstate_write_section(&w, "meta", "{\"step\":1}", 10, &d), &d);
+        ASSERT_OK(trainstate_write_section(&w, "amax", sec, lens[k], &d), &d);
+        ASSERT_OK(trainstate_write_commit(&w, &d), &d);
+        ASSERT_EQ_INT(evalquant_create_opts(&eq, &m, &o, &d), QS_EFORMAT);
+        if (!strstr(d.msg, want[k]))
+            fprintf(stderr, "    got: %s\n", d.msg);
+        ASSERT_TRUE(strstr(d.msg, want[k]) != NULL);
+    }
     model_free(&m);
 }
 

@@ -308,7 +308,7 @@ int cmd_eval(int argc, char **argv)
     model_lm *mlm = NULL;
     eval_session *s = NULL;
     evalquant *eq = NULL;
-    char model_hash[65] = "";
+    char model_hash[65] = "", state_hash[65] = "";
     if ((rc = tokenizer_create(&tok, a.model, &d)) || (rc = model_load_dir(&m, a.model, &d)))
         goto fail;
     /* hif8 = bf16 matmuls + HiF8 W8A8 fake-quant of the planned Linears */
@@ -317,6 +317,13 @@ int cmd_eval(int argc, char **argv)
     evalquant_options qo = {a.quant_modules, a.scaling, a.model};
     if (!strncmp(a.precision, "hif8", 4) && (rc = evalquant_create_opts(&eq, &m, &qo, &d)))
         goto fail;
+    /* the histories that set the scales: hashed now, before hours of scoring */
+    if (evalquant_scaling(eq) == EVALQUANT_DELAYED) {
+        char state_path[1200];
+        snprintf(state_path, sizeof state_path, "%s/train_state.bin", a.model);
+        if ((rc = digest_sha256_file(state_path, state_hash, &d)))
+            goto fail;
+    }
     int max_len = a.max_length ? (int)a.max_length : hfconfig_max_context(&m.cfg);
     if ((rc = model_lm_create(&mlm, &m, max_len, &d)) || (rc = eval_model_hash(a.model, model_hash, &d)))
         goto fail;
@@ -352,21 +359,15 @@ int cmd_eval(int argc, char **argv)
     }
     results_meta meta = {a.model, model_hash, a.precision, a.threads ? (int)a.threads : 0,
                          bos_added, bos_rule, tokenizer_kind(tok), max_len,
-                         eval_seconds_since(&t0), (long long)time(NULL), cmdline, NULL, 0, NULL, NULL, NULL};
+                         eval_seconds_since(&t0), (long long)time(NULL), cmdline,
+                         NULL, 0, NULL, NULL, NULL};
     const char *qmods[512];
     for (int i = 0; i < evalquant_count(eq) && meta.n_quant < 512; i++)
         qmods[meta.n_quant++] = evalquant_module(eq, i);
     meta.quant_modules = qmods;
     meta.quant_scaling = eq ? evalquant_scaling_name(eq) : NULL;
     meta.quant_recipe = eq ? evalquant_recipe_text(eq) : NULL;
-    char state_hash[65];
-    if (evalquant_scaling(eq) == EVALQUANT_DELAYED) {
-        char state_path[1200];
-        snprintf(state_path, sizeof state_path, "%s/train_state.bin", a.model);
-        if ((rc = digest_sha256_file(state_path, state_hash, &d)))
-            goto fail;
-        meta.quant_state_hash = state_hash;
-    }
+    meta.quant_state_hash = state_hash[0] ? state_hash : NULL;
 #ifdef _OPENMP
     if (!a.threads)
         meta.threads = omp_get_max_threads();
