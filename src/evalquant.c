@@ -229,6 +229,22 @@ fail:
     return rc;
 }
 
+int evalquant_state_info(const char *dir, long *step, int *n_hist, qs_diag *d)
+{
+    char path[QS_DIAG_PATH_MAX];
+    snprintf(path, sizeof path, "%.480s/train_state.bin", dir);
+    if (!fileio_exists(path))
+        return 0;
+    evalquant_state st;
+    int rc = evalquant_state_open(&st, path, d);
+    if (rc)
+        return rc;
+    *step = st.step;
+    *n_hist = st.n_hist;
+    trainstate_close(&st.r);
+    return 1;
+}
+
 /* The run's recipe from its config snapshot, as trainer_quant.c builds it. */
 static int evalquant_run_recipe(const char *snap, runcfg *cfg, quant_recipe *r, qs_diag *d)
 {

@@ -366,3 +366,31 @@ TEST(evalquant_delayed, cli_quant_scaling_flag_and_results_json)
         ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
     }
 }
+
+TEST(evalquant_delayed, inspect_describes_the_train_state_and_refuses_a_corrupt_one)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *run = dq_run();
+    ASSERT_TRUE(run != NULL);
+    char args[1024], out[8192], err[2048], dir[600], src[800], dst[800];
+    snprintf(args, sizeof args, "inspect %s/ckpt/step_7", run);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+    ASSERT_TRUE(strstr(out, "train state:  step 7, 18 amax histories (eval --precision hif8 "
+                            "defaults to delayed scaling)") != NULL);
+    /* the same checkpoint with one flipped bit in train_state.bin */
+    qs_diag d = {0};
+    snprintf(dir, sizeof dir, "%s/evalq_inspect", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    static const char *const files[3] = {"config.json", "model.safetensors", "train_state.bin"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof src, "%s/ckpt/step_7/%s", run, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        ASSERT_EQ_INT(dq_copy(src, dst, i == 2 ? 5 : -1), 0);
+    }
+    snprintf(args, sizeof args, "inspect %s", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_EQ_STR(out, "");
+    ASSERT_TRUE(strstr(err, "train_state.bin: section 'amax': checksum mismatch") != NULL);
+    ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+}

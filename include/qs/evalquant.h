@@ -48,6 +48,10 @@ void evalquant_destroy(evalquant *q);   /* removes the hook; NULL ok */
 int evalquant_count(const evalquant *q); /* quantized Linear modules */
 /* Name of the i-th quantized module ("layers.3.mlp.up_proj"). */
 const char *evalquant_module(const evalquant *q, int i);
+/* If dir holds train_state.bin: validate it (checksums, meta, every amax
+ * history) and return 1 with its step and number of histories; 0 if there is
+ * none; a negative code naming the file if it is unusable. */
+int evalquant_state_info(const char *dir, long *step, int *n_hist, qs_diag *d);
 /* EVALQUANT_CURRENT or EVALQUANT_DELAYED (auto resolved). */
 int evalquant_scaling(const evalquant *q);
 /* "current" or "delayed (train_state step N)" */

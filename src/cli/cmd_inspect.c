@@ -2,7 +2,8 @@
  * loading its weights: architecture, shapes, parameters by group, storage
  * dtypes, tokenizer, and the memory formula for inference and training.
  * Everything is gathered and validated first (config, every safetensors
- * header, every expected tensor's shape), then printed: a bad directory gives
+ * header, every expected tensor's shape, train_state.bin if present), then
+ * printed: a bad directory gives
  * one error line on stderr, exit 2, and nothing on stdout.
  *
  *   qatscope inspect DIR [--batch B] [--seq T]     (training estimate for B x T, default 8 x 512)
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qs/evalquant.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/safetensors.h"
@@ -37,6 +39,9 @@ typedef struct inspect_info {
     char dtypes[256];     /* "F32 (n elements), BF16 (...)" */
     int missing;          /* expected tensors absent from every shard */
     char tokenizer[QS_DIAG_MSG_MAX + QS_DIAG_PATH_MAX + 64];
+    int has_state;        /* train_state.bin present (a run checkpoint) */
+    long state_step;
+    int state_hist;       /* amax histories in it */
     model_memory mm;
     long B, T;
 } inspect_info;
@@ -106,6 +111,9 @@ static int inspect_collect(inspect_info *in, const char *dir, qs_diag *d)
         return diag_set(d, QS_ENOMEM, dir, -1, "out of memory");
     if ((rc = inspect_weights(in, dir, d)))
         return rc;
+    if ((rc = evalquant_state_info(dir, &in->state_step, &in->state_hist, d)) < 0)
+        return rc;
+    in->has_state = rc;
     /* an unusable tokenizer is reported, not fatal: the weights can still be described */
     tokenizer *tok = NULL;
     qs_diag td = {0};
@@ -154,6 +162,10 @@ static void inspect_print(const inspect_info *in, const char *dir)
     printf("dtypes:       %s%s\n", in->dtypes[0] ? in->dtypes : "none",
            in->missing ? " (some expected tensors missing: the loader will refuse)" : "");
     printf("tokenizer:    %s\n", in->tokenizer);
+    if (in->has_state)
+        printf("train state:  step %ld, %d amax histories (eval --precision hif8 defaults to %s "
+               "scaling)\n",
+               in->state_step, in->state_hist, in->state_hist ? "delayed" : "current");
     const model_memory *mm = &in->mm;
     printf("memory (fp32 engine, MiB; see model_memory_estimate):\n");
     printf("  inference, 1 x %d tokens: %.1f = params %.1f + activations/KV %.1f + rope %.1f\n",
