@@ -1,13 +1,31 @@
-/* evalquant.c: HiF8 W8A8 fake-quant of planned Linears at evaluation time
- * (see include/qs/evalquant.h). */
+/* evalquant.c: HiF8 W8A8 fake-quant of planned Linears at evaluation time,
+ * current or delayed scaling (see include/qs/evalquant.h).
+ *
+ * Delayed scaling reads a run checkpoint:
+ *   DIR/train_state.bin   "meta" (JSON, "step") and "amax": per quantizer, in the
+ *                         run's set order, u32 name bytes | name | u32 n |
+ *                         f32 history[n] oldest first (written by trainer_ckpt.c)
+ *   DIR/../../config.json the run config snapshot (estimator, margin, history
+ *                         length, quant_modules), as `train --resume` reads it
+ * Each quantizer of the eval set is found by name in the amax section and
+ * restored with quant_history_restore; quant_apply then estimates from that
+ * history on every call and records nothing, so the scale is the one the
+ * run's next step would have used, constant for the whole evaluation.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "qs/evalquant.h"
+#include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/qplan.h"
 #include "qs/quant.h"
+#include "qs/runcfg.h"
+#include "qs/trainstate.h"
 
 struct evalquant {
     struct llama_model *m;
@@ -15,7 +33,32 @@ struct evalquant {
     int n;                 /* quantized modules */
     int *slot_of;          /* [L * MODEL_LIN_COUNT] module index or -1 */
     char (*names)[QUANT_NAME_MAX];   /* [n] module names */
+    int scaling;           /* EVALQUANT_CURRENT | EVALQUANT_DELAYED */
+    char scaling_name[64];
+    char recipe_text[QS_DIAG_PATH_MAX + 256];
 };
+
+/* A run checkpoint's training state, as far as eval needs it. */
+typedef struct evalquant_state {
+    trainstate_reader r;
+    char path[QS_DIAG_PATH_MAX];
+    long step;
+    const unsigned char *amax;   /* the amax section (unaligned) */
+    size_t amax_bytes;
+    int n_hist;                  /* histories in it */
+} evalquant_state;
+
+int evalquant_scaling_parse(const char *name, int *scaling, qs_diag *d)
+{
+    static const char *const names[] = {"current", "delayed", "auto"};
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, names[i])) {
+            *scaling = i;
+            return 0;
+        }
+    return diag_set(d, QS_EINVAL, NULL, -1, "--quant-scaling: expected current, delayed or auto, "
+                    "got '%s'", name ? name : "");
+}
 
 static int evalquant_hook(void *self, int layer, int module, const float *x, float *xq, int N,
                           int IN, const float *w, float *wq, int O)
@@ -49,9 +92,10 @@ static int evalquant_plan(qplan *p, const char *patterns, qs_diag *d)
     return rc;
 }
 
-int evalquant_create(evalquant **out, struct llama_model *m, const char *patterns, qs_diag *d)
+/* The plan, module names and quantizer set (recipe r); no hook yet. */
+static int evalquant_build(evalquant *q, struct llama_model *m, const char *patterns,
+                           const quant_recipe *r, qs_diag *d)
 {
-    *out = NULL;
     const int L = m->cfg.n_layers;
     qplan p;
     int rc = qplan_init(&p, L);
@@ -69,14 +113,11 @@ int evalquant_create(evalquant **out, struct llama_model *m, const char *pattern
                         "default skips the first 3 and last 2 blocks)",
                         patterns && patterns[0] ? patterns : "default", L);
     }
-    evalquant *q = qs_calloc(1, sizeof *q);
-    char **qnames = q ? qs_malloc(2 * (size_t)n * sizeof *qnames) : NULL;
-    char (*qbuf)[QUANT_NAME_MAX] = q ? qs_malloc(2 * (size_t)n * sizeof *qbuf) : NULL;
-    if (q) {
-        q->slot_of = qs_malloc((size_t)L * MODEL_LIN_COUNT * sizeof *q->slot_of);
-        q->names = qs_malloc((size_t)n * sizeof *q->names);
-    }
-    if (!q || !qnames || !qbuf || !q->slot_of || !q->names) {
+    char **qnames = qs_malloc(2 * (size_t)n * sizeof *qnames);
+    char (*qbuf)[QUANT_NAME_MAX] = qs_malloc(2 * (size_t)n * sizeof *qbuf);
+    q->slot_of = qs_malloc((size_t)L * MODEL_LIN_COUNT * sizeof *q->slot_of);
+    q->names = qs_malloc((size_t)n * sizeof *q->names);
+    if (!qnames || !qbuf || !q->slot_of || !q->names) {
         rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
         goto done;
     }
@@ -96,23 +137,267 @@ int evalquant_create(evalquant **out, struct llama_model *m, const char *pattern
             s++;
         }
     q->n = n;
-    quant_recipe r;
-    quant_recipe_default(&r);
-    r.margin = 0;
-    r.saturate = 1;
-    r.want_qsnr = 0;
-    if ((rc = quant_set_create(&q->qs, &r, (const char *const *)qnames, 2 * n, d)))
-        goto done;
-    m->hook.self = q;
-    m->hook.fn = evalquant_hook;
-    *out = q;
+    rc = quant_set_create(&q->qs, r, (const char *const *)qnames, 2 * n, d);
 done:
     qs_free(qnames);
     qs_free(qbuf);
     qplan_free(&p);
-    if (rc)
-        evalquant_destroy(q);
     return rc;
+}
+
+static uint32_t evalquant_u32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* Walks the amax section checking every entry's bounds; returns the number of
+ * histories, or a negative code.  Without a name every value is checked too
+ * (finite, >= 0: done once, at open); with a name, *vals / *nv receive that
+ * quantizer's history (NULL / 0 when absent). */
+static int evalquant_amax_walk(const evalquant_state *st, const char *name,
+                               const unsigned char **vals, uint32_t *nv, qs_diag *d)
+{
+    const unsigned char *p = st->amax, *end = st->amax + st->amax_bytes;
+    int count = 0;
+    if (vals) {
+        *vals = NULL;
+        *nv = 0;
+    }
+    while (p < end) {
+        uint32_t nl, n;
+        if (end - p < 4 || (nl = evalquant_u32(p), (size_t)(end - p) - 4 < (size_t)nl + 4))
+            return diag_set(d, QS_EFORMAT, st->path, -1,
+                            "amax section: history %d ends early", count);
+        const char *nm = (const char *)p + 4;
+        p += 4 + nl;
+        n = evalquant_u32(p);
+        p += 4;
+        if ((size_t)(end - p) / 4 < n)
+            return diag_set(d, QS_EFORMAT, st->path, -1, "amax history of '%.*s' truncated",
+                            (int)(nl < 200 ? nl : 200), nm);
+        for (uint32_t i = 0; !name && i < n; i++) {
+            float v;
+            memcpy(&v, p + 4 * (size_t)i, 4);
+            if (!isfinite(v) || v < 0.0f)
+                return diag_set(d, QS_EFORMAT, st->path, -1,
+                                "amax history of '%.*s': entry %u is %g, expected a finite "
+                                "amax >= 0", (int)(nl < 200 ? nl : 200), nm, i, (double)v);
+        }
+        if (name && strlen(name) == nl && !memcmp(nm, name, nl)) {
+            *vals = p;
+            *nv = n;
+        }
+        p += 4 * (size_t)n;
+        count++;
+    }
+    return count;
+}
+
+static int evalquant_state_open(evalquant_state *st, const char *path, qs_diag *d)
+{
+    memset(st, 0, sizeof *st);
+    snprintf(st->path, sizeof st->path, "%s", path);
+    int rc = trainstate_open(&st->r, path, d);
+    if (rc)
+        return rc;
+    const void *p;
+    size_t n;
+    if ((rc = trainstate_section(&st->r, "meta", &p, &n, d)))
+        goto fail;
+    json_error_t je;
+    json_t *meta = json_loadb(p, n, 0, &je);
+    json_int_t step = -1;
+    if (!meta || json_unpack(meta, "{s:I}", "step", &step) || step < 0) {
+        json_decref(meta);
+        rc = diag_set(d, QS_EFORMAT, path, -1, "meta section: expected an object with \"step\" >= 0");
+        goto fail;
+    }
+    json_decref(meta);
+    st->step = (long)step;
+    if ((rc = trainstate_section(&st->r, "amax", &p, &n, d)))
+        goto fail;
+    st->amax = p;
+    st->amax_bytes = n;
+    if ((rc = evalquant_amax_walk(st, NULL, NULL, NULL, d)) < 0)
+        goto fail;
+    st->n_hist = rc;
+    return 0;
+fail:
+    trainstate_close(&st->r);
+    return rc;
+}
+
+int evalquant_state_info(const char *dir, long *step, int *n_hist, qs_diag *d)
+{
+    char path[QS_DIAG_PATH_MAX];
+    snprintf(path, sizeof path, "%.480s/train_state.bin", dir);
+    if (!fileio_exists(path))
+        return 0;
+    evalquant_state st;
+    int rc = evalquant_state_open(&st, path, d);
+    if (rc)
+        return rc;
+    *step = st.step;
+    *n_hist = st.n_hist;
+    trainstate_close(&st.r);
+    return 1;
+}
+
+/* The run's recipe from its config snapshot, as trainer_quant.c builds it. */
+static int evalquant_run_recipe(const char *snap, runcfg *cfg, quant_recipe *r, qs_diag *d)
+{
+    if (!fileio_exists(snap))
+        return diag_set(d, QS_ENOTFOUND, snap, -1,
+                        "run config snapshot not found (delayed scaling needs the run's estimator "
+                        "and margin: evaluate RUN/ckpt/step_N inside its run directory, or use "
+                        "--quant-scaling current)");
+    int rc = runcfg_load(cfg, snap, d);
+    if (rc)
+        return rc;
+    quant_recipe_default(r);
+    r->margin = (int)cfg->amax_margin;
+    r->history_steps = (int)cfg->amax_history;
+    r->saturate = 1;
+    r->want_qsnr = 0;
+    if ((rc = amax_estimator_parse(cfg->amax_estimator, &r->est, d)) ||
+        (rc = quant_recipe_check(r, d))) {
+        char msg[QS_DIAG_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", d->msg);
+        return diag_set(d, rc, snap, -1, "%.400s", msg);
+    }
+    return 0;
+}
+
+/* Every quantizer of the set gets its stored history; when the run's own
+ * selection is used, the state must hold exactly the set's histories. */
+static int evalquant_restore(evalquant *q, const evalquant_state *st, int run_selection,
+                             qs_diag *d)
+{
+    int n = quant_set_count(q->qs);
+    if (run_selection && st->n_hist != n)
+        return diag_set(d, QS_EFORMAT, st->path, -1,
+                        "holds %d amax histories, the run config's quant_modules select %d "
+                        "quantizers (config snapshot changed?)", st->n_hist, n);
+    float *vals = NULL;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        quant *qu = quant_set_get(q->qs, i);
+        const unsigned char *raw;
+        uint32_t nv;
+        evalquant_amax_walk(st, quant_name(qu), &raw, &nv, d);
+        if (!raw) {
+            rc = diag_set(d, QS_ENOTFOUND, st->path, -1,
+                          "no amax history for '%s': the run did not quantize it (drop it from "
+                          "--quant-modules or use --quant-scaling current)", quant_name(qu));
+        } else if (nv == 0) {
+            rc = diag_set(d, QS_EFORMAT, st->path, -1,
+                          "amax history of '%s' is empty (checkpoint before the first step?); "
+                          "use --quant-scaling current", quant_name(qu));
+        } else if (!(vals = qs_malloc((size_t)nv * sizeof *vals))) {
+            rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+        } else {
+            memcpy(vals, raw, 4 * (size_t)nv);
+            quant_history_restore(qu, vals, (int)nv);
+            qs_free(vals);
+            vals = NULL;
+        }
+    }
+    return rc;
+}
+
+static int evalquant_create_delayed(evalquant *q, struct llama_model *m, const evalquant_options *o,
+                                    evalquant_state *st, qs_diag *d)
+{
+    char snap[QS_DIAG_PATH_MAX];
+    snprintf(snap, sizeof snap, "%.480s/../../config.json", o->model_dir);
+    runcfg cfg;
+    quant_recipe r;
+    int rc = evalquant_run_recipe(snap, &cfg, &r, d);
+    if (rc)
+        return rc;
+    int run_selection = !o->patterns || !o->patterns[0];
+    if ((rc = evalquant_build(q, m, run_selection ? cfg.quant_modules : o->patterns, &r, d)) ||
+        (rc = evalquant_restore(q, st, run_selection, d)))
+        return rc;
+    char est[AMAX_NAME_MAX];
+    amax_estimator_format(&r.est, est, sizeof est);
+    q->scaling = EVALQUANT_DELAYED;
+    snprintf(q->scaling_name, sizeof q->scaling_name, "delayed (train_state step %ld)", st->step);
+    snprintf(q->recipe_text, sizeof q->recipe_text,
+             "%s over the stored amax histories of %.400s (step %ld), margin %d, saturating, "
+             "frozen (no history updates)", est, st->path, st->step, r.margin);
+    return 0;
+}
+
+static int evalquant_create_current(evalquant *q, struct llama_model *m, const char *patterns,
+                                    qs_diag *d)
+{
+    quant_recipe r;
+    quant_recipe_default(&r);   /* histories stay empty: every call falls back to current */
+    r.margin = 0;
+    r.saturate = 1;
+    r.want_qsnr = 0;
+    int rc = evalquant_build(q, m, patterns, &r, d);
+    if (rc)
+        return rc;
+    q->scaling = EVALQUANT_CURRENT;
+    snprintf(q->scaling_name, sizeof q->scaling_name, "current");
+    snprintf(q->recipe_text, sizeof q->recipe_text,
+             "current (exact amax per forward call, weights and inputs), margin 0, saturating");
+    return 0;
+}
+
+int evalquant_create_opts(evalquant **out, struct llama_model *m, const evalquant_options *o,
+                          qs_diag *d)
+{
+    *out = NULL;
+    evalquant *q = qs_calloc(1, sizeof *q);
+    if (!q)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    evalquant_state st;
+    memset(&st, 0, sizeof st);
+    int have_state = 0, rc = 0, scaling = o->scaling;
+    char path[QS_DIAG_PATH_MAX];
+    if (scaling != EVALQUANT_CURRENT) {
+        snprintf(path, sizeof path, "%.480s/train_state.bin", o->model_dir ? o->model_dir : ".");
+        if (fileio_exists(path)) {
+            if ((rc = evalquant_state_open(&st, path, d)))
+                goto done;
+            have_state = 1;
+        }
+        if (scaling == EVALQUANT_DELAYED && !have_state)
+            rc = diag_set(d, QS_ENOTFOUND, path, -1,
+                          "--quant-scaling delayed: no training state (a run checkpoint "
+                          "RUN/ckpt/step_N holds train_state.bin with the amax histories)");
+        else if (scaling == EVALQUANT_DELAYED && st.n_hist == 0)
+            rc = diag_set(d, QS_ENOTFOUND, path, -1,
+                          "--quant-scaling delayed: the training state holds no amax histories "
+                          "(run trained with qat=false?)");
+        if (rc)
+            goto done;
+        scaling = have_state && st.n_hist > 0 ? EVALQUANT_DELAYED : EVALQUANT_CURRENT;
+    }
+    rc = scaling == EVALQUANT_DELAYED ? evalquant_create_delayed(q, m, o, &st, d)
+                                      : evalquant_create_current(q, m, o->patterns, d);
+done:
+    if (have_state)
+        trainstate_close(&st.r);
+    if (rc) {
+        evalquant_destroy(q);
+        return rc;
+    }
+    m->hook.self = q;
+    m->hook.fn = evalquant_hook;
+    *out = q;
+    return 0;
+}
+
+int evalquant_create(evalquant **out, struct llama_model *m, const char *patterns, qs_diag *d)
+{
+    evalquant_options o = {patterns, EVALQUANT_CURRENT, NULL};
+    return evalquant_create_opts(out, m, &o, d);
 }
 
 void evalquant_destroy(evalquant *q)
@@ -137,4 +422,19 @@ int evalquant_count(const evalquant *q)
 const char *evalquant_module(const evalquant *q, int i)
 {
     return q && i >= 0 && i < q->n ? q->names[i] : NULL;
+}
+
+int evalquant_scaling(const evalquant *q)
+{
+    return q ? q->scaling : EVALQUANT_CURRENT;
+}
+
+const char *evalquant_scaling_name(const evalquant *q)
+{
+    return q ? q->scaling_name : "current";
+}
+
+const char *evalquant_recipe_text(const evalquant *q)
+{
+    return q ? q->recipe_text : "";
 }

@@ -150,6 +150,11 @@ static json_t *results_build_root(const eval_session *s, const results_meta *m)
     json_object_set_new(cfg, "quant_modules", qm);
     json_object_set_new(cfg, "quant_scaling",
                         m->n_quant && m->quant_scaling ? json_string(m->quant_scaling) : json_null());
+    json_object_set_new(cfg, "quant_recipe",
+                        m->n_quant && m->quant_recipe ? json_string(m->quant_recipe) : json_null());
+    json_object_set_new(cfg, "quant_state_sha256",
+                        m->n_quant && m->quant_state_hash ? json_string(m->quant_state_hash)
+                                                          : json_null());
     json_object_set_new(cfg, "threads", json_integer(m->threads));
     json_object_set_new(cfg, "batch_size", json_integer(o->batch_items));
     json_object_set_new(cfg, "batch_sizes", json_array());

@@ -1,7 +1,8 @@
 /* test_eval_model.c: the evaluator with the real model (stories260K from
  * ../shared, skipped when absent): every choice's log-likelihood equals an
  * independent full forward of context+continuation (1e-5), results are
- * identical for any batch size and thread count, and a subset of the real
+ * identical for any batch size and thread count (fp32, and hif8 with current
+ * and delayed scaling), and a subset of the real
  * bench data runs end to end through the CLI (the full run is
  * tools/eval_full_stories260k.sh). */
 #include <cblas.h>
@@ -16,10 +17,14 @@
 #endif
 
 #include "../src/eval_impl.h"
+#include "qs/evalquant.h"
 #include "qs/fileio.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/runcfg.h"
 #include "qs/tokenizer.h"
+#include "qs/trainstate.h"
 #include "test.h"
 
 #define TD "tests/data/tasks/"
@@ -65,23 +70,39 @@ typedef struct real_lm {
     tokenizer *tok;
     llama_model m;
     model_lm *lm;
+    evalquant *eq;   /* hif8 only */
 } real_lm;
 
-static int real_lm_open(real_lm *r, const char *dir)
+/* hif8: NULL for fp32, else what `eval --precision hif8` sets up (bf16 matmuls
+ * + HiF8 W8A8 fake-quant of the planned Linears). */
+static int real_lm_open_as(real_lm *r, const char *dir, const evalquant_options *hif8)
 {
     qs_diag d = {0};
     memset(r, 0, sizeof *r);
-    if (tokenizer_create(&r->tok, dir, &d) || model_load_dir(&r->m, dir, &d) ||
-        model_lm_create(&r->lm, &r->m, hfconfig_max_context(&r->m.cfg), &d)) {
-        fprintf(stderr, "    %s\n", d.msg);
-        return -1;
+    if (tokenizer_create(&r->tok, dir, &d) || model_load_dir(&r->m, dir, &d))
+        goto fail;
+    if (hif8) {
+        r->m.precision = MATMUL_BF16;
+        if (evalquant_create_opts(&r->eq, &r->m, hif8, &d))
+            goto fail;
     }
+    if (model_lm_create(&r->lm, &r->m, hfconfig_max_context(&r->m.cfg), &d))
+        goto fail;
     return 0;
+fail:
+    fprintf(stderr, "    %s: %s\n", d.path, d.msg);
+    return -1;
+}
+
+static int real_lm_open(real_lm *r, const char *dir)
+{
+    return real_lm_open_as(r, dir, NULL);
 }
 
 static void real_lm_close(real_lm *r)
 {
     model_lm_destroy(r->lm);
+    evalquant_destroy(r->eq);
     model_free(&r->m);
     tokenizer_destroy(r->tok);
 }
@@ -230,6 +251,118 @@ TEST(eval_model, scores_do_not_depend_on_batch_or_threads)
     real_lm_close(&r);
 }
 
+/* A run checkpoint as evalquant reads it, made by hand: RUN/config.json (the
+ * snapshot: quant_modules *.mlp.*, default estimator) and
+ * RUN/ckpt/step_3/train_state.bin with a 3-step amax history per quantizer
+ * (inputs ~8, weights ~1: plausible for stories260K, some clipping is fine). */
+static int fake_run_state(const char *run, int n_layers, char *ck, size_t ck_bytes)
+{
+    qs_diag d = {0};
+    char path[700];
+    snprintf(ck, ck_bytes, "%s/ckpt/step_3", run);
+    runcfg c;
+    runcfg_defaults(&c);
+    if (fileio_mkdir_p(ck, &d) || runcfg_set(&c, "quant_modules=*.mlp.*", &d))
+        return -1;
+    char *js = runcfg_to_json(&c);
+    snprintf(path, sizeof path, "%s/config.json", run);
+    int rc = js ? fileio_write_atomic(path, js, strlen(js), &d) : -1;
+    qs_free(js);
+    static const char *const kinds[3] = {"gate_proj", "up_proj", "down_proj"};
+    unsigned char amax[64 * 1024], *p = amax;
+    for (int l = 0; l < n_layers && !rc; l++)
+        for (int k = 0; k < 3; k++)
+            for (int w = 0; w < 2; w++) {
+                char name[96];
+                uint32_t nl = (uint32_t)snprintf(name, sizeof name, "layers.%d.mlp.%s.%s", l,
+                                                 kinds[k], w ? "weight" : "input");
+                uint32_t nv = 3;
+                float h[3] = {w ? 0.9f : 7.0f, w ? 1.1f : 8.5f, w ? 1.0f : 6.0f};
+                memcpy(p, &nl, 4);
+                memcpy(p + 4, name, nl);
+                memcpy(p + 4 + nl, &nv, 4);
+                memcpy(p + 8 + nl, h, sizeof h);
+                p += 8 + nl + sizeof h;
+            }
+    static const char meta[] = "{\"format\":\"qatscope-train-state\",\"step\":3}";
+    trainstate_writer tw;
+    snprintf(path, sizeof path, "%s/train_state.bin", ck);
+    if (rc || trainstate_write_begin(&tw, path, 2, &d))
+        return -1;
+    if (trainstate_write_section(&tw, "meta", meta, sizeof meta - 1, &d) ||
+        trainstate_write_section(&tw, "amax", amax, (size_t)(p - amax), &d)) {
+        trainstate_write_abort(&tw);
+        return -1;
+    }
+    return trainstate_write_commit(&tw, &d);
+}
+
+/* --precision hif8, current and delayed scaling: the same runs as above.  The
+ * fake-quant is elementwise at a scale that depends only on the tensor of one
+ * Linear call (current) or on nothing computed (delayed), and every forward of
+ * a request has the same rows whatever the batch, so runs 1 and 2 must be
+ * bit-identical.  Run 3 (OpenBLAS threads): measured bit-identical too (the
+ * bf16 matmuls do not go through OpenBLAS), but where a threaded sgemm does
+ * sum in another order, a last-bit change of one activation can move it across
+ * a HiF8 rounding boundary (3-bit mantissa: up to 1/8 relative), hence a
+ * tolerance 100x the fp32 one. */
+#define EVAL_HIF8_THREADS_TOL_PER_TOKEN 1e-3
+TEST(eval_model, hif8_scores_do_not_depend_on_batch_or_threads)
+{
+    char dir[512], run_dir[600], ck[700];
+    if (!test_shared_path(dir, sizeof dir, "models/stories260K/model.safetensors"))
+        SKIP("../shared/models/stories260K not present");
+    test_shared_path(dir, sizeof dir, "models/stories260K");
+    snprintf(run_dir, sizeof run_dir, "%s/hif8_fake_run", test_tmp_dir());
+    ASSERT_EQ_INT(fake_run_state(run_dir, 5, ck, sizeof ck), 0);
+    threads_saved ts = threads_pin_one();
+    double worst3 = 0;
+    for (int scaling = 0; scaling < 2; scaling++) {
+        evalquant_options o = {"*.mlp.*", scaling ? EVALQUANT_DELAYED : EVALQUANT_CURRENT, ck};
+        real_lm r;
+        ASSERT_EQ_INT(real_lm_open_as(&r, dir, &o), 0);
+        ASSERT_EQ_INT(evalquant_scaling(r.eq), o.scaling);
+        static const char *const tasks[2] = {"mmlu", "arc_easy"};
+        for (int t = 0; t < 2; t++) {
+            double ref[512];
+            int nref = 0;
+            for (int run = 0; run < 4; run++) {
+#ifdef _OPENMP
+                omp_set_num_threads(run == 2 ? (ts.omp > 1 ? ts.omp : 2) : 1);
+#endif
+                openblas_set_num_threads(run == 3 ? (ts.blas > 1 ? ts.blas : 2) : 1);
+                eval_session *s = real_session(&r, t ? "tasks" : TD "defs", tasks[t], t ? 0 : 2,
+                                               run == 1 ? 1 : 64);
+                threads_pin_one();
+                ASSERT_TRUE(s);
+                size_t n;
+                const eval_item *it = eval_session_items(s, &n);
+                int k = 0;
+                for (size_t i = 0; i < n; i++)
+                    for (int c = 0; c < it[i].n_choices && k < 512; c++, k++) {
+                        double v = it[i].loglik[c];
+                        ASSERT_TRUE(isfinite(v));
+                        if (run == 0)
+                            ref[nref++] = v;
+                        else if (run < 3 && ref[k] != v)
+                            TEST_FAIL_AT("%s scaling %d run %d item %zu choice %d: %.17g != %.17g",
+                                         tasks[t], scaling, run, i, c, v, ref[k]);
+                        else if (run == 3) {
+                            worst3 = fmax(worst3, fabs(v - ref[k]) / it[i].n_tokens[c]);
+                            ASSERT_NEAR(v, ref[k], EVAL_HIF8_THREADS_TOL_PER_TOKEN * it[i].n_tokens[c]);
+                        }
+                    }
+                eval_session_destroy(s);
+            }
+            ASSERT_TRUE(nref >= 12);
+        }
+        real_lm_close(&r);
+    }
+    if (getenv("QS_EVAL_VERBOSE"))
+        fprintf(stderr, "    OpenBLAS threads: worst |diff| per token %.3g\n", worst3);
+    threads_restore(ts);
+}
+
 /* The CLI on the real bench layout, a few items per task (every task, every
  * MMLU subject); checks results.json and that --data-dir ../shared/bench works. */
 TEST(eval_model, cli_runs_on_shared_bench_layout)
@@ -272,4 +405,59 @@ TEST(eval_model, cli_runs_on_shared_bench_layout)
              "2> %s/cli_missing.err", bin, model, test_tmp_dir(), out, test_tmp_dir());
     ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 2);
     ASSERT_TRUE(!fileio_exists(out));
+}
+
+/* A choice's log-likelihood with hif8 DELAYED scaling is the same whether its
+ * sibling choices share its continuation forward or it is scored alone: the
+ * scales are fixed, the fake-quant is elementwise, so nothing couples the rows
+ * (bit-identical; fp32 likewise on these items).  CURRENT scaling takes the
+ * amax of each Linear call's whole input, i.e. of every row in that forward
+ * (all choices of the item, padding included), so there a choice's score moves
+ * with its siblings: QS_EVAL_VERBOSE=1 prints by how much (README ### eval). */
+TEST(eval_model, hif8_delayed_choice_scores_do_not_depend_on_siblings)
+{
+    char dir[512], run_dir[600], ck[700];
+    if (!test_shared_path(dir, sizeof dir, "models/stories260K/model.safetensors"))
+        SKIP("../shared/models/stories260K not present");
+    test_shared_path(dir, sizeof dir, "models/stories260K");
+    snprintf(run_dir, sizeof run_dir, "%s/hif8_fake_run_sib", test_tmp_dir());
+    ASSERT_EQ_INT(fake_run_state(run_dir, 5, ck, sizeof ck), 0);
+    threads_saved ts = threads_pin_one();
+    for (int scaling = 0; scaling < 2; scaling++) {
+        evalquant_options o = {"*.mlp.*", scaling ? EVALQUANT_DELAYED : EVALQUANT_CURRENT, ck};
+        real_lm r;
+        ASSERT_EQ_INT(real_lm_open_as(&r, dir, &o), 0);
+        lm_scorer lm = model_lm_scorer(r.lm);
+        double worst = 0;
+        int checked = 0;
+        static const char *const tasks[2] = {"arc_easy", "hellaswag"};
+        for (int t = 0; t < 2; t++) {
+            eval_session *s = real_session(&r, "tasks", tasks[t], 0, 64);
+            ASSERT_TRUE(s);
+            size_t n;
+            const eval_item *it = eval_session_items(s, &n);
+            for (size_t i = 0; i < n; i++) {
+                lm_request req;
+                eval_session_request(s, i, &req);
+                for (int c = 0; c < req.n_cont; c++, checked++) {
+                    lm_request one = {req.ctx, req.n_ctx, 1, req.cont + c, req.n_cont_tok + c};
+                    double ll;
+                    lm_result res = {&ll, NULL};
+                    qs_diag d = {0};
+                    ASSERT_OK(lm.score(lm.self, &one, &res, 1, &d), &d);
+                    worst = fmax(worst, fabs(ll - it[i].loglik[c]));
+                    if (scaling == 1 && ll != it[i].loglik[c])
+                        TEST_FAIL_AT("%s item %zu choice %d: alone %.17g, with siblings %.17g",
+                                     tasks[t], i, c, ll, it[i].loglik[c]);
+                }
+            }
+            eval_session_destroy(s);
+        }
+        ASSERT_TRUE(checked >= 20);
+        if (getenv("QS_EVAL_VERBOSE"))
+            fprintf(stderr, "    %s scaling: %d choices, worst |alone - with siblings| %.3g\n",
+                    scaling ? "delayed" : "current", checked, worst);
+        real_lm_close(&r);
+    }
+    threads_restore(ts);
 }

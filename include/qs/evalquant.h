@@ -1,13 +1,25 @@
 /* evalquant.h: HiF8 W8A8 fake-quant for evaluation (eval --precision hif8).
  *
- * Every planned Linear (qplan patterns; "default" = the published selection)
- * gets two quantizers, "<module>.input" and "<module>.weight", used through
- * quant_apply (frozen: nothing recorded).  Their histories stay empty, so the
- * scale is CURRENT scaling: the exact amax of the tensor at each forward call
- * (weights: their own amax; activations: the call's input), margin 0,
- * saturating.  Delayed scaling from a checkpoint's amax histories is not
- * implemented.  The hook is installed on the model (m->hook); the model must
- * outlive the evalquant and not be hooked by anything else meanwhile.
+ * Every planned Linear gets two quantizers, "<module>.input" and
+ * "<module>.weight", used through quant_apply (frozen: nothing is recorded, no
+ * history moves), with one of two scalings:
+ *
+ *   current  the scale comes from the tensor's own exact amax at each forward
+ *            call (weights: their amax; activations: the call's input), margin
+ *            0, saturating.  Modules: the patterns given, else "default".
+ *   delayed  the model dir is a training checkpoint (RUN/ckpt/step_N) holding
+ *            train_state.bin with every quantizer's amax history: each
+ *            quantizer is restored with its stored history and scales with the
+ *            run's estimator, margin and history length (read from the run's
+ *            config snapshot RUN/config.json = DIR/../../config.json), exactly
+ *            as the run's next QAT step would have, frozen for the whole eval.
+ *            Modules: the run's quant_modules unless patterns override; every
+ *            selected quantizer must have a non-empty stored history.
+ *   auto     delayed when DIR/train_state.bin exists and holds amax histories,
+ *            else current.
+ *
+ * The hook is installed on the model (m->hook); the model must outlive the
+ * evalquant and not be hooked by anything else meanwhile.
  */
 #ifndef QS_EVALQUANT_H
 #define QS_EVALQUANT_H
@@ -17,11 +29,34 @@
 struct llama_model;
 typedef struct evalquant evalquant;
 
-/* patterns: comma-separated qplan patterns (NULL or "" = "default"). */
+enum { EVALQUANT_CURRENT = 0, EVALQUANT_DELAYED = 1, EVALQUANT_AUTO = 2 };
+
+/* "current" | "delayed" | "auto"; QS_EINVAL naming the accepted values. */
+int evalquant_scaling_parse(const char *name, int *scaling, qs_diag *d);
+
+typedef struct evalquant_options {
+    const char *patterns;    /* comma-separated qplan patterns; NULL or "" = see above */
+    int scaling;             /* EVALQUANT_* */
+    const char *model_dir;   /* where train_state.bin is looked for (delayed, auto) */
+} evalquant_options;
+
+int evalquant_create_opts(evalquant **out, struct llama_model *m, const evalquant_options *o,
+                          qs_diag *d);
+/* Current scaling on the given patterns (NULL or "" = "default"). */
 int evalquant_create(evalquant **out, struct llama_model *m, const char *patterns, qs_diag *d);
 void evalquant_destroy(evalquant *q);   /* removes the hook; NULL ok */
 int evalquant_count(const evalquant *q); /* quantized Linear modules */
 /* Name of the i-th quantized module ("layers.3.mlp.up_proj"). */
 const char *evalquant_module(const evalquant *q, int i);
+/* If dir holds train_state.bin: validate it (checksums, meta, every amax
+ * history) and return 1 with its step and number of histories; 0 if there is
+ * none; a negative code naming the file if it is unusable. */
+int evalquant_state_info(const char *dir, long *step, int *n_hist, qs_diag *d);
+/* EVALQUANT_CURRENT or EVALQUANT_DELAYED (auto resolved). */
+int evalquant_scaling(const evalquant *q);
+/* "current" or "delayed (train_state step N)" */
+const char *evalquant_scaling_name(const evalquant *q);
+/* How scales are made, one line: estimator, margin, saturation, history source. */
+const char *evalquant_recipe_text(const evalquant *q);
 
 #endif

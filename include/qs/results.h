@@ -30,10 +30,14 @@ typedef struct results_meta {
     long long date_unix;
     const char *command_line;  /* may be NULL */
     /* HiF8 W8A8 fake-quant (eval --precision hif8): the quantized Linear modules
-     * (n_quant 0 = none) and how they are scaled; written to config. */
+     * (n_quant 0 = none) and how they are scaled; written to config:
+     * quant_scaling "current" or "delayed (train_state step N)", quant_recipe
+     * one line (estimator, margin, where the histories came from). */
     const char *const *quant_modules;
     int n_quant;
     const char *quant_scaling;
+    const char *quant_recipe;
+    const char *quant_state_hash;   /* sha256 of train_state.bin (delayed scaling) or NULL */
 } results_meta;
 
 /* Compose the JSON text (qs_malloc'd, NUL-terminated). */

@@ -4,7 +4,7 @@
  *   qatscope eval --model DIR --tasks mmlu,hellaswag,arc_easy,arc_challenge
  *                 --data-dir DIR --output results.json [--shots K]
  *                 [--limit N | --subset N --subset-seed S] [--precision fp32|bf16|hif8|hif8-fp32]
- *                 [--quant-modules PATTERNS]
+ *                 [--quant-modules PATTERNS] [--quant-scaling current|delayed|auto]
  *                 [--threads N] [--bos | --no-bos] [--log-samples F.jsonl.zst]
  *                 [--tasks-dir DIR] [--batch N] [--max-length N]
  *
@@ -39,6 +39,7 @@ static const char eval_usage[] =
     "usage: qatscope eval --model DIR --tasks LIST --data-dir DIR --output results.json\n"
     "         [--shots K] [--limit N | --subset N --subset-seed S]\n"
     "         [--precision fp32|bf16|hif8|hif8-fp32] [--quant-modules PATTERNS]\n"
+    "         [--quant-scaling current|delayed|auto]\n"
     "         [--threads N] [--bos | --no-bos] [--log-samples samples.jsonl.zst]\n"
     "         [--tasks-dir DIR] [--batch N] [--max-length N]\n"
     "tasks: mmlu, hellaswag, arc_easy, arc_challenge (files in the tasks dir)\n"
@@ -179,7 +180,8 @@ static void eval_summary_print(const eval_session *s)
 
 typedef struct eval_args {
     const char *model, *tasks, *data_dir, *output, *samples, *tasks_dir, *precision;
-    const char *quant_modules;
+    const char *quant_modules, *quant_scaling;
+    int scaling;   /* EVALQUANT_* */
     long shots, limit, subset, subset_seed, threads, batch, max_length;
     int bos, subset_seed_set;
 } eval_args;
@@ -224,6 +226,7 @@ static int eval_args_parse(int argc, char **argv, eval_args *a)
         EVAL_STR("--tasks-dir", tasks_dir)
         EVAL_STR("--precision", precision)
         EVAL_STR("--quant-modules", quant_modules)
+        EVAL_STR("--quant-scaling", quant_scaling)
         EVAL_LONG("--shots", shots, 0, 64)
         EVAL_LONG("--limit", limit, 1, 1000000000)
         EVAL_LONG("--subset", subset, 1, 1000000000)
@@ -256,6 +259,13 @@ static int eval_args_parse(int argc, char **argv, eval_args *a)
     if (a->quant_modules && strncmp(a->precision, "hif8", 4))
         return cli_error("--quant-modules: only with --precision hif8 or hif8-fp32 (got %s)",
                          a->precision);
+    if (a->quant_scaling && strncmp(a->precision, "hif8", 4))
+        return cli_error("--quant-scaling: only with --precision hif8 or hif8-fp32 (got %s)",
+                         a->precision);
+    qs_diag d = {0};
+    a->scaling = EVALQUANT_AUTO;
+    if (a->quant_scaling && evalquant_scaling_parse(a->quant_scaling, &a->scaling, &d))
+        return cli_error("%s", d.msg);
     return 0;
 }
 
@@ -298,15 +308,22 @@ int cmd_eval(int argc, char **argv)
     model_lm *mlm = NULL;
     eval_session *s = NULL;
     evalquant *eq = NULL;
-    char model_hash[65] = "";
+    char model_hash[65] = "", state_hash[65] = "";
     if ((rc = tokenizer_create(&tok, a.model, &d)) || (rc = model_load_dir(&m, a.model, &d)))
         goto fail;
     /* hif8 = bf16 matmuls + HiF8 W8A8 fake-quant of the planned Linears */
     m.precision = strcmp(a.precision, "bf16") && strcmp(a.precision, "hif8") ? MATMUL_FP32
                                                                               : MATMUL_BF16;
-    if (!strncmp(a.precision, "hif8", 4) &&
-        (rc = evalquant_create(&eq, &m, a.quant_modules, &d)))
+    evalquant_options qo = {a.quant_modules, a.scaling, a.model};
+    if (!strncmp(a.precision, "hif8", 4) && (rc = evalquant_create_opts(&eq, &m, &qo, &d)))
         goto fail;
+    /* the histories that set the scales: hashed now, before hours of scoring */
+    if (evalquant_scaling(eq) == EVALQUANT_DELAYED) {
+        char state_path[1200];
+        snprintf(state_path, sizeof state_path, "%s/train_state.bin", a.model);
+        if ((rc = digest_sha256_file(state_path, state_hash, &d)))
+            goto fail;
+    }
     int max_len = a.max_length ? (int)a.max_length : hfconfig_max_context(&m.cfg);
     if ((rc = model_lm_create(&mlm, &m, max_len, &d)) || (rc = eval_model_hash(a.model, model_hash, &d)))
         goto fail;
@@ -342,13 +359,15 @@ int cmd_eval(int argc, char **argv)
     }
     results_meta meta = {a.model, model_hash, a.precision, a.threads ? (int)a.threads : 0,
                          bos_added, bos_rule, tokenizer_kind(tok), max_len,
-                         eval_seconds_since(&t0), (long long)time(NULL), cmdline, NULL, 0, NULL};
+                         eval_seconds_since(&t0), (long long)time(NULL), cmdline,
+                         NULL, 0, NULL, NULL, NULL};
     const char *qmods[512];
     for (int i = 0; i < evalquant_count(eq) && meta.n_quant < 512; i++)
         qmods[meta.n_quant++] = evalquant_module(eq, i);
     meta.quant_modules = qmods;
-    meta.quant_scaling = "current (exact amax per forward call, weights and inputs), margin 0, "
-                         "saturating";
+    meta.quant_scaling = eq ? evalquant_scaling_name(eq) : NULL;
+    meta.quant_recipe = eq ? evalquant_recipe_text(eq) : NULL;
+    meta.quant_state_hash = state_hash[0] ? state_hash : NULL;
 #ifdef _OPENMP
     if (!a.threads)
         meta.threads = omp_get_max_threads();
@@ -357,6 +376,9 @@ int cmd_eval(int argc, char **argv)
         (a.samples && (rc = results_samples_write(a.samples, s, &d))))
         goto fail;
     eval_summary_print(s);
+    if (eq)
+        printf("hif8 W8A8 on %d Linear modules, scaling %s: %s\n", evalquant_count(eq),
+               evalquant_scaling_name(eq), evalquant_recipe_text(eq));
     size_t n_items;
     eval_session_items(s, &n_items);
     printf("%zu items in %.1f s; results: %s%s%s\n", n_items, eval_seconds_since(&t0), a.output,

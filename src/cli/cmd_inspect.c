@@ -1,6 +1,10 @@
 /* cmd_inspect.c: qatscope inspect — describe a model directory without
  * loading its weights: architecture, shapes, parameters by group, storage
  * dtypes, tokenizer, and the memory formula for inference and training.
+ * Everything is gathered and validated first (config, every safetensors
+ * header, every expected tensor's shape, train_state.bin if present), then
+ * printed: a bad directory gives
+ * one error line on stderr, exit 2, and nothing on stdout.
  *
  *   qatscope inspect DIR [--batch B] [--seq T]     (training estimate for B x T, default 8 x 512)
  */
@@ -8,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qs/evalquant.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/safetensors.h"
@@ -24,9 +29,35 @@ static void inspect_print_count(const char *name, size_t n, size_t total)
     printf("  %-10s %14zu  (%5.1f%%)\n", name, n, total ? 100.0 * n / total : 0.0);
 }
 
-/* dtypes of the expected tensors and how many are missing */
-static int inspect_dtypes(const llama_config *c, const char *dir, char *buf, size_t n,
-                          int *missing, qs_diag *d)
+/* Everything inspect prints, gathered (and validated) before the first line
+ * goes out, so a bad directory yields one error line and no partial report. */
+typedef struct inspect_info {
+    llama_config c;
+    int ctx;
+    model_param_groups g;
+    int n_files;
+    char dtypes[256];     /* "F32 (n elements), BF16 (...)" */
+    int missing;          /* expected tensors absent from every shard */
+    char tokenizer[QS_DIAG_MSG_MAX + QS_DIAG_PATH_MAX + 64];
+    int has_state;        /* train_state.bin present (a run checkpoint) */
+    long state_step;
+    int state_hist;       /* amax histories in it */
+    model_memory mm;
+    long B, T;
+} inspect_info;
+
+static void inspect_shape_format(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    snprintf(buf, n, "[");
+    for (int k = 0; k < ndim; k++)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%lld", k ? ", " : "", (long long)shape[k]);
+    snprintf(buf + strlen(buf), n - strlen(buf), "]");
+}
+
+/* Every shard's header (safetensors_dir_open validates them all) and the
+ * shape of every expected tensor present; dtypes and missing tensors counted.
+ * Values are not read (inspect does not load the weights). */
+static int inspect_weights(inspect_info *in, const char *dir, qs_diag *d)
 {
     safetensors_dir sd;
     int rc = safetensors_dir_open(&sd, dir, d);
@@ -34,90 +65,128 @@ static int inspect_dtypes(const llama_config *c, const char *dir, char *buf, siz
         return rc;
     model_tensor *t;
     int nt;
-    if (model_table_create(c, &t, &nt)) {
+    if (model_table_create(&in->c, &t, &nt)) {
         safetensors_dir_close(&sd);
         return diag_set(d, QS_ENOMEM, dir, -1, "out of memory");
     }
     size_t per[SAFETENSORS_DTYPE_COUNT] = {0};
-    *missing = 0;
-    for (int i = 0; i < nt; i++) {
-        const safetensors_tensor *st = safetensors_dir_find(&sd, t[i].name, NULL);
-        if (st)
-            per[st->dtype] += st->n_elems;
-        else
-            (*missing)++;
+    in->missing = 0;
+    for (int i = 0; i < nt && !rc; i++) {
+        const char *file = NULL;
+        const safetensors_tensor *st = safetensors_dir_find(&sd, t[i].name, &file);
+        if (!st) {
+            in->missing++;
+            continue;
+        }
+        if (st->ndim != t[i].ndim || st->shape[0] != t[i].shape[0] ||
+            (t[i].ndim == 2 && st->shape[1] != t[i].shape[1])) {
+            char want[64], found[128];
+            inspect_shape_format(want, sizeof want, t[i].ndim, t[i].shape);
+            inspect_shape_format(found, sizeof found, st->ndim, st->shape);
+            rc = diag_set(d, QS_ESHAPE, file, -1, "tensor '%s': expected %s, found %s", t[i].name,
+                          want, found);
+        }
+        per[st->dtype] += st->n_elems;
     }
-    buf[0] = 0;
+    in->n_files = sd.n_files;
+    in->dtypes[0] = 0;
     for (int k = 0; k < SAFETENSORS_DTYPE_COUNT; k++)
         if (per[k]) {
-            size_t w = strlen(buf);
-            snprintf(buf + w, n - w, "%s%s (%zu elements)", w ? ", " : "",
+            size_t w = strlen(in->dtypes);
+            snprintf(in->dtypes + w, sizeof in->dtypes - w, "%s%s (%zu elements)", w ? ", " : "",
                      safetensors_dtype_name(k), per[k]);
         }
-    printf("weights:      %d file%s\n", sd.n_files, sd.n_files == 1 ? "" : "s");
     qs_free(t);
     safetensors_dir_close(&sd);
+    return rc;
+}
+
+static int inspect_collect(inspect_info *in, const char *dir, qs_diag *d)
+{
+    int rc = hfconfig_load(&in->c, dir, d);
+    if (rc)
+        return rc;
+    in->ctx = hfconfig_max_context(&in->c);
+    if (model_param_groups_count(&in->c, &in->g))
+        return diag_set(d, QS_ENOMEM, dir, -1, "out of memory");
+    if ((rc = inspect_weights(in, dir, d)))
+        return rc;
+    if ((rc = evalquant_state_info(dir, &in->state_step, &in->state_hist, d)) < 0)
+        return rc;
+    in->has_state = rc;
+    /* an unusable tokenizer is reported, not fatal: the weights can still be described */
+    tokenizer *tok = NULL;
+    qs_diag td = {0};
+    if (tokenizer_create(&tok, dir, &td) == 0) {
+        snprintf(in->tokenizer, sizeof in->tokenizer, "%s, vocab %d, bos %d, eos %d",
+                 tokenizer_kind(tok), tokenizer_vocab_size(tok), (int)tokenizer_bos_id(tok),
+                 (int)tokenizer_eos_id(tok));
+        tokenizer_destroy(tok);
+    } else {
+        char line[QS_DIAG_MSG_MAX + QS_DIAG_PATH_MAX + 8];
+        diag_format(&td, line, sizeof line);
+        snprintf(in->tokenizer, sizeof in->tokenizer, "none usable (%s)", line);
+    }
+    if (in->T > in->ctx)
+        in->T = in->ctx;
+    model_memory_estimate(&in->c, (int)in->B, (int)in->T, in->ctx, &in->mm);
     return 0;
+}
+
+static void inspect_print(const inspect_info *in, const char *dir)
+{
+    const llama_config *c = &in->c;
+    const model_param_groups *g = &in->g;
+    printf("model:        %s\n", dir);
+    printf("architecture: %s (%s)\n", c->arch_name, arch_names[c->arch]);
+    printf("shape:        %d layers, hidden %d, intermediate %d, %d heads (%d kv, head_dim %d), "
+           "vocab %d\n",
+           c->n_layers, c->dim, c->hidden_dim, c->n_heads, c->n_kv_heads, c->head_dim,
+           c->vocab_size);
+    printf("context:      %d%s, rope_theta %g%s, rms_norm_eps %g\n", in->ctx,
+           c->sliding_window ? " (sliding_window)" : "", c->rope_theta,
+           c->rope_scale.type == ROPE_SCALING_LLAMA3   ? ", llama3 scaling"
+           : c->rope_scale.type == ROPE_SCALING_LINEAR ? ", linear scaling"
+                                                       : "",
+           c->norm_eps);
+    printf("biases:       q/k/v %s, o %s; lm_head %s\n", c->qkv_bias ? "yes" : "no",
+           c->o_bias ? "yes" : "no", c->tied ? "tied to embed_tokens" : "separate");
+    printf("parameters:   %zu\n", g->total);
+    inspect_print_count("embedding", g->embed, g->total);
+    inspect_print_count("attention", g->attn, g->total);
+    inspect_print_count("mlp", g->mlp, g->total);
+    inspect_print_count("norms", g->norms, g->total);
+    if (!c->tied)
+        inspect_print_count("lm_head", g->lm_head, g->total);
+    printf("weights:      %d file%s\n", in->n_files, in->n_files == 1 ? "" : "s");
+    printf("dtypes:       %s%s\n", in->dtypes[0] ? in->dtypes : "none",
+           in->missing ? " (some expected tensors missing: the loader will refuse)" : "");
+    printf("tokenizer:    %s\n", in->tokenizer);
+    if (in->has_state)
+        printf("train state:  step %ld, %d amax histories (eval --precision hif8 defaults to %s "
+               "scaling)\n",
+               in->state_step, in->state_hist, in->state_hist ? "delayed" : "current");
+    const model_memory *mm = &in->mm;
+    printf("memory (fp32 engine, MiB; see model_memory_estimate):\n");
+    printf("  inference, 1 x %d tokens: %.1f = params %.1f + activations/KV %.1f + rope %.1f\n",
+           in->ctx, mib(mm->infer_bytes), mib(mm->params_bytes), mib(mm->acts_infer_bytes),
+           mib(mm->rope_bytes));
+    printf("  training, %ld x %ld tokens: %.1f = params %.1f + grads %.1f + adam m,v %.1f + "
+           "activations %.1f + rope %.1f\n",
+           in->B, in->T, mib(mm->train_bytes), mib(mm->params_bytes), mib(mm->grads_bytes),
+           mib(mm->adam_bytes), mib(mm->acts_train_bytes), mib(mm->rope_bytes));
 }
 
 static int inspect_run(const char *dir, long B, long T)
 {
     qs_diag d = {0};
-    llama_config c;
-    if (hfconfig_load(&c, dir, &d))
+    inspect_info in;
+    memset(&in, 0, sizeof in);
+    in.B = B;
+    in.T = T;
+    if (inspect_collect(&in, dir, &d))
         return cli_diag_error(&d);
-    int ctx = hfconfig_max_context(&c);
-    printf("model:        %s\n", dir);
-    printf("architecture: %s (%s)\n", c.arch_name, arch_names[c.arch]);
-    printf("shape:        %d layers, hidden %d, intermediate %d, %d heads (%d kv, head_dim %d), "
-           "vocab %d\n",
-           c.n_layers, c.dim, c.hidden_dim, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size);
-    printf("context:      %d%s, rope_theta %g%s, rms_norm_eps %g\n", ctx,
-           c.sliding_window ? " (sliding_window)" : "", c.rope_theta,
-           c.rope_scale.type == ROPE_SCALING_LLAMA3   ? ", llama3 scaling"
-           : c.rope_scale.type == ROPE_SCALING_LINEAR ? ", linear scaling"
-                                                      : "",
-           c.norm_eps);
-    printf("biases:       q/k/v %s, o %s; lm_head %s\n", c.qkv_bias ? "yes" : "no",
-           c.o_bias ? "yes" : "no", c.tied ? "tied to embed_tokens" : "separate");
-    model_param_groups g;
-    if (model_param_groups_count(&c, &g))
-        return cli_error("inspect: out of memory");
-    printf("parameters:   %zu\n", g.total);
-    inspect_print_count("embedding", g.embed, g.total);
-    inspect_print_count("attention", g.attn, g.total);
-    inspect_print_count("mlp", g.mlp, g.total);
-    inspect_print_count("norms", g.norms, g.total);
-    if (!c.tied)
-        inspect_print_count("lm_head", g.lm_head, g.total);
-    char dt[256];
-    int missing = 0;
-    if (inspect_dtypes(&c, dir, dt, sizeof dt, &missing, &d))
-        return cli_diag_error(&d);
-    printf("dtypes:       %s%s\n", dt[0] ? dt : "none",
-           missing ? " (some expected tensors missing: the loader will refuse)" : "");
-    tokenizer *tok = NULL;
-    if (tokenizer_create(&tok, dir, &d) == 0) {
-        printf("tokenizer:    %s, vocab %d, bos %d, eos %d\n", tokenizer_kind(tok),
-               tokenizer_vocab_size(tok), (int)tokenizer_bos_id(tok), (int)tokenizer_eos_id(tok));
-        tokenizer_destroy(tok);
-    } else {
-        char line[QS_DIAG_MSG_MAX + QS_DIAG_PATH_MAX + 8];
-        diag_format(&d, line, sizeof line);
-        printf("tokenizer:    none usable (%s)\n", line);
-    }
-    if (T > ctx)
-        T = ctx;
-    model_memory mm;
-    model_memory_estimate(&c, (int)B, (int)T, ctx, &mm);
-    printf("memory (fp32 engine, MiB; see model_memory_estimate):\n");
-    printf("  inference, 1 x %d tokens: %.1f = params %.1f + activations/KV %.1f + rope %.1f\n",
-           ctx, mib(mm.infer_bytes), mib(mm.params_bytes), mib(mm.acts_infer_bytes),
-           mib(mm.rope_bytes));
-    printf("  training, %ld x %ld tokens: %.1f = params %.1f + grads %.1f + adam m,v %.1f + "
-           "activations %.1f + rope %.1f\n",
-           B, T, mib(mm.train_bytes), mib(mm.params_bytes), mib(mm.grads_bytes),
-           mib(mm.adam_bytes), mib(mm.acts_train_bytes), mib(mm.rope_bytes));
+    inspect_print(&in, dir);
     return fflush(stdout) ? cli_error("error writing stdout") : 0;
 }
 

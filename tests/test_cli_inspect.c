@@ -1,0 +1,109 @@
+/* test_cli_inspect.c: `qatscope inspect` validates the whole directory before
+ * printing, so a corrupt checkpoint gives no partial report: empty stdout, exit
+ * 2, one error line on stderr. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/safetensors.h"
+#include "test.h"
+
+#define INSPECT_FIXTURE "data/fixtures/llama_gqa_f32"
+
+/* tmp/<name>/ with the fixture's config.json and the given weights bytes */
+static int inspect_dir_make(char *dir, size_t n, const char *name, const char *weights_src,
+                            qs_diag *d)
+{
+    char path[700];
+    char *buf;
+    size_t len;
+    snprintf(dir, n, "%s/%s", test_tmp_dir(), name);
+    int rc = fileio_mkdir_p(dir, d);
+    if (rc || (rc = fileio_read_all(INSPECT_FIXTURE "/config.json", &buf, &len, d)))
+        return rc;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    rc = fileio_write_atomic(path, buf, len, d);
+    qs_free(buf);
+    if (rc || !weights_src)
+        return rc;
+    if ((rc = fileio_read_all(weights_src, &buf, &len, d)))
+        return rc;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    rc = fileio_write_atomic(path, buf, len, d);
+    qs_free(buf);
+    return rc;
+}
+
+static int inspect_count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+TEST(cli_inspect, corrupt_safetensors_prints_nothing_and_one_error_line)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    static const char *const cases[] = {"offsets_past_end", "overlap", "size_mismatch",
+                                        "bad_json", "too_short"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char src[256], errfile[256], dir[600], args[700], out[4096], err[1024];
+        qs_diag d = {0};
+        snprintf(src, sizeof src, "tests/data/safetensors/%s.safetensors", cases[i]);
+        snprintf(errfile, sizeof errfile, "tests/data/safetensors/%s.err", cases[i]);
+        ASSERT_OK(inspect_dir_make(dir, sizeof dir, "inspect_corrupt", src, &d), &d);
+        snprintf(args, sizeof args, "inspect %s", dir);
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+        ASSERT_EQ_STR(out, "");
+        ASSERT_EQ_INT(inspect_count_lines(err), 1);
+        /* the expected message is the .err line after "<file>: " */
+        char *want;
+        size_t wn;
+        ASSERT_OK(fileio_read_all(errfile, &want, &wn, &d), &d);
+        want[wn && want[wn - 1] == '\n' ? wn - 1 : wn] = 0;
+        const char *msg = strstr(want, ".safetensors: ");
+        ASSERT_TRUE(msg != NULL);
+        msg += strlen(".safetensors: ");
+        if (!strstr(err, msg))
+            fprintf(stderr, "    %s: want '%s' in '%s'\n", cases[i], msg, err);
+        ASSERT_TRUE(strstr(err, msg) != NULL);
+        ASSERT_TRUE(strstr(err, "model.safetensors") != NULL);
+        qs_free(want);
+    }
+}
+
+TEST(cli_inspect, wrong_tensor_shape_is_an_error_before_any_output)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char dir[600], path[700], args[700], out[4096], err[1024];
+    qs_diag d = {0};
+    ASSERT_OK(inspect_dir_make(dir, sizeof dir, "inspect_shape", NULL, &d), &d);
+    float w[9] = {0};
+    safetensors_entry e = {"model.embed_tokens.weight", w, 2, {3, 3}};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ASSERT_OK(safetensors_write(path, &e, 1, SAFETENSORS_F32, NULL, &d), &d);
+    snprintf(args, sizeof args, "inspect %s", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_EQ_STR(out, "");
+    ASSERT_EQ_INT(inspect_count_lines(err), 1);
+    if (!strstr(err, "tensor 'model.embed_tokens.weight': expected [64, 32], found [3, 3]"))
+        fprintf(stderr, "    got: %s", err);
+    ASSERT_TRUE(strstr(err, "tensor 'model.embed_tokens.weight': expected [64, 32], found [3, 3]") !=
+                NULL);
+}
+
+TEST(cli_inspect, missing_config_prints_nothing)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char out[4096], err[1024];
+    ASSERT_EQ_INT(test_run_cli("inspect tests/data/safetensors", out, sizeof out, err, sizeof err),
+                  2);
+    ASSERT_EQ_STR(out, "");
+    ASSERT_EQ_INT(inspect_count_lines(err), 1);
+}

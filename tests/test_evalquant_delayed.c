@@ -1,0 +1,396 @@
+/* test_evalquant_delayed.c: eval --precision hif8 on a QAT run checkpoint uses
+ * DELAYED scaling from the checkpoint's stored amax histories (the run's
+ * estimator and margin, frozen), checked against an independent reference that
+ * reads train_state.bin itself; the scaling choice, the CLI flag and the errors. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/digest.h"
+#include "qs/evalquant.h"
+#include "qs/fileio.h"
+#include "qs/hif8.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/quant.h"
+#include "qs/runcfg.h"
+#include "qs/trainer.h"
+#include "qs/trainstate.h"
+#include "test.h"
+
+/* in-memory token stream: the position is the only state */
+static int dq_next(void *self, int32_t *tok, int32_t *tgt, int B, int T, qs_diag *d)
+{
+    (void)d;
+    long *pos = self;
+    for (int i = 0; i < B * T; i++, (*pos)++) {
+        tok[i] = (int32_t)((*pos * 37 + 11) % 500 + 3);
+        tgt[i] = (int32_t)(((*pos + 1) * 37 + 11) % 500 + 3);
+    }
+    return 0;
+}
+
+static int dq_save(void *self, void **bytes, size_t *n, qs_diag *d)
+{
+    (void)d;
+    if (!(*bytes = qs_malloc(sizeof(long))))
+        return QS_ENOMEM;
+    memcpy(*bytes, self, sizeof(long));
+    *n = sizeof(long);
+    return 0;
+}
+
+static int dq_restore(void *self, const void *bytes, size_t n, qs_diag *d)
+{
+    if (n != sizeof(long))
+        return diag_set(d, QS_EFORMAT, NULL, -1, "bad position");
+    memcpy(self, bytes, sizeof(long));
+    return 0;
+}
+
+/* A 7-step run of the bundled 8-block model (5 warmup + 2 QAT steps, default
+ * selection: 9 Linears = 18 quantizers), trained once per test process; returns
+ * its run dir (checkpoint: RUN/ckpt/step_7) or NULL. */
+static const char *dq_run(void)
+{
+    static char run[400];
+    static int state;   /* 0 not tried, 1 ok, -1 failed */
+    if (state)
+        return state > 0 ? run : NULL;
+    state = -1;
+    snprintf(run, sizeof run, "%s/evalq_run", test_tmp_dir());
+    runcfg c;
+    qs_diag d = {0};
+    runcfg_defaults(&c);
+    snprintf(c.model, sizeof c.model, "data/demo/model");
+    snprintf(c.train_data, sizeof c.train_data, "(memory)");
+    snprintf(c.out_dir, sizeof c.out_dir, "%s", run);
+    static const char *const sets[] = {"batch_size=2", "seq_len=16", "grad_accum=1", "steps=7",
+                                       "lr=1e-3", "bf16_warmup_steps=5", "amax_estimator=max-window:4"};
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
+        if (runcfg_set(&c, sets[i], &d))
+            return NULL;
+    long pos = 0;
+    train_data src = {&pos, dq_next, dq_save, dq_restore};
+    trainer_options opt = {0};
+    trainer *t;
+    if (trainer_create(&t, &c, &src, &opt, &d)) {
+        fprintf(stderr, "    trainer: %s\n", d.msg);
+        return NULL;
+    }
+    train_step_info info;
+    while (!trainer_done(t))
+        if (trainer_step(t, &info, &d)) {
+            trainer_destroy(t);
+            return NULL;
+        }
+    if (trainer_finish(t, "done", &d))
+        return NULL;
+    state = 1;
+    return run;
+}
+
+/* Independent reader of the amax section: the history of `name`, oldest first. */
+static int dq_history(const char *state_path, const char *name, float *vals, int max, int *n)
+{
+    trainstate_reader r;
+    qs_diag d = {0};
+    const void *sec;
+    size_t bytes;
+    *n = -1;
+    if (trainstate_open(&r, state_path, &d))
+        return -1;
+    if (trainstate_section(&r, "amax", &sec, &bytes, &d) == 0) {
+        const unsigned char *p = sec, *end = p + bytes;
+        while (end - p >= 8) {
+            uint32_t nl, nv;
+            memcpy(&nl, p, 4);
+            memcpy(&nv, p + 4 + nl, 4);
+            if (nl == strlen(name) && !memcmp(p + 4, name, nl) && (int)nv <= max) {
+                memcpy(vals, p + 8 + nl, 4 * (size_t)nv);
+                *n = (int)nv;
+            }
+            p += 8 + nl + 4 * (size_t)nv;
+        }
+    }
+    trainstate_close(&r);
+    return *n >= 0 ? 0 : -1;
+}
+
+/* Reference hook: layer 4 up_proj fake-quantized at two fixed scales. */
+static float dq_ref_scale[2];
+static int dq_ref_hook(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
+                       const float *w, float *wq, int O)
+{
+    (void)self;
+    if (layer != 4 || module != MODEL_LIN_UP)
+        return 0;
+    hif8_stats st;
+    hif8_fakequant_ref(x, xq, (size_t)N * IN, dq_ref_scale[0], 0, &st);
+    hif8_fakequant_ref(w, wq, (size_t)O * IN, dq_ref_scale[1], 0, &st);
+    return 1;
+}
+
+static void dq_score(llama_model *m, double ll[2])
+{
+    static const int32_t ctx[5] = {1, 70, 33, 9, 250}, c0[3] = {4, 200, 8}, c1[3] = {5, 5, 61};
+    const int32_t *conts[2] = {c0, c1};
+    size_t lens[2] = {3, 3};
+    lm_request req = {ctx, 5, 2, conts, lens};
+    lm_result res = {ll, NULL};
+    model_lm *lm = NULL;
+    qs_diag d = {0};
+    ll[0] = ll[1] = NAN;
+    if (model_lm_create(&lm, m, 32, &d))
+        return;
+    lm_scorer s = model_lm_scorer(lm);
+    s.score(s.self, &req, &res, 1, &d);
+    model_lm_destroy(lm);
+}
+
+TEST(evalquant_delayed, scales_are_the_stored_histories_max_window_frozen)
+{
+    const char *run = dq_run();
+    ASSERT_TRUE(run != NULL);
+    char ck[700], state[800];
+    snprintf(ck, sizeof ck, "%s/ckpt/step_7", run);
+    snprintf(state, sizeof state, "%s/train_state.bin", ck);
+    /* reference scales straight from the file: max over the last 4 stored amaxes */
+    static const char *const qn[2] = {"layers.4.mlp.up_proj.input", "layers.4.mlp.up_proj.weight"};
+    for (int k = 0; k < 2; k++) {
+        float h[64], est = 0;
+        int n;
+        ASSERT_EQ_INT(dq_history(state, qn[k], h, 64, &n), 0);
+        ASSERT_EQ_INT(n, 7);   /* one amax per step, warmup included */
+        for (int i = n - 4; i < n; i++)
+            est = h[i] > est ? h[i] : est;
+        ASSERT_OK(quant_scale_from_amax(est, 0, &dq_ref_scale[k]), NULL);
+    }
+    llama_model m;
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, ck, &d), &d);
+    evalquant *eq = NULL;
+    evalquant_options o = {"layers.4.mlp.up_proj", EVALQUANT_DELAYED, ck};
+    ASSERT_OK(evalquant_create_opts(&eq, &m, &o, &d), &d);
+    ASSERT_EQ_INT(evalquant_count(eq), 1);
+    ASSERT_EQ_INT(evalquant_scaling(eq), EVALQUANT_DELAYED);
+    ASSERT_EQ_STR(evalquant_scaling_name(eq), "delayed (train_state step 7)");
+    ASSERT_TRUE(strstr(evalquant_recipe_text(eq), "max-window:4") != NULL);
+    double dl[2], dl2[2], ref[2], cur[2];
+    dq_score(&m, dl);
+    dq_score(&m, dl2);   /* frozen: a second pass sees the same scales */
+    evalquant_destroy(eq);
+    m.hook.fn = dq_ref_hook;
+    dq_score(&m, ref);
+    m.hook.fn = NULL;
+    o.scaling = EVALQUANT_CURRENT;
+    ASSERT_OK(evalquant_create_opts(&eq, &m, &o, &d), &d);
+    ASSERT_EQ_STR(evalquant_scaling_name(eq), "current");
+    dq_score(&m, cur);
+    evalquant_destroy(eq);
+    for (int c = 0; c < 2; c++) {
+        ASSERT_TRUE(isfinite(dl[c]));
+        ASSERT_TRUE(dl[c] == dl2[c]);
+        ASSERT_NEAR(dl[c], ref[c], 1e-9);
+        ASSERT_TRUE(fabs(dl[c] - cur[c]) > 1e-7);   /* the scalings really differ here */
+    }
+    model_free(&m);
+}
+
+TEST(evalquant_delayed, auto_uses_the_runs_selection_and_falls_back_to_current)
+{
+    const char *run = dq_run();
+    ASSERT_TRUE(run != NULL);
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/ckpt/step_7", run);
+    llama_model m;
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, ck, &d), &d);
+    evalquant *eq = NULL;
+    evalquant_options o = {NULL, EVALQUANT_AUTO, ck};
+    ASSERT_OK(evalquant_create_opts(&eq, &m, &o, &d), &d);
+    ASSERT_EQ_INT(evalquant_scaling(eq), EVALQUANT_DELAYED);
+    ASSERT_EQ_INT(evalquant_count(eq), 9);   /* the run's default plan: blocks 3-5 x gate/up/down */
+    ASSERT_EQ_STR(evalquant_module(eq, 0), "layers.3.mlp.gate_proj");
+    evalquant_destroy(eq);
+    o.model_dir = "data/demo/model";   /* no train_state.bin: current, default plan */
+    ASSERT_OK(evalquant_create_opts(&eq, &m, &o, &d), &d);
+    ASSERT_EQ_INT(evalquant_scaling(eq), EVALQUANT_CURRENT);
+    ASSERT_EQ_INT(evalquant_count(eq), 9);
+    evalquant_destroy(eq);
+    model_free(&m);
+}
+
+static int dq_copy(const char *src, const char *dst, long flip_at)
+{
+    char *buf;
+    size_t n;
+    qs_diag d = {0};
+    if (fileio_read_all(src, &buf, &n, &d))
+        return -1;
+    if (flip_at >= 0 && (size_t)flip_at < n)
+        buf[n - 1 - flip_at] ^= 0x40;
+    int rc = fileio_write_atomic(dst, buf, n, &d);
+    qs_free(buf);
+    return rc;
+}
+
+TEST(evalquant_delayed, errors_name_the_file_and_what_is_wrong)
+{
+    const char *run = dq_run();
+    ASSERT_TRUE(run != NULL);
+    char ck[700], state[800], dir[700], path[800];
+    snprintf(ck, sizeof ck, "%s/ckpt/step_7", run);
+    snprintf(state, sizeof state, "%s/train_state.bin", ck);
+    llama_model m;
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, ck, &d), &d);
+    evalquant *eq = NULL;
+    /* delayed without a state */
+    evalquant_options o = {"*.mlp.*", EVALQUANT_DELAYED, "data/demo/model"};
+    ASSERT_EQ_INT(evalquant_create_opts(&eq, &m, &o, &d), QS_ENOTFOUND);
+    ASSERT_EQ_STR(d.path, "data/demo/model/train_state.bin");
+    ASSERT_TRUE(strstr(d.msg, "no training state") != NULL);
+    /* a module the run did not quantize */
+    o.model_dir = ck;
+    o.patterns = "layers.0.mlp.up_proj";
+    ASSERT_EQ_INT(evalquant_create_opts(&eq, &m, &o, &d), QS_ENOTFOUND);
+    ASSERT_TRUE(strstr(d.msg, "no amax history for 'layers.0.mlp.up_proj.input'") != NULL);
+    ASSERT_TRUE(eq == NULL && m.hook.fn == NULL);
+    /* a state outside its run directory: no config snapshot two levels up */
+    snprintf(dir, sizeof dir, "%s/evalq_loose/a", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    snprintf(path, sizeof path, "%s/train_state.bin", dir);
+    ASSERT_EQ_INT(dq_copy(state, path, -1), 0);
+    o.model_dir = dir;
+    o.patterns = NULL;
+    o.scaling = EVALQUANT_AUTO;
+    ASSERT_EQ_INT(evalquant_create_opts(&eq, &m, &o, &d), QS_ENOTFOUND);
+    ASSERT_TRUE(strstr(d.path, "/../../config.json") != NULL);
+    ASSERT_TRUE(strstr(d.msg, "run config snapshot not found") != NULL);
+    /* a corrupt state (a flipped bit in the last history) is an error, even in auto */
+    snprintf(dir, sizeof dir, "%s/evalq_bad/ckpt/step_7", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    snprintf(path, sizeof path, "%s/train_state.bin", dir);
+    ASSERT_EQ_INT(dq_copy(state, path, 2), 0);
+    char snap_src[800], snap_dst[800];
+    snprintf(snap_src, sizeof snap_src, "%s/config.json", run);
+    snprintf(snap_dst, sizeof snap_dst, "%s/evalq_bad/config.json", test_tmp_dir());
+    ASSERT_EQ_INT(dq_copy(snap_src, snap_dst, -1), 0);
+    o.model_dir = dir;
+    ASSERT_EQ_INT(evalquant_create_opts(&eq, &m, &o, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "checksum mismatch") != NULL);
+    /* the snapshot's quant_modules no longer match the stored histories */
+    ASSERT_EQ_INT(dq_copy(state, path, -1), 0);
+    runcfg c;
+    ASSERT_OK(runcfg_load(&c, snap_src, &d), &d);
+    ASSERT_OK(runcfg_set(&c, "quant_modules=*.mlp.*", &d), &d);
+    char *js = runcfg_to_json(&c);
+    ASSERT_TRUE(js != NULL);
+    ASSERT_OK(fileio_write_atomic(snap_dst, js, strlen(js), &d), &d);
+    qs_free(js);
+    ASSERT_EQ_INT(evalquant_create_opts(&eq, &m, &o, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "holds 18 amax histories, the run config's quant_modules select 48") !=
+                NULL);
+    /* well-formed file, bad amax section: a NaN amax, then an entry cut short */
+    unsigned char sec[64];
+    static const char nm[] = "layers.3.mlp.up_proj.input";
+    uint32_t nl = sizeof nm - 1, nv = 2;
+    float h[2] = {1.5f, NAN};
+    memcpy(sec, &nl, 4);
+    memcpy(sec + 4, nm, nl);
+    memcpy(sec + 4 + nl, &nv, 4);
+    memcpy(sec + 8 + nl, h, sizeof h);
+    static const size_t lens[2] = {8 + sizeof nm - 1 + 8, 8 + sizeof nm - 1 + 6};
+    static const char *const want[2] = {"'layers.3.mlp.up_proj.input': entry 1 is nan",
+                                        "amax history of 'layers.3.mlp.up_proj.input' truncated"};
+    for (int k = 0; k < 2; k++) {
+        trainstate_writer w;
+        ASSERT_OK(trainstate_write_begin(&w, path, 2, &d), &d);
+        ASSERT_OK(trainstate_write_section(&w, "meta", "{\"step\":1}", 10, &d), &d);
+        ASSERT_OK(trainstate_write_section(&w, "amax", sec, lens[k], &d), &d);
+        ASSERT_OK(trainstate_write_commit(&w, &d), &d);
+        ASSERT_EQ_INT(evalquant_create_opts(&eq, &m, &o, &d), QS_EFORMAT);
+        if (!strstr(d.msg, want[k]))
+            fprintf(stderr, "    got: %s\n", d.msg);
+        ASSERT_TRUE(strstr(d.msg, want[k]) != NULL);
+    }
+    model_free(&m);
+}
+
+TEST(evalquant_delayed, cli_quant_scaling_flag_and_results_json)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *run = dq_run();
+    ASSERT_TRUE(run != NULL);
+    char args[2048], out[8192], err[2048], res[700], *text;
+    size_t n;
+    qs_diag d = {0};
+    snprintf(res, sizeof res, "%s/evalq_results.json", test_tmp_dir());
+    char state[800], state_hex[65];
+    snprintf(state, sizeof state, "%s/ckpt/step_7/train_state.bin", run);
+    ASSERT_OK(digest_sha256_file(state, state_hex, &d), &d);
+    static const char *const modes[3] = {"", "--quant-scaling delayed", "--quant-scaling current"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "eval --model %s/ckpt/step_7 --tasks arc_easy --data-dir "
+                 "tests/data/tasks/data --precision hif8 --output %s %s", run, res, modes[i]);
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+        ASSERT_OK(fileio_read_all(res, &text, &n, &d), &d);
+        const char *want = i < 2 ? "delayed (train_state step 7)" : "current";
+        ASSERT_TRUE(strstr(text, want) != NULL);
+        ASSERT_TRUE(strstr(out, want) != NULL);   /* the summary says it too */
+        ASSERT_TRUE((strstr(text, "delayed") != NULL) == (i < 2));
+        ASSERT_TRUE(strstr(text, "layers.5.mlp.down_proj") != NULL);
+        ASSERT_TRUE((strstr(text, state_hex) != NULL) == (i < 2));   /* quant_state_sha256 */
+        qs_free(text);
+    }
+    /* errors: one line, exit 2 */
+    static const char *const bad[3][2] = {
+        {"--model data/demo/model --precision hif8 "
+         "--quant-scaling delayed", "data/demo/model/train_state.bin"},
+        {"--model data/fixtures/llama_gqa_f32 --precision hif8 --quant-scaling sometimes",
+         "expected current, delayed or auto"},
+        {"--model data/fixtures/llama_gqa_f32 --precision bf16 --quant-scaling current",
+         "only with --precision hif8"},
+    };
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "eval %s --tasks arc_easy --data-dir tests/data/tasks/data "
+                 "--output %s/evalq_bad.json", bad[i][0], test_tmp_dir());
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+        if (!strstr(err, bad[i][1]))
+            fprintf(stderr, "    got: %s", err);
+        ASSERT_TRUE(strstr(err, bad[i][1]) != NULL);
+        ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+    }
+}
+
+TEST(evalquant_delayed, inspect_describes_the_train_state_and_refuses_a_corrupt_one)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *run = dq_run();
+    ASSERT_TRUE(run != NULL);
+    char args[1024], out[8192], err[2048], dir[600], src[800], dst[800];
+    snprintf(args, sizeof args, "inspect %s/ckpt/step_7", run);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+    ASSERT_TRUE(strstr(out, "train state:  step 7, 18 amax histories (eval --precision hif8 "
+                            "defaults to delayed scaling)") != NULL);
+    /* the same checkpoint with one flipped bit in train_state.bin */
+    qs_diag d = {0};
+    snprintf(dir, sizeof dir, "%s/evalq_inspect", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    static const char *const files[3] = {"config.json", "model.safetensors", "train_state.bin"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof src, "%s/ckpt/step_7/%s", run, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        ASSERT_EQ_INT(dq_copy(src, dst, i == 2 ? 5 : -1), 0);
+    }
+    snprintf(args, sizeof args, "inspect %s", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_EQ_STR(out, "");
+    ASSERT_TRUE(strstr(err, "train_state.bin: section 'amax': checksum mismatch") != NULL);
+    ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+}
