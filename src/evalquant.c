@@ -68,8 +68,17 @@ static int evalquant_hook(void *self, int layer, int module, const float *x, flo
     if (s < 0)
         return 0;
     qs_diag d = {0};
-    if (quant_apply(quant_set_get(q->qs, 2 * s), x, xq, (size_t)N * IN, &d) ||
-        quant_apply(quant_set_get(q->qs, 2 * s + 1), w, wq, (size_t)O * IN, &d))
+    quant *qi = quant_set_get(q->qs, 2 * s);
+    if (q->scaling == EVALQUANT_CURRENT) {
+        /* per token: a row's scale from that row alone, so a choice's score does not
+         * depend on which rows (siblings, padding, batch) share the forward */
+        for (int r = 0; r < N; r++)
+            if (quant_apply(qi, x + (size_t)r * IN, xq + (size_t)r * IN, (size_t)IN, &d))
+                return QS_ENAN;
+    } else if (quant_apply(qi, x, xq, (size_t)N * IN, &d)) {
+        return QS_ENAN;
+    }
+    if (quant_apply(quant_set_get(q->qs, 2 * s + 1), w, wq, (size_t)O * IN, &d))
         return QS_ENAN;
     return 1;
 }
@@ -345,7 +354,7 @@ static int evalquant_create_current(evalquant *q, struct llama_model *m, const c
     q->scaling = EVALQUANT_CURRENT;
     snprintf(q->scaling_name, sizeof q->scaling_name, "current");
     snprintf(q->recipe_text, sizeof q->recipe_text,
-             "current (exact amax per forward call, weights and inputs), margin 0, saturating");
+             "current (exact amax: per token for inputs, per tensor for weights), margin 0, saturating");
     return 0;
 }
 

@@ -407,14 +407,11 @@ TEST(eval_model, cli_runs_on_shared_bench_layout)
     ASSERT_TRUE(!fileio_exists(out));
 }
 
-/* A choice's log-likelihood with hif8 DELAYED scaling is the same whether its
- * sibling choices share its continuation forward or it is scored alone: the
- * scales are fixed, the fake-quant is elementwise, so nothing couples the rows
- * (bit-identical; fp32 likewise on these items).  CURRENT scaling takes the
- * amax of each Linear call's whole input, i.e. of every row in that forward
- * (all choices of the item, padding included), so there a choice's score moves
- * with its siblings: QS_EVAL_VERBOSE=1 prints by how much (README ### eval). */
-TEST(eval_model, hif8_delayed_choice_scores_do_not_depend_on_siblings)
+/* A choice's log-likelihood with hif8 is the same whether its sibling choices
+ * share its continuation forward or it is scored alone: delayed scales are
+ * fixed, current scaling takes each activation row's own amax, the fake-quant
+ * is elementwise, so nothing couples the rows (bit-identical, both scalings). */
+TEST(eval_model, hif8_choice_scores_do_not_depend_on_siblings)
 {
     char dir[512], run_dir[600], ck[700];
     if (!test_shared_path(dir, sizeof dir, "models/stories260K/model.safetensors"))
@@ -446,7 +443,7 @@ TEST(eval_model, hif8_delayed_choice_scores_do_not_depend_on_siblings)
                     qs_diag d = {0};
                     ASSERT_OK(lm.score(lm.self, &one, &res, 1, &d), &d);
                     worst = fmax(worst, fabs(ll - it[i].loglik[c]));
-                    if (scaling == 1 && ll != it[i].loglik[c])
+                    if (ll != it[i].loglik[c])
                         TEST_FAIL_AT("%s item %zu choice %d: alone %.17g, with siblings %.17g",
                                      tasks[t], i, c, ll, it[i].loglik[c]);
                 }

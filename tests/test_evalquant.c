@@ -15,7 +15,20 @@
 
 #define EQ_FIXTURE "data/fixtures/llama_gqa_f32"
 
-/* reference: every MLP linear, current scaling from the tensor's exact amax */
+/* exact amax of n values -> HiF8 fake-quant at margin 0 (saturating) */
+static int eq_ref_quant(const float *src, float *dst, size_t n)
+{
+    float amax = 0, scale;
+    for (size_t i = 0; i < n; i++)
+        amax = fabsf(src[i]) > amax ? fabsf(src[i]) : amax;
+    if (quant_scale_from_amax(amax, 0, &scale))
+        return QS_ERANGE;
+    hif8_stats st;
+    hif8_fakequant_ref(src, dst, n, scale, 0, &st);
+    return 0;
+}
+
+/* reference: every MLP linear, current scaling: inputs per token (row), weights per tensor */
 static int eq_ref_hook(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
                        const float *w, float *wq, int O)
 {
@@ -23,19 +36,10 @@ static int eq_ref_hook(void *self, int layer, int module, const float *x, float 
     (void)layer;
     if (module != MODEL_LIN_GATE && module != MODEL_LIN_UP && module != MODEL_LIN_DOWN)
         return 0;
-    const float *src[2] = {x, w};
-    float *dst[2] = {xq, wq};
-    size_t n[2] = {(size_t)N * IN, (size_t)O * IN};
-    for (int k = 0; k < 2; k++) {
-        float amax = 0, scale;
-        for (size_t i = 0; i < n[k]; i++)
-            amax = fabsf(src[k][i]) > amax ? fabsf(src[k][i]) : amax;
-        if (quant_scale_from_amax(amax, 0, &scale))
+    for (int r = 0; r < N; r++)
+        if (eq_ref_quant(x + (size_t)r * IN, xq + (size_t)r * IN, (size_t)IN))
             return QS_ERANGE;
-        hif8_stats st;
-        hif8_fakequant_ref(src[k], dst[k], n[k], scale, 0, &st);
-    }
-    return 1;
+    return eq_ref_quant(w, wq, (size_t)O * IN) ? QS_ERANGE : 1;
 }
 
 /* log-likelihoods of 2 continuations of 3 tokens after a 4-token context */

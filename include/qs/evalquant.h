@@ -4,9 +4,11 @@
  * "<module>.weight", used through quant_apply (frozen: nothing is recorded, no
  * history moves), with one of two scalings:
  *
- *   current  the scale comes from the tensor's own exact amax at each forward
- *            call (weights: their amax; activations: the call's input), margin
- *            0, saturating.  Modules: the patterns given, else "default".
+ *   current  the scale comes from the exact amax at each forward call: per
+ *            tensor for weights, per token (row) for activations, so a row's
+ *            result never depends on the other rows of the call (siblings,
+ *            padding, batch); margin 0, saturating.  Modules: the patterns
+ *            given, else "default".
  *   delayed  the model dir is a training checkpoint (RUN/ckpt/step_N) holding
  *            train_state.bin with every quantizer's amax history: each
  *            quantizer is restored with its stored history and scales with the
