@@ -241,53 +241,82 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
     (void)n_thr;
 }
 
-/* AVX-512: blocks of ATTN_ROWS rows of one (batch, KV head); row r of a (b, g)
- * is head g*group + r / T at position r % T. */
+/* Shapes of one attn_forward call, for the AVX-512 blocks. */
+typedef struct attn_call {
+    float *out, *att, *kt, *rows;
+    const float *q, *k, *v;
+    int B, T, pos0, Tcap, H, KVH, hd, group, nblk;
+    float scale;
+} attn_call;
+
+/* Block blk of (batch, KV head) bg: rows r0 .. r0+3 of that head group, row r
+ * being head g*group + r / T at position r % T. */
+static void attn_run_block(const attn_call *c, int bg, int blk_i, int slot, int transposed)
+{
+    const int b = bg / c->KVH, g = bg % c->KVH, T = c->T, H = c->H, hd = c->hd;
+    const int per_bg = c->group * T, r0 = blk_i * ATTN_ROWS;
+    const size_t kv_stride = (size_t)c->KVH * hd, Tcap = (size_t)c->Tcap;
+    attn_block blk;
+    blk.rows = per_bg - r0 < ATTN_ROWS ? per_bg - r0 : ATTN_ROWS;
+    for (int r = 0; r < ATTN_ROWS; r++) {
+        const int rl = r < blk.rows ? r : blk.rows - 1, rr = r0 + rl;
+        const int h = g * c->group + rr / T, t = rr % T;
+        const size_t row = ((size_t)b * T + t) * H + h;
+        blk.q[r] = c->q + row * hd;
+        blk.o[r] = c->out + row * hd;
+        blk.n[r] = c->pos0 + t + 1;
+        blk.e[r] = c->att ? c->att + (((size_t)b * H + h) * T + t) * Tcap
+                          : c->rows + ((size_t)slot * ATTN_ROWS + rl) * Tcap;
+    }
+    const float *kb = c->k + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
+    const float *vb = c->v + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
+    attn_block_avx512_impl(&blk, transposed ? c->kt + (size_t)bg * hd * Tcap : NULL, Tcap, kb, vb,
+                           kv_stride, hd, c->scale, c->att ? c->Tcap : 0);
+}
+
+/* AVX-512: blocks of ATTN_ROWS query rows of one (batch, KV head).  With many
+ * (batch, KV head) pairs each is one task (its keys transposed, then its
+ * blocks: no barrier); with few, the transposes then the blocks are shared out. */
 static void attn_forward_blocks(float *out, float *att, const float *q, const float *k,
                                 const float *v, int B, int T, int pos0, int Tcap, int H, int KVH,
                                 int hd, float *scratch)
 {
-    const int group = H / KVH, Tk = pos0 + T, per_bg = group * T;
-    const int nblk = (per_bg + ATTN_ROWS - 1) / ATTN_ROWS;
-    const size_t kv_stride = (size_t)KVH * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const int group = H / KVH, Tk = pos0 + T, nbg = B * KVH;
+    const int nblk = (group * T + ATTN_ROWS - 1) / ATTN_ROWS;
     const int transpose = scratch && T >= ATTN_TRANSPOSE_MIN_T;
-    float *kt = scratch, *rows = scratch ? scratch + (size_t)B * KVH * hd * Tcap : NULL;
+    attn_call c = {out, att, scratch, scratch ? scratch + (size_t)nbg * hd * Tcap : NULL,
+                   q, k, v, B, T, pos0, Tcap, H, KVH, hd, group, nblk,
+                   1.0f / sqrtf((float)hd)};
     const int n_thr = attn_threads((double)B * H * T * Tk * hd);
+    const int per_pair = nbg >= 4 * n_thr;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(n_thr)
 #endif
     {
         const int slot = attn_slot();
-        if (transpose) {
+        if (per_pair) {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-            for (int bg = 0; bg < B * KVH; bg++)
-                attn_transpose_one(kt, k, bg, Tk, Tcap, KVH, hd, 1);
-        }
-#ifdef _OPENMP
-#pragma omp for schedule(dynamic, 1)
-#endif
-        for (long task = 0; task < (long)B * KVH * nblk; task++) {
-            const int bg = (int)(task / nblk), r0 = (int)(task % nblk) * ATTN_ROWS;
-            const int b = bg / KVH, g = bg % KVH;
-            attn_block blk;
-            blk.rows = per_bg - r0 < ATTN_ROWS ? per_bg - r0 : ATTN_ROWS;
-            for (int r = 0; r < ATTN_ROWS; r++) {
-                const int rr = r0 + (r < blk.rows ? r : blk.rows - 1);
-                const int h = g * group + rr / T, t = rr % T;
-                const size_t row = ((size_t)b * T + t) * H + h;
-                blk.q[r] = q + row * hd;
-                blk.o[r] = out + row * hd;
-                blk.n[r] = pos0 + t + 1;
-                blk.e[r] = att ? att + (((size_t)b * H + h) * T + t) * Tcap
-                               : rows + ((size_t)slot * ATTN_ROWS + (r < blk.rows ? r : blk.rows - 1)) * Tcap;
+            for (int bg = 0; bg < nbg; bg++) {
+                if (transpose)
+                    attn_transpose_one(c.kt, k, bg, Tk, Tcap, KVH, hd, 1);
+                for (int i = 0; i < nblk; i++)
+                    attn_run_block(&c, bg, i, slot, transpose);
             }
-            const float *kb = k + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
-            const float *vb = v + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
-            attn_block_avx512_impl(&blk, transpose ? kt + (size_t)bg * hd * Tcap : NULL,
-                                   (size_t)Tcap, kb, vb, kv_stride, hd, scale, att ? Tcap : 0);
+        } else {
+            if (transpose) {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+                for (int bg = 0; bg < nbg; bg++)
+                    attn_transpose_one(c.kt, k, bg, Tk, Tcap, KVH, hd, 1);
+            }
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+            for (long task = 0; task < (long)nbg * nblk; task++)
+                attn_run_block(&c, (int)(task / nblk), (int)(task % nblk), slot, transpose);
         }
     }
     (void)n_thr;
