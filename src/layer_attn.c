@@ -1,19 +1,22 @@
 /* layer_attn.c: causal grouped-query attention over a KV cache
  * (see include/qs/layers.h for shapes).
  *
- * Two paths, both fp32 with the row max subtracted, as HF's eager path:
- *  - prompts (T >= ATTN_TILED_MIN_T, scratch given): the keys of each (batch,
- *    KV head) are first transposed to [hd, keys], so a query's scores are hd
- *    contiguous multiply-adds over the keys (SIMD-friendly); probabilities go to
- *    att (training) or to a per-thread scratch row, then O = P V row by row.
- *    Two parallel regions per call, no matmul: cheap under thread contention.
- *  - decoding (few queries, or no scratch): one pass over the keys per query
- *    with an online softmax (running max and rescaled sum), or the
- *    probabilities stored in att.
- * Every (batch, head, query) row is computed by one thread in a fixed order, so
- * the result does not depend on the thread count.
+ * The forward computes ONE definition (layer_attn_impl.h): fixed-order dot
+ * products, an exact two-pass softmax with our own exp, the weighted sum over
+ * keys in order.  So every query row's output is a fixed function of its q row
+ * and its keys/values, bit-identical whatever T, pos0, B, its place in a block
+ * and the thread count, and the same bits on the portable and AVX-512 loops.
+ *  - AVX-512: blocks of ATTN_ROWS query rows of one KV head (heads of a GQA
+ *    group and positions, in that order) share each key/value load.  Prompts
+ *    (T >= ATTN_TRANSPOSE_MIN_T, scratch given) first transpose the keys of
+ *    each (batch, KV head) into the scratch; decode steps gather them from
+ *    the cache rows instead.  One parallel region, rows never split.
+ *  - portable: prompts use the transposed keys (compiler-vectorized loops),
+ *    decode steps (or no scratch) one row at a time with the scores computed
+ *    twice (max pass, then exp/sum/weighted-sum pass) so nothing is stored.
  */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -23,8 +26,9 @@
 #include "qs/cpu.h"
 #include "qs/layers.h"
 
-#define ATTN_TILED_MIN_T 8
-#define ATTN_SLOTS 16   /* per-thread score rows in the scratch (threads beyond are not used) */
+#define ATTN_TRANSPOSE_MIN_T 8
+#define ATTN_SLOTS 16   /* per-thread score blocks in the scratch (threads beyond are not used) */
+#define ATTN_LANES 16   /* the softmax sum's lanes (layer_attn_impl.h) */
 
 static float attn_dot(const float *a, const float *b, int n)
 {
@@ -34,60 +38,75 @@ static float attn_dot(const float *a, const float *b, int n)
     return s;
 }
 
-static void attn_row_saved(float *o, float *p, const float *qr, const float *kb, const float *vb,
-                           int n_keys, int Tcap, size_t kv_stride, int hd, float scale)
+float attn_exp(float x)
 {
-    float mx = -INFINITY;
-    for (int j = 0; j < n_keys; j++) {
-        p[j] = attn_dot(qr, kb + (size_t)j * kv_stride, hd) * scale;
-        mx = p[j] > mx ? p[j] : mx;
-    }
-    float sum = 0.0f;
-    for (int j = 0; j < n_keys; j++) {
-        p[j] = expf(p[j] - mx);
-        sum += p[j];
-    }
-    float inv = 1.0f / sum;
-    memset(o, 0, (size_t)hd * sizeof *o);
-    for (int j = 0; j < n_keys; j++) {
-        p[j] *= inv;
-        const float *vr = vb + (size_t)j * kv_stride;
-        for (int i = 0; i < hd; i++)
-            o[i] += p[j] * vr[i];
-    }
-    for (int j = n_keys; j < Tcap; j++)
-        p[j] = 0.0f;
+    if (x < ATTN_EXP_MIN)
+        return 0.0f;
+    const float t = x * ATTN_EXP_LOG2E + ATTN_EXP_ROUND, n = t - ATTN_EXP_ROUND;
+    float r = x - n * ATTN_EXP_LN2_HI;
+    r = r - n * ATTN_EXP_LN2_LO;
+    float p = ATTN_EXP_P0;
+    p = p * r + ATTN_EXP_P1;
+    p = p * r + ATTN_EXP_P2;
+    p = p * r + ATTN_EXP_P3;
+    p = p * r + ATTN_EXP_P4;
+    p = p * r + ATTN_EXP_P5;
+    float y = p * (r * r);
+    y = y + r + 1.0f;
+    const float magic = ATTN_EXP_ROUND;
+    uint32_t tb, mb;
+    memcpy(&tb, &t, sizeof tb);
+    memcpy(&mb, &magic, sizeof mb);
+    uint32_t sb = (tb - mb + 127u) << 23;
+    float s;
+    memcpy(&s, &sb, sizeof s);
+    return y * s;
 }
 
-static void attn_row_online(float *o, const float *qr, const float *kb, const float *vb,
-                            int n_keys, size_t kv_stride, int hd, float scale)
+/* The lane sum of layer_attn_impl.h: 16 lanes by j mod 16, then the tree. */
+static float attn_lanes_sum(float *lane)
 {
-    float mx = -INFINITY, sum = 0.0f;
-    memset(o, 0, (size_t)hd * sizeof *o);
-    for (int j = 0; j < n_keys; j++) {
+    for (int w = ATTN_LANES / 2; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++)
+            lane[l] = lane[l] + lane[l + w];
+    return lane[0];
+}
+
+/* Portable, one row, nothing stored but o (and p when saving att): scores are
+ * computed in a max pass and again in the exp/sum/weighted-sum pass. */
+static void attn_row_ref(float *o, float *p, int width, const float *qr, const float *kb,
+                         const float *vb, int n, size_t kv_stride, int hd, float scale)
+{
+    float mx = -INFINITY, lane[ATTN_LANES] = {0};
+    for (int j = 0; j < n; j++) {
         float s = attn_dot(qr, kb + (size_t)j * kv_stride, hd) * scale;
+        mx = s > mx ? s : mx;
+    }
+    memset(o, 0, (size_t)hd * sizeof *o);
+    for (int j = 0; j < n; j++) {
+        float e = attn_exp(attn_dot(qr, kb + (size_t)j * kv_stride, hd) * scale - mx);
         const float *vr = vb + (size_t)j * kv_stride;
-        if (s > mx) {
-            float r = expf(mx - s);   /* 0 on the first key (mx = -inf) */
-            sum *= r;
-            for (int i = 0; i < hd; i++)
-                o[i] *= r;
-            mx = s;
-        }
-        float e = expf(s - mx);
-        sum += e;
+        lane[j % ATTN_LANES] += e;
+        if (p)
+            p[j] = e;
         for (int i = 0; i < hd; i++)
             o[i] += e * vr[i];
     }
-    float inv = 1.0f / sum;
+    const float inv = 1.0f / attn_lanes_sum(lane);
     for (int i = 0; i < hd; i++)
         o[i] *= inv;
+    if (!p)
+        return;
+    for (int j = 0; j < n; j++)
+        p[j] *= inv;
+    for (int j = n; j < width; j++)
+        p[j] = 0.0f;
 }
 
 size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd)
 {
-    /* transposed keys [B, KVH, hd, Tcap] + ATTN_SLOTS score rows [Tcap] */
-    return (size_t)B * KVH * hd * Tcap + (size_t)ATTN_SLOTS * Tcap;
+    /* transposed keys [B, KVH, hd, Tcap] + ATTN_SLOTS blocks of ATTN_ROWS score rows [Tcap] */
+    return (size_t)B * KVH * hd * Tcap + (size_t)ATTN_SLOTS * ATTN_ROWS * Tcap;
 }
 
 /* p[j] = (q . k_j) * scale for j < n, keys transposed: kt[i * ld + j] */
@@ -108,39 +127,74 @@ static void attn_scores_t(float *restrict p, const float *restrict qr, const flo
         p[j] *= scale;
 }
 
-/* softmax over p[0..n) in place, zeros in p[n..width) */
-static void attn_softmax(float *p, int n, int width)
+/* p[0..n) scores -> exp(s - max) in place; returns 1 / (lane-tree sum) */
+static float attn_softmax_ref(float *p, int n)
 {
-    float mx = -INFINITY;
+    float mx = -INFINITY, lane[ATTN_LANES] = {0};
     for (int j = 0; j < n; j++)
         mx = p[j] > mx ? p[j] : mx;
-    float sum = 0.0f;
     for (int j = 0; j < n; j++) {
-        p[j] = expf(p[j] - mx);
-        sum += p[j];
+        p[j] = attn_exp(p[j] - mx);
+        lane[j % ATTN_LANES] += p[j];
     }
-    float inv = 1.0f / sum;
-    for (int j = 0; j < n; j++)
-        p[j] *= inv;
-    for (int j = n; j < width; j++)
-        p[j] = 0.0f;
+    return 1.0f / attn_lanes_sum(lane);
 }
 
-/* o[hd] = sum_j p[j] v_j */
-static void attn_weighted_sum(float *restrict o, const float *restrict p,
+/* o[hd] = (sum_j e[j] v_j) * inv */
+static void attn_weighted_sum(float *restrict o, const float *restrict e, float inv,
                               const float *restrict vb, int n, size_t kv_stride, int hd)
 {
     memset(o, 0, (size_t)hd * sizeof *o);
     for (int j = 0; j < n; j++) {
-        const float pj = p[j], *restrict vr = vb + (size_t)j * kv_stride;
+        const float ej = e[j], *restrict vr = vb + (size_t)j * kv_stride;
 #ifdef _OPENMP
 #pragma omp simd
 #endif
         for (int i = 0; i < hd; i++)
-            o[i] += pj * vr[i];
+            o[i] += ej * vr[i];
     }
+    for (int i = 0; i < hd; i++)
+        o[i] *= inv;
 }
 
+static int attn_threads(double work)
+{
+    int n = 1;
+#ifdef _OPENMP
+    /* threads only pay off beyond ~64k multiply-adds (decode steps of tiny models stay serial) */
+    n = work > 65536.0 ? omp_get_max_threads() : 1;
+#endif
+    (void)work;
+    return n < ATTN_SLOTS ? n : ATTN_SLOTS;
+}
+
+static int attn_slot(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* keys of (b, KV head g) transposed into kt [B, KVH, hd, Tcap], keys 0 .. Tk-1 */
+static void attn_transpose_one(float *kt, const float *k, int bg, int Tk, int Tcap, int KVH, int hd,
+                               int simd512)
+{
+    const int b = bg / KVH, g = bg % KVH;
+    const size_t kv_stride = (size_t)KVH * hd;
+    const float *kb = k + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
+    float *dst = kt + (size_t)bg * hd * Tcap;
+    if (simd512) {
+        attn_keys_transpose_avx512_impl(dst, (size_t)Tcap, kb, kv_stride, Tk, hd);
+        return;
+    }
+    for (int j = 0; j < Tk; j++)
+        for (int i = 0; i < hd; i++)
+            dst[(size_t)i * Tcap + j] = kb[(size_t)j * kv_stride + i];
+}
+
+/* Portable prompt path: one row at a time on the transposed keys. */
 static void attn_forward_tiled(float *out, float *att, const float *q, const float *k,
                                const float *v, int B, int T, int pos0, int Tcap, int H, int KVH,
                                int hd, float *scratch)
@@ -149,26 +203,17 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
     const size_t kv_stride = (size_t)KVH * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     float *kt = scratch, *rows = scratch + (size_t)B * KVH * hd * Tcap;
+    const int n_thr = attn_threads((double)B * H * T * Tk * hd);
 #ifdef _OPENMP
-#pragma omp parallel for collapse(2) schedule(static)
-#endif
-    for (int bg = 0; bg < B * KVH; bg++)
-        for (int j = 0; j < Tk; j++) {
-            int b = bg / KVH, g = bg % KVH;
-            const float *kr = k + ((size_t)b * Tcap + j) * kv_stride + (size_t)g * hd;
-            for (int i = 0; i < hd; i++)
-                kt[((size_t)bg * hd + i) * Tcap + j] = kr[i];
-        }
-    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
-#ifdef _OPENMP
-    int n_thr = omp_get_max_threads() < ATTN_SLOTS ? omp_get_max_threads() : ATTN_SLOTS;
 #pragma omp parallel num_threads(n_thr)
 #endif
     {
-        int slot = 0;
+        const int slot = attn_slot();
 #ifdef _OPENMP
-        slot = omp_get_thread_num();
+#pragma omp for schedule(static)
 #endif
+        for (int bg = 0; bg < B * KVH; bg++)
+            attn_transpose_one(kt, k, bg, Tk, Tcap, KVH, hd, 0);
 #ifdef _OPENMP
 #pragma omp for collapse(3) schedule(static)
 #endif
@@ -177,39 +222,122 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
                 for (int t = 0; t < T; t++) {
                     int g = h / group, n_keys = pos0 + t + 1;
                     float *p = att ? att + (((size_t)b * H + h) * T + t) * Tcap
-                                   : rows + (size_t)slot * Tcap;
+                                   : rows + (size_t)slot * ATTN_ROWS * Tcap;
                     const float *qr = q + (((size_t)b * T + t) * H + h) * hd;
                     const float *ktb = kt + ((size_t)b * KVH + g) * hd * Tcap;
                     const float *vb = v + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
                     float *o = out + (((size_t)b * T + t) * H + h) * hd;
-                    if (simd512)
-                        attn_scores_t_avx512_impl(p, qr, ktb, n_keys, (size_t)Tcap, hd, scale);
-                    else
-                        attn_scores_t(p, qr, ktb, n_keys, (size_t)Tcap, hd, scale);
-                    attn_softmax(p, n_keys, att ? Tcap : n_keys);
-                    if (simd512)
-                        attn_weighted_sum_avx512_impl(o, p, vb, n_keys, kv_stride, hd);
-                    else
-                        attn_weighted_sum(o, p, vb, n_keys, kv_stride, hd);
+                    attn_scores_t(p, qr, ktb, n_keys, (size_t)Tcap, hd, scale);
+                    const float inv = attn_softmax_ref(p, n_keys);
+                    attn_weighted_sum(o, p, inv, vb, n_keys, kv_stride, hd);
+                    if (!att)
+                        continue;
+                    for (int j = 0; j < n_keys; j++)
+                        p[j] *= inv;
+                    for (int j = n_keys; j < Tcap; j++)
+                        p[j] = 0.0f;
                 }
     }
-    (void)Tk;
+    (void)n_thr;
+}
+
+/* Shapes of one attn_forward call, for the AVX-512 blocks. */
+typedef struct attn_call {
+    float *out, *att, *kt, *rows;
+    const float *q, *k, *v;
+    int B, T, pos0, Tcap, H, KVH, hd, group, nblk;
+    float scale;
+} attn_call;
+
+/* Block blk of (batch, KV head) bg: rows r0 .. r0+3 of that head group, row r
+ * being head g*group + r / T at position r % T. */
+static void attn_run_block(const attn_call *c, int bg, int blk_i, int slot, int transposed)
+{
+    const int b = bg / c->KVH, g = bg % c->KVH, T = c->T, H = c->H, hd = c->hd;
+    const int per_bg = c->group * T, r0 = blk_i * ATTN_ROWS;
+    const size_t kv_stride = (size_t)c->KVH * hd, Tcap = (size_t)c->Tcap;
+    attn_block blk;
+    blk.rows = per_bg - r0 < ATTN_ROWS ? per_bg - r0 : ATTN_ROWS;
+    for (int r = 0; r < ATTN_ROWS; r++) {
+        const int rl = r < blk.rows ? r : blk.rows - 1, rr = r0 + rl;
+        const int h = g * c->group + rr / T, t = rr % T;
+        const size_t row = ((size_t)b * T + t) * H + h;
+        blk.q[r] = c->q + row * hd;
+        blk.o[r] = c->out + row * hd;
+        blk.n[r] = c->pos0 + t + 1;
+        blk.e[r] = c->att ? c->att + (((size_t)b * H + h) * T + t) * Tcap
+                          : c->rows + ((size_t)slot * ATTN_ROWS + rl) * Tcap;
+    }
+    const float *kb = c->k + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
+    const float *vb = c->v + (size_t)b * Tcap * kv_stride + (size_t)g * hd;
+    attn_block_avx512_impl(&blk, transposed ? c->kt + (size_t)bg * hd * Tcap : NULL, Tcap, kb, vb,
+                           kv_stride, hd, c->scale, c->att ? c->Tcap : 0);
+}
+
+/* AVX-512: blocks of ATTN_ROWS query rows of one (batch, KV head).  With many
+ * (batch, KV head) pairs each is one task (its keys transposed, then its
+ * blocks: no barrier); with few, the transposes then the blocks are shared out. */
+static void attn_forward_blocks(float *out, float *att, const float *q, const float *k,
+                                const float *v, int B, int T, int pos0, int Tcap, int H, int KVH,
+                                int hd, float *scratch)
+{
+    const int group = H / KVH, Tk = pos0 + T, nbg = B * KVH;
+    const int nblk = (group * T + ATTN_ROWS - 1) / ATTN_ROWS;
+    const int transpose = scratch && T >= ATTN_TRANSPOSE_MIN_T;
+    attn_call c = {out, att, scratch, scratch ? scratch + (size_t)nbg * hd * Tcap : NULL,
+                   q, k, v, B, T, pos0, Tcap, H, KVH, hd, group, nblk,
+                   1.0f / sqrtf((float)hd)};
+    const int n_thr = attn_threads((double)B * H * T * Tk * hd);
+    const int per_pair = nbg >= 4 * n_thr;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(n_thr)
+#endif
+    {
+        const int slot = attn_slot();
+        if (per_pair) {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+            for (int bg = 0; bg < nbg; bg++) {
+                if (transpose)
+                    attn_transpose_one(c.kt, k, bg, Tk, Tcap, KVH, hd, 1);
+                for (int i = 0; i < nblk; i++)
+                    attn_run_block(&c, bg, i, slot, transpose);
+            }
+        } else {
+            if (transpose) {
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+                for (int bg = 0; bg < nbg; bg++)
+                    attn_transpose_one(c.kt, k, bg, Tk, Tcap, KVH, hd, 1);
+            }
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+            for (long task = 0; task < (long)nbg * nblk; task++)
+                attn_run_block(&c, (int)(task / nblk), (int)(task % nblk), slot, transpose);
+        }
+    }
+    (void)n_thr;
 }
 
 void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
                   int T, int pos0, int Tcap, int H, int KVH, int hd, float *scratch)
 {
-    if (scratch && T >= ATTN_TILED_MIN_T) {
+    if (cpu_level() >= CPU_LEVEL_AVX512 && (scratch || att)) {
+        attn_forward_blocks(out, att, q, k, v, B, T, pos0, Tcap, H, KVH, hd, scratch);
+        return;
+    }
+    if (scratch && T >= ATTN_TRANSPOSE_MIN_T) {
         attn_forward_tiled(out, att, q, k, v, B, T, pos0, Tcap, H, KVH, hd, scratch);
         return;
     }
     const float scale = 1.0f / sqrtf((float)hd);
-    const int group = H / KVH;
+    const int group = H / KVH, n_thr = attn_threads((double)B * H * T * (pos0 + T) * hd);
     const size_t kv_stride = (size_t)KVH * hd;
 #ifdef _OPENMP
-    /* threads only pay off beyond ~64k multiply-adds (decode steps of tiny models stay serial) */
-    const double work = (double)B * H * T * (pos0 + T) * hd;
-#pragma omp parallel for collapse(3) schedule(static) if (work > 65536.0)
+#pragma omp parallel for collapse(3) schedule(static) num_threads(n_thr)
 #endif
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++)
@@ -217,13 +345,11 @@ void attn_forward(float *out, float *att, const float *q, const float *k, const 
                 const float *qr = q + (((size_t)b * T + t) * H + h) * hd;
                 float *o = out + (((size_t)b * T + t) * H + h) * hd;
                 size_t kv_off = (size_t)b * Tcap * kv_stride + (size_t)(h / group) * hd;
-                int n_keys = pos0 + t + 1;
-                if (att)
-                    attn_row_saved(o, att + (((size_t)b * H + h) * T + t) * Tcap, qr, k + kv_off,
-                                   v + kv_off, n_keys, Tcap, kv_stride, hd, scale);
-                else
-                    attn_row_online(o, qr, k + kv_off, v + kv_off, n_keys, kv_stride, hd, scale);
+                float *p = att ? att + (((size_t)b * H + h) * T + t) * Tcap : NULL;
+                attn_row_ref(o, p, Tcap, qr, k + kv_off, v + kv_off, pos0 + t + 1, kv_stride, hd,
+                             scale);
             }
+    (void)n_thr;
 }
 
 /* Longest sequence for the AVX-512 backward (its per-row scratch is on the stack). */

@@ -1,73 +1,50 @@
-/* layer_attn_avx512.c: AVX-512 versions of the attention inner loops (see
- * layer_attn_impl.h).  Scores keep 64 keys in 4 registers across the head
- * dimension; the weighted sum keeps 64 output lanes in registers across keys.
- * Same summation order as the portable loops, mul then add (no FMA).  Call
+/* layer_attn_avx512.c: AVX-512 versions of the attention loops (see
+ * layer_attn_impl.h for the one definition every path computes).  The forward
+ * works on blocks of ATTN_ROWS query rows sharing one KV head: each key/value
+ * vector loaded is used by every row of the block.  Separate multiply and add
+ * (no FMA) in the portable order, so the bits equal the portable loops'.  Call
  * only when cpu_level() >= CPU_LEVEL_AVX512. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "layer_attn_impl.h"
 
+#define AR ATTN_ROWS
+
 static __mmask16 attn_tail_mask(int left)
 {
-    return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+    return left >= 16 ? (__mmask16)0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1u);
 }
 
-void attn_scores_t_avx512_impl(float *p, const float *qr, const float *kt, int n, size_t ld,
-                               int hd, float scale)
+/* attn_exp on 16 lanes: the same operations as the scalar one in layer_attn.c */
+static inline __attribute__((always_inline)) __m512 attn_exp16(__m512 x)
 {
-    const __m512 sc = _mm512_set1_ps(scale);
-    int j = 0;
-    for (; j + 64 <= n; j += 64) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < hd; i++) {
-            const __m512 qi = _mm512_set1_ps(qr[i]);
-            const float *kr = kt + (size_t)i * ld + j;
-            a0 = _mm512_add_ps(a0, _mm512_mul_ps(qi, _mm512_loadu_ps(kr)));
-            a1 = _mm512_add_ps(a1, _mm512_mul_ps(qi, _mm512_loadu_ps(kr + 16)));
-            a2 = _mm512_add_ps(a2, _mm512_mul_ps(qi, _mm512_loadu_ps(kr + 32)));
-            a3 = _mm512_add_ps(a3, _mm512_mul_ps(qi, _mm512_loadu_ps(kr + 48)));
-        }
-        _mm512_storeu_ps(p + j, _mm512_mul_ps(a0, sc));
-        _mm512_storeu_ps(p + j + 16, _mm512_mul_ps(a1, sc));
-        _mm512_storeu_ps(p + j + 32, _mm512_mul_ps(a2, sc));
-        _mm512_storeu_ps(p + j + 48, _mm512_mul_ps(a3, sc));
-    }
-    for (; j < n; j += 16) {
-        const __mmask16 m = attn_tail_mask(n - j);
-        __m512 a = _mm512_setzero_ps();
-        for (int i = 0; i < hd; i++)
-            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(qr[i]),
-                                               _mm512_maskz_loadu_ps(m, kt + (size_t)i * ld + j)));
-        _mm512_mask_storeu_ps(p + j, m, _mm512_mul_ps(a, sc));
-    }
+    const __m512 magic = _mm512_set1_ps(ATTN_EXP_ROUND);
+    __m512 t = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(ATTN_EXP_LOG2E)), magic);
+    __m512 n = _mm512_sub_ps(t, magic);
+    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(ATTN_EXP_LN2_HI)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(ATTN_EXP_LN2_LO)));
+    __m512 p = _mm512_set1_ps(ATTN_EXP_P0);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(ATTN_EXP_P1));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(ATTN_EXP_P2));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(ATTN_EXP_P3));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(ATTN_EXP_P4));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(ATTN_EXP_P5));
+    __m512 y = _mm512_mul_ps(p, _mm512_mul_ps(r, r));
+    y = _mm512_add_ps(_mm512_add_ps(y, r), _mm512_set1_ps(1.0f));
+    __m512i e = _mm512_sub_epi32(_mm512_castps_si512(t), _mm512_castps_si512(magic));
+    e = _mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23);
+    y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
+    /* x < ATTN_EXP_MIN -> 0 (NaN stays NaN) */
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(ATTN_EXP_MIN), _CMP_NLT_UQ);
+    return _mm512_maskz_mov_ps(keep, y);
 }
 
-void attn_weighted_sum_avx512_impl(float *o, const float *p, const float *vb, int n,
-                                   size_t kv_stride, int hd)
+void attn_exp_avx512_impl(float *y, const float *x, int n)
 {
-    int i = 0;
-    for (; i + 64 <= hd; i += 64) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int j = 0; j < n; j++) {
-            const __m512 pj = _mm512_set1_ps(p[j]);
-            const float *vr = vb + (size_t)j * kv_stride + i;
-            a0 = _mm512_add_ps(a0, _mm512_mul_ps(pj, _mm512_loadu_ps(vr)));
-            a1 = _mm512_add_ps(a1, _mm512_mul_ps(pj, _mm512_loadu_ps(vr + 16)));
-            a2 = _mm512_add_ps(a2, _mm512_mul_ps(pj, _mm512_loadu_ps(vr + 32)));
-            a3 = _mm512_add_ps(a3, _mm512_mul_ps(pj, _mm512_loadu_ps(vr + 48)));
-        }
-        _mm512_storeu_ps(o + i, a0);
-        _mm512_storeu_ps(o + i + 16, a1);
-        _mm512_storeu_ps(o + i + 32, a2);
-        _mm512_storeu_ps(o + i + 48, a3);
-    }
-    for (; i < hd; i += 16) {
-        const __mmask16 m = attn_tail_mask(hd - i);
-        __m512 a = _mm512_setzero_ps();
-        for (int j = 0; j < n; j++)
-            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(p[j]),
-                                               _mm512_maskz_loadu_ps(m, vb + (size_t)j * kv_stride + i)));
-        _mm512_mask_storeu_ps(o + i, m, a);
+    for (int j = 0; j < n; j += 16) {
+        __mmask16 m = attn_tail_mask(n - j);
+        _mm512_mask_storeu_ps(y + j, m, attn_exp16(_mm512_maskz_loadu_ps(m, x + j)));
     }
 }
 
@@ -80,6 +57,267 @@ static float attn_hsum(__m512 v)
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
     x = _mm_add_ss(x, _mm_shuffle_ps(x, x, 1));
     return _mm_cvtss_f32(x);
+}
+
+/* t[i] lane j = src[j * stride + i] for j < nj, i < ni, zeros elsewhere (a tile
+ * of at most 16 x 16): 32-bit, 64-bit, then two 128-bit-block interleaves. */
+static inline __attribute__((always_inline)) void
+attn_tr16_regs(__m512 t[16], const float *src, size_t stride, int nj, int ni)
+{
+    const __mmask16 mi = attn_tail_mask(ni);
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++)
+        r[j] = j < nj ? _mm512_maskz_loadu_ps(mi, src + (size_t)j * stride) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int j = 0; j < 16; j += 2) {
+        t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
+        t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
+    }
+    /* r[4m + d], block q: rows 4m .. 4m+3 of dim 4q + d */
+#pragma GCC unroll 4
+    for (int m = 0; m < 4; m++) {
+        const __m512d t0 = _mm512_castps_pd(t[4 * m]), t1 = _mm512_castps_pd(t[4 * m + 1]);
+        const __m512d t2 = _mm512_castps_pd(t[4 * m + 2]), t3 = _mm512_castps_pd(t[4 * m + 3]);
+        r[4 * m] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        r[4 * m + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        r[4 * m + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        r[4 * m + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    /* output dim 4q + d, block m = r[4m + d] block q */
+#pragma GCC unroll 4
+    for (int d = 0; d < 4; d++) {
+        const __m512 x01 = _mm512_shuffle_f32x4(r[d], r[4 + d], 0x44);
+        const __m512 y01 = _mm512_shuffle_f32x4(r[8 + d], r[12 + d], 0x44);
+        const __m512 x23 = _mm512_shuffle_f32x4(r[d], r[4 + d], 0xee);
+        const __m512 y23 = _mm512_shuffle_f32x4(r[8 + d], r[12 + d], 0xee);
+        t[d] = _mm512_shuffle_f32x4(x01, y01, 0x88);
+        t[4 + d] = _mm512_shuffle_f32x4(x01, y01, 0xdd);
+        t[8 + d] = _mm512_shuffle_f32x4(x23, y23, 0x88);
+        t[12 + d] = _mm512_shuffle_f32x4(x23, y23, 0xdd);
+    }
+}
+
+/* dst[i * ld + j] = src[j * stride + i] for j < nj, i < ni */
+static void attn_tr16(float *dst, size_t ld, const float *src, size_t stride, int nj, int ni)
+{
+    const __mmask16 mj = attn_tail_mask(nj);
+    __m512 t[16];
+    attn_tr16_regs(t, src, stride, nj, ni);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        if (i < ni)
+            _mm512_mask_storeu_ps(dst + (size_t)i * ld, mj, t[i]);
+}
+
+void attn_keys_transpose_avx512_impl(float *kt, size_t ld, const float *k, size_t kv_stride,
+                                     int n, int hd)
+{
+    for (int j = 0; j < n; j += 16)
+        for (int i = 0; i < hd; i += 16)
+            attn_tr16(kt + (size_t)i * ld + j, ld, k + (size_t)j * kv_stride + i, kv_stride,
+                      n - j < 16 ? n - j : 16, hd - i < 16 ? hd - i : 16);
+}
+
+/* Scores of the block's rows for keys [0, n): e[r][j] = (q_r . k_j) * scale, the
+ * dot product summed over i in order.  Keys transposed (kt, ld) or, kt NULL,
+ * read from their rows (k, kv_stride) and transposed 16 x 16 in registers. */
+static void attn_block_scores(const attn_block *b, int n, const float *kt, size_t ld,
+                              const float *k, size_t kv_stride, int hd, float scale)
+{
+    const __m512 sc = _mm512_set1_ps(scale);
+    const float *q0 = b->q[0], *q1 = b->q[1], *q2 = b->q[2], *q3 = b->q[3];
+    int j = 0;
+    if (kt)
+        for (; j < n; j += 64) {
+            const __mmask16 m0 = attn_tail_mask(n - j), m1 = attn_tail_mask(n - j - 16);
+            const __mmask16 m2 = attn_tail_mask(n - j - 32), m3 = attn_tail_mask(n - j - 48);
+            __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+            __m512 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+            __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00;
+            __m512 a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+            for (int i = 0; i < hd; i++) {
+                const float *kr = kt + (size_t)i * ld + j;
+                const __m512 k0 = _mm512_maskz_loadu_ps(m0, kr);
+                const __m512 k1 = _mm512_maskz_loadu_ps(m1, kr + 16);
+                const __m512 k2 = _mm512_maskz_loadu_ps(m2, kr + 32);
+                const __m512 k3 = _mm512_maskz_loadu_ps(m3, kr + 48);
+                __m512 x = _mm512_set1_ps(q0[i]);
+                a00 = _mm512_add_ps(a00, _mm512_mul_ps(x, k0));
+                a01 = _mm512_add_ps(a01, _mm512_mul_ps(x, k1));
+                a02 = _mm512_add_ps(a02, _mm512_mul_ps(x, k2));
+                a03 = _mm512_add_ps(a03, _mm512_mul_ps(x, k3));
+                x = _mm512_set1_ps(q1[i]);
+                a10 = _mm512_add_ps(a10, _mm512_mul_ps(x, k0));
+                a11 = _mm512_add_ps(a11, _mm512_mul_ps(x, k1));
+                a12 = _mm512_add_ps(a12, _mm512_mul_ps(x, k2));
+                a13 = _mm512_add_ps(a13, _mm512_mul_ps(x, k3));
+                x = _mm512_set1_ps(q2[i]);
+                a20 = _mm512_add_ps(a20, _mm512_mul_ps(x, k0));
+                a21 = _mm512_add_ps(a21, _mm512_mul_ps(x, k1));
+                a22 = _mm512_add_ps(a22, _mm512_mul_ps(x, k2));
+                a23 = _mm512_add_ps(a23, _mm512_mul_ps(x, k3));
+                x = _mm512_set1_ps(q3[i]);
+                a30 = _mm512_add_ps(a30, _mm512_mul_ps(x, k0));
+                a31 = _mm512_add_ps(a31, _mm512_mul_ps(x, k1));
+                a32 = _mm512_add_ps(a32, _mm512_mul_ps(x, k2));
+                a33 = _mm512_add_ps(a33, _mm512_mul_ps(x, k3));
+            }
+#define ATTN_STORE4(r, x0, x1, x2, x3)                                       \
+    if (r < b->rows) {                                                       \
+        _mm512_mask_storeu_ps(b->e[r] + j, m0, _mm512_mul_ps(x0, sc));       \
+        _mm512_mask_storeu_ps(b->e[r] + j + 16, m1, _mm512_mul_ps(x1, sc));  \
+        _mm512_mask_storeu_ps(b->e[r] + j + 32, m2, _mm512_mul_ps(x2, sc));  \
+        _mm512_mask_storeu_ps(b->e[r] + j + 48, m3, _mm512_mul_ps(x3, sc));  \
+    }
+            ATTN_STORE4(0, a00, a01, a02, a03)
+            ATTN_STORE4(1, a10, a11, a12, a13)
+            ATTN_STORE4(2, a20, a21, a22, a23)
+            ATTN_STORE4(3, a30, a31, a32, a33)
+#undef ATTN_STORE4
+        }
+    for (; j < n; j += 16) {   /* keys from their rows: 16 x 16 tiles transposed in registers */
+        const __mmask16 m = attn_tail_mask(n - j);
+        const float *kj = k + (size_t)j * kv_stride;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i0 = 0; i0 < hd; i0 += 16) {
+            __m512 t[16];
+            const int ni = hd - i0 < 16 ? hd - i0 : 16;
+            attn_tr16_regs(t, kj + i0, kv_stride, n - j < 16 ? n - j : 16, ni);
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) {
+                if (i >= ni)
+                    break;
+                a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(q0[i0 + i]), t[i]));
+                a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q1[i0 + i]), t[i]));
+                a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i0 + i]), t[i]));
+                a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i0 + i]), t[i]));
+            }
+        }
+        _mm512_mask_storeu_ps(b->e[0] + j, m, _mm512_mul_ps(a0, sc));
+        if (b->rows > 1)
+            _mm512_mask_storeu_ps(b->e[1] + j, m, _mm512_mul_ps(a1, sc));
+        if (b->rows > 2)
+            _mm512_mask_storeu_ps(b->e[2] + j, m, _mm512_mul_ps(a2, sc));
+        if (b->rows > 3)
+            _mm512_mask_storeu_ps(b->e[3] + j, m, _mm512_mul_ps(a3, sc));
+    }
+}
+
+/* Scores -> exp(s - max) in place over [0, n), lanes summed by j mod 16 then
+ * the fixed tree; returns 1 / sum. */
+static float attn_row_softmax(float *e, int n)
+{
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 m = attn_tail_mask(n - j);
+        mx = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, e + j), mx);
+    }
+    const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 m = attn_tail_mask(n - j);
+        const __m512 x = attn_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, e + j), vmax));
+        const __m512 ex = _mm512_maskz_mov_ps(m, x);
+        _mm512_mask_storeu_ps(e + j, m, ex);
+        sum = _mm512_add_ps(sum, ex);
+    }
+    return 1.0f / attn_hsum(sum);
+}
+
+/* o_r[i0 .. i0 + 64) = (sum_{j < n_r} e_r[j] v_j[i]) * inv_r, j in order;
+ * nv vectors of 16 dims (the last one masked by m_last). */
+static inline __attribute__((always_inline)) void
+attn_block_wsum(const attn_block *b, const float *inv, const float *v, size_t kv_stride, int i0,
+                int nv, __mmask16 m_last, int n_min, int n_max)
+{
+    __m512 acc[AR][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < AR; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++)
+            acc[r][c] = _mm512_setzero_ps();
+    const float *e0 = b->e[0], *e1 = b->e[1], *e2 = b->e[2], *e3 = b->e[3];
+    for (int j = 0; j < n_min; j++) {
+        const float *vr = v + (size_t)j * kv_stride + i0;
+        const __m512 w0 = _mm512_set1_ps(e0[j]), w1 = _mm512_set1_ps(e1[j]);
+        const __m512 w2 = _mm512_set1_ps(e2[j]), w3 = _mm512_set1_ps(e3[j]);
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++) {
+            const __m512 x = c == nv - 1 ? _mm512_maskz_loadu_ps(m_last, vr + 16 * c)
+                                         : _mm512_loadu_ps(vr + 16 * c);
+            acc[0][c] = _mm512_add_ps(acc[0][c], _mm512_mul_ps(w0, x));
+            acc[1][c] = _mm512_add_ps(acc[1][c], _mm512_mul_ps(w1, x));
+            acc[2][c] = _mm512_add_ps(acc[2][c], _mm512_mul_ps(w2, x));
+            acc[3][c] = _mm512_add_ps(acc[3][c], _mm512_mul_ps(w3, x));
+        }
+    }
+    /* the causal triangle: key j only for the rows that see it */
+    for (int j = n_min; j < n_max; j++) {
+        const float *vr = v + (size_t)j * kv_stride + i0;
+#pragma GCC unroll 4
+        for (int r = 0; r < AR; r++) {
+            if (j >= b->n[r])
+                continue;
+            const __m512 w = _mm512_set1_ps(b->e[r][j]);
+#pragma GCC unroll 4
+            for (int c = 0; c < nv; c++) {
+                const __m512 x = c == nv - 1 ? _mm512_maskz_loadu_ps(m_last, vr + 16 * c)
+                                             : _mm512_loadu_ps(vr + 16 * c);
+                acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_mul_ps(w, x));
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < AR; r++) {
+        if (r >= b->rows)
+            break;
+        const __m512 s = _mm512_set1_ps(inv[r]);
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++)
+            _mm512_mask_storeu_ps(b->o[r] + i0 + 16 * c, c == nv - 1 ? m_last : 0xffff,
+                                  _mm512_mul_ps(acc[r][c], s));
+    }
+}
+
+void attn_block_avx512_impl(const attn_block *b, const float *kt, size_t ld, const float *k,
+                            const float *v, size_t kv_stride, int hd, float scale, int att_width)
+{
+    int n_min = b->n[0], n_max = b->n[0];
+    for (int r = 1; r < AR; r++) {
+        n_min = b->n[r] < n_min ? b->n[r] : n_min;
+        n_max = b->n[r] > n_max ? b->n[r] : n_max;
+    }
+    attn_block_scores(b, n_max, kt, ld, k, kv_stride, hd, scale);
+    float inv[AR];
+    for (int r = 0; r < b->rows; r++)
+        inv[r] = attn_row_softmax(b->e[r], b->n[r]);
+    for (int r = b->rows; r < AR; r++)
+        inv[r] = inv[b->rows - 1];
+    for (int i0 = 0; i0 < hd; i0 += 64) {
+        const int left = hd - i0, nv = left >= 64 ? 4 : (left + 15) / 16;
+        const __mmask16 ml = attn_tail_mask(left - 16 * (nv - 1));
+        if (nv == 4 && ml == 0xffff)
+            attn_block_wsum(b, inv, v, kv_stride, i0, 4, 0xffff, n_min, n_max);
+        else if (nv == 4)
+            attn_block_wsum(b, inv, v, kv_stride, i0, 4, ml, n_min, n_max);
+        else if (nv == 3)
+            attn_block_wsum(b, inv, v, kv_stride, i0, 3, ml, n_min, n_max);
+        else if (nv == 2)
+            attn_block_wsum(b, inv, v, kv_stride, i0, 2, ml, n_min, n_max);
+        else
+            attn_block_wsum(b, inv, v, kv_stride, i0, 1, ml, n_min, n_max);
+    }
+    if (att_width <= 0)
+        return;
+    for (int r = 0; r < b->rows; r++) {   /* saved probabilities: e * inv, zeros after n */
+        const __m512 s = _mm512_set1_ps(inv[r]);
+        float *e = b->e[r];
+        for (int j = 0; j < att_width; j += 16) {
+            const __mmask16 m = attn_tail_mask(att_width - j), mn = attn_tail_mask(b->n[r] - j);
+            _mm512_mask_storeu_ps(e + j, m, _mm512_maskz_mul_ps(mn, _mm512_maskz_loadu_ps(mn, e + j), s));
+        }
+    }
 }
 
 static float attn_dot16(const float *a, const float *b, int hd)

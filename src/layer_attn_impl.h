@@ -1,18 +1,61 @@
-/* layer_attn_impl.h: attention inner loops shared by layer_attn.c (portable)
- * and layer_attn_avx512.c (AVX-512, chosen at run time by cpu_level()).
- * Both add the terms of each output element in the same order with separate
- * multiply and add (no FMA), so they give the same bits. */
+/* layer_attn_impl.h: attention internals shared by layer_attn.c (portable) and
+ * layer_attn_avx512.c (AVX-512, chosen at run time by cpu_level()).
+ *
+ * THE forward definition, computed bit for bit by every path (prompt, decode,
+ * training with saved att, portable and AVX-512), for a query row q that sees
+ * keys 0 .. n-1 (n = pos0 + t + 1):
+ *   s_j   = (sum over i = 0 .. hd-1, in order, of q_i k_j,i) * scale
+ *   m     = max_j s_j
+ *   e_j   = attn_exp(s_j - m)
+ *   sum   = L_0 + ... + L_15 by the tree (l + l^8), (l + l^4), (l + l^2), (l + l^1),
+ *           where lane L_l = sum of e_j over j = l mod 16, in j order
+ *   o_i   = (sum over j = 0 .. n-1, in order, of e_j v_j,i) * (1 / sum)
+ *   att_j = e_j * (1 / sum) for j < n, 0 after
+ * every product and sum rounded to fp32 on its own (no FMA).  So a row's output
+ * depends only on its q row and its keys/values 0 .. n-1: not on T, pos0, B,
+ * the other rows of its block or the thread count. */
 #ifndef QS_LAYER_ATTN_IMPL_H
 #define QS_LAYER_ATTN_IMPL_H
 
 #include <stddef.h>
 
-/* p[j] = (sum_i q[i] kt[i * ld + j]) * scale, j < n (keys transposed) */
-void attn_scores_t_avx512_impl(float *p, const float *qr, const float *kt, int n, size_t ld,
-                               int hd, float scale);
-/* o[i] = sum_j p[j] vb[j * kv_stride + i], i < hd */
-void attn_weighted_sum_avx512_impl(float *o, const float *p, const float *vb, int n,
-                                   size_t kv_stride, int hd);
+/* attn_exp(x): round n = x log2(e) to nearest (the 1.5 * 2^23 trick), r = x - n ln2
+ * (ln2 in two parts), e^r by Cephes' degree-7 polynomial 1 + r + r^2 P(r), times 2^n.
+ * Within 2 ulp of expf for -87 <= x <= 0 (tested), exactly 1 at 0, 0 below -87
+ * (where expf is < 1.7e-38), NaN for NaN. */
+#define ATTN_EXP_LOG2E 1.44269504088896341f
+#define ATTN_EXP_ROUND 12582912.0f
+#define ATTN_EXP_LN2_HI 0.693359375f
+#define ATTN_EXP_LN2_LO -2.12194440e-4f
+#define ATTN_EXP_P0 1.9875691500e-4f
+#define ATTN_EXP_P1 1.3981999507e-3f
+#define ATTN_EXP_P2 8.3334519073e-3f
+#define ATTN_EXP_P3 4.1665795894e-2f
+#define ATTN_EXP_P4 1.6666665459e-1f
+#define ATTN_EXP_P5 5.0000001201e-1f
+#define ATTN_EXP_MIN -87.0f
+float attn_exp(float x);
+void attn_exp_avx512_impl(float *y, const float *x, int n);
+
+/* A block of query rows sharing one KV head.  Rows past `rows` must repeat the
+ * last row's q, e and n (computed, never stored). */
+enum { ATTN_ROWS = 4 };
+typedef struct attn_block {
+    const float *q[ATTN_ROWS];   /* query rows [hd] */
+    float *e[ATTN_ROWS];         /* score rows (>= max n floats, or the att rows) */
+    float *o[ATTN_ROWS];         /* output rows [hd] */
+    int n[ATTN_ROWS];            /* keys each row sees */
+    int rows;                    /* 1 .. ATTN_ROWS */
+} attn_block;
+
+/* Forward of one block.  Keys transposed (kt[i * ld + j]) or, kt NULL, read from
+ * their rows k[j * kv_stride + i]; v[j * kv_stride + i].  att_width > 0: the e
+ * rows are saved probabilities, normalized and zeroed up to att_width. */
+void attn_block_avx512_impl(const attn_block *b, const float *kt, size_t ld, const float *k,
+                            const float *v, size_t kv_stride, int hd, float scale, int att_width);
+/* kt[i * ld + j] = k[j * kv_stride + i], j < n, i < hd */
+void attn_keys_transpose_avx512_impl(float *kt, size_t ld, const float *k, size_t kv_stride,
+                                     int n, int hd);
 
 /* One query row of attention backward (see attn_backward): datt[j] = gt . v_j
  * (16 lanes, then a fixed tree: differs from the portable sequential dot by

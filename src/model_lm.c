@@ -197,8 +197,10 @@ static int lm_batch_flush(model_lm *lm, const lm_request *r, lm_result *res, con
 /* A continuation is scored on the shared context when context + continuation
  * fits max_len, else on its own (truncated).  The choice depends only on that
  * continuation, and shared ones are all scored before any truncated one
- * overwrites the cache, so each result depends on the request alone (its
- * siblings only through the batch padding: last-bit differences, ~1e-6). */
+ * overwrites the cache, so each result depends on the request alone.  With
+ * AVX-512 every layer is row-invariant (our GEMM, attention: layer_attn_impl.h),
+ * so the batch padding to the longest sibling does not change a bit; without
+ * it the sgemm calls see a different row count: last-bit differences (~1e-6). */
 static int lm_score_one(model_lm *lm, const lm_request *r, lm_result *res, qs_diag *d)
 {
     int V = lm->m->cfg.vocab_size, rc, ctx_ready = 0;

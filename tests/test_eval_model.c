@@ -1,10 +1,12 @@
 /* test_eval_model.c: the evaluator with the real model (stories260K from
  * ../shared, skipped when absent): every choice's log-likelihood equals an
- * independent full forward of context+continuation (1e-5), results are
- * identical for any batch size and thread count (fp32, and hif8 with current
- * and delayed scaling), and a subset of the real
- * bench data runs end to end through the CLI (the full run is
- * tools/eval_full_stories260k.sh). */
+ * independent full forward of context+continuation (1e-5 absolute), a choice's
+ * log-likelihood is bit-identical whether its siblings are batched with it or
+ * not, results are identical for any batch size and thread count (fp32, and
+ * hif8 with current and delayed scaling), and a subset of the real bench data
+ * runs end to end through the CLI (the full run is tools/eval_full_stories260k.sh).
+ * QS_CPU=scalar|avx2|avx512 caps the CPU level for these tests as it does for
+ * the CLI. */
 #include <cblas.h>
 #include <jansson.h>
 #include <math.h>
@@ -17,6 +19,7 @@
 #endif
 
 #include "../src/eval_impl.h"
+#include "qs/cpu.h"
 #include "qs/evalquant.h"
 #include "qs/fileio.h"
 #include "qs/matmul.h"
@@ -28,11 +31,35 @@
 #include "test.h"
 
 #define TD "tests/data/tasks/"
-/* Brute force vs shared prefix: both are fp32 forwards, but of different
- * shapes (T = n_ctx then T = n_cont on the KV cache, vs one T = n_ctx+n_cont-1
- * pass), so sgemm sums in a different order; the per-token log-prob error is
- * ~1e-7 relative, and a continuation's sum carries one such error per token. */
+/* Brute force vs shared prefix: fp32 forwards of different shapes (T = n_ctx,
+ * then the continuations on the KV cache at pos0 = n_ctx padded to the longest
+ * sibling, vs one T = n_ctx+n_cont-1 pass).  With AVX-512 every layer is
+ * row-invariant (our GEMM sums each output in the same k order whatever M and
+ * N; attention, layer_attn_impl.h, whatever T, pos0 and B; the element-wise
+ * layers are per row), so each token's logits are the same bits and only the
+ * double sum of the token log-probs is associated differently: measured worst
+ * |diff| ~2e-15.  The choice is checked at EVAL_BRUTE_TOL absolute.  Without
+ * AVX-512 the fp32 matmuls go to OpenBLAS sgemm, whose summation order depends
+ * on the shape: ~1e-7 relative per token, so that case keeps a per-token
+ * tolerance (a continuation's sum carries one such error per token). */
+#define EVAL_BRUTE_TOL 1e-5
 #define EVAL_BRUTE_TOL_PER_TOKEN 1e-5
+
+/* QS_CPU caps the level (as the CLI does); returns the level to restore. */
+static int cpu_from_env(void)
+{
+    int saved = cpu_level();
+    const char *e = getenv("QS_CPU");
+    if (e && cpu_level_parse(e) >= 0)
+        cpu_limit(cpu_level_parse(e));
+    return saved;
+}
+
+static double brute_tol(size_t n_tok)
+{
+    return cpu_level() >= CPU_LEVEL_AVX512 ? EVAL_BRUTE_TOL
+                                           : EVAL_BRUTE_TOL_PER_TOKEN * (double)n_tok;
+}
 
 static int tok_encode_cb(void *self, const char *text, size_t len, int add_bos, int32_t **ids,
                          size_t *n_ids, qs_diag *d)
@@ -172,6 +199,7 @@ TEST(eval_model, shared_prefix_equals_brute_force_forward)
     real_lm r;
     ASSERT_EQ_INT(real_lm_open(&r, dir), 0);
     threads_saved ts = threads_pin_one();
+    const int level = cpu_from_env();
     static const struct {
         const char *tasks_dir, *task;
         int shots;
@@ -192,8 +220,8 @@ TEST(eval_model, shared_prefix_equals_brute_force_forward)
                 double ref;
                 ASSERT_EQ_INT(brute_loglik(&r.m, req.ctx, req.n_ctx, req.cont[c], req.n_cont_tok[c],
                                            &ref), 0);
-                worst = fmax(worst, fabs(ref - it[i].loglik[c]) / (double)req.n_cont_tok[c]);
-                ASSERT_NEAR(it[i].loglik[c], ref, EVAL_BRUTE_TOL_PER_TOKEN * (double)req.n_cont_tok[c]);
+                worst = fmax(worst, fabs(ref - it[i].loglik[c]));
+                ASSERT_NEAR(it[i].loglik[c], ref, brute_tol(req.n_cont_tok[c]));
                 checked++;
             }
         }
@@ -201,7 +229,72 @@ TEST(eval_model, shared_prefix_equals_brute_force_forward)
     }
     ASSERT_TRUE(checked >= 40);
     if (getenv("QS_EVAL_VERBOSE"))
-        fprintf(stderr, "    %d choices, worst |diff| per token %.3g\n", checked, worst);
+        fprintf(stderr, "    %d choices at %s, worst |diff| %.3g\n", checked,
+                cpu_level_name(cpu_level()), worst);
+    cpu_limit(level);
+    threads_restore(ts);
+    real_lm_close(&r);
+}
+
+/* Endings scored together (the context once, the endings batched on its KV
+ * cache, padded to the longest) give each ending the same bits as scoring it
+ * alone: a choice's log-likelihood does not depend on its siblings' lengths.
+ * Bit-identical with AVX-512; without it the batch changes the row count of
+ * the sgemm calls, so it is checked at the per-token tolerance (see
+ * EVAL_BRUTE_TOL). */
+TEST(eval_model, a_choice_does_not_move_with_its_siblings)
+{
+    char dir[512];
+    if (!test_shared_path(dir, sizeof dir, "models/stories260K/model.safetensors"))
+        SKIP("../shared/models/stories260K not present");
+    test_shared_path(dir, sizeof dir, "models/stories260K");
+    real_lm r;
+    ASSERT_EQ_INT(real_lm_open(&r, dir), 0);
+    threads_saved ts = threads_pin_one();
+    const int level = cpu_from_env(), exact = cpu_level() >= CPU_LEVEL_AVX512;
+    static const char *tasks[] = {"hellaswag", "arc_challenge"};
+    lm_scorer lm = model_lm_scorer(r.lm);
+    qs_diag d = {0};
+    int checked = 0, lengths_differ = 0;
+    double worst = 0;
+    for (size_t k = 0; k < sizeof tasks / sizeof tasks[0]; k++) {
+        eval_session *s = real_session(&r, "tasks", tasks[k], 0, 4);
+        ASSERT_TRUE(s);
+        size_t n;
+        const eval_item *it = eval_session_items(s, &n);
+        for (size_t i = 0; i < n; i++) {
+            lm_request req;
+            eval_session_request(s, i, &req);
+            double all[16];
+            lm_result res = {all, NULL};
+            ASSERT_TRUE(req.n_cont <= 16);
+            ASSERT_OK(lm.score(lm.self, &req, &res, 1, &d), &d);
+            for (int c = 0; c < req.n_cont; c++) {
+                double alone;
+                lm_request one = req;
+                lm_result r1 = {&alone, NULL};
+                one.n_cont = 1;
+                one.cont = &req.cont[c];
+                one.n_cont_tok = &req.n_cont_tok[c];
+                ASSERT_OK(lm.score(lm.self, &one, &r1, 1, &d), &d);
+                lengths_differ |= req.n_cont_tok[c] != req.n_cont_tok[0];
+                if (exact && (memcmp(&alone, &all[c], sizeof alone) ||
+                              memcmp(&alone, &it[i].loglik[c], sizeof alone)))
+                    TEST_FAIL_AT("%s item %zu choice %d: alone %.17g, batched %.17g / %.17g",
+                                 tasks[k], i, c, alone, all[c], it[i].loglik[c]);
+                if (!exact)
+                    ASSERT_NEAR(alone, all[c], brute_tol(req.n_cont_tok[c]));
+                worst = fmax(worst, fabs(alone - all[c]));
+                checked++;
+            }
+        }
+        eval_session_destroy(s);
+    }
+    ASSERT_TRUE(checked >= 20 && lengths_differ);
+    if (getenv("QS_EVAL_VERBOSE"))
+        fprintf(stderr, "    %d choices at %s, worst |alone - batched| %.3g\n", checked,
+                cpu_level_name(cpu_level()), worst);
+    cpu_limit(level);
     threads_restore(ts);
     real_lm_close(&r);
 }

@@ -60,9 +60,12 @@ void rope_backward(float *dx, const int32_t *pos, const rope_table *t, int N, in
  *   out[B, T, H, hd]        softmax(q k^T / sqrt(hd)) v, query t sees keys 0 .. pos0+t
  *   att[B, H, T, Tcap]      saved probabilities for backward (NULL in inference)
  * Head h uses KV head h / (H / KVH).
- * scratch: attn_scratch_elems(B, Tcap, KVH, hd) floats; with it, prompts (T >= 8) use the
- * transposed-keys path (SIMD-friendly, see layer_attn.c); NULL (or T < 8, decoding) uses
- * a row-by-row online softmax.  Both fp32 with the row max subtracted. */
+ * Row-invariant: each query row's output is a fixed function of its q row and keys/values
+ * 0 .. pos0+t (fixed-order dot products, exact two-pass softmax, weighted sum in key
+ * order; src/layer_attn_impl.h), bit-identical whatever T, pos0, B, Tcap, scratch, att
+ * and the thread count, and the same bits on the portable and the AVX-512 loops.
+ * scratch: attn_scratch_elems(B, Tcap, KVH, hd) floats (transposed keys of prompts and
+ * per-thread score rows); NULL works too (slower: scores computed twice per row). */
 size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd);
 void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
                   int T, int pos0, int Tcap, int H, int KVH, int hd, float *scratch);
