@@ -1,9 +1,15 @@
-/* optim.c: AdamW and global-norm clipping (see include/qs/optim.h). */
+/* optim.c: AdamW and global-norm clipping (see include/qs/optim.h).
+ * The loops here are the reference; with AVX-512 optim_avx512.c runs AdamW
+ * (same bits) and the squared sums of the gradient norm (same chunks, a
+ * different summation order inside each chunk: optim_impl.h) over fixed
+ * chunks, so results never depend on the thread count. */
 #include "qs/optim.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "optim_impl.h"
+#include "qs/cpu.h"
 #include "qs/mem.h"
 
 #define OPTIM_CHUNK_ELEMS 65536
@@ -40,6 +46,19 @@ void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
     const float eps = (float)h->eps;
     float *m = s->m, *v = s->v;
     long n = (long)s->n_params;
+    if (cpu_level() >= CPU_LEVEL_AVX512) {
+        const optim_adamw_consts k = {b1, b2, 1.0f - b1, 1.0f - b2, step, decay, eps, bc2_sqrt};
+        long n_chunks = (n + OPTIM_CHUNK_ELEMS - 1) / OPTIM_CHUNK_ELEMS;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n_chunks > 1)
+#endif
+        for (long c = 0; c < n_chunks; c++) {
+            size_t lo = (size_t)c * OPTIM_CHUNK_ELEMS;
+            size_t len = (size_t)n - lo < OPTIM_CHUNK_ELEMS ? (size_t)n - lo : OPTIM_CHUNK_ELEMS;
+            optim_adamw_avx512_impl(params + lo, m + lo, v + lo, grads + lo, len, &k);
+        }
+        return;
+    }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif
@@ -59,6 +78,7 @@ double optim_grad_norm(const float *g, size_t n)
     long n_chunks = (long)((n + OPTIM_CHUNK_ELEMS - 1) / OPTIM_CHUNK_ELEMS);
     double total = 0.0;
     double partial[64];
+    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
     /* chunks are summed in groups of 64 so the order is fixed for any thread count */
     for (long c0 = 0; c0 < n_chunks; c0 += 64) {
         long nc = n_chunks - c0 < 64 ? n_chunks - c0 : 64;
@@ -69,8 +89,11 @@ double optim_grad_norm(const float *g, size_t n)
             size_t lo = (size_t)(c0 + c) * OPTIM_CHUNK_ELEMS;
             size_t hi = lo + OPTIM_CHUNK_ELEMS < n ? lo + OPTIM_CHUNK_ELEMS : n;
             double acc = 0.0;
-            for (size_t i = lo; i < hi; i++)
-                acc += (double)g[i] * g[i];
+            if (simd512)
+                acc = optim_sumsq_avx512_impl(g + lo, hi - lo);
+            else
+                for (size_t i = lo; i < hi; i++)
+                    acc += (double)g[i] * g[i];
             partial[c] = acc;
         }
         for (long c = 0; c < nc; c++)
