@@ -1,9 +1,9 @@
 /* layer_xent.c: softmax cross-entropy over the vocabulary (see include/qs/layers.h).
  * Numerics: logsumexp with the row max subtracted, sums in double, so a
- * 150k-entry vocabulary loses no precision.  The backward's row loop below is
- * the reference; with AVX-512 a vector kernel (layer_xent_avx512.c, one vector
- * exp per logit instead of a double and a float libm call) replaces it within
- * the tolerance documented in layer_bwd_impl.h. */
+ * 150k-entry vocabulary loses no precision.  The row loops below are the
+ * reference; with AVX-512 vector kernels (layer_xent_avx512.c: one vector exp
+ * per logit instead of libm's double exp, plus a float one in the backward)
+ * replace them within the tolerances documented in layer_bwd_impl.h. */
 #include <math.h>
 #include <string.h>
 
@@ -13,6 +13,7 @@
 
 double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V)
 {
+    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)N * V > 65536)
 #endif
@@ -21,6 +22,10 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
         int32_t tg = targets[n];
         if (tg < 0 || tg >= V) {
             losses[n] = 0.0f;
+            continue;
+        }
+        if (simd512) {
+            losses[n] = xent_forward_row_avx512_impl(l, V, tg);
             continue;
         }
         float mx = l[0];

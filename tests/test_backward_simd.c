@@ -1,5 +1,6 @@
-/* test_backward_simd.c: the AVX-512 paths of the element-wise backward layers
- * and the optimizer against their portable reference loops (cpu_limit). */
+/* test_backward_simd.c: the AVX-512 paths of the training-only element-wise
+ * layers (cross-entropy loss and backward, SwiGLU backward) and the optimizer
+ * against their portable reference loops (cpu_limit). */
 #include <math.h>
 #include <string.h>
 
@@ -58,6 +59,29 @@ TEST(backward_simd, xent_backward_matches_portable_within_tolerance)
     qs_free(l);
     qs_free(g1);
     qs_free(g2);
+}
+
+TEST(backward_simd, xent_forward_matches_portable_within_tolerance)
+{
+    if (cpu_detected_level() < CPU_LEVEL_AVX512)
+        SKIP("no AVX-512 on this CPU");
+    enum { N = 6, V = 32000 + 9 };
+    float *l = qs_malloc((size_t)N * V * 4), loss1[N], loss2[N];
+    ASSERT_TRUE(l);
+    simd_fill(l, (size_t)N * V, 4, -15.0f, 15.0f);
+    l[V + 3] = 90.0f;   /* dominant logit */
+    const int32_t tg[N] = {1, 3, V - 1, -1, 0, 17};
+    int saved = cpu_level();
+    cpu_limit(CPU_LEVEL_AVX2);
+    double m1 = xent_forward(loss1, l, tg, N, V);
+    cpu_limit(saved);
+    double m2 = xent_forward(loss2, l, tg, N, V);
+    for (int n = 0; n < N; n++)
+        ASSERT_NEAR(loss2[n], loss1[n], 1e-6 * (1.0 + fabs(loss1[n])));
+    ASSERT_TRUE(loss2[3] == 0.0f);
+    ASSERT_NEAR(loss2[1], 0.0, 1e-6);      /* the dominant logit is the target */
+    ASSERT_NEAR(m2, m1, 1e-6 * (1.0 + fabs(m1)));
+    qs_free(l);
 }
 
 TEST(backward_simd, swiglu_backward_matches_portable_within_tolerance)

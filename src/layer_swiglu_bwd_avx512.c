@@ -1,4 +1,4 @@
-/* layer_swiglu_avx512.c: AVX-512 kernel of swiglu_backward (see layer_bwd_impl.h).
+/* layer_swiglu_bwd_avx512.c: AVX-512 kernel of swiglu_backward (see layer_bwd_impl.h).
  * Same operation order as the portable loop, only exp differs. */
 #include <immintrin.h>
 
