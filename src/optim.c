@@ -1,8 +1,8 @@
 /* optim.c: AdamW and global-norm clipping (see include/qs/optim.h).
- * The loops here are the reference; with AVX-512 optim_avx512.c runs AdamW
- * (same bits) and the squared sums of the gradient norm (same chunks, a
- * different summation order inside each chunk: optim_impl.h) over fixed
- * chunks, so results never depend on the thread count. */
+ * The loops here are the reference; with AVX-512, threads run optim_avx512.c's
+ * AdamW over fixed chunks (the same bits).  The gradient norm stays the
+ * portable double loop: it is memory-bound, an AVX-512 form measured no faster
+ * (bench_train's kernel lines) and would change its summation order. */
 #include "qs/optim.h"
 
 #include <math.h>
@@ -78,7 +78,6 @@ double optim_grad_norm(const float *g, size_t n)
     long n_chunks = (long)((n + OPTIM_CHUNK_ELEMS - 1) / OPTIM_CHUNK_ELEMS);
     double total = 0.0;
     double partial[64];
-    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
     /* chunks are summed in groups of 64 so the order is fixed for any thread count */
     for (long c0 = 0; c0 < n_chunks; c0 += 64) {
         long nc = n_chunks - c0 < 64 ? n_chunks - c0 : 64;
@@ -89,11 +88,8 @@ double optim_grad_norm(const float *g, size_t n)
             size_t lo = (size_t)(c0 + c) * OPTIM_CHUNK_ELEMS;
             size_t hi = lo + OPTIM_CHUNK_ELEMS < n ? lo + OPTIM_CHUNK_ELEMS : n;
             double acc = 0.0;
-            if (simd512)
-                acc = optim_sumsq_avx512_impl(g + lo, hi - lo);
-            else
-                for (size_t i = lo; i < hi; i++)
-                    acc += (double)g[i] * g[i];
+            for (size_t i = lo; i < hi; i++)
+                acc += (double)g[i] * g[i];
             partial[c] = acc;
         }
         for (long c = 0; c < nc; c++)

@@ -1,4 +1,4 @@
-/* optim_avx512.c: AVX-512 AdamW and sum of squares (see optim_impl.h). */
+/* optim_avx512.c: AVX-512 AdamW (see optim_impl.h). */
 #include <immintrin.h>
 
 #include "optim_impl.h"
@@ -26,19 +26,4 @@ void optim_adamw_avx512_impl(float *p, float *m, float *v, const float *g, size_
         pi = _mm512_sub_ps(pi, _mm512_div_ps(_mm512_mul_ps(step, mi), den));
         _mm512_mask_storeu_ps(p + i, mk, pi);
     }
-}
-
-double optim_sumsq_avx512_impl(const float *g, size_t n)
-{
-    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
-    for (size_t i = 0; i < n; i += 16) {
-        __mmask16 mk = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
-        __m512 x = _mm512_maskz_loadu_ps(mk, g + i);
-        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
-        __m512d hi = _mm512_cvtps_pd(
-            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-        s0 = _mm512_add_pd(s0, _mm512_mul_pd(lo, lo));
-        s1 = _mm512_add_pd(s1, _mm512_mul_pd(hi, hi));
-    }
-    return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
 }

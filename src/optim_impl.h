@@ -16,9 +16,4 @@ typedef struct optim_adamw_consts {
 void optim_adamw_avx512_impl(float *p, float *m, float *v, const float *g, size_t n,
                              const optim_adamw_consts *k);
 
-/* sum of g[i]^2 over [0, n) in double: the products are exact, the sum runs in
- * 16 double lanes (then a fixed tree), so it differs from the portable
- * sequential sum by summation order only (relative <= n 2^-53). */
-double optim_sumsq_avx512_impl(const float *g, size_t n);
-
 #endif

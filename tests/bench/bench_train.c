@@ -10,7 +10,9 @@
  * first step of each is a warm-up), ratios as ratios of medians and as medians
  * of same-round ratios.  Targets (issue 5):
  * fp32 >= 1.5x PyTorch fp32; bf16 >= 1.3x our fp32; QAT overhead <= 15%;
- * peak memory within 10% of the estimate.
+ * peak memory within 10% of the estimate.  Then the training-only element-wise
+ * kernels (cross-entropy, SwiGLU backward, AdamW): portable
+ * loop against the AVX-512 path, interleaved, same process.
  *   bench_train [STEPS [SHAPE]]   (default 3 timed steps; SHAPE dim-288 or dim-768: only that one)
  */
 #include <stdio.h>
@@ -22,7 +24,10 @@
 #include <omp.h>
 #endif
 
+#include "qs/cpu.h"
 #include "qs/fileio.h"
+#include "qs/layers.h"
+#include "qs/optim.h"
 #include "qs/hfconfig.h"
 #include "qs/mem.h"
 #include "qs/model.h"
@@ -231,6 +236,84 @@ static double bench_torch(const bench_shape *s, int threads, int steps)
     return v;
 }
 
+/* The training-only element-wise kernels on this shape's sizes, portable loop
+ * (cpu_limit AVX2) against the dispatched AVX-512 path, interleaved per rep;
+ * medians of wall time per call. */
+enum { BENCH_KERNELS = 4, BENCH_KERNEL_REPS = 7 };
+
+static void bench_kernel_call(int k, float *a, float *b, float *c, float *e, const int32_t *tg,
+                              int N, int V, size_t nf, adamw_state *st)
+{
+    static const adamw_hparams h = {0.9, 0.95, 1e-8, 0.1};
+    switch (k) {
+    case 0: xent_forward(e, a, tg, N, V); break;
+    case 1: xent_backward(b, a, tg, N, V, 1e-3f); break;
+    case 2: swiglu_backward(b, b + nf, c, a, a + nf, nf); break;
+    default: adamw_step(st, a, c, 1e-5, &h); break;
+    }
+}
+
+static void bench_kernel_buffers_free(float *a, float *b, float *c, float *e, int32_t *tg)
+{
+    qs_free(a);
+    qs_free(b);
+    qs_free(c);
+    qs_free(e);
+    qs_free(tg);
+}
+
+static void bench_kernels(const bench_shape *s)
+{
+    if (cpu_level() < CPU_LEVEL_AVX512) {
+        printf("%-8s kernels: no AVX-512 on this CPU, portable loops only\n", s->name);
+        return;
+    }
+    static const char *const names[BENCH_KERNELS] = {"xent_forward", "xent_backward",
+                                                     "swiglu_backward", "adamw_step"};
+    const int N = BENCH_B * BENCH_T, V = s->vocab;
+    size_t nf = (size_t)N * s->hidden, nl = (size_t)N * V, np = 16u << 20;   /* 16M params */
+    size_t big = nl > 2 * nf ? nl : 2 * nf;
+    big = big > np ? big : np;
+    float *a = qs_malloc(big * 4), *b = qs_malloc(big * 4), *c = qs_malloc(big * 4);
+    float *e = qs_malloc((size_t)N * 4);
+    int32_t *tg = qs_malloc((size_t)N * sizeof *tg);
+    adamw_state st;
+    if (!a || !b || !c || !e || !tg || adamw_init(&st, np)) {
+        printf("%-8s kernels: out of memory\n", s->name);
+        adamw_free(&st);
+        bench_kernel_buffers_free(a, b, c, e, tg);
+        return;
+    }
+    unsigned long r = 5;
+    for (size_t i = 0; i < big; i++) {
+        r = r * 6364136223846793005ul + 1442695040888963407ul;
+        a[i] = (float)((r >> 40) & 0xffff) / 8192.0f - 4.0f;
+        b[i] = 0.0f;
+        c[i] = a[i] * 1e-3f;
+    }
+    for (int n = 0; n < N; n++)
+        tg[n] = (int32_t)((unsigned)n * 7919u % (unsigned)V);
+    double t[BENCH_KERNELS][2][BENCH_KERNEL_REPS];
+    int level = cpu_level();
+    for (int rep = 0; rep < BENCH_KERNEL_REPS; rep++)
+        for (int k = 0; k < BENCH_KERNELS; k++)
+            for (int simd = 0; simd < 2; simd++) {
+                int path = (rep + simd) % 2;   /* alternate which path runs first */
+                cpu_limit(path ? level : CPU_LEVEL_AVX2);
+                double w0 = now_s(CLOCK_MONOTONIC);
+                bench_kernel_call(k, a, b, c, e, tg, N, V, nf, &st);
+                t[k][path][rep] = now_s(CLOCK_MONOTONIC) - w0;
+            }
+    cpu_limit(level);
+    for (int k = 0; k < BENCH_KERNELS; k++) {
+        double p = median(t[k][0], BENCH_KERNEL_REPS), v = median(t[k][1], BENCH_KERNEL_REPS);
+        printf("%-8s kernel %-16s portable %8.2f ms  avx512 %8.2f ms  %5.1fx%s\n", s->name,
+               names[k], 1e3 * p, 1e3 * v, p / v, k == 3 ? "  (16M params)" : "");
+    }
+    adamw_free(&st);
+    bench_kernel_buffers_free(a, b, c, e, tg);
+}
+
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 3;
@@ -313,6 +396,7 @@ int main(int argc, char **argv)
                    100.0 * (paired_ratio(q->wall_s, a->wall_s, steps) - 1.0),
                    ov <= 1.15 ? "PASS" : "MISS");
         }
+        bench_kernels(s);
         double pt = bench_torch(s, threads, steps);
         if (pt > 0)
             printf("%-8s PyTorch fp32 eager %.0f tok/s; ours fp32 %.2fx (target >= 1.5: %s)\n",
