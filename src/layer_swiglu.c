@@ -1,6 +1,8 @@
 /* layer_swiglu.c: SwiGLU gating, out = silu(gate) * up (see include/qs/layers.h). */
 #include <math.h>
 
+#include "layer_bwd_impl.h"
+#include "qs/cpu.h"
 #include "qs/layers.h"
 
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
@@ -17,7 +19,22 @@ void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, size_t n)
 {
+    /* The portable loop below is the reference; with AVX-512, threads own fixed
+     * chunks of layer_swiglu_bwd_avx512.c (tolerance in layer_bwd_impl.h). */
+    enum { SWIGLU_BWD_CHUNK = 4096 };
     long ln = (long)n;
+    if (cpu_level() >= CPU_LEVEL_AVX512) {
+        long n_chunks = (ln + SWIGLU_BWD_CHUNK - 1) / SWIGLU_BWD_CHUNK;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (ln > 65536)
+#endif
+        for (long c = 0; c < n_chunks; c++) {
+            size_t i0 = (size_t)c * SWIGLU_BWD_CHUNK;
+            size_t len = n - i0 < SWIGLU_BWD_CHUNK ? n - i0 : SWIGLU_BWD_CHUNK;
+            swiglu_backward_avx512_impl(dgate + i0, dup + i0, dout + i0, gate + i0, up + i0, len);
+        }
+        return;
+    }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (ln > 65536)
 #endif

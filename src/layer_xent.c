@@ -1,13 +1,19 @@
 /* layer_xent.c: softmax cross-entropy over the vocabulary (see include/qs/layers.h).
  * Numerics: logsumexp with the row max subtracted, sums in double, so a
- * 150k-entry vocabulary loses no precision. */
+ * 150k-entry vocabulary loses no precision.  The row loops below are the
+ * reference; with AVX-512 vector kernels (layer_xent_avx512.c: one vector exp
+ * per logit instead of libm's double exp, plus a float one in the backward)
+ * replace them within the tolerances documented in layer_bwd_impl.h. */
 #include <math.h>
 #include <string.h>
 
+#include "layer_bwd_impl.h"
+#include "qs/cpu.h"
 #include "qs/layers.h"
 
 double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V)
 {
+    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)N * V > 65536)
 #endif
@@ -16,6 +22,10 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
         int32_t tg = targets[n];
         if (tg < 0 || tg >= V) {
             losses[n] = 0.0f;
+            continue;
+        }
+        if (simd512) {
+            losses[n] = xent_forward_row_avx512_impl(l, V, tg);
             continue;
         }
         float mx = l[0];
@@ -39,6 +49,7 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
 void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
                    float scale)
 {
+    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)N * V > 65536)
 #endif
@@ -47,6 +58,10 @@ void xent_backward(float *dlogits, const float *logits, const int32_t *targets, 
         float *g = dlogits + (size_t)n * V;
         if (targets[n] < 0) {
             memset(g, 0, (size_t)V * sizeof *g);
+            continue;
+        }
+        if (simd512) {
+            xent_backward_row_avx512_impl(g, l, V, targets[n], scale);
             continue;
         }
         float mx = l[0];

@@ -93,12 +93,16 @@ static void grad_add(float *dst, const float *src, size_t n)
 
 /* One Linear's matmul backward: through the persistent pack of the master
  * weight when the forward used it (packs of m->precision, weight not
- * substituted), else packing w_use on the fly into the model's workspace. */
+ * substituted), through the hook's pack of the substituted weight if it has
+ * one, else packing w_use on the fly into the model's workspace. */
 static void model_matmul_backward(const llama_model *m, int pack_index, float *dx, float *dw,
                                   float *db, const float *dout, const float *x_use,
-                                  const float *w_use, const float *w, int N, int IN, int O)
+                                  const float *w_use, struct matmul_wpack *w_pack, const float *w,
+                                  int N, int IN, int O)
 {
-    if (m->packs && m->packs_precision == m->precision && w_use == w)
+    if (w_pack && w_use != w)
+        matmul_backward_packed_ws(dx, dw, db, dout, x_use, w_pack, N, m->ws);
+    else if (m->packs && m->packs_precision == m->precision && w_use == w)
         matmul_backward_packed_ws(dx, dw, db, dout, x_use, m->packs[pack_index], N, m->ws);
     else
         matmul_backward_ws(dx, dw, db, dout, x_use, w_use, N, IN, O, m->precision, m->ws);
@@ -112,17 +116,18 @@ static void model_linear_backward(const llama_model *m, llama_grad_acts *g,
                                   const float *x, const float *w, int N, int IN, int O)
 {
     const float *x_use = x, *w_use = w;
-    int masked = hook ? hook->operands(hook->self, layer, module, &x_use, &w_use) : 0;
+    struct matmul_wpack *w_pack = NULL;
+    int masked = hook ? hook->operands(hook->self, layer, module, &x_use, &w_use, &w_pack) : 0;
     if (!masked) {
         model_matmul_backward(m, layer * MODEL_LIN_COUNT + module, dx, dw, db, dout, x_use,
-                              w_use, w, N, IN, O);
+                              w_use, w_pack, w, N, IN, O);
         return;
     }
     size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
     memset(g->dx_tmp, 0, nx * sizeof *g->dx_tmp);
     memset(g->dw_tmp, 0, nw * sizeof *g->dw_tmp);
     model_matmul_backward(m, layer * MODEL_LIN_COUNT + module, g->dx_tmp, g->dw_tmp, db, dout,
-                          x_use, w_use, w, N, IN, O);
+                          x_use, w_use, w_pack, w, N, IN, O);
     hook->mask(hook->self, layer, module, g->dx_tmp, nx, g->dw_tmp, nw);
     grad_add(dx, g->dx_tmp, nx);
     grad_add(dw, g->dw_tmp, nw);
@@ -154,7 +159,7 @@ int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llam
     xent_backward(dlogits, a->logits, targets, N, V, scale);
     memset(g->dln, 0, (size_t)N * C * sizeof *g->dln);
     model_matmul_backward(m, c->n_layers * MODEL_LIN_COUNT, g->dln, gw->lm_head, NULL, dlogits,
-                          a->lnf, m->w.lm_head, m->w.lm_head, N, C, V);
+                          a->lnf, m->w.lm_head, NULL, m->w.lm_head, N, C, V);
     memset(g->dresid, 0, (size_t)N * C * sizeof *g->dresid);
     rmsnorm_backward(g->dresid, gw->norm, g->dln, a->resid + c->n_layers * sC, m->w.norm,
                      a->lnf_rstd, N, C);

@@ -1,9 +1,15 @@
-/* optim.c: AdamW and global-norm clipping (see include/qs/optim.h). */
+/* optim.c: AdamW and global-norm clipping (see include/qs/optim.h).
+ * The loops here are the reference; with AVX-512, threads run optim_avx512.c's
+ * AdamW over fixed chunks (the same bits).  The gradient norm stays the
+ * portable double loop: it is memory-bound, an AVX-512 form measured no faster
+ * (bench_train's kernel lines) and would change its summation order. */
 #include "qs/optim.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "optim_impl.h"
+#include "qs/cpu.h"
 #include "qs/mem.h"
 
 #define OPTIM_CHUNK_ELEMS 65536
@@ -40,6 +46,19 @@ void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
     const float eps = (float)h->eps;
     float *m = s->m, *v = s->v;
     long n = (long)s->n_params;
+    if (cpu_level() >= CPU_LEVEL_AVX512) {
+        const optim_adamw_consts k = {b1, b2, 1.0f - b1, 1.0f - b2, step, decay, eps, bc2_sqrt};
+        long n_chunks = (n + OPTIM_CHUNK_ELEMS - 1) / OPTIM_CHUNK_ELEMS;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n_chunks > 1)
+#endif
+        for (long c = 0; c < n_chunks; c++) {
+            size_t lo = (size_t)c * OPTIM_CHUNK_ELEMS;
+            size_t len = (size_t)n - lo < OPTIM_CHUNK_ELEMS ? (size_t)n - lo : OPTIM_CHUNK_ELEMS;
+            optim_adamw_avx512_impl(params + lo, m + lo, v + lo, grads + lo, len, &k);
+        }
+        return;
+    }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif

@@ -25,6 +25,12 @@ struct quant {
     unsigned long n_calls;    /* quantize calls so far: moves the QSNR sample */
     quant_record acc;         /* accumulated since the last step end */
     const quant_recipe *r;    /* the set's recipe */
+    /* the last quantize() call of this step, for quant_quantize_repeat() */
+    int last_ok;              /* 1: valid (reset by observe, step end, history restore) */
+    int last_fallback;
+    float last_pred;
+    size_t last_n;
+    hif8_stats last_st;       /* amax and counts over the whole tensor */
 };
 
 struct quant_set {
@@ -165,6 +171,7 @@ void quant_set_step_end(quant_set *s, const quant_record **records)
             amax_history_push(&q->hist, q->acc.amax);
         s->records[i] = q->acc;
         memset(&q->acc, 0, sizeof q->acc);
+        q->last_ok = 0;
     }
     *records = s->records;
 }
@@ -176,6 +183,7 @@ float quant_last_scale(const quant *q) { return q->last_scale; }
 void quant_history_restore(quant *q, const float *vals_oldest_first, int n)
 {
     amax_history_clear(&q->hist);
+    q->last_ok = 0;
     for (int i = 0; i < n; i++)
         amax_history_push(&q->hist, vals_oldest_first[i]);
 }
@@ -284,6 +292,7 @@ int quant_observe(quant *q, const float *x, size_t n, qs_diag *d)
             scale = 1.0f;
     }
     q->last_scale = scale;
+    q->last_ok = 0;
     quant_acc_add(&q->acc, QUANT_MODE_OBSERVE, has_pred, fallback, has_pred ? est : 0.0f, amax,
                   scale, n, n_over);
     return 0;
@@ -300,23 +309,35 @@ static void quant_apply_nonsat(const float *x, float *y, size_t n, float scale)
 /* The fused pass over x in up to three ranges, squared error only on the QSNR
  * sample in the middle one.  Elements are independent, so y, amax and the
  * counts equal one call over all of x. */
+/* The QSNR sample of this call: 1 and [*start, *start + *len) when sampling,
+ * 0 when the squared errors run over the whole tensor (or are not wanted). */
+static int quant_sample_range(const quant *q, size_t n, size_t *start, size_t *len)
+{
+    const quant_recipe *r = q->r;
+    size_t l = n;
+    if (r->want_qsnr && r->qsnr_sample_div > 1) {
+        l = n / (size_t)r->qsnr_sample_div;
+        if (l < QUANT_QSNR_MIN_ELEMS)
+            l = QUANT_QSNR_MIN_ELEMS;
+        l = (l + 15) & ~(size_t)15;
+    }
+    if (!r->want_qsnr || l >= n)
+        return 0;
+    /* Knuth multiplicative hash of the call count: the sample wanders over the tensor */
+    *start = (size_t)((q->n_calls * 2654435761ul) % (n - l + 1)) & ~(size_t)15;
+    *len = l;
+    return 1;
+}
+
 static void quant_fused_pass(quant *q, const float *x, float *y, size_t n, float scale,
                              hif8_stats *st)
 {
     const quant_recipe *r = q->r;
-    size_t len = n;
-    if (r->want_qsnr && r->qsnr_sample_div > 1) {
-        len = n / (size_t)r->qsnr_sample_div;
-        if (len < QUANT_QSNR_MIN_ELEMS)
-            len = QUANT_QSNR_MIN_ELEMS;
-        len = (len + 15) & ~(size_t)15;
-    }
-    if (!r->want_qsnr || len >= n) {
+    size_t start, len;
+    if (!quant_sample_range(q, n, &start, &len)) {
         hif8_fakequant(x, y, n, scale, r->want_qsnr, st);
         return;
     }
-    /* Knuth multiplicative hash of the call count: the sample wanders over the tensor */
-    size_t start = (size_t)((q->n_calls * 2654435761ul) % (n - len + 1)) & ~(size_t)15;
     hif8_stats a, b;
     hif8_fakequant(x, y, start, scale, 0, &a);
     hif8_fakequant(x + start, y + start, len, scale, 1, st);
@@ -347,7 +368,44 @@ int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d)
     if (!r->saturate && st.n_clipped)
         quant_apply_nonsat(x, y, n, scale);
     q->last_scale = scale;
+    q->last_ok = 1;
+    q->last_fallback = fallback;
+    q->last_pred = pred;
+    q->last_n = n;
+    q->last_st = st;
     quant_acc_add(&q->acc, QUANT_MODE_QUANT, 1, fallback, pred, st.amax, scale, n, st.n_clipped);
+    q->acc.n_under += st.n_underflow;
+    if (r->want_qsnr) {
+        q->acc.has_sq = 1;
+        q->acc.sq_err += st.sq_err;
+        q->acc.sq_sum += st.sq_sum;
+    }
+    return 0;
+}
+
+int quant_quantize_repeat(quant *q, const float *x, float *y, size_t n, qs_diag *d)
+{
+    const quant_recipe *r = q->r;
+    size_t start = 0, len = 0;
+    if (!q->last_ok || q->last_n != n || (r->want_qsnr && !quant_sample_range(q, n, &start, &len)))
+        return quant_quantize(q, x, y, n, d);   /* no earlier call, or QSNR over all of x */
+    /* same x, same history -> same scale, y, amax and counts; only the QSNR
+     * sample moves: re-run the fused pass over it (y's values there are rewritten
+     * with the same bits) for this call's squared errors */
+    float scale = q->last_scale;
+    hif8_stats st = q->last_st;
+    st.sq_err = st.sq_sum = 0.0;
+    if (r->want_qsnr) {
+        hif8_stats smp;
+        hif8_fakequant(x + start, y + start, len, scale, 1, &smp);
+        if (!r->saturate && smp.n_clipped)
+            quant_apply_nonsat(x + start, y + start, len, scale);
+        st.sq_err = smp.sq_err;
+        st.sq_sum = smp.sq_sum;
+    }
+    q->n_calls++;
+    quant_acc_add(&q->acc, QUANT_MODE_QUANT, 1, q->last_fallback, q->last_pred, st.amax, scale, n,
+                  st.n_clipped);
     q->acc.n_under += st.n_underflow;
     if (r->want_qsnr) {
         q->acc.has_sq = 1;
@@ -373,9 +431,13 @@ void quant_ste_backward(int mode, const float *x, float scale, float *grad, size
 {
     if (mode != QUANT_STE_MASKED)
         return;
-    for (size_t i = 0; i < n; i++)
-        if (fabsf(x[i] * scale) > HIF8_MAX_FINITE)
-            grad[i] = 0.0f;
+    long ln = (long)n;
+    /* a select, not a branch, so the loop vectorizes; elements are independent */
+#ifdef _OPENMP
+#pragma omp parallel for simd schedule(static) if (ln > 65536)
+#endif
+    for (long i = 0; i < ln; i++)
+        grad[i] = fabsf(x[i] * scale) > HIF8_MAX_FINITE ? 0.0f : grad[i];
 }
 
 int quant_apply(quant *q, const float *x, float *y, size_t n, qs_diag *d)

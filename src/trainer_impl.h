@@ -20,7 +20,9 @@
 typedef struct trainer_qslot {
     int q_input, q_weight;    /* indices in the quantizer set */
     float *xq;                /* [N * IN] quantized input of the last forward */
-    float *wq;                /* [O * IN] quantized weight of the last forward */
+    float *wq;                /* [O * IN] quantized weight of step w_step */
+    long w_step;              /* step whose weight wq holds (-1: none yet) */
+    struct matmul_wpack *wpack; /* persistent pack of wq (model precision), the backward's */
     const float *x;           /* unquantized input (arena), for the masked STE */
     const float *w;           /* master weight */
     int quantized;            /* 1: the last forward used xq/wq */

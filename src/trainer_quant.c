@@ -3,16 +3,24 @@
  * Forward hook (model_linear_hook), per planned Linear:
  *   bf16 warmup: quant_observe(input), quant_observe(weight); the matmul uses
  *                the unquantized operands (histories fill up);
- *   QAT:         quant_quantize(input -> slot.xq), quant_quantize(weight -> slot.wq);
- *                the matmul uses the copies, which stay in the slot for backward.
- * Backward hook (model_linear_bwd_hook): the same copies feed the backward
- * matmuls ("the backward uses the operands the forward used"); the STE passes
- * gradients through unchanged, or (ste = masked) zeroes them where the forward
- * clipped, judged on the unquantized operand with the forward's scale.
+ *   QAT:         quant_quantize(input -> slot.xq); the weight is quantized into
+ *                slot.wq once per optimizer step (weights change only at the
+ *                step): the first micro-batch runs quant_quantize, later ones
+ *                quant_quantize_repeat, which records exactly what a fresh
+ *                quantize would (the detector's records do not change) but only
+ *                touches the QSNR sample; the matmul uses copies of both in the
+ *                model's scratch (model_forward.c's hook protocol).
+ * Backward hook (model_linear_bwd_hook): slot.xq and slot.wq feed the backward
+ * matmuls ("the backward uses the operands the forward used"), the weight through
+ * a persistent pack of slot.wq (refreshed when it is re-quantized, so one pack
+ * serves every micro-batch's backward); the STE passes gradients through
+ * unchanged, or (ste = masked) zeroes them where the forward clipped, judged on
+ * the unquantized operand with the forward's scale.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "trainer_impl.h"
 
@@ -45,6 +53,11 @@ static int trainer_plan_build(qplan *p, const llama_config *c, const runcfg *cfg
     return 0;
 }
 
+static int trainer_precision(const runcfg *cfg)
+{
+    return strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
+}
+
 size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slots, qs_diag *d)
 {
     qplan p;
@@ -58,6 +71,9 @@ size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slot
                 int IN, O;
                 trainer_linear_shape(c, k, &IN, &O);
                 total += (N * IN + (size_t)O * IN) * sizeof(float);
+                /* the pack of wq: only its dx form is built (the forward packs
+                 * its copy on the fly), about half of both forms */
+                total += matmul_wpack_bytes_estimate(IN, O, trainer_precision(cfg)) / 2;
                 total += 2 * (size_t)cfg->amax_history * sizeof(float);
                 (*n_slots)++;
             }
@@ -89,8 +105,18 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
             return QS_ENAN;
         return 0;
     }
-    if (quant_quantize(qi, x, sl->xq, nx, &d) || quant_quantize(qw, w, sl->wq, nw, &d))
+    if (quant_quantize(qi, x, sl->xq, nx, &d))
         return QS_ENAN;
+    if (sl->w_step == t->step) {   /* a later micro-batch: same weight, same scale */
+        if (quant_quantize_repeat(qw, w, sl->wq, nw, &d))
+            return QS_ENAN;
+    } else {
+        sl->w_step = -1;
+        if (quant_quantize(qw, w, sl->wq, nw, &d))
+            return QS_ENAN;
+        sl->w_step = t->step;
+        matmul_wpack_refresh(sl->wpack);
+    }
     memcpy(xq, sl->xq, nx * sizeof *xq);
     memcpy(wq, sl->wq, nw * sizeof *wq);
     sl->quantized = 1;
@@ -98,7 +124,7 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
 }
 
 static int trainer_bwd_operands(void *self, int layer, int module, const float **x_used,
-                                const float **w_used)
+                                const float **w_used, struct matmul_wpack **w_pack)
 {
     struct trainer *t = self;
     int s = t->slot_of[layer * MODEL_LIN_COUNT + module];
@@ -106,6 +132,7 @@ static int trainer_bwd_operands(void *self, int layer, int module, const float *
         return 0;
     *x_used = t->slots[s].xq;
     *w_used = t->slots[s].wq;
+    *w_pack = t->slots[s].wpack;
     return t->ste == QUANT_STE_MASKED;
 }
 
@@ -171,8 +198,11 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
             t->slots[s].q_weight = 2 * s + 1;
             t->slots[s].xq = qs_malloc(N * IN * sizeof(float));
             t->slots[s].wq = qs_malloc((size_t)O * IN * sizeof(float));
+            t->slots[s].w_step = -1;
+            if (t->slots[s].wq)
+                t->slots[s].wpack = matmul_wpack_create(t->slots[s].wq, IN, O, t->m.precision);
             t->slot_of[l * MODEL_LIN_COUNT + k] = s;
-            if (!t->slots[s].xq || !t->slots[s].wq)
+            if (!t->slots[s].xq || !t->slots[s].wq || !t->slots[s].wpack)
                 rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for quantized operands");
         }
     if (!rc)
@@ -195,6 +225,7 @@ void trainer_quant_free(struct trainer *t)
     for (int s = 0; s < t->n_slots; s++) {
         qs_free(t->slots[s].xq);
         qs_free(t->slots[s].wq);
+        matmul_wpack_destroy(t->slots[s].wpack);
     }
     qs_free(t->slots);
     qs_free(t->slot_of);

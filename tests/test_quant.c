@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "qs/hif8.h"
+#include "qs/mem.h"
 #include "qs/quant.h"
 #include "test.h"
 
@@ -309,4 +310,52 @@ TEST(quant, qsnr_sample_keeps_outputs_and_counts_exact)
     ASSERT_TRUE(qsnr_samp[0] != qsnr_samp[1]);               /* the sample moves */
     quant_set_destroy(full);
     quant_set_destroy(samp);
+}
+
+/* Steps of three "micro-batches" over the same weight: quantize x3 on one set,
+ * quantize + repeat x2 on another; outputs and every step record are equal. */
+static int repeat_matches(const char *est, int saturate)
+{
+    const size_t n = 300000 + 3;   /* > 256 x 1024: QSNR on a moving sample */
+    float *x = qs_malloc(n * 4), *y1 = qs_malloc(n * 4), *y2 = qs_malloc(n * 4);
+    quant_set *a = make_set(est, 0, saturate), *b = make_set(est, 0, saturate);
+    int ok = x && y1 && y2 && a && b;
+    unsigned long s = 99;
+    for (size_t i = 0; ok && i < n; i++) {
+        s = s * 6364136223846793005ul + 1442695040888963407ul;
+        x[i] = ((float)((s >> 40) & 0xffff) - 32768.0f) * 1e-4f;
+    }
+    qs_diag d = {0};
+    for (int step = 0; ok && step < 4; step++) {
+        if (step == 2)
+            x[7] = 9.0f;   /* amax jumps above the history: clips at step 2 */
+        for (int mb = 0; ok && mb < 3; mb++) {
+            ok = !quant_quantize(quant_set_get(a, 1), x, y1, n, &d);
+            ok = ok && !(mb ? quant_quantize_repeat(quant_set_get(b, 1), x, y2, n, &d)
+                            : quant_quantize(quant_set_get(b, 1), x, y2, n, &d));
+            ok = ok && !memcmp(y1, y2, n * 4);
+        }
+        const quant_record *ra, *rb;
+        quant_set_step_end(a, &ra);
+        quant_set_step_end(b, &rb);
+        const quant_record *p = &ra[1], *q = &rb[1];
+        ok = ok && p->mode == q->mode && p->fallback == q->fallback && p->amax == q->amax &&
+             p->pred_amax == q->pred_amax && p->scale == q->scale && p->n_elems == q->n_elems &&
+             p->n_clip == q->n_clip && p->n_under == q->n_under && p->has_sq == q->has_sq &&
+             p->sq_err == q->sq_err && p->sq_sum == q->sq_sum && p->n_elems == 3 * n;
+        ok = ok && (step != 2 || p->n_clip > 0 || !strcmp(est, "current"));
+    }
+    quant_set_destroy(a);
+    quant_set_destroy(b);
+    qs_free(x);
+    qs_free(y1);
+    qs_free(y2);
+    return ok;
+}
+
+TEST(quant, repeat_on_the_same_weight_records_what_quantize_records)
+{
+    ASSERT_TRUE(repeat_matches("max-window:4", 1));
+    ASSERT_TRUE(repeat_matches("max-window:4", 0));
+    ASSERT_TRUE(repeat_matches("current", 1));
 }

@@ -1,7 +1,9 @@
 /* test_train_packs.c: training through persistent weight packs (model_packs_*
  * + the shared matmul workspace) gives the same bits as the unpacked matmul
  * calls, step after step (packs refreshed after each AdamW update), in fp32
- * and bf16; the packs' memory stays within the estimate. */
+ * and bf16; the packs' memory stays within the estimate; a substituted
+ * (hooked) weight gives the same bits through the backward hook's pack. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "qs/matmul.h"
@@ -49,7 +51,7 @@ static void tp_close(tp_run *r)
     model_free(&r->m);
 }
 
-static int tp_step(tp_run *r, long step)
+static int tp_step_hooked(tp_run *r, long step, const model_linear_bwd_hook *bwd)
 {
     qs_diag d = {0};
     int32_t tok[TP_B * TP_T], tgt[TP_B * TP_T];
@@ -59,12 +61,17 @@ static int tp_step(tp_run *r, long step)
     }
     memset(r->grads, 0, r->m.n_params * sizeof *r->grads);
     if (model_forward(&r->m, &r->a, tok, tgt, TP_B, TP_T, 0, &d) ||
-        model_backward(&r->m, &r->a, &r->g, &r->gw, tok, tgt, TP_B, TP_T, 1.0f, NULL, &d))
+        model_backward(&r->m, &r->a, &r->g, &r->gw, tok, tgt, TP_B, TP_T, 1.0f, bwd, &d))
         return -1;
     adamw_hparams hp = {0.9, 0.95, 1e-8, 0.01};
     adamw_step(&r->opt, r->m.params, r->grads, 1e-2, &hp);
     model_packs_refresh(&r->m);
     return 0;
+}
+
+static int tp_step(tp_run *r, long step)
+{
+    return tp_step_hooked(r, step, NULL);
 }
 
 static void tp_compare(int precision)
@@ -102,4 +109,104 @@ TEST(train_packs, fp32_packed_steps_give_the_same_weights_as_unpacked)
 TEST(train_packs, bf16_packed_steps_give_the_same_weights_as_unpacked)
 {
     tp_compare(MATMUL_BF16);
+}
+
+/* A stand-in for the QAT hook: every down_proj uses a rounded copy of its
+ * weight (kept per layer for the backward), optionally with a persistent pack
+ * of that copy handed to the backward. */
+typedef struct tp_subst {
+    float *xq, *wq;          /* [L][N * IN], [L][O * IN] */
+    matmul_wpack **pk;       /* [L] or NULL: the backward packs wq on the fly */
+} tp_subst;
+
+static int tp_subst_fwd(void *self, int layer, int module, const float *x, float *xq, int N,
+                        int IN, const float *w, float *wq, int O)
+{
+    tp_subst *s = self;
+    if (module != MODEL_LIN_DOWN)
+        return 0;
+    size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
+    float *sx = s->xq + (size_t)layer * nx, *sw = s->wq + (size_t)layer * nw;
+    memcpy(sx, x, nx * sizeof *sx);
+    for (size_t i = 0; i < nw; i++)
+        sw[i] = roundf(w[i] * 64.0f) / 64.0f;
+    memcpy(xq, sx, nx * sizeof *xq);
+    memcpy(wq, sw, nw * sizeof *wq);
+    if (s->pk)
+        matmul_wpack_refresh(s->pk[layer]);
+    return 1;
+}
+
+static int tp_subst_n[2];         /* N * IN, O * IN of a down_proj */
+
+static int tp_subst_ops(void *self, int layer, int module, const float **x_used,
+                        const float **w_used, struct matmul_wpack **w_pack)
+{
+    tp_subst *s = self;
+    if (module != MODEL_LIN_DOWN)
+        return 0;
+    *x_used = s->xq + (size_t)layer * tp_subst_n[0];
+    *w_used = s->wq + (size_t)layer * tp_subst_n[1];
+    if (s->pk)
+        *w_pack = s->pk[layer];
+    return 0;
+}
+
+static void tp_subst_run(tp_run *r, tp_subst *s, int precision, int with_pack)
+{
+    const llama_config *c = &r->m.cfg;
+    ASSERT_EQ_INT(tp_open(r, precision, 1), 0);
+    tp_subst_n[0] = TP_B * TP_T * c->hidden_dim;
+    tp_subst_n[1] = c->dim * c->hidden_dim;
+    s->xq = qs_malloc((size_t)c->n_layers * tp_subst_n[0] * sizeof(float));
+    s->wq = qs_malloc((size_t)c->n_layers * tp_subst_n[1] * sizeof(float));
+    s->pk = with_pack ? qs_calloc((size_t)c->n_layers, sizeof *s->pk) : NULL;
+    ASSERT_TRUE(s->xq && s->wq && (!with_pack || s->pk));
+    for (int l = 0; with_pack && l < c->n_layers; l++) {
+        s->pk[l] = matmul_wpack_create(s->wq + (size_t)l * tp_subst_n[1], c->hidden_dim, c->dim,
+                                       precision);
+        ASSERT_TRUE(s->pk[l] != NULL);
+    }
+    r->m.hook.self = s;
+    r->m.hook.fn = tp_subst_fwd;
+}
+
+static void tp_subst_free(tp_run *r, tp_subst *s)
+{
+    for (int l = 0; s->pk && l < r->m.cfg.n_layers; l++)
+        matmul_wpack_destroy(s->pk[l]);
+    qs_free(s->pk);
+    qs_free(s->xq);
+    qs_free(s->wq);
+    tp_close(r);
+}
+
+static void tp_subst_compare(int precision)
+{
+    tp_run a, b;
+    tp_subst sa, sb;
+    tp_subst_run(&a, &sa, precision, 0);
+    tp_subst_run(&b, &sb, precision, 1);
+    model_linear_bwd_hook ha = {&sa, tp_subst_ops, NULL}, hb = {&sb, tp_subst_ops, NULL};
+    for (long st = 0; st < TP_STEPS; st++) {
+        ASSERT_EQ_INT(tp_step_hooked(&a, st, &ha), 0);
+        ASSERT_EQ_INT(tp_step_hooked(&b, st, &hb), 0);
+        ASSERT_EQ_INT(memcmp(a.grads, b.grads, a.m.n_params * sizeof(float)), 0);
+        ASSERT_EQ_INT(memcmp(a.m.params, b.m.params, a.m.n_params * sizeof(float)), 0);
+    }
+    /* the backward really went through the hook's packs (built on first use) */
+    for (int l = 0; l < b.m.cfg.n_layers; l++)
+        ASSERT_TRUE(matmul_wpack_bytes(sb.pk[l]) > 0);
+    tp_subst_free(&a, &sa);
+    tp_subst_free(&b, &sb);
+}
+
+TEST(train_packs, substituted_weight_through_the_hook_pack_gives_the_same_bits_fp32)
+{
+    tp_subst_compare(MATMUL_FP32);
+}
+
+TEST(train_packs, substituted_weight_through_the_hook_pack_gives_the_same_bits_bf16)
+{
+    tp_subst_compare(MATMUL_BF16);
 }

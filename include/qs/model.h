@@ -227,11 +227,14 @@ void model_grad_acts_free(llama_grad_acts *g);
 
 /* Backward seam of the quantization hook (STE).  operands(): the x and w the
  * forward's matmul used for linear (layer, module) (default: the unquantized
- * ones); return 1 when this linear's gradients must be masked (then mask() gets
- * this linear's OWN dx[N*IN] and dw[O*IN] before they are added), else 0. */
+ * ones), and optionally (*w_pack, default NULL) a persistent pack of that w in
+ * the model's precision, used instead of packing w_used again; return 1 when
+ * this linear's gradients must be masked (then mask() gets this linear's OWN
+ * dx[N*IN] and dw[O*IN] before they are added), else 0. */
 typedef struct model_linear_bwd_hook {
     void *self;
-    int (*operands)(void *self, int layer, int module, const float **x_used, const float **w_used);
+    int (*operands)(void *self, int layer, int module, const float **x_used, const float **w_used,
+                    struct matmul_wpack **w_pack);
     void (*mask)(void *self, int layer, int module, float *dx, size_t n_x, float *dw, size_t n_w);
 } model_linear_bwd_hook;
 

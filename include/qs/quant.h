@@ -106,6 +106,13 @@ int quant_observe(quant *q, const float *x, size_t n, qs_diag *d);
 /* y = fake-quant(x) (x == y allowed when saturating; non-saturating needs x != y).
  * On QS_ENAN the contents of y are unspecified and nothing is recorded. */
 int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d);
+/* quantize() again on the SAME x (same values) in the same step, with y still
+ * holding the previous call's output: records exactly what quantize() would
+ * (amax, counts, the next QSNR sample, call count) while touching only the QSNR
+ * sample of y, e.g. a weight that serves several micro-batches of one optimizer
+ * step.  Without a previous quantize() of n elements since the last step end
+ * (or with QSNR over every element) it is quantize(). */
+int quant_quantize_repeat(quant *q, const float *x, float *y, size_t n, qs_diag *d);
 /* Frozen (inference) mode: y = fake-quant(x) at the scale quantize() would use
  * now (the estimate from the current history; current scaling when there is
  * none), recording NOTHING: no amax, counts or last scale, so the history and

@@ -4,20 +4,30 @@
  * peak memory against the trainer's estimate; and, when Debian's python3-torch
  * is installed, PyTorch fp32 eager on the same model and threads
  * (tools/bench_torch_train.py) as the baseline ratio.
- * Medians over timed steps (the first step is a warm-up).  Targets (issue 5):
+ * The four variants' trainers run side by side and their timed steps are
+ * interleaved round by round in rotating order, so load bursts on a shared
+ * machine hit all of them; medians of wall and process CPU time per step (the
+ * first step of each is a warm-up), ratios as ratios of medians and as medians
+ * of same-round ratios.  Targets (issue 5):
  * fp32 >= 1.5x PyTorch fp32; bf16 >= 1.3x our fp32; QAT overhead <= 15%;
- * peak memory within 10% of the estimate.
+ * peak memory within 10% of the estimate.  Then the training-only element-wise
+ * kernels (cross-entropy, SwiGLU backward, AdamW): portable
+ * loop against the AVX-512 path, interleaved, same process.
  *   bench_train [STEPS [SHAPE]]   (default 3 timed steps; SHAPE dim-288 or dim-768: only that one)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include "qs/cpu.h"
 #include "qs/fileio.h"
+#include "qs/layers.h"
+#include "qs/optim.h"
 #include "qs/hfconfig.h"
 #include "qs/mem.h"
 #include "qs/model.h"
@@ -35,7 +45,7 @@ static const bench_shape bench_shapes[] = {
     {"dim-768", 768, 12, 12, 2048, 32000},
 };
 
-enum { BENCH_B = 4, BENCH_T = 256 };
+enum { BENCH_B = 4, BENCH_T = 256, BENCH_ROTATE_GIB = 8 };
 
 typedef struct bench_tokens {
     unsigned long s;
@@ -104,9 +114,43 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* median tok/s over `steps` timed steps; *peak_ratio = peak / estimate */
-static double bench_run(const char *model_dir, const char *out_dir, const char *precision,
-                        int qat, int steps, double *peak_ratio)
+static double median(const double *v, int n)
+{
+    double tmp[64];
+    memcpy(tmp, v, (size_t)n * sizeof *v);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    return n ? (n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2])) : -1;
+}
+
+static double now_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+enum { BENCH_VARIANTS = 4, BENCH_MAX_STEPS = 60 };
+static const char *const bench_prec[2] = {"fp32", "bf16"};
+
+/* One variant (precision = i / 2, QAT = i % 2): its trainer and per-step times. */
+typedef struct bench_variant {
+    trainer *t;
+    train_memory mem;
+    double peak_ratio;                 /* peak / estimate over create + warm-up step */
+    double wall_s[BENCH_MAX_STEPS];    /* wall time of each timed step */
+    double cpu_s[BENCH_MAX_STEPS];     /* process CPU time of each timed step (all threads) */
+} bench_variant;
+
+static int bench_step(bench_variant *v, qs_diag *d)
+{
+    train_step_info info;
+    return trainer_step(v->t, &info, d);
+}
+
+/* Creates variant i's trainer and runs its warm-up step, measuring its peak memory
+ * (other variants' trainers stay alive: their bytes are subtracted). */
+static int bench_variant_open(bench_variant *v, int i, const char *model_dir, const char *out_dir,
+                              int steps, bench_tokens *bt)
 {
     runcfg cfg;
     qs_diag d = {0};
@@ -118,39 +162,53 @@ static double bench_run(const char *model_dir, const char *out_dir, const char *
     cfg.batch_size = BENCH_B;
     cfg.seq_len = BENCH_T;
     cfg.steps = steps + 1;
-    cfg.qat = qat;
+    cfg.qat = i % 2;
     cfg.bf16_warmup_steps = 0;
     cfg.lr = 1e-5;
-    snprintf(set, sizeof set, "precision=%s", precision);
+    snprintf(set, sizeof set, "precision=%s", bench_prec[i / 2]);
     if (runcfg_set(&cfg, set, &d))
         return -1;
-    bench_tokens bt = {7, 32000};
-    train_data data = {&bt, bench_next, bench_save, bench_restore};
+    static train_data data[BENCH_VARIANTS];
+    data[i] = (train_data){bt, bench_next, bench_save, bench_restore};
     trainer_options opt = {NULL, 0, NULL};
-    train_memory mem;
-    trainer *t;
     qs_mem_reset_peak();
     size_t live0 = qs_mem_live_bytes();
-    if (trainer_memory_estimate(&cfg, &mem, &d) || trainer_create(&t, &cfg, &data, &opt, &d)) {
+    if (trainer_memory_estimate(&cfg, &v->mem, &d) ||
+        trainer_create(&v->t, &cfg, &data[i], &opt, &d) || bench_step(v, &d)) {
         fprintf(stderr, "bench_train: %s\n", d.msg);
         return -1;
     }
-    double tps[64];
-    int n = 0;
-    train_step_info info;
-    for (int i = 0; i <= steps && i < 64; i++) {
-        if (trainer_step(t, &info, &d)) {
-            fprintf(stderr, "bench_train: %s\n", d.msg);
-            trainer_destroy(t);
-            return -1;
+    v->peak_ratio = (double)(qs_mem_peak_bytes() - live0) / (double)v->mem.total_bytes;
+    return 0;
+}
+
+/* The timed steps of the variants in [first, first + n), interleaved: round r runs
+ * variant first + (r + j) % n for j = 0..n-1, so a burst of load hits every variant
+ * and each one runs in every position of the round. */
+static int bench_rotate(bench_variant *v, int first, int n, int steps)
+{
+    qs_diag d = {0};
+    for (int r = 0; r < steps; r++)
+        for (int j = 0; j < n; j++) {
+            bench_variant *x = &v[first + (r + j) % n];
+            double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+            if (bench_step(x, &d)) {
+                fprintf(stderr, "bench_train: %s\n", d.msg);
+                return -1;
+            }
+            x->cpu_s[r] = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            x->wall_s[r] = now_s(CLOCK_MONOTONIC) - w0;
         }
-        if (i > 0)
-            tps[n++] = info.tok_per_s;
-    }
-    *peak_ratio = (double)(qs_mem_peak_bytes() - live0) / (double)mem.total_bytes;
-    trainer_destroy(t);
-    qsort(tps, (size_t)n, sizeof *tps, cmp_double);
-    return n ? tps[n / 2] : -1;
+    return 0;
+}
+
+/* median over rounds of a[r] / b[r] (same-round ratio: both saw the same load) */
+static double paired_ratio(const double *a, const double *b, int n)
+{
+    double q[BENCH_MAX_STEPS];
+    for (int r = 0; r < n; r++)
+        q[r] = a[r] / b[r];
+    return median(q, n);
 }
 
 static double bench_torch(const bench_shape *s, int threads, int steps)
@@ -178,10 +236,88 @@ static double bench_torch(const bench_shape *s, int threads, int steps)
     return v;
 }
 
+/* The training-only element-wise kernels on this shape's sizes, portable loop
+ * (cpu_limit AVX2) against the dispatched AVX-512 path, interleaved per rep;
+ * medians of wall time per call. */
+enum { BENCH_KERNELS = 4, BENCH_KERNEL_REPS = 7 };
+
+static void bench_kernel_call(int k, float *a, float *b, float *c, float *e, const int32_t *tg,
+                              int N, int V, size_t nf, adamw_state *st)
+{
+    static const adamw_hparams h = {0.9, 0.95, 1e-8, 0.1};
+    switch (k) {
+    case 0: xent_forward(e, a, tg, N, V); break;
+    case 1: xent_backward(b, a, tg, N, V, 1e-3f); break;
+    case 2: swiglu_backward(b, b + nf, c, a, a + nf, nf); break;
+    default: adamw_step(st, a, c, 1e-5, &h); break;
+    }
+}
+
+static void bench_kernel_buffers_free(float *a, float *b, float *c, float *e, int32_t *tg)
+{
+    qs_free(a);
+    qs_free(b);
+    qs_free(c);
+    qs_free(e);
+    qs_free(tg);
+}
+
+static void bench_kernels(const bench_shape *s)
+{
+    if (cpu_level() < CPU_LEVEL_AVX512) {
+        printf("%-8s kernels: no AVX-512 on this CPU, portable loops only\n", s->name);
+        return;
+    }
+    static const char *const names[BENCH_KERNELS] = {"xent_forward", "xent_backward",
+                                                     "swiglu_backward", "adamw_step"};
+    const int N = BENCH_B * BENCH_T, V = s->vocab;
+    size_t nf = (size_t)N * s->hidden, nl = (size_t)N * V, np = 16u << 20;   /* 16M params */
+    size_t big = nl > 2 * nf ? nl : 2 * nf;
+    big = big > np ? big : np;
+    float *a = qs_malloc(big * 4), *b = qs_malloc(big * 4), *c = qs_malloc(big * 4);
+    float *e = qs_malloc((size_t)N * 4);
+    int32_t *tg = qs_malloc((size_t)N * sizeof *tg);
+    adamw_state st;
+    if (!a || !b || !c || !e || !tg || adamw_init(&st, np)) {
+        printf("%-8s kernels: out of memory\n", s->name);
+        adamw_free(&st);
+        bench_kernel_buffers_free(a, b, c, e, tg);
+        return;
+    }
+    unsigned long r = 5;
+    for (size_t i = 0; i < big; i++) {
+        r = r * 6364136223846793005ul + 1442695040888963407ul;
+        a[i] = (float)((r >> 40) & 0xffff) / 8192.0f - 4.0f;
+        b[i] = 0.0f;
+        c[i] = a[i] * 1e-3f;
+    }
+    for (int n = 0; n < N; n++)
+        tg[n] = (int32_t)((unsigned)n * 7919u % (unsigned)V);
+    double t[BENCH_KERNELS][2][BENCH_KERNEL_REPS];
+    int level = cpu_level();
+    for (int rep = 0; rep < BENCH_KERNEL_REPS; rep++)
+        for (int k = 0; k < BENCH_KERNELS; k++)
+            for (int simd = 0; simd < 2; simd++) {
+                int path = (rep + simd) % 2;   /* alternate which path runs first */
+                cpu_limit(path ? level : CPU_LEVEL_AVX2);
+                double w0 = now_s(CLOCK_MONOTONIC);
+                bench_kernel_call(k, a, b, c, e, tg, N, V, nf, &st);
+                t[k][path][rep] = now_s(CLOCK_MONOTONIC) - w0;
+            }
+    cpu_limit(level);
+    for (int k = 0; k < BENCH_KERNELS; k++) {
+        double p = median(t[k][0], BENCH_KERNEL_REPS), v = median(t[k][1], BENCH_KERNEL_REPS);
+        printf("%-8s kernel %-16s portable %8.2f ms  avx512 %8.2f ms  %5.1fx%s\n", s->name,
+               names[k], 1e3 * p, 1e3 * v, p / v, k == 3 ? "  (16M params)" : "");
+    }
+    adamw_free(&st);
+    bench_kernel_buffers_free(a, b, c, e, tg);
+}
+
 int main(int argc, char **argv)
 {
     int steps = argc > 1 ? atoi(argv[1]) : 3;
-    if (steps < 1 || steps > 60)
+    if (steps < 1 || steps > BENCH_MAX_STEPS)
         steps = 3;
     int threads = 1;
 #ifdef _OPENMP
@@ -189,9 +325,11 @@ int main(int argc, char **argv)
 #endif
     char tmp[256];
     snprintf(tmp, sizeof tmp, "/tmp/qatscope-bench-train.%ld", (long)getpid());
-    printf("bench_train: B=%d T=%d, %d timed steps (median), %d threads; tokens/s of a full "
-           "training step (forward + backward + AdamW)\n",
+    printf("bench_train: B=%d T=%d, %d timed steps per variant (medians), %d threads; a full "
+           "training step (forward + backward + AdamW); the four variants interleaved per round "
+           "(rotating order); cpu = process CPU time of all threads per step\n",
            BENCH_B, BENCH_T, steps, threads);
+    double tokens = (double)BENCH_B * BENCH_T;
     for (size_t k = 0; k < sizeof bench_shapes / sizeof *bench_shapes; k++) {
         const bench_shape *s = &bench_shapes[k];
         if (argc > 2 && strcmp(argv[2], s->name))
@@ -200,26 +338,69 @@ int main(int argc, char **argv)
         snprintf(mdir, sizeof mdir, "%s/%s", tmp, s->name);
         if (bench_model_write(s, mdir))
             return 1;
-        double r[4], peak[4];
-        static const char *const prec[2] = {"fp32", "bf16"};
-        for (int i = 0; i < 4; i++) {
+        static bench_variant v[BENCH_VARIANTS];
+        bench_tokens bt[BENCH_VARIANTS];
+        memset(v, 0, sizeof v);
+        /* all four trainers alive at once when they fit in BENCH_ROTATE_GIB; else two
+         * groups (fp32 pair, then bf16 pair): QAT overheads stay same-round ratios */
+        double est_gib = 0.0;
+        int group = BENCH_VARIANTS, rc = 0;
+        for (int i = 0; i < BENCH_VARIANTS && !rc; i++) {
+            if (i % group == 0) {
+                for (int j = i; j < BENCH_VARIANTS; j++)
+                    bt[j] = (bench_tokens){7, s->vocab};
+            }
             snprintf(odir, sizeof odir, "%s/run_%s_%d", tmp, s->name, i);
-            r[i] = bench_run(mdir, odir, prec[i / 2], i % 2, steps, &peak[i]);
-            if (r[i] < 0)
-                return 1;
-            printf("%-8s %-5s %-7s %9.0f tok/s   peak memory %.2fx of estimate %s\n", s->name,
-                   prec[i / 2], i % 2 ? "HiF8QAT" : "noquant", r[i], peak[i],
-                   peak[i] <= 1.10 && peak[i] >= 0.90 ? "(PASS <=10%)" : "(MISS >10%)");
+            rc = bench_variant_open(&v[i], i, mdir, odir, steps, &bt[i]);
+            if (!rc && i == 0) {
+                est_gib = 4.0 * (double)v[0].mem.total_bytes / (1 << 30);
+                group = est_gib <= BENCH_ROTATE_GIB ? BENCH_VARIANTS : 2;
+            }
+            if (!rc && (i + 1) % group == 0) {
+                rc = bench_rotate(v, i + 1 - group, group, steps);
+                for (int j = i + 1 - group; j <= i; j++) {
+                    trainer_destroy(v[j].t);
+                    v[j].t = NULL;
+                }
+            }
         }
-        printf("%-8s bf16/fp32 %.2fx (target >= 1.3: %s); QAT overhead fp32 %+.1f%%, bf16 %+.1f%% "
-               "(target <= 15%%: %s)\n",
-               s->name, r[2] / r[0], r[2] / r[0] >= 1.3 ? "PASS" : "MISS",
-               100.0 * (r[0] / r[1] - 1.0), 100.0 * (r[2] / r[3] - 1.0),
-               r[0] / r[1] <= 1.15 && r[2] / r[3] <= 1.15 ? "PASS" : "MISS");
+        if (rc)
+            return 1;
+        if (group < BENCH_VARIANTS)
+            printf("%-8s four trainers need ~%.1f GiB > %d: fp32 and bf16 pairs interleaved "
+                   "separately (bf16/fp32 compares different rounds)\n",
+                   s->name, est_gib, BENCH_ROTATE_GIB);
+        double wall[BENCH_VARIANTS], cpu[BENCH_VARIANTS];
+        for (int i = 0; i < BENCH_VARIANTS; i++) {
+            wall[i] = median(v[i].wall_s, steps);
+            cpu[i] = median(v[i].cpu_s, steps);
+            printf("%-8s %-5s %-7s %9.0f tok/s   wall %7.1f ms/step  cpu %7.1f ms/step   "
+                   "peak memory %.2fx of estimate %s\n",
+                   s->name, bench_prec[i / 2], i % 2 ? "HiF8QAT" : "noquant", tokens / wall[i],
+                   1e3 * wall[i], 1e3 * cpu[i], v[i].peak_ratio,
+                   v[i].peak_ratio <= 1.10 && v[i].peak_ratio >= 0.90 ? "(PASS <=10%)"
+                                                                      : "(MISS >10%)");
+        }
+        double bf = wall[0] / wall[2];
+        printf("%-8s bf16/fp32 speed %.2fx wall, %.2fx cpu, %.2fx same-round median "
+               "(target >= 1.3: %s)\n",
+               s->name, bf, cpu[0] / cpu[2], paired_ratio(v[0].wall_s, v[2].wall_s, steps),
+               bf >= 1.3 ? "PASS" : "MISS");
+        for (int p = 0; p < 2; p++) {
+            const bench_variant *a = &v[2 * p], *q = &v[2 * p + 1];
+            double ov = wall[2 * p + 1] / wall[2 * p];
+            printf("%-8s QAT overhead %s %+.1f%% wall, %+.1f%% cpu, %+.1f%% same-round median "
+                   "(target <= 15%%: %s)\n",
+                   s->name, bench_prec[p], 100.0 * (ov - 1.0),
+                   100.0 * (cpu[2 * p + 1] / cpu[2 * p] - 1.0),
+                   100.0 * (paired_ratio(q->wall_s, a->wall_s, steps) - 1.0),
+                   ov <= 1.15 ? "PASS" : "MISS");
+        }
+        bench_kernels(s);
         double pt = bench_torch(s, threads, steps);
         if (pt > 0)
             printf("%-8s PyTorch fp32 eager %.0f tok/s; ours fp32 %.2fx (target >= 1.5: %s)\n",
-                   s->name, pt, r[0] / pt, r[0] / pt >= 1.5 ? "PASS" : "MISS");
+                   s->name, pt, tokens / wall[0] / pt, tokens / wall[0] / pt >= 1.5 ? "PASS" : "MISS");
         else
             printf("%-8s PyTorch baseline skipped (/usr/bin/python3 with torch not available)\n",
                    s->name);
