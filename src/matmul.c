@@ -97,9 +97,24 @@ static int mm_pack_ready(mm_bpack *bp, int *fresh, mm_view b, int K, int Nc, int
     return *fresh ? 0 : -1;
 }
 
-/* pk may be NULL (pack w on the fly, into ws->bpack when ws is given). */
-static void mm_forward_run(float *out, const float *x, const float *w, const float *bias, int N,
-                           int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws)
+/* Forward's x for the bf16 kernel, converted once per call (or once for several
+ * Linears of the same x) instead of once per column block: a row pack reserved
+ * in ws->xpack, else in tmp.  NULL when the kernel is not bf16 or memory is
+ * short (the GEMM then converts per task, with the same bits). */
+static mm_bpack *mm_forward_xpack(int kernel, int N, int IN, matmul_ws *ws, mm_bpack *tmp)
+{
+    if (kernel != MM_KERNEL_AVX512BF16)
+        return NULL;
+    mm_bpack *xp = ws ? &ws->xpack : tmp;
+    return mm_apack_rows_reserve_impl(xp, N, IN) == 0 ? xp : NULL;
+}
+
+/* pk may be NULL (pack w on the fly, into ws->bpack when ws is given).  xp: x
+ * already converted (xp_fill = 0) or to convert in this call (1), or NULL.
+ * Returns 1 when the GEMM ran with xp (which is then filled), else 0. */
+static int mm_forward_gemm(float *out, const float *x, const float *w, const float *bias, int N,
+                            int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws,
+                            mm_bpack *xp, int xp_fill)
 {
     mm_view wt = {w, 1, IN}, xa = {x, IN, 1};
     mm_init init = bias ? MM_INIT_BIAS : MM_INIT_ZERO;
@@ -111,15 +126,25 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
         int *fr = pk ? &pk->fwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wt, IN, O, kernel, precision);
         if (rc == 0)
-            mm_gemm_impl(out, O, N, &xa, NULL, bp, init, bias);
+            mm_gemm_impl(out, O, N, &xa, xp, xp && xp_fill, bp, init, bias);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
-            return;
+            return xp != NULL;
     }
     if (precision == MATMUL_BF16)
         mm_gemm_unblocked(out, O, N, O, IN, xa, wt, init, bias);
     else
         mm_forward_sgemm(out, x, w, bias, N, IN, O);
+    return 0;
+}
+
+static void mm_forward_run(float *out, const float *x, const float *w, const float *bias, int N,
+                           int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws)
+{
+    mm_bpack tmp = {0};
+    mm_bpack *xp = mm_forward_xpack(mm_kernel_select_impl(precision), N, IN, ws, &tmp);
+    mm_forward_gemm(out, x, w, bias, N, IN, O, precision, pk, ws, xp, 1);
+    mm_bpack_free_impl(&tmp);
 }
 
 static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int IN, int O,
@@ -134,7 +159,7 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
         int *fr = pk ? &pk->bwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
         if (rc == 0)
-            mm_gemm_impl(dx, IN, N, &da, NULL, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dx, IN, N, &da, NULL, 0, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -160,7 +185,7 @@ static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int I
         if (rc == 0 && whole_a)
             rc = mm_apack_whole_impl(ap, dt, O, N);
         if (rc == 0)
-            mm_gemm_impl(dw, IN, O, &dt, whole_a ? ap : NULL, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dw, IN, O, &dt, whole_a ? ap : NULL, 0, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         mm_bpack_free_impl(&tmp_a);
         if (rc == 0)
@@ -273,6 +298,32 @@ void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, cons
         mm_forward_run(out, x, pk->w, bias, N, pk->IN, pk->O, pk->precision, pk, ws);
 }
 
+void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wpack *const *pk,
+                                    const float *const *bias, int n, int N, matmul_ws *ws)
+{
+    if (n < 1)
+        return;
+    int IN = pk[0]->IN, precision = pk[0]->precision, same = 1;
+    for (int i = 1; i < n; i++)
+        same &= pk[i]->IN == IN && pk[i]->precision == precision;
+    mm_bpack tmp = {0}, *xp = NULL;
+    if (same && N > 0)
+        xp = mm_forward_xpack(mm_kernel_select_impl(precision), N, IN, ws, &tmp);
+    int filled = 0;
+    for (int i = 0; i < n; i++) {
+        const float *b = bias ? bias[i] : NULL;
+        if (mm_forward_trivial(out[i], b, N, pk[i]->IN, pk[i]->O))
+            continue;
+        if (xp) /* the first GEMM that runs converts x, the others reuse it */
+            filled |= mm_forward_gemm(out[i], x, pk[i]->w, b, N, IN, pk[i]->O, precision, pk[i],
+                                      ws, xp, !filled);
+        else
+            mm_forward_run(out[i], x, pk[i]->w, b, N, pk[i]->IN, pk[i]->O, pk[i]->precision,
+                           pk[i], ws);
+    }
+    mm_bpack_free_impl(&tmp);
+}
+
 void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
                                const float *x, matmul_wpack *pk, int N, matmul_ws *ws)
 {
@@ -322,15 +373,17 @@ size_t matmul_wpack_bytes_estimate(int IN, int O, int precision)
 
 size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w)
 {
-    size_t b = mm_bpack_bytes_for(N, IN, precision), a = 0;
-    if (mm_kernel_select_impl(precision) == MM_KERNEL_AVX512BF16)
+    size_t b = mm_bpack_bytes_for(N, IN, precision), a = 0, xr = 0;
+    if (mm_kernel_select_impl(precision) == MM_KERNEL_AVX512BF16) {
         a = (size_t)(N + 1) / 2 * MM_MR * (size_t)((O + MM_MR - 1) / MM_MR) * sizeof(uint32_t);
+        xr = mm_apack_rows_bytes_impl(N, IN);
+    }
     if (unpacked_w) {
         size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);
         b = b > f ? b : f;
         b = b > x ? b : x;
     }
-    return sizeof(matmul_ws) + b + a;
+    return sizeof(matmul_ws) + b + a + xr;
 }
 
 matmul_ws *matmul_ws_create(void) { return qs_calloc(1, sizeof(matmul_ws)); }
@@ -341,12 +394,13 @@ void matmul_ws_destroy(matmul_ws *ws)
         return;
     mm_bpack_free_impl(&ws->bpack);
     mm_bpack_free_impl(&ws->apack);
+    mm_bpack_free_impl(&ws->xpack);
     qs_free(ws);
 }
 
 size_t matmul_ws_bytes(const matmul_ws *ws)
 {
-    return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes : 0;
+    return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes + ws->xpack.bytes : 0;
 }
 
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

@@ -88,7 +88,11 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, float *ablock, float *
         int kc = K - k0 < kc_max ? K - k0 : kc_max;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
         for (int ir = 0; ir < mc; ir += MM_MR) {
-            if (jb->ap) {
+            if (jb->ap && jb->ap->row_pairs) { /* bf16 rows: kc_max is even */
+                const uint32_t *d = jb->ap->data;
+                ap[ir / MM_MR] = (mm_apanel){d + (size_t)(i0 + ir) * jb->ap->row_pairs + k0 / 2,
+                                             jb->ap->row_pairs, 1};
+            } else if (jb->ap) {
                 size_t panel = (size_t)(i0 + ir) / MM_MR;
                 const uint32_t *d = jb->ap->data;
                 ap[ir / MM_MR] = (mm_apanel){d + panel * jb->ap->panel_elems +
@@ -145,7 +149,7 @@ static void mm_gemm_empty(const mm_job *jb)
         }
 }
 
-void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *ap,
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap, int ap_fill,
                   const mm_bpack *bp, mm_init init, const float *bias)
 {
     mm_job jb = {c, ldc, M, a, ap, bp, init, bias, MM_MC, MM_NC};
@@ -155,6 +159,7 @@ void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpa
         mm_gemm_empty(&jb);
         return;
     }
+    int n_fill = ap && ap_fill ? (M + MM_MR - 1) / MM_MR : 0;
     int n_threads = 1;
 #ifdef _OPENMP
     n_threads = omp_get_max_threads();
@@ -175,6 +180,12 @@ void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpa
          * mmap and a run of page faults on every call. */
         _Alignas(64) float ablock[MM_ABLOCK_ELEMS];
         _Alignas(64) float tile[MM_MR * MM_NR];
+        /* convert A once for all column blocks (the implied barrier publishes it) */
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int p = 0; p < n_fill; p++)
+            mm_apack_rows_panel_impl(ap, *a, p);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif

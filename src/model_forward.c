@@ -29,9 +29,32 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
         }
     }
     if (m->packs && m->packs_precision == m->precision)
-        matmul_forward_packed(out, x, m->packs[layer * MODEL_LIN_COUNT + module], bias, N);
+        matmul_forward_packed_ws(out, x, m->packs[layer * MODEL_LIN_COUNT + module], bias, N,
+                                 m->ws);
     else
         matmul_forward(out, x, w, bias, N, IN, O, m->precision);
+    return 0;
+}
+
+/* The Linears modules[0..n) of a layer, all reading x[N, IN] (q/k/v, gate/up):
+ * with packed weights and no hook one call converts x once for all of them;
+ * otherwise one model_linear each (the hook may substitute x per module). */
+static int model_linear_group(llama_model *m, llama_acts *a, int layer, int n, const int *modules,
+                              float *const *out, const float *x, const float *const *w,
+                              const float *const *bias, int N, int IN, const int *O)
+{
+    if (!m->hook.fn && m->packs && m->packs_precision == m->precision) {
+        struct matmul_wpack *pk[3];
+        for (int i = 0; i < n; i++)
+            pk[i] = m->packs[layer * MODEL_LIN_COUNT + modules[i]];
+        matmul_forward_packed_multi_ws(out, x, pk, bias, n, N, m->ws);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = model_linear(m, a, layer, modules[i], out[i], x, w[i], bias[i], N, IN, O[i]);
+        if (rc)
+            return rc;
+    }
     return 0;
 }
 
@@ -96,20 +119,27 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         const llama_layer_weights *lw = &m->w.layer[l];
         float *x = a->resid + l * sC, *x_next = a->resid + (l + 1) * sC;
         float *ln1 = a->ln1 + l * sC, *q = a->q + l * sQ, *atty = a->atty + l * sQ;
-        float *knew = a->kv_new, *vnew = a->kv_new + (size_t)N * KD;
         float *kc = a->kcache + l * sKV, *vc = a->vcache + l * sKV;
+        /* k, v straight into the cache when this call's rows are contiguous there */
+        const int kv_direct = B == 1 || (pos0 == 0 && T == a->Tcap);
+        float *knew = kv_direct ? kc + (size_t)pos0 * KD : a->kv_new;
+        float *vnew = kv_direct ? vc + (size_t)pos0 * KD : a->kv_new + (size_t)N * KD;
         float *x_mid = a->resid_mid + l * sC, *ln2 = a->ln2 + l * sC;
         float *gate = a->gate + l * sF, *up = a->up + l * sF, *hb = a->hb + l * sF;
 
         /* attention */
         rmsnorm_forward(ln1, a->ln1_rstd + l * sN, x, lw->attn_norm, N, C, c->norm_eps);
-        if ((rc = model_linear(m, a, l, MODEL_LIN_Q, q, ln1, lw->wq, lw->bq, N, C, QD)) ||
-            (rc = model_linear(m, a, l, MODEL_LIN_K, knew, ln1, lw->wk, lw->bk, N, C, KD)) ||
-            (rc = model_linear(m, a, l, MODEL_LIN_V, vnew, ln1, lw->wv, lw->bv, N, C, KD)))
+        const int qkv_mod[3] = {MODEL_LIN_Q, MODEL_LIN_K, MODEL_LIN_V}, qkv_o[3] = {QD, KD, KD};
+        float *const qkv_out[3] = {q, knew, vnew};
+        const float *const qkv_w[3] = {lw->wq, lw->wk, lw->wv};
+        const float *const qkv_b[3] = {lw->bq, lw->bk, lw->bv};
+        if ((rc = model_linear_group(m, a, l, 3, qkv_mod, qkv_out, ln1, qkv_w, qkv_b, N, C,
+                                     qkv_o)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
         rope_forward(q, a->pos, &m->rope, N, H);
         rope_forward(knew, a->pos, &m->rope, N, KVH);
-        model_kv_store(kc, vc, knew, vnew, B, T, pos0, a->Tcap, (size_t)KD);
+        if (!kv_direct)
+            model_kv_store(kc, vc, knew, vnew, B, T, pos0, a->Tcap, (size_t)KD);
         attn_forward(atty, a->training ? a->att + l * sAtt : NULL, q, kc, vc, B, T, pos0,
                      a->Tcap, H, KVH, hd, a->attn_scratch);
         if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C)))
@@ -118,8 +148,12 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
 
         /* MLP */
         rmsnorm_forward(ln2, a->ln2_rstd + l * sN, x_mid, lw->mlp_norm, N, C, c->norm_eps);
-        if ((rc = model_linear(m, a, l, MODEL_LIN_GATE, gate, ln2, lw->w_gate, NULL, N, C, F)) ||
-            (rc = model_linear(m, a, l, MODEL_LIN_UP, up, ln2, lw->w_up, NULL, N, C, F)))
+        const int mlp_mod[2] = {MODEL_LIN_GATE, MODEL_LIN_UP}, mlp_o[2] = {F, F};
+        float *const mlp_out[2] = {gate, up};
+        const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
+        const float *const mlp_b[2] = {NULL, NULL};
+        if ((rc = model_linear_group(m, a, l, 2, mlp_mod, mlp_out, ln2, mlp_w, mlp_b, N, C,
+                                     mlp_o)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
         swiglu_forward(hb, gate, up, (size_t)N * F);
         if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C)))
@@ -136,7 +170,8 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         const float *in = a->lnf + ((size_t)b * T + (size_t)(T - k)) * C;
         float *out = a->logits + (size_t)b * k * V;
         if (m->packs && m->packs_precision == m->precision)
-            matmul_forward_packed(out, in, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, rows);
+            matmul_forward_packed_ws(out, in, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, rows,
+                                     m->ws);
         else
             matmul_forward(out, in, m->w.lm_head, NULL, rows, C, V, m->precision);
     }

@@ -452,6 +452,50 @@ TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh)
     matmul_ws_destroy(NULL);
 }
 
+/* Linears sharing an input (q/k/v, gate/up) in one call, x converted once:
+ * the same bits as one call each, with and without a workspace, for shapes
+ * off the tile/task grid and packs of another input width (run one by one). */
+TEST(matmul, packed_multi_forward_equals_separate_calls_bitwise)
+{
+    enum { NL = 3 };
+    const int N = 131, IN = 301, O[NL] = {45, 517, 33};
+    int precisions[] = {MATMUL_FP32, MATMUL_BF16, MATMUL_FP32_BLAS};
+    matmul_ws *ws = matmul_ws_create();
+    ASSERT_TRUE(ws != NULL);
+    for (int pi = 0; pi < 3; pi++) {
+        for (int wide = 0; wide < 2; wide++) { /* wide: pk[2] reads IN + 8 columns */
+            float *x = rand_buf((size_t)N * (IN + 8)), *w[NL], *b[NL], *sep[NL], *one[NL];
+            matmul_wpack *pk[NL];
+            ASSERT_TRUE(x != NULL);
+            for (int i = 0; i < NL; i++) {
+                int in = wide && i == 2 ? IN + 8 : IN;
+                w[i] = rand_buf((size_t)O[i] * in);
+                b[i] = i == 1 ? NULL : rand_buf((size_t)O[i]);
+                sep[i] = rand_buf((size_t)N * O[i]);
+                one[i] = rand_buf((size_t)N * O[i]);
+                pk[i] = w[i] ? matmul_wpack_create(w[i], in, O[i], precisions[pi]) : NULL;
+                ASSERT_TRUE(w[i] && sep[i] && one[i] && pk[i]);
+                matmul_forward_packed_ws(sep[i], x, pk[i], b[i], N, NULL);
+            }
+            for (int use_ws = 0; use_ws < 2; use_ws++) {
+                matmul_forward_packed_multi_ws(one, x, pk, (const float *const *)b, NL, N,
+                                               use_ws ? ws : NULL);
+                for (int i = 0; i < NL; i++)
+                    ASSERT_TRUE(bits_equal(sep[i], one[i], (size_t)N * O[i]));
+            }
+            for (int i = 0; i < NL; i++) {
+                matmul_wpack_destroy(pk[i]);
+                qs_free(w[i]);
+                qs_free(b[i]);
+                qs_free(sep[i]);
+                qs_free(one[i]);
+            }
+            qs_free(x);
+        }
+    }
+    matmul_ws_destroy(ws);
+}
+
 /* NULL gradients are skipped; the others accumulate: two calls add twice. */
 TEST(matmul, backward_null_outputs_skipped_and_gradients_accumulate)
 {
