@@ -1,10 +1,28 @@
-/* layer_swiglu.c: SwiGLU gating, out = silu(gate) * up (see include/qs/layers.h). */
+/* layer_swiglu.c: SwiGLU gating, out = silu(gate) * up (see include/qs/layers.h).
+ * The forward runs a vector exp with AVX-512 (layer_swiglu_avx512.c), threads
+ * owning chunks of a multiple of 16 elements. */
 #include <math.h>
 
+#include "layer_elem_impl.h"
+#include "qs/cpu.h"
 #include "qs/layers.h"
+
+enum { SWIGLU_CHUNK = 4096 };
 
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
 {
+    if (cpu_level() >= CPU_LEVEL_AVX512) {
+        long n_chunks = (long)((n + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n > 65536)
+#endif
+        for (long ch = 0; ch < n_chunks; ch++) {
+            size_t i0 = (size_t)ch * SWIGLU_CHUNK;
+            size_t len = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
+            swiglu_avx512_impl(out + i0, gate + i0, up + i0, len);
+        }
+        return;
+    }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif

@@ -5,6 +5,10 @@
  *                    x = x + o_proj(attention(q, K, V))
  *                    h = rmsnorm(x);  x = x + down_proj(silu(gate_proj(h)) * up_proj(h))
  *   logits = lm_head(rmsnorm(x))
+ * Each residual add runs in one pass with the RMSNorm that follows it
+ * (rmsnorm_residual_forward), so a layer's ln1 is computed at the end of the
+ * layer before (or after the embedding); q/k/v and gate/up each convert their
+ * shared input once (model_linear_group).
  *
  * Every Linear of a block goes through model_linear(): the one visible seam
  * where the quantization hook may replace input and weight by fake-quantized
@@ -114,6 +118,10 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         for (int t = 0; t < T; t++)
             a->pos[b * T + t] = pos0 + t;
     embed_forward(a->resid, tokens, m->w.wte, N, C);
+    if (c->n_layers > 0)
+        rmsnorm_forward(a->ln1, a->ln1_rstd, a->resid, m->w.layer[0].attn_norm, N, C, c->norm_eps);
+    else
+        rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid, m->w.norm, N, C, c->norm_eps);
 
     for (int l = 0; l < c->n_layers; l++) {
         const llama_layer_weights *lw = &m->w.layer[l];
@@ -127,8 +135,7 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         float *x_mid = a->resid_mid + l * sC, *ln2 = a->ln2 + l * sC;
         float *gate = a->gate + l * sF, *up = a->up + l * sF, *hb = a->hb + l * sF;
 
-        /* attention */
-        rmsnorm_forward(ln1, a->ln1_rstd + l * sN, x, lw->attn_norm, N, C, c->norm_eps);
+        /* attention (ln1 = rmsnorm(x) was computed with the residual add that made x) */
         const int qkv_mod[3] = {MODEL_LIN_Q, MODEL_LIN_K, MODEL_LIN_V}, qkv_o[3] = {QD, KD, KD};
         float *const qkv_out[3] = {q, knew, vnew};
         const float *const qkv_w[3] = {lw->wq, lw->wk, lw->wv};
@@ -144,10 +151,9 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
                      a->Tcap, H, KVH, hd, a->attn_scratch);
         if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        residual_forward(x_mid, x, a->proj, (size_t)N * C);
-
-        /* MLP */
-        rmsnorm_forward(ln2, a->ln2_rstd + l * sN, x_mid, lw->mlp_norm, N, C, c->norm_eps);
+        /* MLP: x_mid = x + attention, ln2 = rmsnorm(x_mid) in one pass */
+        rmsnorm_residual_forward(x_mid, ln2, a->ln2_rstd + l * sN, x, a->proj, lw->mlp_norm, N, C,
+                                 c->norm_eps);
         const int mlp_mod[2] = {MODEL_LIN_GATE, MODEL_LIN_UP}, mlp_o[2] = {F, F};
         float *const mlp_out[2] = {gate, up};
         const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
@@ -158,11 +164,13 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         swiglu_forward(hb, gate, up, (size_t)N * F);
         if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        residual_forward(x_next, x_mid, a->proj, (size_t)N * C);
+        /* x_next = x_mid + MLP, normed for the next layer (ln1) or the head (lnf) */
+        const int last = l + 1 == c->n_layers;
+        rmsnorm_residual_forward(x_next, last ? a->lnf : a->ln1 + (l + 1) * sC,
+                                 last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * sN, x_mid, a->proj,
+                                 last ? m->w.norm : m->w.layer[l + 1].attn_norm, N, C,
+                                 c->norm_eps);
     }
-
-    rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid + c->n_layers * sC, m->w.norm, N, C,
-                    c->norm_eps);
     /* rows b*T + [T-k, T) of every sequence -> logits rows b*k + [0, k) */
     const int k = a->logits_tail > 0 && a->logits_tail < T ? a->logits_tail : T;
     for (int b = 0; b < (k == T ? 1 : B); b++) {
