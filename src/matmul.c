@@ -109,12 +109,11 @@ static mm_bpack *mm_forward_xpack(int kernel, int N, int IN, matmul_ws *ws, mm_b
     return mm_apack_rows_reserve_impl(xp, N, IN) == 0 ? xp : NULL;
 }
 
-/* pk may be NULL (pack w on the fly, into ws->bpack when ws is given).  xp: x
- * already converted (xp_fill = 0) or to convert in this call (1), or NULL.
- * Returns 1 when the GEMM ran with xp (which is then filled), else 0. */
-static int mm_forward_gemm(float *out, const float *x, const float *w, const float *bias, int N,
+/* pk may be NULL (pack w on the fly, into ws->bpack when ws is given); xp: a
+ * reserved row pack for x, converted by the GEMM, or NULL. */
+static void mm_forward_gemm(float *out, const float *x, const float *w, const float *bias, int N,
                             int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws,
-                            mm_bpack *xp, int xp_fill)
+                            mm_bpack *xp)
 {
     mm_view wt = {w, 1, IN}, xa = {x, IN, 1};
     mm_init init = bias ? MM_INIT_BIAS : MM_INIT_ZERO;
@@ -126,16 +125,15 @@ static int mm_forward_gemm(float *out, const float *x, const float *w, const flo
         int *fr = pk ? &pk->fwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wt, IN, O, kernel, precision);
         if (rc == 0)
-            mm_gemm_impl(out, O, N, &xa, xp, xp && xp_fill, bp, init, bias);
+            mm_gemm_impl(out, O, N, &xa, xp, xp != NULL, bp, init, bias);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
-            return xp != NULL;
+            return;
     }
     if (precision == MATMUL_BF16)
         mm_gemm_unblocked(out, O, N, O, IN, xa, wt, init, bias);
     else
         mm_forward_sgemm(out, x, w, bias, N, IN, O);
-    return 0;
 }
 
 static void mm_forward_run(float *out, const float *x, const float *w, const float *bias, int N,
@@ -143,7 +141,7 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
 {
     mm_bpack tmp = {0};
     mm_bpack *xp = mm_forward_xpack(mm_kernel_select_impl(precision), N, IN, ws, &tmp);
-    mm_forward_gemm(out, x, w, bias, N, IN, O, precision, pk, ws, xp, 1);
+    mm_forward_gemm(out, x, w, bias, N, IN, O, precision, pk, ws, xp);
     mm_bpack_free_impl(&tmp);
 }
 
@@ -298,30 +296,51 @@ void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, cons
         mm_forward_run(out, x, pk->w, bias, N, pk->IN, pk->O, pk->precision, pk, ws);
 }
 
+/* Up to 4 Linears of one x through one GEMM region; 0, or -1 when a weight
+ * cannot be packed (nothing computed then). */
+static int mm_forward_group(float *const *out, const float *x, matmul_wpack *const *pk,
+                            const float *const *bias, int n, int N, matmul_ws *ws)
+{
+    int IN = pk[0]->IN, precision = pk[0]->precision;
+    int kernel = mm_kernel_select_impl(precision);
+    if (kernel < 0)
+        return -1;
+    const mm_bpack *bp[4];
+    ptrdiff_t ldc[4];
+    mm_init init[4];
+    for (int i = 0; i < n; i++) {
+        mm_view wt = {pk[i]->w, 1, IN};
+        if (mm_pack_ready(&pk[i]->fwd, &pk[i]->fwd_fresh, wt, IN, pk[i]->O, kernel, precision))
+            return -1;
+        bp[i] = &pk[i]->fwd;
+        ldc[i] = pk[i]->O;
+        init[i] = bias && bias[i] ? MM_INIT_BIAS : MM_INIT_ZERO;
+    }
+    mm_bpack tmp = {0};
+    mm_bpack *xp = mm_forward_xpack(kernel, N, IN, ws, &tmp);
+    mm_view xa = {x, IN, 1};
+    mm_gemm_multi_impl(n, out, ldc, N, &xa, xp, xp != NULL, bp, init, bias);
+    mm_bpack_free_impl(&tmp);
+    return 0;
+}
+
 void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wpack *const *pk,
                                     const float *const *bias, int n, int N, matmul_ws *ws)
 {
-    if (n < 1)
+    if (n < 1 || N < 1)
         return;
-    int IN = pk[0]->IN, precision = pk[0]->precision, same = 1;
+    int same = 1;
     for (int i = 1; i < n; i++)
-        same &= pk[i]->IN == IN && pk[i]->precision == precision;
-    mm_bpack tmp = {0}, *xp = NULL;
-    if (same && N > 0)
-        xp = mm_forward_xpack(mm_kernel_select_impl(precision), N, IN, ws, &tmp);
-    int filled = 0;
-    for (int i = 0; i < n; i++) {
-        const float *b = bias ? bias[i] : NULL;
-        if (mm_forward_trivial(out[i], b, N, pk[i]->IN, pk[i]->O))
+        same &= pk[i]->IN == pk[0]->IN && pk[i]->precision == pk[0]->precision;
+    for (int i0 = 0; same && i0 < n; i0 += 4) {
+        int k = n - i0 < 4 ? n - i0 : 4;
+        if (mm_forward_group(out + i0, x, pk + i0, bias ? bias + i0 : NULL, k, N, ws) == 0)
             continue;
-        if (xp) /* the first GEMM that runs converts x, the others reuse it */
-            filled |= mm_forward_gemm(out[i], x, pk[i]->w, b, N, IN, pk[i]->O, precision, pk[i],
-                                      ws, xp, !filled);
-        else
-            mm_forward_run(out[i], x, pk[i]->w, b, N, pk[i]->IN, pk[i]->O, pk[i]->precision,
-                           pk[i], ws);
+        for (int i = i0; i < i0 + k; i++) /* one by one, with their fallbacks */
+            matmul_forward_packed_ws(out[i], x, pk[i], bias ? bias[i] : NULL, N, ws);
     }
-    mm_bpack_free_impl(&tmp);
+    for (int i = 0; !same && i < n; i++)
+        matmul_forward_packed_ws(out[i], x, pk[i], bias ? bias[i] : NULL, N, ws);
 }
 
 void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,

@@ -149,27 +149,43 @@ static void mm_gemm_empty(const mm_job *jb)
         }
 }
 
-void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap, int ap_fill,
-                  const mm_bpack *bp, mm_init init, const float *bias)
+enum { MM_MULTI_MAX = 4 };
+
+void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
+                        mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
+                        const float *const *bias)
 {
-    mm_job jb = {c, ldc, M, a, ap, bp, init, bias, MM_MC, MM_NC};
-    if (M <= 0 || bp->N <= 0)
-        return;
-    if (bp->K <= 0) {
-        mm_gemm_empty(&jb);
-        return;
-    }
-    int n_fill = ap && ap_fill ? (M + MM_MR - 1) / MM_MR : 0;
+    mm_job jb[MM_MULTI_MAX];
+    int n_ib[MM_MULTI_MAX], first[MM_MULTI_MAX + 1], n_jobs = 0;
+    double flops = 0.0;
     int n_threads = 1;
 #ifdef _OPENMP
     n_threads = omp_get_max_threads();
 #endif
-    mm_task_shape(&jb, n_threads);
-    int n_ib = (M + jb.mc - 1) / jb.mc;
-    int n_jb = (bp->N + jb.nc - 1) / jb.nc;
-    int n_tasks = n_ib * n_jb;
+    if (M <= 0)
+        return;
+    first[0] = 0;
+    for (int i = 0; i < n && i < MM_MULTI_MAX; i++) {
+        mm_job j = {c[i], ldc[i], M, a, ap, bp[i], init[i], bias ? bias[i] : NULL, MM_MC, MM_NC};
+        if (bp[i]->N <= 0)
+            continue;
+        if (bp[i]->K <= 0) {
+            mm_gemm_empty(&j);
+            continue;
+        }
+        mm_task_shape(&j, n_threads);
+        jb[n_jobs] = j;
+        n_ib[n_jobs] = (M + j.mc - 1) / j.mc;
+        first[n_jobs + 1] = first[n_jobs] + n_ib[n_jobs] * ((bp[i]->N + j.nc - 1) / j.nc);
+        flops += 2.0 * M * bp[i]->N * bp[i]->K;
+        n_jobs++;
+    }
+    int n_tasks = first[n_jobs];
+    if (n_tasks == 0)
+        return;
+    int n_fill = ap && ap_fill ? (M + MM_MR - 1) / MM_MR : 0;
     /* below ~2 MFLOP a parallel region costs more than it saves */
-    int parallel = n_tasks > 1 && 2.0 * M * bp->N * bp->K > 2e6;
+    int parallel = n_tasks > 1 && flops > 2e6;
     (void)parallel;
 #ifdef _OPENMP
 #pragma omp parallel if (parallel)
@@ -186,10 +202,22 @@ void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap
 #endif
         for (int p = 0; p < n_fill; p++)
             mm_apack_rows_panel_impl(ap, *a, p);
+        /* one task list over all the GEMMs: one barrier, no idle tail per GEMM */
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (int t = 0; t < n_tasks; t++)
-            mm_task_run(&jb, (t % n_ib) * jb.mc, (t / n_ib) * jb.nc, ablock, tile);
+        for (int t = 0; t < n_tasks; t++) {
+            int g = 0;
+            while (t >= first[g + 1])
+                g++;
+            int u = t - first[g];
+            mm_task_run(&jb[g], (u % n_ib[g]) * jb[g].mc, (u / n_ib[g]) * jb[g].nc, ablock, tile);
+        }
     }
+}
+
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap, int ap_fill,
+                  const mm_bpack *bp, mm_init init, const float *bias)
+{
+    mm_gemm_multi_impl(1, &c, &ldc, M, a, ap, ap_fill, &bp, &init, &bias);
 }

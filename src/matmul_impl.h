@@ -143,6 +143,11 @@ struct matmul_ws {
  * inside the same parallel region.  Needs no heap. */
 void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap, int ap_fill,
                   const mm_bpack *bp, mm_init init, const float *bias);
+/* n (<= 4) GEMMs of the same A (view or pack) and kernel, C_i = init_i + A B_i,
+ * in one parallel region with one task list (bias may be NULL). */
+void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
+                        mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
+                        const float *const *bias);
 
 /* Micro-kernels: full MM_MR x MM_NR tile, c[r * ldc + j] (= if !load_c) += sum_k a b.
  * The fp32 kernels sum strictly in k order, one rounding per step (FMA or exact
