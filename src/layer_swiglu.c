@@ -7,6 +7,10 @@
 #include "qs/cpu.h"
 #include "qs/layers.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 enum { SWIGLU_CHUNK = 4096 };
 
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
@@ -30,6 +34,34 @@ void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
+}
+
+static void swiglu_row(float *out, const float *gate, const float *up, int n, int simd)
+{
+    if (simd) {
+        swiglu_avx512_impl(out, gate, up, (size_t)n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void swiglu_forward_block(float *out, const float *gate, const float *up, int rows, int cols,
+                          size_t ld)
+{
+    const int simd = cpu_level() >= CPU_LEVEL_AVX512;
+    int outer = 1;
+#ifdef _OPENMP
+    outer = !omp_in_parallel();
+#endif
+    (void)outer;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (outer && (size_t)rows * cols > 65536)
+#endif
+    for (int r = 0; r < rows; r++)
+        swiglu_row(out + r * ld, gate + r * ld, up + r * ld, cols, simd);
 }
 
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,

@@ -299,7 +299,8 @@ void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, cons
 /* Up to 4 Linears of one x through one GEMM region; 0, or -1 when a weight
  * cannot be packed (nothing computed then). */
 static int mm_forward_group(float *const *out, const float *x, matmul_wpack *const *pk,
-                            const float *const *bias, int n, int N, matmul_ws *ws)
+                            const float *const *bias, int n, int N, matmul_ws *ws,
+                            const matmul_epilogue *ep)
 {
     int IN = pk[0]->IN, precision = pk[0]->precision;
     int kernel = mm_kernel_select_impl(precision);
@@ -319,28 +320,39 @@ static int mm_forward_group(float *const *out, const float *x, matmul_wpack *con
     mm_bpack tmp = {0};
     mm_bpack *xp = mm_forward_xpack(kernel, N, IN, ws, &tmp);
     mm_view xa = {x, IN, 1};
-    mm_gemm_multi_impl(n, out, ldc, N, &xa, xp, xp != NULL, bp, init, bias);
+    mm_gemm_multi_impl(n, out, ldc, N, &xa, xp, xp != NULL, bp, init, bias, ep);
     mm_bpack_free_impl(&tmp);
     return 0;
 }
 
 void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wpack *const *pk,
-                                    const float *const *bias, int n, int N, matmul_ws *ws)
+                                    const float *const *bias, int n, int N, matmul_ws *ws,
+                                    const matmul_epilogue *ep)
 {
     if (n < 1 || N < 1)
         return;
-    int same = 1;
-    for (int i = 1; i < n; i++)
+    int same = 1, same_o = 1;
+    for (int i = 1; i < n; i++) {
         same &= pk[i]->IN == pk[0]->IN && pk[i]->precision == pk[0]->precision;
-    for (int i0 = 0; same && i0 < n; i0 += 4) {
-        int k = n - i0 < 4 ? n - i0 : 4;
-        if (mm_forward_group(out + i0, x, pk + i0, bias ? bias + i0 : NULL, k, N, ws) == 0)
-            continue;
-        for (int i = i0; i < i0 + k; i++) /* one by one, with their fallbacks */
-            matmul_forward_packed_ws(out[i], x, pk[i], bias ? bias[i] : NULL, N, ws);
+        same_o &= pk[i]->O == pk[0]->O;
     }
-    for (int i = 0; !same && i < n; i++)
+    if (ep && !ep->fn)
+        ep = NULL;
+    /* the epilogue rides on the GEMM tasks when one group computes every output */
+    if (same && (!ep || (same_o && n <= 4)) &&
+        mm_forward_group(out, x, pk, bias, n < 4 ? n : 4, N, ws, ep) == 0) {
+        for (int i0 = 4; i0 < n; i0 += 4) {
+            int k = n - i0 < 4 ? n - i0 : 4;
+            if (mm_forward_group(out + i0, x, pk + i0, bias ? bias + i0 : NULL, k, N, ws, NULL))
+                for (int i = i0; i < i0 + k; i++)
+                    matmul_forward_packed_ws(out[i], x, pk[i], bias ? bias[i] : NULL, N, ws);
+        }
+        return;
+    }
+    for (int i = 0; i < n; i++) /* one by one, with their fallbacks */
         matmul_forward_packed_ws(out[i], x, pk[i], bias ? bias[i] : NULL, N, ws);
+    if (ep && same_o)
+        ep->fn(ep->ctx, 0, N, 0, pk[0]->O);
 }
 
 void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,

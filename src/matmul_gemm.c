@@ -153,7 +153,7 @@ enum { MM_MULTI_MAX = 4 };
 
 void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
                         mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
-                        const float *const *bias)
+                        const float *const *bias, const matmul_epilogue *ep)
 {
     mm_job jb[MM_MULTI_MAX];
     int n_ib[MM_MULTI_MAX], first[MM_MULTI_MAX + 1], n_jobs = 0;
@@ -183,6 +183,10 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
     int n_tasks = first[n_jobs];
     if (n_tasks == 0)
         return;
+    /* paired: task t is block t of every GEMM (same shapes), then the epilogue */
+    int paired = ep && ep->fn;
+    if (paired)
+        n_tasks = first[1];
     int n_fill = ap && ap_fill ? (M + MM_MR - 1) / MM_MR : 0;
     /* below ~2 MFLOP a parallel region costs more than it saves */
     int parallel = n_tasks > 1 && flops > 2e6;
@@ -207,6 +211,15 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
 #pragma omp for schedule(dynamic, 1)
 #endif
         for (int t = 0; t < n_tasks; t++) {
+            if (paired) {
+                int i0 = (t % n_ib[0]) * jb[0].mc, j0 = (t / n_ib[0]) * jb[0].nc;
+                for (int g = 0; g < n_jobs; g++)
+                    mm_task_run(&jb[g], i0, j0, ablock, tile);
+                int N0 = jb[0].bp->N;
+                ep->fn(ep->ctx, i0, M - i0 < jb[0].mc ? M - i0 : jb[0].mc, j0,
+                       N0 - j0 < jb[0].nc ? N0 - j0 : jb[0].nc);
+                continue;
+            }
             int g = 0;
             while (t >= first[g + 1])
                 g++;
@@ -219,5 +232,5 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
 void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap, int ap_fill,
                   const mm_bpack *bp, mm_init init, const float *bias)
 {
-    mm_gemm_multi_impl(1, &c, &ldc, M, a, ap, ap_fill, &bp, &init, &bias);
+    mm_gemm_multi_impl(1, &c, &ldc, M, a, ap, ap_fill, &bp, &init, &bias, NULL);
 }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qs/matmul.h"
+
 enum {
     MM_MR = 12,   /* micro-tile rows (accumulators: MM_MR x MM_NR/16 zmm = 24) */
     MM_NR = 32,   /* micro-tile columns (two 16-float vectors) */
@@ -144,10 +146,11 @@ struct matmul_ws {
 void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap, int ap_fill,
                   const mm_bpack *bp, mm_init init, const float *bias);
 /* n (<= 4) GEMMs of the same A (view or pack) and kernel, C_i = init_i + A B_i,
- * in one parallel region with one task list (bias may be NULL). */
+ * in one parallel region with one task list (bias may be NULL).  With ep (all
+ * B_i of the same N) a task computes its block of every C_i, then runs ep. */
 void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
                         mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
-                        const float *const *bias);
+                        const float *const *bias, const matmul_epilogue *ep);
 
 /* Micro-kernels: full MM_MR x MM_NR tile, c[r * ldc + j] (= if !load_c) += sum_k a b.
  * The fp32 kernels sum strictly in k order, one rounding per step (FMA or exact

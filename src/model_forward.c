@@ -41,17 +41,20 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
 }
 
 /* The Linears modules[0..n) of a layer, all reading x[N, IN] (q/k/v, gate/up):
- * with packed weights and no hook one call converts x once for all of them;
- * otherwise one model_linear each (the hook may substitute x per module). */
+ * with packed weights and no hook one call converts x once for all of them and
+ * runs ep (may be NULL) on each output block while it is in cache; otherwise
+ * one model_linear each (the hook may substitute x per module), then ep on
+ * the whole output. */
 static int model_linear_group(llama_model *m, llama_acts *a, int layer, int n, const int *modules,
                               float *const *out, const float *x, const float *const *w,
-                              const float *const *bias, int N, int IN, const int *O)
+                              const float *const *bias, int N, int IN, const int *O,
+                              const matmul_epilogue *ep)
 {
     if (!m->hook.fn && m->packs && m->packs_precision == m->precision) {
         struct matmul_wpack *pk[3];
         for (int i = 0; i < n; i++)
             pk[i] = m->packs[layer * MODEL_LIN_COUNT + modules[i]];
-        matmul_forward_packed_multi_ws(out, x, pk, bias, n, N, m->ws);
+        matmul_forward_packed_multi_ws(out, x, pk, bias, n, N, m->ws, ep);
         return 0;
     }
     for (int i = 0; i < n; i++) {
@@ -59,7 +62,23 @@ static int model_linear_group(llama_model *m, llama_acts *a, int layer, int n, c
         if (rc)
             return rc;
     }
+    if (ep)
+        ep->fn(ep->ctx, 0, N, 0, O[0]);
     return 0;
+}
+
+/* hb = silu(gate) * up on one block, as the epilogue of gate/up */
+typedef struct model_swiglu_ctx {
+    float *hb;
+    const float *gate, *up;
+    int F;
+} model_swiglu_ctx;
+
+static void model_swiglu_block(void *ctx, int row0, int rows, int col0, int cols)
+{
+    const model_swiglu_ctx *s = ctx;
+    size_t off = (size_t)row0 * s->F + col0;
+    swiglu_forward_block(s->hb + off, s->gate + off, s->up + off, rows, cols, (size_t)s->F);
 }
 
 static int model_forward_check(const llama_model *m, const llama_acts *a, const int32_t *tokens,
@@ -141,7 +160,7 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         const float *const qkv_w[3] = {lw->wq, lw->wk, lw->wv};
         const float *const qkv_b[3] = {lw->bq, lw->bk, lw->bv};
         if ((rc = model_linear_group(m, a, l, 3, qkv_mod, qkv_out, ln1, qkv_w, qkv_b, N, C,
-                                     qkv_o)))
+                                     qkv_o, NULL)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
         rope_forward(q, a->pos, &m->rope, N, H);
         rope_forward(knew, a->pos, &m->rope, N, KVH);
@@ -158,10 +177,12 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         float *const mlp_out[2] = {gate, up};
         const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
         const float *const mlp_b[2] = {NULL, NULL};
+        /* hb = silu(gate) * up, computed block by block as gate/up finish */
+        model_swiglu_ctx sw = {hb, gate, up, F};
+        const matmul_epilogue sw_ep = {model_swiglu_block, &sw};
         if ((rc = model_linear_group(m, a, l, 2, mlp_mod, mlp_out, ln2, mlp_w, mlp_b, N, C,
-                                     mlp_o)))
+                                     mlp_o, &sw_ep)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        swiglu_forward(hb, gate, up, (size_t)N * F);
         if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
         /* x_next = x_mid + MLP, normed for the next layer (ln1) or the head (lnf) */

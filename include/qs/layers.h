@@ -81,6 +81,11 @@ void attn_backward(float *dq, float *dk, float *dv, const float *dout, const flo
  * AVX-512 the forward uses a vector exp: within 8 ulp of |silu(g) u| of the
  * expf form (the backward keeps expf). */
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+/* The same on the block rows x cols of row-major tensors with row stride ld
+ * (the same bits per element).  Called inside a parallel region (a matmul
+ * epilogue) it runs serially on the calling thread; outside, it threads. */
+void swiglu_forward_block(float *out, const float *gate, const float *up, int rows, int cols,
+                          size_t ld);
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, size_t n);
 
