@@ -1,28 +1,54 @@
 /* layer_rmsnorm.c: RMSNorm (see include/qs/layers.h).
  * Numerics: the mean of squares is accumulated in double, then the row is
- * scaled in fp32 as HF does (x * rstd, then * weight). */
+ * scaled in fp32 as HF does (x * rstd, then * weight).  With AVX-512 the rows
+ * go through rmsnorm_row_avx512_impl (8 double lanes); the forward can take the
+ * residual add that precedes it (one pass, one parallel region less). */
 #include <math.h>
 
+#include "layer_elem_impl.h"
+#include "qs/cpu.h"
 #include "qs/layers.h"
 
-void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C,
-                     float eps)
+/* Portable row: as rmsnorm_row_avx512_impl, squares summed in order. */
+static float rmsnorm_row(float *out, float *sum, const float *a, const float *b, const float *w,
+                         int C, float eps)
 {
+    double ss = 0.0;
+    for (int c = 0; c < C; c++) {
+        float v = b ? a[c] + b[c] : a[c];
+        if (b)
+            sum[c] = v;
+        ss += (double)v * v;
+    }
+    const float *x = b ? sum : a;
+    float r = (float)(1.0 / sqrt(ss / C + eps));
+    for (int c = 0; c < C; c++)
+        out[c] = (x[c] * r) * w[c];
+    return r;
+}
+
+void rmsnorm_residual_forward(float *sum, float *out, float *rstd, const float *a, const float *b,
+                              const float *w, int N, int C, float eps)
+{
+    const int simd = cpu_level() >= CPU_LEVEL_AVX512;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (N > 16)
 #endif
     for (int n = 0; n < N; n++) {
-        const float *xr = x + (size_t)n * C;
-        float *o = out + (size_t)n * C;
-        double ss = 0.0;
-        for (int c = 0; c < C; c++)
-            ss += (double)xr[c] * xr[c];
-        float r = (float)(1.0 / sqrt(ss / C + eps));
-        for (int c = 0; c < C; c++)
-            o[c] = (xr[c] * r) * w[c];
+        size_t o = (size_t)n * C;
+        float *s = b ? sum + o : NULL;
+        const float *bn = b ? b + o : NULL;
+        float r = simd ? rmsnorm_row_avx512_impl(out + o, s, a + o, bn, w, C, eps)
+                       : rmsnorm_row(out + o, s, a + o, bn, w, C, eps);
         if (rstd)
             rstd[n] = r;
     }
+}
+
+void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C,
+                     float eps)
+{
+    rmsnorm_residual_forward(NULL, out, rstd, x, NULL, w, N, C, eps);
 }
 
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,

@@ -1,12 +1,33 @@
-/* layer_swiglu.c: SwiGLU gating, out = silu(gate) * up (see include/qs/layers.h). */
+/* layer_swiglu.c: SwiGLU gating, out = silu(gate) * up (see include/qs/layers.h).
+ * The forward runs a vector exp with AVX-512 (layer_swiglu_avx512.c), threads
+ * owning chunks of a multiple of 16 elements. */
 #include <math.h>
 
 #include "layer_bwd_impl.h"
+#include "layer_elem_impl.h"
 #include "qs/cpu.h"
 #include "qs/layers.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum { SWIGLU_CHUNK = 4096 };
+
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
 {
+    if (cpu_level() >= CPU_LEVEL_AVX512) {
+        long n_chunks = (long)((n + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n > 65536)
+#endif
+        for (long ch = 0; ch < n_chunks; ch++) {
+            size_t i0 = (size_t)ch * SWIGLU_CHUNK;
+            size_t len = n - i0 < SWIGLU_CHUNK ? n - i0 : SWIGLU_CHUNK;
+            swiglu_avx512_impl(out + i0, gate + i0, up + i0, len);
+        }
+        return;
+    }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif
@@ -14,6 +35,34 @@ void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
+}
+
+static void swiglu_row(float *out, const float *gate, const float *up, int n, int simd)
+{
+    if (simd) {
+        swiglu_avx512_impl(out, gate, up, (size_t)n);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void swiglu_forward_block(float *out, const float *gate, const float *up, int rows, int cols,
+                          size_t ld)
+{
+    const int simd = cpu_level() >= CPU_LEVEL_AVX512;
+    int outer = 1;
+#ifdef _OPENMP
+    outer = !omp_in_parallel();
+#endif
+    (void)outer;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (outer && (size_t)rows * cols > 65536)
+#endif
+    for (int r = 0; r < rows; r++)
+        swiglu_row(out + r * ld, gate + r * ld, up + r * ld, cols, simd);
 }
 
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,

@@ -97,9 +97,23 @@ static int mm_pack_ready(mm_bpack *bp, int *fresh, mm_view b, int K, int Nc, int
     return *fresh ? 0 : -1;
 }
 
-/* pk may be NULL (pack w on the fly, into ws->bpack when ws is given). */
-static void mm_forward_run(float *out, const float *x, const float *w, const float *bias, int N,
-                           int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws)
+/* Forward's x for the bf16 kernel, converted once per call (or once for several
+ * Linears of the same x) instead of once per column block: a row pack reserved
+ * in ws->xpack, else in tmp.  NULL when the kernel is not bf16 or memory is
+ * short (the GEMM then converts per task, with the same bits). */
+static mm_bpack *mm_forward_xpack(int kernel, int N, int IN, matmul_ws *ws, mm_bpack *tmp)
+{
+    if (kernel != MM_KERNEL_AVX512BF16)
+        return NULL;
+    mm_bpack *xp = ws ? &ws->xpack : tmp;
+    return mm_apack_rows_reserve_impl(xp, N, IN) == 0 ? xp : NULL;
+}
+
+/* pk may be NULL (pack w on the fly, into ws->bpack when ws is given); xp: a
+ * reserved row pack for x, converted by the GEMM, or NULL. */
+static void mm_forward_gemm(float *out, const float *x, const float *w, const float *bias, int N,
+                            int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws,
+                            mm_bpack *xp)
 {
     mm_view wt = {w, 1, IN}, xa = {x, IN, 1};
     mm_init init = bias ? MM_INIT_BIAS : MM_INIT_ZERO;
@@ -111,7 +125,7 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
         int *fr = pk ? &pk->fwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wt, IN, O, kernel, precision);
         if (rc == 0)
-            mm_gemm_impl(out, O, N, &xa, NULL, bp, init, bias);
+            mm_gemm_impl(out, O, N, &xa, xp, xp != NULL, bp, init, bias);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -120,6 +134,15 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
         mm_gemm_unblocked(out, O, N, O, IN, xa, wt, init, bias);
     else
         mm_forward_sgemm(out, x, w, bias, N, IN, O);
+}
+
+static void mm_forward_run(float *out, const float *x, const float *w, const float *bias, int N,
+                           int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws)
+{
+    mm_bpack tmp = {0};
+    mm_bpack *xp = mm_forward_xpack(mm_kernel_select_impl(precision), N, IN, ws, &tmp);
+    mm_forward_gemm(out, x, w, bias, N, IN, O, precision, pk, ws, xp);
+    mm_bpack_free_impl(&tmp);
 }
 
 static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int IN, int O,
@@ -134,7 +157,7 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
         int *fr = pk ? &pk->bwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
         if (rc == 0)
-            mm_gemm_impl(dx, IN, N, &da, NULL, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dx, IN, N, &da, NULL, 0, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         if (rc == 0)
             return;
@@ -160,7 +183,7 @@ static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int I
         if (rc == 0 && whole_a)
             rc = mm_apack_whole_impl(ap, dt, O, N);
         if (rc == 0)
-            mm_gemm_impl(dw, IN, O, &dt, whole_a ? ap : NULL, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dw, IN, O, &dt, whole_a ? ap : NULL, 0, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         mm_bpack_free_impl(&tmp_a);
         if (rc == 0)
@@ -273,6 +296,65 @@ void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, cons
         mm_forward_run(out, x, pk->w, bias, N, pk->IN, pk->O, pk->precision, pk, ws);
 }
 
+/* Up to 4 Linears of one x through one GEMM region; 0, or -1 when a weight
+ * cannot be packed (nothing computed then). */
+static int mm_forward_group(float *const *out, const float *x, matmul_wpack *const *pk,
+                            const float *const *bias, int n, int N, matmul_ws *ws,
+                            const matmul_epilogue *ep)
+{
+    int IN = pk[0]->IN, precision = pk[0]->precision;
+    int kernel = mm_kernel_select_impl(precision);
+    if (kernel < 0)
+        return -1;
+    const mm_bpack *bp[4];
+    ptrdiff_t ldc[4];
+    mm_init init[4];
+    for (int i = 0; i < n; i++) {
+        mm_view wt = {pk[i]->w, 1, IN};
+        if (mm_pack_ready(&pk[i]->fwd, &pk[i]->fwd_fresh, wt, IN, pk[i]->O, kernel, precision))
+            return -1;
+        bp[i] = &pk[i]->fwd;
+        ldc[i] = pk[i]->O;
+        init[i] = bias && bias[i] ? MM_INIT_BIAS : MM_INIT_ZERO;
+    }
+    mm_bpack tmp = {0};
+    mm_bpack *xp = mm_forward_xpack(kernel, N, IN, ws, &tmp);
+    mm_view xa = {x, IN, 1};
+    mm_gemm_multi_impl(n, out, ldc, N, &xa, xp, xp != NULL, bp, init, bias, ep);
+    mm_bpack_free_impl(&tmp);
+    return 0;
+}
+
+void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wpack *const *pk,
+                                    const float *const *bias, int n, int N, matmul_ws *ws,
+                                    const matmul_epilogue *ep)
+{
+    if (n < 1 || N < 1)
+        return;
+    int same = 1, same_o = 1;
+    for (int i = 1; i < n; i++) {
+        same &= pk[i]->IN == pk[0]->IN && pk[i]->precision == pk[0]->precision;
+        same_o &= pk[i]->O == pk[0]->O;
+    }
+    if (ep && !ep->fn)
+        ep = NULL;
+    /* the epilogue rides on the GEMM tasks when one group computes every output */
+    if (same && (!ep || (same_o && n <= 4)) &&
+        mm_forward_group(out, x, pk, bias, n < 4 ? n : 4, N, ws, ep) == 0) {
+        for (int i0 = 4; i0 < n; i0 += 4) {
+            int k = n - i0 < 4 ? n - i0 : 4;
+            if (mm_forward_group(out + i0, x, pk + i0, bias ? bias + i0 : NULL, k, N, ws, NULL))
+                for (int i = i0; i < i0 + k; i++)
+                    matmul_forward_packed_ws(out[i], x, pk[i], bias ? bias[i] : NULL, N, ws);
+        }
+        return;
+    }
+    for (int i = 0; i < n; i++) /* one by one, with their fallbacks */
+        matmul_forward_packed_ws(out[i], x, pk[i], bias ? bias[i] : NULL, N, ws);
+    if (ep && same_o)
+        ep->fn(ep->ctx, 0, N, 0, pk[0]->O);
+}
+
 void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
                                const float *x, matmul_wpack *pk, int N, matmul_ws *ws)
 {
@@ -322,15 +404,17 @@ size_t matmul_wpack_bytes_estimate(int IN, int O, int precision)
 
 size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w)
 {
-    size_t b = mm_bpack_bytes_for(N, IN, precision), a = 0;
-    if (mm_kernel_select_impl(precision) == MM_KERNEL_AVX512BF16)
+    size_t b = mm_bpack_bytes_for(N, IN, precision), a = 0, xr = 0;
+    if (mm_kernel_select_impl(precision) == MM_KERNEL_AVX512BF16) {
         a = (size_t)(N + 1) / 2 * MM_MR * (size_t)((O + MM_MR - 1) / MM_MR) * sizeof(uint32_t);
+        xr = mm_apack_rows_bytes_impl(N, IN);
+    }
     if (unpacked_w) {
         size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);
         b = b > f ? b : f;
         b = b > x ? b : x;
     }
-    return sizeof(matmul_ws) + b + a;
+    return sizeof(matmul_ws) + b + a + xr;
 }
 
 matmul_ws *matmul_ws_create(void) { return qs_calloc(1, sizeof(matmul_ws)); }
@@ -341,12 +425,13 @@ void matmul_ws_destroy(matmul_ws *ws)
         return;
     mm_bpack_free_impl(&ws->bpack);
     mm_bpack_free_impl(&ws->apack);
+    mm_bpack_free_impl(&ws->xpack);
     qs_free(ws);
 }
 
 size_t matmul_ws_bytes(const matmul_ws *ws)
 {
-    return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes : 0;
+    return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes + ws->xpack.bytes : 0;
 }
 
 void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,

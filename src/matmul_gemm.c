@@ -88,7 +88,11 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, float *ablock, float *
         int kc = K - k0 < kc_max ? K - k0 : kc_max;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
         for (int ir = 0; ir < mc; ir += MM_MR) {
-            if (jb->ap) {
+            if (jb->ap && jb->ap->row_pairs) { /* bf16 rows: kc_max is even */
+                const uint32_t *d = jb->ap->data;
+                ap[ir / MM_MR] = (mm_apanel){d + (size_t)(i0 + ir) * jb->ap->row_pairs + k0 / 2,
+                                             jb->ap->row_pairs, 1};
+            } else if (jb->ap) {
                 size_t panel = (size_t)(i0 + ir) / MM_MR;
                 const uint32_t *d = jb->ap->data;
                 ap[ir / MM_MR] = (mm_apanel){d + panel * jb->ap->panel_elems +
@@ -145,26 +149,47 @@ static void mm_gemm_empty(const mm_job *jb)
         }
 }
 
-void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *ap,
-                  const mm_bpack *bp, mm_init init, const float *bias)
+enum { MM_MULTI_MAX = 4 };
+
+void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
+                        mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
+                        const float *const *bias, const matmul_epilogue *ep)
 {
-    mm_job jb = {c, ldc, M, a, ap, bp, init, bias, MM_MC, MM_NC};
-    if (M <= 0 || bp->N <= 0)
-        return;
-    if (bp->K <= 0) {
-        mm_gemm_empty(&jb);
-        return;
-    }
+    mm_job jb[MM_MULTI_MAX];
+    int n_ib[MM_MULTI_MAX], first[MM_MULTI_MAX + 1], n_jobs = 0;
+    double flops = 0.0;
     int n_threads = 1;
 #ifdef _OPENMP
     n_threads = omp_get_max_threads();
 #endif
-    mm_task_shape(&jb, n_threads);
-    int n_ib = (M + jb.mc - 1) / jb.mc;
-    int n_jb = (bp->N + jb.nc - 1) / jb.nc;
-    int n_tasks = n_ib * n_jb;
+    if (M <= 0)
+        return;
+    first[0] = 0;
+    for (int i = 0; i < n && i < MM_MULTI_MAX; i++) {
+        mm_job j = {c[i], ldc[i], M, a, ap, bp[i], init[i], bias ? bias[i] : NULL, MM_MC, MM_NC};
+        if (bp[i]->N <= 0)
+            continue;
+        if (bp[i]->K <= 0) {
+            mm_gemm_empty(&j);
+            continue;
+        }
+        mm_task_shape(&j, n_threads);
+        jb[n_jobs] = j;
+        n_ib[n_jobs] = (M + j.mc - 1) / j.mc;
+        first[n_jobs + 1] = first[n_jobs] + n_ib[n_jobs] * ((bp[i]->N + j.nc - 1) / j.nc);
+        flops += 2.0 * M * bp[i]->N * bp[i]->K;
+        n_jobs++;
+    }
+    int n_tasks = first[n_jobs];
+    if (n_tasks == 0)
+        return;
+    /* paired: task t is block t of every GEMM (same shapes), then the epilogue */
+    int paired = ep && ep->fn;
+    if (paired)
+        n_tasks = first[1];
+    int n_fill = ap && ap_fill ? (M + MM_MR - 1) / MM_MR : 0;
     /* below ~2 MFLOP a parallel region costs more than it saves */
-    int parallel = n_tasks > 1 && 2.0 * M * bp->N * bp->K > 2e6;
+    int parallel = n_tasks > 1 && flops > 2e6;
     (void)parallel;
 #ifdef _OPENMP
 #pragma omp parallel if (parallel)
@@ -175,10 +200,37 @@ void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpa
          * mmap and a run of page faults on every call. */
         _Alignas(64) float ablock[MM_ABLOCK_ELEMS];
         _Alignas(64) float tile[MM_MR * MM_NR];
+        /* convert A once for all column blocks (the implied barrier publishes it) */
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int p = 0; p < n_fill; p++)
+            mm_apack_rows_panel_impl(ap, *a, p);
+        /* one task list over all the GEMMs: one barrier, no idle tail per GEMM */
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (int t = 0; t < n_tasks; t++)
-            mm_task_run(&jb, (t % n_ib) * jb.mc, (t / n_ib) * jb.nc, ablock, tile);
+        for (int t = 0; t < n_tasks; t++) {
+            if (paired) {
+                int i0 = (t % n_ib[0]) * jb[0].mc, j0 = (t / n_ib[0]) * jb[0].nc;
+                for (int g = 0; g < n_jobs; g++)
+                    mm_task_run(&jb[g], i0, j0, ablock, tile);
+                int N0 = jb[0].bp->N;
+                ep->fn(ep->ctx, i0, M - i0 < jb[0].mc ? M - i0 : jb[0].mc, j0,
+                       N0 - j0 < jb[0].nc ? N0 - j0 : jb[0].nc);
+                continue;
+            }
+            int g = 0;
+            while (t >= first[g + 1])
+                g++;
+            int u = t - first[g];
+            mm_task_run(&jb[g], (u % n_ib[g]) * jb[g].mc, (u / n_ib[g]) * jb[g].nc, ablock, tile);
+        }
     }
+}
+
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap, int ap_fill,
+                  const mm_bpack *bp, mm_init init, const float *bias)
+{
+    mm_gemm_multi_impl(1, &c, &ldc, M, a, ap, ap_fill, &bp, &init, &bias, NULL);
 }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qs/matmul.h"
+
 enum {
     MM_MR = 12,   /* micro-tile rows (accumulators: MM_MR x MM_NR/16 zmm = 24) */
     MM_NR = 32,   /* micro-tile columns (two 16-float vectors) */
@@ -46,6 +48,8 @@ typedef struct mm_bpack {
     mm_kernel kernel;     /* format */
     int round_bf16;       /* fp32 formats only: values rounded to bf16, k in
                              mm_bf16_order, K padded to even (bf16 fallback) */
+    ptrdiff_t row_pairs;  /* whole-A packs: 0 = k-major panels (mm_apack_whole_impl),
+                             > 0 = row-major rows of this many bf16 pairs (mm_apack_rows_*) */
 } mm_bpack;
 
 /* How the GEMM starts each output element. */
@@ -88,6 +92,16 @@ void mm_bpack_free_impl(mm_bpack *bp);
  * bf16 k-major micro-panels, panel i at data + i * panel_elems, [K/2][MM_MR]
  * pairs; N holds M.  For the bf16 kernel.  0 or QS_ENOMEM. */
 int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K);
+/* Whole A (M x K) with contiguous rows (a.cs == 1: forward's x) as bf16 rows for
+ * the bf16 kernel: row m at data + m * row_pairs pairs, odd K padded with a zero,
+ * rows up to a multiple of MM_MR (zero past M).  The row stride is an odd
+ * multiple of 64 bytes, so the 12 rows a micro-kernel reads do not share L1
+ * sets.  _reserve sets the shape (0 or QS_ENOMEM, nothing converted yet);
+ * _panel converts rows [p * MM_MR, (p + 1) * MM_MR): threads may fill disjoint
+ * panels concurrently. */
+int mm_apack_rows_reserve_impl(mm_bpack *ap, int M, int K);
+void mm_apack_rows_panel_impl(mm_bpack *ap, mm_view a, int p);
+size_t mm_apack_rows_bytes_impl(int M, int K);
 
 /* An A micro-panel as a kernel reads it: element (r, k) is p[r * rs + k * ks]
  * (floats for the fp32 kernels; uint32 bf16 pairs, k = pair index, for bf16). */
@@ -122,12 +136,21 @@ void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n);
 struct matmul_ws {
     mm_bpack bpack;
     mm_bpack apack; /* dW's dout^T for the bf16 kernel */
+    mm_bpack xpack; /* forward's x as bf16 rows (bf16 kernel) */
 };
 
 /* C (M x N, row stride ldc) per init from A and packed B.  A comes from the view,
- * or from ap (mm_apack_whole_impl) when ap is not NULL.  Needs no heap. */
-void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, const mm_bpack *ap,
+ * or from ap (mm_apack_whole_impl / mm_apack_rows_*) when ap is not NULL; with
+ * ap_fill the row pack ap (reserved for M x K) is first filled from the view,
+ * inside the same parallel region.  Needs no heap. */
+void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap, int ap_fill,
                   const mm_bpack *bp, mm_init init, const float *bias);
+/* n (<= 4) GEMMs of the same A (view or pack) and kernel, C_i = init_i + A B_i,
+ * in one parallel region with one task list (bias may be NULL).  With ep (all
+ * B_i of the same N) a task computes its block of every C_i, then runs ep. */
+void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
+                        mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
+                        const float *const *bias, const matmul_epilogue *ep);
 
 /* Micro-kernels: full MM_MR x MM_NR tile, c[r * ldc + j] (= if !load_c) += sum_k a b.
  * The fp32 kernels sum strictly in k order, one rounding per step (FMA or exact

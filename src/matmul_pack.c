@@ -6,7 +6,9 @@
  * contiguous rows in one sweep over those rows (threads own disjoint panels or k
  * pairs, so the packed bytes do not depend on the thread count).  A is packed one
  * MM_MR x kc micro-panel at a time by the task that uses it, except dW's dout^T
- * in bf16, which is packed whole like B (mm_apack_whole_impl).
+ * in bf16, which is packed whole like B (mm_apack_whole_impl), and forward's x
+ * in bf16, converted once per call into bf16 rows (mm_apack_rows_*) rather than
+ * once per column block.
  * Two access patterns matter and get their own loops: rows contiguous along the
  * packed direction (a row copy) and the transposed case (a strided gather).
  * bf16 operands only exist for the AVX512-BF16 kernel, so their conversions use
@@ -176,10 +178,54 @@ int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K)
     ap->N = M;
     ap->kernel = MM_KERNEL_AVX512BF16;
     ap->round_bf16 = 1;
+    ap->row_pairs = 0;
     /* A(m, k) = a.p[m + k * a.cs]: A^T is row-contiguous with rows k */
     mm_view at = {a.p, a.cs, 1};
     mm_pack_bf16_rowsweep(ap->data, panel_elems, MM_MR, at, K, M);
     return 0;
+}
+
+/* Row stride (pairs) of a row pack: K/2 rounded up to 16 pairs (64 bytes),
+ * then to an odd multiple of 64 bytes. */
+static ptrdiff_t mm_apack_row_pairs(int K)
+{
+    ptrdiff_t pairs = ((ptrdiff_t)(K + 1) / 2 + 15) / 16 * 16;
+    return (pairs / 16) % 2 ? pairs : pairs + 16;
+}
+
+size_t mm_apack_rows_bytes_impl(int M, int K)
+{
+    size_t rows = (size_t)(M + MM_MR - 1) / MM_MR * MM_MR;
+    return rows * (size_t)mm_apack_row_pairs(K) * sizeof(uint32_t);
+}
+
+int mm_apack_rows_reserve_impl(mm_bpack *ap, int M, int K)
+{
+    if (mm_pack_reserve(ap, mm_apack_rows_bytes_impl(M, K)) != 0)
+        return QS_ENOMEM;
+    ap->panel_elems = (size_t)MM_MR * (size_t)mm_apack_row_pairs(K);
+    ap->row_pairs = mm_apack_row_pairs(K);
+    ap->K = K;
+    ap->N = M;
+    ap->kernel = MM_KERNEL_AVX512BF16;
+    ap->round_bf16 = 1;
+    return 0;
+}
+
+void mm_apack_rows_panel_impl(mm_bpack *ap, mm_view a, int p)
+{
+    int K = ap->K, K2 = K + (K & 1);
+    for (int r = 0; r < MM_MR; r++) {
+        int m = p * MM_MR + r;
+        uint16_t *d = (uint16_t *)((uint32_t *)ap->data + (size_t)m * ap->row_pairs);
+        if (m >= ap->N) {
+            memset(d, 0, (size_t)K2 * sizeof *d);
+            continue;
+        }
+        mm_bf16_row_avx512bf16_impl(d, a.p + (ptrdiff_t)m * a.rs, K);
+        if (K & 1)
+            d[K] = 0;
+    }
 }
 
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16)

@@ -5,6 +5,10 @@
  *                    x = x + o_proj(attention(q, K, V))
  *                    h = rmsnorm(x);  x = x + down_proj(silu(gate_proj(h)) * up_proj(h))
  *   logits = lm_head(rmsnorm(x))
+ * Each residual add runs in one pass with the RMSNorm that follows it
+ * (rmsnorm_residual_forward), so a layer's ln1 is computed at the end of the
+ * layer before (or after the embedding); q/k/v and gate/up each convert their
+ * shared input once (model_linear_group).
  *
  * Every Linear of a block goes through model_linear(): the one visible seam
  * where the quantization hook may replace input and weight by fake-quantized
@@ -29,10 +33,52 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
         }
     }
     if (m->packs && m->packs_precision == m->precision)
-        matmul_forward_packed(out, x, m->packs[layer * MODEL_LIN_COUNT + module], bias, N);
+        matmul_forward_packed_ws(out, x, m->packs[layer * MODEL_LIN_COUNT + module], bias, N,
+                                 m->ws);
     else
         matmul_forward(out, x, w, bias, N, IN, O, m->precision);
     return 0;
+}
+
+/* The Linears modules[0..n) of a layer, all reading x[N, IN] (q/k/v, gate/up):
+ * with packed weights and no hook one call converts x once for all of them and
+ * runs ep (may be NULL) on each output block while it is in cache; otherwise
+ * one model_linear each (the hook may substitute x per module), then ep on
+ * the whole output. */
+static int model_linear_group(llama_model *m, llama_acts *a, int layer, int n, const int *modules,
+                              float *const *out, const float *x, const float *const *w,
+                              const float *const *bias, int N, int IN, const int *O,
+                              const matmul_epilogue *ep)
+{
+    if (!m->hook.fn && m->packs && m->packs_precision == m->precision) {
+        struct matmul_wpack *pk[3];
+        for (int i = 0; i < n; i++)
+            pk[i] = m->packs[layer * MODEL_LIN_COUNT + modules[i]];
+        matmul_forward_packed_multi_ws(out, x, pk, bias, n, N, m->ws, ep);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = model_linear(m, a, layer, modules[i], out[i], x, w[i], bias[i], N, IN, O[i]);
+        if (rc)
+            return rc;
+    }
+    if (ep)
+        ep->fn(ep->ctx, 0, N, 0, O[0]);
+    return 0;
+}
+
+/* hb = silu(gate) * up on one block, as the epilogue of gate/up */
+typedef struct model_swiglu_ctx {
+    float *hb;
+    const float *gate, *up;
+    int F;
+} model_swiglu_ctx;
+
+static void model_swiglu_block(void *ctx, int row0, int rows, int col0, int cols)
+{
+    const model_swiglu_ctx *s = ctx;
+    size_t off = (size_t)row0 * s->F + col0;
+    swiglu_forward_block(s->hb + off, s->gate + off, s->up + off, rows, cols, (size_t)s->F);
 }
 
 static int model_forward_check(const llama_model *m, const llama_acts *a, const int32_t *tokens,
@@ -91,44 +137,61 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         for (int t = 0; t < T; t++)
             a->pos[b * T + t] = pos0 + t;
     embed_forward(a->resid, tokens, m->w.wte, N, C);
+    if (c->n_layers > 0)
+        rmsnorm_forward(a->ln1, a->ln1_rstd, a->resid, m->w.layer[0].attn_norm, N, C, c->norm_eps);
+    else
+        rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid, m->w.norm, N, C, c->norm_eps);
 
     for (int l = 0; l < c->n_layers; l++) {
         const llama_layer_weights *lw = &m->w.layer[l];
         float *x = a->resid + l * sC, *x_next = a->resid + (l + 1) * sC;
         float *ln1 = a->ln1 + l * sC, *q = a->q + l * sQ, *atty = a->atty + l * sQ;
-        float *knew = a->kv_new, *vnew = a->kv_new + (size_t)N * KD;
         float *kc = a->kcache + l * sKV, *vc = a->vcache + l * sKV;
+        /* k, v straight into the cache when this call's rows are contiguous there */
+        const int kv_direct = B == 1 || (pos0 == 0 && T == a->Tcap);
+        float *knew = kv_direct ? kc + (size_t)pos0 * KD : a->kv_new;
+        float *vnew = kv_direct ? vc + (size_t)pos0 * KD : a->kv_new + (size_t)N * KD;
         float *x_mid = a->resid_mid + l * sC, *ln2 = a->ln2 + l * sC;
         float *gate = a->gate + l * sF, *up = a->up + l * sF, *hb = a->hb + l * sF;
 
-        /* attention */
-        rmsnorm_forward(ln1, a->ln1_rstd + l * sN, x, lw->attn_norm, N, C, c->norm_eps);
-        if ((rc = model_linear(m, a, l, MODEL_LIN_Q, q, ln1, lw->wq, lw->bq, N, C, QD)) ||
-            (rc = model_linear(m, a, l, MODEL_LIN_K, knew, ln1, lw->wk, lw->bk, N, C, KD)) ||
-            (rc = model_linear(m, a, l, MODEL_LIN_V, vnew, ln1, lw->wv, lw->bv, N, C, KD)))
+        /* attention (ln1 = rmsnorm(x) was computed with the residual add that made x) */
+        const int qkv_mod[3] = {MODEL_LIN_Q, MODEL_LIN_K, MODEL_LIN_V}, qkv_o[3] = {QD, KD, KD};
+        float *const qkv_out[3] = {q, knew, vnew};
+        const float *const qkv_w[3] = {lw->wq, lw->wk, lw->wv};
+        const float *const qkv_b[3] = {lw->bq, lw->bk, lw->bv};
+        if ((rc = model_linear_group(m, a, l, 3, qkv_mod, qkv_out, ln1, qkv_w, qkv_b, N, C,
+                                     qkv_o, NULL)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
         rope_forward(q, a->pos, &m->rope, N, H);
         rope_forward(knew, a->pos, &m->rope, N, KVH);
-        model_kv_store(kc, vc, knew, vnew, B, T, pos0, a->Tcap, (size_t)KD);
+        if (!kv_direct)
+            model_kv_store(kc, vc, knew, vnew, B, T, pos0, a->Tcap, (size_t)KD);
         attn_forward(atty, a->training ? a->att + l * sAtt : NULL, q, kc, vc, B, T, pos0,
                      a->Tcap, H, KVH, hd, a->attn_scratch);
         if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        residual_forward(x_mid, x, a->proj, (size_t)N * C);
-
-        /* MLP */
-        rmsnorm_forward(ln2, a->ln2_rstd + l * sN, x_mid, lw->mlp_norm, N, C, c->norm_eps);
-        if ((rc = model_linear(m, a, l, MODEL_LIN_GATE, gate, ln2, lw->w_gate, NULL, N, C, F)) ||
-            (rc = model_linear(m, a, l, MODEL_LIN_UP, up, ln2, lw->w_up, NULL, N, C, F)))
+        /* MLP: x_mid = x + attention, ln2 = rmsnorm(x_mid) in one pass */
+        rmsnorm_residual_forward(x_mid, ln2, a->ln2_rstd + l * sN, x, a->proj, lw->mlp_norm, N, C,
+                                 c->norm_eps);
+        const int mlp_mod[2] = {MODEL_LIN_GATE, MODEL_LIN_UP}, mlp_o[2] = {F, F};
+        float *const mlp_out[2] = {gate, up};
+        const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
+        const float *const mlp_b[2] = {NULL, NULL};
+        /* hb = silu(gate) * up, computed block by block as gate/up finish */
+        model_swiglu_ctx sw = {hb, gate, up, F};
+        const matmul_epilogue sw_ep = {model_swiglu_block, &sw};
+        if ((rc = model_linear_group(m, a, l, 2, mlp_mod, mlp_out, ln2, mlp_w, mlp_b, N, C,
+                                     mlp_o, &sw_ep)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        swiglu_forward(hb, gate, up, (size_t)N * F);
         if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        residual_forward(x_next, x_mid, a->proj, (size_t)N * C);
+        /* x_next = x_mid + MLP, normed for the next layer (ln1) or the head (lnf) */
+        const int last = l + 1 == c->n_layers;
+        rmsnorm_residual_forward(x_next, last ? a->lnf : a->ln1 + (l + 1) * sC,
+                                 last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * sN, x_mid, a->proj,
+                                 last ? m->w.norm : m->w.layer[l + 1].attn_norm, N, C,
+                                 c->norm_eps);
     }
-
-    rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid + c->n_layers * sC, m->w.norm, N, C,
-                    c->norm_eps);
     /* rows b*T + [T-k, T) of every sequence -> logits rows b*k + [0, k) */
     const int k = a->logits_tail > 0 && a->logits_tail < T ? a->logits_tail : T;
     for (int b = 0; b < (k == T ? 1 : B); b++) {
@@ -136,7 +199,8 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         const float *in = a->lnf + ((size_t)b * T + (size_t)(T - k)) * C;
         float *out = a->logits + (size_t)b * k * V;
         if (m->packs && m->packs_precision == m->precision)
-            matmul_forward_packed(out, in, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, rows);
+            matmul_forward_packed_ws(out, in, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, rows,
+                                     m->ws);
         else
             matmul_forward(out, in, m->w.lm_head, NULL, rows, C, V, m->precision);
     }

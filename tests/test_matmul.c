@@ -452,6 +452,103 @@ TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh)
     matmul_ws_destroy(NULL);
 }
 
+/* Linears sharing an input (q/k/v, gate/up) in one call, x converted once:
+ * the same bits as one call each, with and without a workspace, for shapes
+ * off the tile/task grid and packs of another input width (run one by one). */
+TEST(matmul, packed_multi_forward_equals_separate_calls_bitwise)
+{
+    enum { NL = 3 };
+    const int N = 131, IN = 301, O[NL] = {45, 517, 33};
+    int precisions[] = {MATMUL_FP32, MATMUL_BF16, MATMUL_FP32_BLAS};
+    matmul_ws *ws = matmul_ws_create();
+    ASSERT_TRUE(ws != NULL);
+    for (int pi = 0; pi < 3; pi++) {
+        for (int wide = 0; wide < 2; wide++) { /* wide: pk[2] reads IN + 8 columns */
+            float *x = rand_buf((size_t)N * (IN + 8)), *w[NL], *b[NL], *sep[NL], *one[NL];
+            matmul_wpack *pk[NL];
+            ASSERT_TRUE(x != NULL);
+            for (int i = 0; i < NL; i++) {
+                int in = wide && i == 2 ? IN + 8 : IN;
+                w[i] = rand_buf((size_t)O[i] * in);
+                b[i] = i == 1 ? NULL : rand_buf((size_t)O[i]);
+                sep[i] = rand_buf((size_t)N * O[i]);
+                one[i] = rand_buf((size_t)N * O[i]);
+                pk[i] = w[i] ? matmul_wpack_create(w[i], in, O[i], precisions[pi]) : NULL;
+                ASSERT_TRUE(w[i] && sep[i] && one[i] && pk[i]);
+                matmul_forward_packed_ws(sep[i], x, pk[i], b[i], N, NULL);
+            }
+            for (int use_ws = 0; use_ws < 2; use_ws++) {
+                matmul_forward_packed_multi_ws(one, x, pk, (const float *const *)b, NL, N,
+                                               use_ws ? ws : NULL, NULL);
+                for (int i = 0; i < NL; i++)
+                    ASSERT_TRUE(bits_equal(sep[i], one[i], (size_t)N * O[i]));
+            }
+            for (int i = 0; i < NL; i++) {
+                matmul_wpack_destroy(pk[i]);
+                qs_free(w[i]);
+                qs_free(b[i]);
+                qs_free(sep[i]);
+                qs_free(one[i]);
+            }
+            qs_free(x);
+        }
+    }
+    matmul_ws_destroy(ws);
+}
+
+typedef struct epi_sum {
+    const float *a, *b;
+    float *sum;
+    int *visits, O;
+} epi_sum;
+
+static void epi_sum_block(void *ctx, int row0, int rows, int col0, int cols)
+{
+    epi_sum *e = ctx;
+    for (int r = row0; r < row0 + rows; r++)
+        for (int c = col0; c < col0 + cols; c++) {
+            size_t i = (size_t)r * e->O + c;
+            e->sum[i] = e->a[i] + e->b[i];
+            e->visits[i]++;
+        }
+}
+
+/* The epilogue sees every output element once, after all outputs are final. */
+TEST(matmul, multi_forward_epilogue_visits_each_final_element_once)
+{
+    const int N = 203, IN = 97, O = 1100;
+    int precisions[] = {MATMUL_FP32, MATMUL_BF16, MATMUL_FP32_BLAS};
+    size_t no = (size_t)N * O;
+    float *x = rand_buf((size_t)N * IN), *w0 = rand_buf((size_t)O * IN);
+    float *w1 = rand_buf((size_t)O * IN), *o0 = rand_buf(no), *o1 = rand_buf(no);
+    float *s0 = rand_buf(no), *s1 = rand_buf(no), *sum = rand_buf(no);
+    int *visits = qs_calloc(no, sizeof *visits);
+    ASSERT_TRUE(x && w0 && w1 && o0 && o1 && s0 && s1 && sum && visits);
+    for (int pi = 0; pi < 3; pi++) {
+        matmul_wpack *pk[2] = {matmul_wpack_create(w0, IN, O, precisions[pi]),
+                               matmul_wpack_create(w1, IN, O, precisions[pi])};
+        ASSERT_TRUE(pk[0] && pk[1]);
+        matmul_forward_packed_ws(s0, x, pk[0], NULL, N, NULL);
+        matmul_forward_packed_ws(s1, x, pk[1], NULL, N, NULL);
+        memset(visits, 0, no * sizeof *visits);
+        epi_sum e = {o0, o1, sum, visits, O};
+        matmul_epilogue ep = {epi_sum_block, &e};
+        float *outs[2] = {o0, o1};
+        matmul_forward_packed_multi_ws(outs, x, pk, NULL, 2, N, NULL, &ep);
+        ASSERT_TRUE(bits_equal(o0, s0, no) && bits_equal(o1, s1, no));
+        for (size_t i = 0; i < no; i++) {
+            ASSERT_EQ_INT(visits[i], 1);
+            ASSERT_TRUE(sum[i] == s0[i] + s1[i]);
+        }
+        matmul_wpack_destroy(pk[0]);
+        matmul_wpack_destroy(pk[1]);
+    }
+    float *bufs[] = {x, w0, w1, o0, o1, s0, s1, sum};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        qs_free(bufs[i]);
+    qs_free(visits);
+}
+
 /* NULL gradients are skipped; the others accumulate: two calls add twice. */
 TEST(matmul, backward_null_outputs_skipped_and_gradients_accumulate)
 {

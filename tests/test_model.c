@@ -297,3 +297,32 @@ TEST(model, packed_weights_give_identical_logits_and_follow_refresh)
     fixture_ref_free(&r);
     model_free(&m);
 }
+
+/* k and v go straight into the KV cache when this call's rows are contiguous
+ * there (Tcap == T at pos0 = 0, or B = 1), else through a scratch copy: both
+ * routes give the same bits. */
+TEST(model, kv_cache_capacity_does_not_change_logits)
+{
+    llama_model m;
+    llama_acts direct, copied;
+    fixture_ref r = {0};
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, "data/fixtures/llama_gqa_f32", &d), &d);
+    ASSERT_EQ_INT(fixture_ref_load(&r, "data/fixtures/llama_gqa_f32"), 0);
+    ASSERT_TRUE(r.B > 1);
+    ASSERT_OK(model_acts_init(&direct, &m.cfg, r.B, r.T, r.T, 0, &d), &d);
+    ASSERT_OK(model_acts_init(&copied, &m.cfg, r.B, r.T, r.T + 3, 0, &d), &d);
+    size_t n = (size_t)r.B * r.T * r.V;
+    for (int prec = MATMUL_FP32; prec <= MATMUL_BF16; prec++) {
+        m.precision = prec;
+        model_packs_destroy(&m);
+        ASSERT_OK(model_packs_create(&m, &d), &d);
+        ASSERT_OK(model_forward(&m, &direct, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+        ASSERT_OK(model_forward(&m, &copied, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+        ASSERT_TRUE(memcmp(direct.logits, copied.logits, n * sizeof(float)) == 0);
+    }
+    model_acts_free(&direct);
+    model_acts_free(&copied);
+    fixture_ref_free(&r);
+    model_free(&m);
+}

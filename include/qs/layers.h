@@ -25,6 +25,12 @@ void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, in
                      float eps);
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
                       const float *rstd, int N, int C);
+/* Residual add then RMSNorm in one pass: sum = a + b (sum may alias a), then
+ * out, rstd = rmsnorm_forward(sum).  With AVX-512 the mean of squares is summed
+ * in 8 double lanes (rstd may differ from the sequential sum in its last bit;
+ * rmsnorm_forward uses the same code, so both always agree). */
+void rmsnorm_residual_forward(float *sum, float *out, float *rstd, const float *a, const float *b,
+                              const float *w, int N, int C, float eps);
 
 /* RoPE with Hugging Face's half-split rotation ("rotate_half"): for each head,
  * pairs (i, i + hd/2), angle = pos * inv_freq[i].  Tables are precomputed for
@@ -74,8 +80,15 @@ void attn_backward(float *dq, float *dk, float *dv, const float *dout, const flo
                    const float *q, const float *k, const float *v, int B, int T, int H, int KVH,
                    int hd);
 
-/* SwiGLU: out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)) */
+/* SwiGLU: out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)).  With
+ * AVX-512 the forward uses a vector exp: within 8 ulp of |silu(g) u| of the
+ * expf form (the backward keeps expf). */
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
+/* The same on the block rows x cols of row-major tensors with row stride ld
+ * (the same bits per element).  Called inside a parallel region (a matmul
+ * epilogue) it runs serially on the calling thread; outside, it threads. */
+void swiglu_forward_block(float *out, const float *gate, const float *up, int rows, int cols,
+                          size_t ld);
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, size_t n);
 

@@ -71,11 +71,11 @@ void matmul_backward_packed(float *dx, float *dw, float *db, const float *dout, 
                             matmul_wpack *pk, int N);
 
 /* Workspace kept between calls for the packs of dW's operands (x, and dout for
- * bf16), so the hot loop does not allocate: a fresh multi-MB block per call costs
- * an mmap and page faults (~10% of a dW).  One per model is enough (calls are
- * serial); it grows to the largest need: N x IN floats (fp32) or N x (IN + O)
- * bf16 values (bf16) of the largest Linear.  Results are the same bits as
- * without it. */
+ * bf16) and, in bf16, of forward's x converted once per call, so the hot loop
+ * does not allocate: a fresh multi-MB block per call costs an mmap and page
+ * faults (~10% of a dW).  One per model is enough (calls are serial); it grows
+ * to the largest need: N x IN floats (fp32) or about N x (2 IN + O) bf16 values
+ * (bf16) of the largest Linear.  Results are the same bits as without it. */
 typedef struct matmul_ws matmul_ws;
 matmul_ws *matmul_ws_create(void);          /* NULL on allocation failure */
 void matmul_ws_destroy(matmul_ws *ws);      /* accepts NULL */
@@ -85,6 +85,27 @@ void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, cons
                               int N, matmul_ws *ws);
 void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
                                const float *x, matmul_wpack *pk, int N, matmul_ws *ws);
+/* Element-wise work on outputs just computed, while they are in cache:
+ * fn(ctx, row0, rows, col0, cols) is called once the block [row0, row0 + rows)
+ * x [col0, col0 + cols) of EVERY output of a multi call is final.  Blocks are
+ * disjoint and cover all outputs; fn may run on any thread, concurrently with
+ * other blocks, from inside the matmul's parallel region: it must not start
+ * OpenMP regions or call matmul.  (Fallback paths call it once for the whole
+ * output, from serial code.) */
+typedef struct matmul_epilogue {
+    void (*fn)(void *ctx, int row0, int rows, int col0, int cols);
+    void *ctx;
+} matmul_epilogue;
+
+/* Several Linears of one input x[N, IN] (q/k/v; gate/up): n calls of
+ * matmul_forward_packed_ws (out[i], pk[i], bias[i]; bias may be NULL, or hold
+ * NULLs), except that x is converted to bf16 once for all of them and the
+ * products share one parallel region.  The packs should share IN and precision
+ * (else they simply run one by one).  ep (may be NULL) is called only when
+ * every pk[i] has the same O.  Same bits as separate calls. */
+void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wpack *const *pk,
+                                    const float *const *bias, int n, int N, matmul_ws *ws,
+                                    const matmul_epilogue *ep);
 
 /* The unpacked calls with a workspace (w packed on the fly into ws): for
  * weights that change every call (fake-quantized copies). Same bits. */

@@ -5,9 +5,14 @@
  *    lm_head, 2048 x C -> 32000): the ceiling of each path;
  *  - PyTorch eager (tools/bench_torch_forward.py via /usr/bin/python3, same
  *    shapes and thread count) when torch is importable, else a note.
+ * The five paths are interleaved: each repetition runs every path once, in an
+ * order rotated by one per repetition, so a burst of load from other jobs on
+ * the machine hits all paths rather than one.  Each forward is timed by wall
+ * clock and by process CPU time (all threads); both medians are printed, with
+ * the bf16/fp32 ratio from each and a PASS/MISS line per issue-3 target.
  * Prints medians of REPS runs, GFLOP/s (2 flops per weight per token + causal
  * attention), fraction of peak (2 Zen 5 cores: 445 fp32 / 890 bf16 GFLOP/s)
- * and same-run ratios.  usage: bench_forward [REPS] [small|large|all]
+ * and same-run ratios.  usage: bench_forward [REPS] [small|large|all] [notorch]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,10 +42,20 @@ static const bench_cfg cfgs[] = {
     {"d768-L12", 768, 12, 12, 2048, 32000},
 };
 
+#define N_PATHS 5
+#define TARGET_BF16_OVER_FP32 1.6
+
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -119,10 +134,14 @@ int main(int argc, char **argv)
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    int have_torch = system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
+    int no_torch = argc > 3 && !strcmp(argv[3], "notorch");
+    int have_torch = !no_torch &&
+                     system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
     printf("bench_forward: B=%d x T=%d, %d threads, cpu %s, median of %d runs\n", BENCH_B,
            BENCH_T, threads, cpu_describe(), reps);
-    if (!have_torch)
+    if (no_torch)
+        printf("note: notorch given: PyTorch columns skipped\n");
+    else if (!have_torch)
         printf("note: /usr/bin/python3 cannot import torch: PyTorch columns skipped\n");
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
         const bench_cfg *b = &cfgs[ci];
@@ -154,36 +173,63 @@ int main(int argc, char **argv)
         double flops = forward_flops(&c, BENCH_B, BENCH_T), tps[2] = {0, 0}, torch_tps[2];
         printf("\n%s (dim %d, %d layers, %d heads, hidden %d, vocab %d): %.1f GFLOP per forward\n",
                b->name, b->dim, b->layers, b->heads, b->hidden, b->vocab, flops * 1e-9);
-        printf("  %-22s %10s %12s %9s %8s\n", "path", "median ms", "tokens/s", "GFLOP/s",
-               "of peak");
+        printf("  %-22s %10s %12s %9s %8s %11s\n", "path", "median ms", "tokens/s", "GFLOP/s",
+               "of peak", "cpu ms");
         /* paths: fp32 via sgemm, our fp32 and bf16 kernels, each also with packed weights */
-        const int precs[5] = {MATMUL_FP32_BLAS, MATMUL_FP32, MATMUL_FP32, MATMUL_BF16, MATMUL_BF16};
-        const int packed[5] = {0, 0, 1, 0, 1};
-        const char *names[5] = {"ours fp32 (sgemm)", "ours fp32", "ours fp32 packed", "ours bf16",
-                                "ours bf16 packed"};
-        double tps_all[5];
-        for (int p = 0; p < 5; p++) {
-            m.precision = precs[p];
-            model_packs_destroy(&m);
-            if (packed[p] && model_packs_create(&m, &d)) {
+        const int precs[N_PATHS] = {MATMUL_FP32_BLAS, MATMUL_FP32, MATMUL_FP32, MATMUL_BF16,
+                                    MATMUL_BF16};
+        const int packed[N_PATHS] = {0, 0, 1, 0, 1};
+        const char *names[N_PATHS] = {"ours fp32 (sgemm)", "ours fp32", "ours fp32 packed",
+                                      "ours bf16", "ours bf16 packed"};
+        /* one set of packs (and workspace) per precision, swapped into m per path */
+        struct matmul_wpack **packs[2] = {NULL, NULL};
+        struct matmul_ws *ws[2] = {NULL, NULL};
+        for (int pr = 0; pr < 2; pr++) {
+            m.precision = pr ? MATMUL_BF16 : MATMUL_FP32;
+            if (model_packs_create(&m, &d)) {
                 fprintf(stderr, "bench_forward: %s\n", d.msg);
                 return 1;
             }
-            double t[16];
-            model_forward(&m, &a, tok, NULL, BENCH_B, BENCH_T, 0, &d);   /* warm-up */
-            for (int k = 0; k < reps; k++) {
-                double t0 = now_s();
-                model_forward(&m, &a, tok, NULL, BENCH_B, BENCH_T, 0, &d);
-                t[k] = now_s() - t0;
-            }
-            double med = median(t, reps), peak = p >= 3 ? PEAK_BF16_GFLOPS : PEAK_FP32_GFLOPS;
-            tps_all[p] = BENCH_B * BENCH_T / med;
-            printf("  %-22s %10.1f %12.0f %9.1f %7.1f%%\n", names[p], med * 1e3, tps_all[p],
-                   flops / med * 1e-9, 100.0 * flops / med * 1e-9 / peak);
+            packs[pr] = m.packs;
+            ws[pr] = m.ws;
+            m.packs = NULL;
+            m.ws = NULL;
         }
-        model_packs_destroy(&m);
+        double wall[N_PATHS][16], cpu[N_PATHS][16];
+        for (int k = -1; k < reps; k++) {   /* k = -1: warm-up of every path */
+            for (int i = 0; i < N_PATHS; i++) {
+                int p = (i + (k < 0 ? 0 : k)) % N_PATHS;
+                int pr = precs[p] == MATMUL_BF16;
+                m.precision = precs[p];
+                m.packs = packed[p] ? packs[pr] : NULL;
+                m.ws = packed[p] ? ws[pr] : NULL;
+                m.packs_precision = precs[p];
+                double w0 = now_s(), c0 = cpu_s();
+                model_forward(&m, &a, tok, NULL, BENCH_B, BENCH_T, 0, &d);
+                if (k >= 0) {
+                    wall[p][k] = now_s() - w0;
+                    cpu[p][k] = cpu_s() - c0;
+                }
+            }
+        }
+        double tps_all[N_PATHS], cpu_med[N_PATHS];
+        for (int p = 0; p < N_PATHS; p++) {
+            double med = median(wall[p], reps), peak = p >= 3 ? PEAK_BF16_GFLOPS : PEAK_FP32_GFLOPS;
+            cpu_med[p] = median(cpu[p], reps);
+            tps_all[p] = BENCH_B * BENCH_T / med;
+            printf("  %-22s %10.1f %12.0f %9.1f %7.1f%% %11.1f\n", names[p], med * 1e3, tps_all[p],
+                   flops / med * 1e-9, 100.0 * flops / med * 1e-9 / peak, cpu_med[p] * 1e3);
+        }
+        for (int pr = 0; pr < 2; pr++) {
+            m.packs = packs[pr];
+            m.ws = ws[pr];
+            model_packs_destroy(&m);
+        }
+        m.precision = MATMUL_FP32;
         tps[0] = tps_all[1] > tps_all[2] ? tps_all[1] : tps_all[2];   /* best fp32 / bf16 */
         tps[1] = tps_all[3] > tps_all[4] ? tps_all[3] : tps_all[4];
+        double cpu_fp32 = cpu_med[1] < cpu_med[2] ? cpu_med[1] : cpu_med[2];
+        double cpu_bf16 = cpu_med[3] < cpu_med[4] ? cpu_med[3] : cpu_med[4];
         int N = BENCH_B * BENCH_T;
         double ts = time_matmul(N, b->dim, b->vocab, MATMUL_FP32_BLAS, reps);
         double tb = time_matmul(N, b->dim, b->vocab, MATMUL_BF16, reps);
@@ -192,15 +238,27 @@ int main(int argc, char **argv)
                "%.1f GFLOP/s (%.1f%% of bf16 peak)\n",
                N, b->dim, b->vocab, mf / ts, 100.0 * mf / ts / PEAK_FP32_GFLOPS, mf / tb,
                100.0 * mf / tb / PEAK_BF16_GFLOPS);
-        printf("  ratios (best of plain/packed): bf16/fp32 %.2fx, fp32/fp32-sgemm %.2fx\n",
-               tps[1] / tps[0],
-               tps[0] / tps_all[0]);
+        double ratio_wall = tps[1] / tps[0], ratio_cpu = cpu_fp32 / cpu_bf16;
+        printf("  ratios (best of plain/packed): bf16/fp32 %.2fx, fp32/fp32-sgemm %.2fx; "
+               "bf16/fp32 by cpu time %.2fx\n",
+               ratio_wall, tps[0] / tps_all[0], ratio_cpu);
+        printf("  target bf16 >= %.1fx our fp32: %s (wall %.2fx), %s (cpu time %.2fx)\n",
+               TARGET_BF16_OVER_FP32, ratio_wall >= TARGET_BF16_OVER_FP32 ? "PASS" : "MISS",
+               ratio_wall, ratio_cpu >= TARGET_BF16_OVER_FP32 ? "PASS" : "MISS", ratio_cpu);
         if (have_torch) {
             torch_bench(b, reps, threads, torch_tps);
             printf("  torch eager fp32 %.0f tokens/s, bf16 %.0f tokens/s; ours/torch: fp32 %.2fx, "
                    "bf16 %.2fx\n",
                    torch_tps[0], torch_tps[1], torch_tps[0] > 0 ? tps[0] / torch_tps[0] : 0.0,
                    torch_tps[1] > 0 ? tps[1] / torch_tps[1] : 0.0);
+            printf("  target fp32 >= torch fp32: %s (%.2fx)\n",
+                   torch_tps[0] > 0 && tps[0] >= torch_tps[0] ? "PASS" : "MISS",
+                   torch_tps[0] > 0 ? tps[0] / torch_tps[0] : 0.0);
+            printf("  target bf16 >= torch bf16: %s (%.2fx)\n",
+                   torch_tps[1] > 0 && tps[1] >= torch_tps[1] ? "PASS" : "MISS",
+                   torch_tps[1] > 0 ? tps[1] / torch_tps[1] : 0.0);
+        } else {
+            printf("  targets against torch: skipped (no torch)\n");
         }
         qs_free(tok);
         model_acts_free(&a);

@@ -1,0 +1,24 @@
+/* layer_elem_impl.h: AVX-512 forms of the element-wise forward layers (RMSNorm
+ * with an optional fused residual add, SwiGLU), chosen at run time by
+ * cpu_level() >= CPU_LEVEL_AVX512 in layer_rmsnorm.c / layer_swiglu.c.
+ * Every element is computed by the same vector code whatever its position
+ * (tails use masked lanes), so results do not depend on N or on threads. */
+#ifndef QS_LAYER_ELEM_IMPL_H
+#define QS_LAYER_ELEM_IMPL_H
+
+#include <stddef.h>
+
+/* One row of C: with b != NULL first sum[c] = a[c] + b[c] (sum may alias a),
+ * then out = sum * r * w with r = 1 / sqrt(mean sum^2 + eps) (squares
+ * accumulated in double, 8 lanes + a fixed tree: may differ from the scalar
+ * sequential sum in the last bit of r); returns r.  b == NULL: sum is a. */
+float rmsnorm_row_avx512_impl(float *out, float *sum, const float *a, const float *b,
+                              const float *w, int C, float eps);
+
+/* out[i] = silu(gate[i]) * up[i] with a vector exp (Cody-Waite reduction,
+ * degree-6 polynomial, exact scaling): within SWIGLU_SIMD_TOL_ULP ulp of
+ * |silu(g) u| of the scalar expf form (tests/test_layers_elem.c). */
+enum { SWIGLU_SIMD_TOL_ULP = 8 };
+void swiglu_avx512_impl(float *out, const float *gate, const float *up, size_t n);
+
+#endif
