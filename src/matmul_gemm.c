@@ -128,7 +128,11 @@ static void mm_task_shape(mm_job *jb, int n_threads)
 {
     int want = MM_TASKS_PER_THREAD * n_threads;
     int N = jb->bp->N;
-    int mc = mm_round_up((jb->M + want - 1) / want, MM_MR);
+    /* round the row block DOWN so that the row split alone reaches `want` tasks
+     * when it can: a second column block would convert/pack the A rows again
+     * (for the lm_head's dX that is 2 x 32.8 M elements of dlogits per step) */
+    int mc = jb->M / want / MM_MR * MM_MR;
+    mc = mc < MM_MR ? MM_MR : mc;
     jb->mc = mc > MM_MC ? MM_MC : mc;
     int n_ib = (jb->M + jb->mc - 1) / jb->mc;
     int n_jb_want = (want + n_ib - 1) / n_ib;
