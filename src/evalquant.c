@@ -60,6 +60,12 @@ int evalquant_scaling_parse(const char *name, int *scaling, qs_diag *d)
                     "got '%s'", name ? name : "");
 }
 
+static int evalquant_planned(void *self, int layer, int module)
+{
+    const evalquant *q = self;
+    return q->slot_of[layer * MODEL_LIN_COUNT + module] >= 0;
+}
+
 static int evalquant_hook(void *self, int layer, int module, const float *x, float *xq, int N,
                           int IN, const float *w, float *wq, int O)
 {
@@ -399,6 +405,7 @@ done:
     }
     m->hook.self = q;
     m->hook.fn = evalquant_hook;
+    m->hook.planned = evalquant_planned;
     *out = q;
     return 0;
 }
@@ -416,6 +423,7 @@ void evalquant_destroy(evalquant *q)
     if (q->m && q->m->hook.self == q) {
         q->m->hook.self = NULL;
         q->m->hook.fn = NULL;
+        q->m->hook.planned = NULL;
     }
     quant_set_destroy(q->qs);
     qs_free(q->slot_of);

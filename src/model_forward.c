@@ -23,7 +23,7 @@
 static int model_linear(llama_model *m, llama_acts *a, int layer, int module, float *out,
                         const float *x, const float *w, const float *bias, int N, int IN, int O)
 {
-    if (m->hook.fn) {
+    if (m->hook.fn && (!m->hook.planned || m->hook.planned(m->hook.self, layer, module))) {
         int r = m->hook.fn(m->hook.self, layer, module, x, a->xq, N, IN, w, a->wq, O);
         if (r < 0)
             return r;
@@ -41,7 +41,7 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
 }
 
 /* The Linears modules[0..n) of a layer, all reading x[N, IN] (q/k/v, gate/up):
- * with packed weights and no hook one call converts x once for all of them and
+ * with packed weights and no hook planned on them, one call converts x once for all of them and
  * runs ep (may be NULL) on each output block while it is in cache; otherwise
  * one model_linear each (the hook may substitute x per module), then ep on
  * the whole output. */
@@ -50,7 +50,10 @@ static int model_linear_group(llama_model *m, llama_acts *a, int layer, int n, c
                               const float *const *bias, int N, int IN, const int *O,
                               const matmul_epilogue *ep)
 {
-    if (!m->hook.fn && m->packs && m->packs_precision == m->precision) {
+    int hooked = 0;
+    for (int i = 0; m->hook.fn && i < n; i++)
+        hooked |= !m->hook.planned || m->hook.planned(m->hook.self, layer, modules[i]);
+    if (!hooked && m->packs && m->packs_precision == m->precision) {
         struct matmul_wpack *pk[3];
         for (int i = 0; i < n; i++)
             pk[i] = m->packs[layer * MODEL_LIN_COUNT + modules[i]];

@@ -81,6 +81,12 @@ size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slot
     return total;
 }
 
+static int trainer_hook_planned(void *self, int layer, int module)
+{
+    const struct trainer *t = self;
+    return t->slot_of[layer * MODEL_LIN_COUNT + module] >= 0;
+}
+
 static int trainer_fwd_hook(void *self, int layer, int module, const float *x, float *xq, int N,
                             int IN, const float *w, float *wq, int O)
 {
@@ -213,6 +219,7 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
         return rc;
     t->m.hook.self = t;
     t->m.hook.fn = trainer_fwd_hook;
+    t->m.hook.planned = trainer_hook_planned;
     return 0;
 }
 

@@ -266,6 +266,49 @@ TEST(model, linear_hook_sees_every_linear_and_substitutes_operands)
     model_free(&m);
 }
 
+static int up1_planned(void *self, int layer, int module)
+{
+    (void)self;
+    return layer == 1 && module == MODEL_LIN_UP;
+}
+
+/* With planned(): fn is called only where planned says so, the other Linears
+ * (packed) run as fused groups, and the logits are the same bits as with fn
+ * called everywhere. */
+TEST(model, planned_hook_is_called_only_where_planned_with_identical_logits)
+{
+    llama_model m;
+    llama_acts a;
+    fixture_ref r = {0};
+    qs_diag d = {0};
+    hook_state all = {{{0}}}, some = {{{0}}};
+    ASSERT_OK(model_load_dir(&m, "data/fixtures/llama_gqa_f32", &d), &d);
+    ASSERT_EQ_INT(fixture_ref_load(&r, "data/fixtures/llama_gqa_f32"), 0);
+    ASSERT_OK(model_acts_init(&a, &m.cfg, r.B, r.T, r.T, 0, &d), &d);
+    ASSERT_OK(model_packs_create(&m, &d), &d);
+    size_t n = (size_t)r.B * r.T * r.V;
+    float *ref = qs_malloc(n * sizeof *ref);
+    ASSERT_TRUE(ref != NULL);
+    m.hook.fn = zero_up_hook;
+    m.hook.self = &all;
+    ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+    memcpy(ref, a.logits, n * sizeof *ref);
+    m.hook.self = &some;
+    m.hook.planned = up1_planned;
+    ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+    for (int l = 0; l < 2; l++)
+        for (int k = 0; k < MODEL_LIN_COUNT; k++) {
+            ASSERT_EQ_INT(all.calls[l][k], 1);
+            ASSERT_EQ_INT(some.calls[l][k], l == 1 && k == MODEL_LIN_UP);
+        }
+    ASSERT_TRUE(memcmp(ref, a.logits, n * sizeof *ref) == 0);
+    m.hook = (model_linear_hook){0};
+    qs_free(ref);
+    model_acts_free(&a);
+    fixture_ref_free(&r);
+    model_free(&m);
+}
+
 TEST(model, packed_weights_give_identical_logits_and_follow_refresh)
 {
     llama_model m;

@@ -73,6 +73,10 @@ typedef struct model_linear_hook {
      * uses them), 0 to use x and w unchanged, or a negative QS_E* to abort. */
     int (*fn)(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
               const float *w, float *wq, int O);
+    /* Optional: nonzero when fn may act on (layer, module) (substitute or observe);
+     * where it returns 0 fn is not called, so the Linears that share an input
+     * can run as one fused GEMM.  NULL: fn is called for every Linear. */
+    int (*planned)(void *self, int layer, int module);
 } model_linear_hook;
 
 typedef struct llama_model {
