@@ -125,9 +125,16 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
     int rc = model_forward_check(m, a, tokens, B, T, pos0, d);
     if (rc)
         return rc;
-    if (a->logits_tail > 0 && targets)
+    if ((a->logits_tail > 0 || a->logits_rows) && targets)
         return diag_set(d, QS_EINVAL, NULL, -1, "forward: targets need every row's logits "
-                        "(logits_tail = %d)", a->logits_tail);
+                        "(logits_tail = %d%s)", a->logits_tail,
+                        a->logits_rows ? ", logits_rows set" : "");
+    if (a->logits_rows && a->training)
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: logits_rows is for inference only");
+    for (int b = 0; a->logits_rows && b < B; b++)
+        if (a->logits_rows[b] < 0 || a->logits_rows[b] > T)
+            return diag_set(d, QS_EINVAL, NULL, -1, "forward: logits_rows[%d] = %d, expected "
+                            "0..%d", b, a->logits_rows[b], T);
     const llama_config *c = &m->cfg;
     const int N = B * T, C = c->dim, F = c->hidden_dim, H = c->n_heads, KVH = c->n_kv_heads;
     const int hd = c->head_dim, QD = H * hd, KD = KVH * hd, V = c->vocab_size;
@@ -194,6 +201,24 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
                                  last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * sN, x_mid, a->proj,
                                  last ? m->w.norm : m->w.layer[l + 1].attn_norm, N, C,
                                  c->norm_eps);
+    }
+    matmul_wpack *head_pk = m->packs && m->packs_precision == m->precision
+                                ? m->packs[c->n_layers * MODEL_LIN_COUNT] : NULL;
+    if (a->logits_rows) {
+        /* rows b*T + [0, rows_b) of every sequence, packed: move them to the front of
+         * lnf (destinations never pass their sources), then ONE lm_head product */
+        int rows = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < a->logits_rows[b]; t++, rows++)
+                if ((size_t)rows != (size_t)b * T + t)
+                    memmove(a->lnf + (size_t)rows * C, a->lnf + ((size_t)b * T + t) * C,
+                            (size_t)C * sizeof *a->lnf);
+        if (rows > 0 && head_pk)
+            matmul_forward_packed_ws(a->logits, a->lnf, head_pk, NULL, rows, m->ws);
+        else if (rows > 0)
+            matmul_forward(a->logits, a->lnf, m->w.lm_head, NULL, rows, C, V, m->precision);
+        a->loss = -1.0;
+        return 0;
     }
     /* rows b*T + [T-k, T) of every sequence -> logits rows b*k + [0, k) */
     const int k = a->logits_tail > 0 && a->logits_tail < T ? a->logits_tail : T;

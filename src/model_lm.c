@@ -168,14 +168,22 @@ static int lm_score_batch(model_lm *lm, const lm_request *r, const int *idx, int
         for (int t = 0; t < Tm; t++)
             lm->bt[b * Tm + t] = ct[t < n ? t : n - 1];
     }
-    if ((rc = model_forward(lm->m, &lm->ab, lm->bt, NULL, nb, Tm, (int)n_ctx, d)))
+    /* the lm_head only on each row's own (unpadded) positions, logits packed */
+    int rows[LM_BATCH];
+    for (int b = 0; b < nb; b++)
+        rows[b] = (int)r->n_cont_tok[idx[b]] - 1;
+    lm->ab.logits_rows = rows;
+    rc = model_forward(lm->m, &lm->ab, lm->bt, NULL, nb, Tm, (int)n_ctx, d);
+    lm->ab.logits_rows = NULL;
+    if (rc)
         return rc;
+    size_t first = 0;
     for (int b = 0; b < nb; b++) {
         const int32_t *ct = r->cont[idx[b]];
         double rest;
         int gr_rest;
-        lm_sum(lm->ab.logits + (size_t)b * Tm * V, V, ct + 1, r->n_cont_tok[idx[b]] - 1, &rest,
-               &gr_rest);
+        lm_sum(lm->ab.logits + first * V, V, ct + 1, (size_t)rows[b], &rest, &gr_rest);
+        first += (size_t)rows[b];
         ll[b] += rest;
         gr[b] &= gr_rest;
     }

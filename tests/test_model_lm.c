@@ -6,6 +6,7 @@
 #include <omp.h>
 #endif
 
+#include "qs/cpu.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/safetensors.h"
@@ -249,6 +250,53 @@ TEST(lm, logits_tail_rows_equal_the_full_forward_rows)
             }
     ASSERT_TRUE(worst <= 1e-5);
     ASSERT_TRUE(model_forward(&m, &a, tok, tok, 2, c.T, 0, &d) == QS_EINVAL);
+    model_acts_free(&a);
+    model_free(&m);
+    qs_free(full);
+    qs_free(c.ref_logits);
+}
+
+/* acts.logits_rows: lm_head only on the first rows[b] rows of each sequence,
+ * packed; equal to those rows of a full forward (bit for bit where our GEMM is
+ * row-invariant, i.e. with AVX-512; 1e-5 otherwise); bad counts and targets
+ * are refused. */
+TEST(lm, logits_rows_are_the_full_forward_rows_packed)
+{
+    llama_model m;
+    llama_acts a;
+    lm_case c = {0};
+    qs_diag d = {0};
+    ASSERT_EQ_INT(lm_case_load(&c), 0);
+    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
+    ASSERT_OK(model_acts_init(&a, &m.cfg, 2, c.T, c.T, 0, &d), &d);
+    int32_t tok[48];
+    for (int t = 0; t < c.T; t++) {
+        tok[t] = c.tok[t];
+        tok[c.T + t] = c.tok[c.T - 1 - t];
+    }
+    size_t V = (size_t)c.V;
+    float *full = qs_malloc(2 * (size_t)c.T * V * sizeof *full);
+    ASSERT_TRUE(full != NULL);
+    ASSERT_OK(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d), &d);
+    memcpy(full, a.logits, 2 * (size_t)c.T * V * sizeof *full);
+    int rows[2] = {2, c.T - 1};
+    a.logits_rows = rows;
+    ASSERT_OK(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d), &d);
+    double worst = 0;
+    size_t packed = 0;
+    for (size_t b = 0; b < 2; b++)
+        for (size_t r = 0; r < (size_t)rows[b]; r++, packed++)
+            for (size_t v = 0; v < V; v++) {
+                float want = full[(b * (size_t)c.T + r) * V + v];
+                double diff = fabs((double)a.logits[packed * V + v] - want);
+                worst = diff > worst ? diff : worst;
+            }
+    ASSERT_TRUE(worst <= (cpu_level() >= CPU_LEVEL_AVX512 ? 0.0 : 1e-5));
+    ASSERT_TRUE(model_forward(&m, &a, tok, tok, 2, c.T, 0, &d) == QS_EINVAL);
+    rows[1] = c.T + 1;
+    ASSERT_TRUE(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d) == QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "logits_rows[1]") != NULL);
+    a.logits_rows = NULL;
     model_acts_free(&a);
     model_free(&m);
     qs_free(full);

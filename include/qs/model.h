@@ -154,6 +154,10 @@ typedef struct llama_acts {
     float *logits;      /* [N, V]; with logits_tail = k > 0 only [B*k, V] are written */
     int logits_tail;    /* 0: lm_head on every row; k > 0: only on the last k rows of each
                          * sequence (scoring needs no others; no targets allowed) */
+    const int *logits_rows; /* NULL, or [B]: lm_head only on the FIRST logits_rows[b] rows of
+                             * sequence b (right-padded batches), written packed: sequence
+                             * b's rows start at logits row sum_{b' < b} logits_rows[b'];
+                             * inference only (lnf is compacted in place), no targets */
     float *losses;      /* [N] */
     float *kv_new;      /* [2, N, KVH*hd] scratch: this call's k and v before the cache */
     float *proj;        /* [N, C] scratch: o_proj / down_proj output */
