@@ -299,6 +299,21 @@ int quant_observe(quant *q, const float *x, size_t n, qs_diag *d)
 }
 
 /* Non-saturating HiF8: values at or beyond 1.25 * 2^15 after scaling become +-Inf. */
+/* One quantize call into the step's accumulator: amax, scale, clipped and
+ * underflow counts, and the QSNR sums when the recipe wants them. */
+static void quant_record_quantize(quant *q, int fallback, float pred, float scale, size_t n,
+                                  const hif8_stats *st)
+{
+    quant_acc_add(&q->acc, QUANT_MODE_QUANT, 1, fallback, pred, st->amax, scale, n,
+                  st->n_clipped);
+    q->acc.n_under += st->n_underflow;
+    if (q->r->want_qsnr) {
+        q->acc.has_sq = 1;
+        q->acc.sq_err += st->sq_err;
+        q->acc.sq_sum += st->sq_sum;
+    }
+}
+
 static void quant_apply_nonsat(const float *x, float *y, size_t n, float scale)
 {
     for (size_t i = 0; i < n; i++)
@@ -373,13 +388,7 @@ int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d)
     q->last_pred = pred;
     q->last_n = n;
     q->last_st = st;
-    quant_acc_add(&q->acc, QUANT_MODE_QUANT, 1, fallback, pred, st.amax, scale, n, st.n_clipped);
-    q->acc.n_under += st.n_underflow;
-    if (r->want_qsnr) {
-        q->acc.has_sq = 1;
-        q->acc.sq_err += st.sq_err;
-        q->acc.sq_sum += st.sq_sum;
-    }
+    quant_record_quantize(q, fallback, pred, scale, n, &st);
     return 0;
 }
 
@@ -404,14 +413,7 @@ int quant_quantize_repeat(quant *q, const float *x, float *y, size_t n, qs_diag 
         st.sq_sum = smp.sq_sum;
     }
     q->n_calls++;
-    quant_acc_add(&q->acc, QUANT_MODE_QUANT, 1, q->last_fallback, q->last_pred, st.amax, scale, n,
-                  st.n_clipped);
-    q->acc.n_under += st.n_underflow;
-    if (r->want_qsnr) {
-        q->acc.has_sq = 1;
-        q->acc.sq_err += st.sq_err;
-        q->acc.sq_sum += st.sq_sum;
-    }
+    quant_record_quantize(q, q->last_fallback, q->last_pred, scale, n, &st);
     return 0;
 }
 
