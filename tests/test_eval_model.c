@@ -236,12 +236,42 @@ TEST(eval_model, shared_prefix_equals_brute_force_forward)
     real_lm_close(&r);
 }
 
-/* Endings scored together (the context once, the endings batched on its KV
- * cache, padded to the longest) give each ending the same bits as scoring it
- * alone: a choice's log-likelihood does not depend on its siblings' lengths.
- * Bit-identical with AVX-512; without it the batch changes the row count of
- * the sgemm calls, so it is checked at the per-token tolerance (see
- * EVAL_BRUTE_TOL). */
+/* Scores every choice of `task` (its session scored the items batched: the
+ * context once, the endings on its KV cache padded to the longest) again ALONE
+ * and compares: bit-identical when `exact`, else within the per-token
+ * tolerance.  Adds to *checked and *lengths_differ, raises *worst. */
+static void siblings_check(real_lm *r, const char *task, int exact, int *checked,
+                           int *lengths_differ, double *worst)
+{
+    lm_scorer lm = model_lm_scorer(r->lm);
+    qs_diag d = {0};
+    eval_session *s = real_session(r, "tasks", task, 0, 4);
+    ASSERT_TRUE(s);
+    size_t n;
+    const eval_item *it = eval_session_items(s, &n);
+    for (size_t i = 0; i < n; i++) {
+        lm_request req;
+        eval_session_request(s, i, &req);
+        for (int c = 0; c < req.n_cont; c++, (*checked)++) {
+            double alone;
+            lm_request one = {req.ctx, req.n_ctx, 1, req.cont + c, req.n_cont_tok + c};
+            lm_result r1 = {&alone, NULL};
+            ASSERT_OK(lm.score(lm.self, &one, &r1, 1, &d), &d);
+            *lengths_differ |= req.n_cont_tok[c] != req.n_cont_tok[0];
+            if (exact && memcmp(&alone, &it[i].loglik[c], sizeof alone))
+                TEST_FAIL_AT("%s item %zu choice %d: alone %.17g, batched %.17g", task, i, c,
+                             alone, it[i].loglik[c]);
+            if (!exact)
+                ASSERT_NEAR(alone, it[i].loglik[c], brute_tol(req.n_cont_tok[c]));
+            *worst = fmax(*worst, fabs(alone - it[i].loglik[c]));
+        }
+    }
+    eval_session_destroy(s);
+}
+
+/* A choice's log-likelihood does not depend on its siblings' lengths: bit-
+ * identical with AVX-512; without it the batch changes the row count of the
+ * sgemm calls, so it is checked at the per-token tolerance (EVAL_BRUTE_TOL). */
 TEST(eval_model, a_choice_does_not_move_with_its_siblings)
 {
     char dir[512];
@@ -252,44 +282,10 @@ TEST(eval_model, a_choice_does_not_move_with_its_siblings)
     ASSERT_EQ_INT(real_lm_open(&r, dir), 0);
     threads_saved ts = threads_pin_one();
     const int level = cpu_from_env(), exact = cpu_level() >= CPU_LEVEL_AVX512;
-    static const char *tasks[] = {"hellaswag", "arc_challenge"};
-    lm_scorer lm = model_lm_scorer(r.lm);
-    qs_diag d = {0};
     int checked = 0, lengths_differ = 0;
     double worst = 0;
-    for (size_t k = 0; k < sizeof tasks / sizeof tasks[0]; k++) {
-        eval_session *s = real_session(&r, "tasks", tasks[k], 0, 4);
-        ASSERT_TRUE(s);
-        size_t n;
-        const eval_item *it = eval_session_items(s, &n);
-        for (size_t i = 0; i < n; i++) {
-            lm_request req;
-            eval_session_request(s, i, &req);
-            double all[16];
-            lm_result res = {all, NULL};
-            ASSERT_TRUE(req.n_cont <= 16);
-            ASSERT_OK(lm.score(lm.self, &req, &res, 1, &d), &d);
-            for (int c = 0; c < req.n_cont; c++) {
-                double alone;
-                lm_request one = req;
-                lm_result r1 = {&alone, NULL};
-                one.n_cont = 1;
-                one.cont = &req.cont[c];
-                one.n_cont_tok = &req.n_cont_tok[c];
-                ASSERT_OK(lm.score(lm.self, &one, &r1, 1, &d), &d);
-                lengths_differ |= req.n_cont_tok[c] != req.n_cont_tok[0];
-                if (exact && (memcmp(&alone, &all[c], sizeof alone) ||
-                              memcmp(&alone, &it[i].loglik[c], sizeof alone)))
-                    TEST_FAIL_AT("%s item %zu choice %d: alone %.17g, batched %.17g / %.17g",
-                                 tasks[k], i, c, alone, all[c], it[i].loglik[c]);
-                if (!exact)
-                    ASSERT_NEAR(alone, all[c], brute_tol(req.n_cont_tok[c]));
-                worst = fmax(worst, fabs(alone - all[c]));
-                checked++;
-            }
-        }
-        eval_session_destroy(s);
-    }
+    siblings_check(&r, "hellaswag", exact, &checked, &lengths_differ, &worst);
+    siblings_check(&r, "arc_challenge", exact, &checked, &lengths_differ, &worst);
     ASSERT_TRUE(checked >= 20 && lengths_differ);
     if (getenv("QS_EVAL_VERBOSE"))
         fprintf(stderr, "    %d choices at %s, worst |alone - batched| %.3g\n", checked,
@@ -503,7 +499,8 @@ TEST(eval_model, cli_runs_on_shared_bench_layout)
 /* A choice's log-likelihood with hif8 is the same whether its sibling choices
  * share its continuation forward or it is scored alone: delayed scales are
  * fixed, current scaling takes each activation row's own amax, the fake-quant
- * is elementwise, so nothing couples the rows (bit-identical, both scalings). */
+ * is elementwise, so nothing couples the rows (both scalings; bit-identical
+ * with AVX-512, the per-token tolerance without, as the fp32 test above). */
 TEST(eval_model, hif8_choice_scores_do_not_depend_on_siblings)
 {
     char dir[512], run_dir[600], ck[700];
@@ -513,41 +510,21 @@ TEST(eval_model, hif8_choice_scores_do_not_depend_on_siblings)
     snprintf(run_dir, sizeof run_dir, "%s/hif8_fake_run_sib", test_tmp_dir());
     ASSERT_EQ_INT(fake_run_state(run_dir, 5, ck, sizeof ck), 0);
     threads_saved ts = threads_pin_one();
+    const int level = cpu_from_env(), exact = cpu_level() >= CPU_LEVEL_AVX512;
     for (int scaling = 0; scaling < 2; scaling++) {
         evalquant_options o = {"*.mlp.*", scaling ? EVALQUANT_DELAYED : EVALQUANT_CURRENT, ck};
         real_lm r;
         ASSERT_EQ_INT(real_lm_open_as(&r, dir, &o), 0);
-        lm_scorer lm = model_lm_scorer(r.lm);
         double worst = 0;
-        int checked = 0;
-        static const char *const tasks[2] = {"arc_easy", "hellaswag"};
-        for (int t = 0; t < 2; t++) {
-            eval_session *s = real_session(&r, "tasks", tasks[t], 0, 64);
-            ASSERT_TRUE(s);
-            size_t n;
-            const eval_item *it = eval_session_items(s, &n);
-            for (size_t i = 0; i < n; i++) {
-                lm_request req;
-                eval_session_request(s, i, &req);
-                for (int c = 0; c < req.n_cont; c++, checked++) {
-                    lm_request one = {req.ctx, req.n_ctx, 1, req.cont + c, req.n_cont_tok + c};
-                    double ll;
-                    lm_result res = {&ll, NULL};
-                    qs_diag d = {0};
-                    ASSERT_OK(lm.score(lm.self, &one, &res, 1, &d), &d);
-                    worst = fmax(worst, fabs(ll - it[i].loglik[c]));
-                    if (ll != it[i].loglik[c])
-                        TEST_FAIL_AT("%s item %zu choice %d: alone %.17g, with siblings %.17g",
-                                     tasks[t], i, c, ll, it[i].loglik[c]);
-                }
-            }
-            eval_session_destroy(s);
-        }
+        int checked = 0, lengths_differ = 0;
+        siblings_check(&r, "arc_easy", exact, &checked, &lengths_differ, &worst);
+        siblings_check(&r, "hellaswag", exact, &checked, &lengths_differ, &worst);
         ASSERT_TRUE(checked >= 20);
         if (getenv("QS_EVAL_VERBOSE"))
             fprintf(stderr, "    %s scaling: %d choices, worst |alone - with siblings| %.3g\n",
                     scaling ? "delayed" : "current", checked, worst);
         real_lm_close(&r);
     }
+    cpu_limit(level);
     threads_restore(ts);
 }

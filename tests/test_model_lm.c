@@ -217,43 +217,66 @@ TEST(lm, a_long_sibling_does_not_change_a_short_continuation)
     qs_free(c.ref_logits);
 }
 
+/* The fixture model, acts for 2 sequences (the case's tokens and their
+ * reverse) and the logits of their full forward: the reference of the
+ * partial-head tests below. */
+typedef struct rows_case {
+    llama_model m;
+    llama_acts a;
+    lm_case c;
+    int32_t tok[48];
+    float *full;   /* [2 * T, V] */
+} rows_case;
+
+static int rows_case_open(rows_case *rc)
+{
+    qs_diag d = {0};
+    memset(rc, 0, sizeof *rc);
+    if (lm_case_load(&rc->c) || 2 * rc->c.T > 48 || model_load_dir(&rc->m, LM_FIXTURE, &d))
+        return -1;
+    if (model_acts_init(&rc->a, &rc->m.cfg, 2, rc->c.T, rc->c.T, 0, &d))
+        return -1;
+    for (int t = 0; t < rc->c.T; t++) {
+        rc->tok[t] = rc->c.tok[t];
+        rc->tok[rc->c.T + t] = rc->c.tok[rc->c.T - 1 - t];
+    }
+    size_t n = 2 * (size_t)rc->c.T * (size_t)rc->c.V;
+    rc->full = qs_malloc(n * sizeof *rc->full);
+    if (!rc->full || model_forward(&rc->m, &rc->a, rc->tok, NULL, 2, rc->c.T, 0, &d))
+        return -1;
+    memcpy(rc->full, rc->a.logits, n * sizeof *rc->full);
+    return 0;
+}
+
+static void rows_case_close(rows_case *rc)
+{
+    model_acts_free(&rc->a);
+    model_free(&rc->m);
+    qs_free(rc->full);
+    qs_free(rc->c.ref_logits);
+}
+
 /* acts.logits_tail = k: lm_head only on the last k rows of every sequence,
  * equal to those rows of a full forward; targets are refused. */
 TEST(lm, logits_tail_rows_equal_the_full_forward_rows)
 {
-    llama_model m;
-    llama_acts a;
-    lm_case c = {0};
+    rows_case rc;
     qs_diag d = {0};
-    ASSERT_EQ_INT(lm_case_load(&c), 0);
-    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
-    ASSERT_OK(model_acts_init(&a, &m.cfg, 2, c.T, c.T, 0, &d), &d);
-    int32_t tok[48];
-    for (int t = 0; t < c.T; t++) {
-        tok[t] = c.tok[t];
-        tok[c.T + t] = c.tok[c.T - 1 - t];
-    }
-    size_t V = (size_t)c.V, k = 3;
-    float *full = qs_malloc(2 * (size_t)c.T * V * sizeof *full);
-    ASSERT_TRUE(full != NULL);
-    ASSERT_OK(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d), &d);
-    memcpy(full, a.logits, 2 * (size_t)c.T * V * sizeof *full);
-    a.logits_tail = (int)k;
-    ASSERT_OK(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d), &d);
+    ASSERT_EQ_INT(rows_case_open(&rc), 0);
+    const size_t V = (size_t)rc.c.V, T = (size_t)rc.c.T, k = 3;
+    rc.a.logits_tail = (int)k;
+    ASSERT_OK(model_forward(&rc.m, &rc.a, rc.tok, NULL, 2, rc.c.T, 0, &d), &d);
     double worst = 0;
     for (size_t b = 0; b < 2; b++)
         for (size_t r = 0; r < k; r++)
             for (size_t v = 0; v < V; v++) {
-                float want = full[(b * (size_t)c.T + (size_t)c.T - k + r) * V + v];
-                double diff = fabs((double)a.logits[(b * k + r) * V + v] - want);
+                float want = rc.full[(b * T + T - k + r) * V + v];
+                double diff = fabs((double)rc.a.logits[(b * k + r) * V + v] - want);
                 worst = diff > worst ? diff : worst;
             }
     ASSERT_TRUE(worst <= 1e-5);
-    ASSERT_TRUE(model_forward(&m, &a, tok, tok, 2, c.T, 0, &d) == QS_EINVAL);
-    model_acts_free(&a);
-    model_free(&m);
-    qs_free(full);
-    qs_free(c.ref_logits);
+    ASSERT_TRUE(model_forward(&rc.m, &rc.a, rc.tok, rc.tok, 2, rc.c.T, 0, &d) == QS_EINVAL);
+    rows_case_close(&rc);
 }
 
 /* acts.logits_rows: lm_head only on the first rows[b] rows of each sequence,
@@ -262,43 +285,26 @@ TEST(lm, logits_tail_rows_equal_the_full_forward_rows)
  * are refused. */
 TEST(lm, logits_rows_are_the_full_forward_rows_packed)
 {
-    llama_model m;
-    llama_acts a;
-    lm_case c = {0};
+    rows_case rc;
     qs_diag d = {0};
-    ASSERT_EQ_INT(lm_case_load(&c), 0);
-    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
-    ASSERT_OK(model_acts_init(&a, &m.cfg, 2, c.T, c.T, 0, &d), &d);
-    int32_t tok[48];
-    for (int t = 0; t < c.T; t++) {
-        tok[t] = c.tok[t];
-        tok[c.T + t] = c.tok[c.T - 1 - t];
-    }
-    size_t V = (size_t)c.V;
-    float *full = qs_malloc(2 * (size_t)c.T * V * sizeof *full);
-    ASSERT_TRUE(full != NULL);
-    ASSERT_OK(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d), &d);
-    memcpy(full, a.logits, 2 * (size_t)c.T * V * sizeof *full);
-    int rows[2] = {2, c.T - 1};
-    a.logits_rows = rows;
-    ASSERT_OK(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d), &d);
+    ASSERT_EQ_INT(rows_case_open(&rc), 0);
+    const size_t V = (size_t)rc.c.V, T = (size_t)rc.c.T;
+    int rows[2] = {2, rc.c.T - 1};
+    rc.a.logits_rows = rows;
+    ASSERT_OK(model_forward(&rc.m, &rc.a, rc.tok, NULL, 2, rc.c.T, 0, &d), &d);
     double worst = 0;
     size_t packed = 0;
     for (size_t b = 0; b < 2; b++)
         for (size_t r = 0; r < (size_t)rows[b]; r++, packed++)
             for (size_t v = 0; v < V; v++) {
-                float want = full[(b * (size_t)c.T + r) * V + v];
-                double diff = fabs((double)a.logits[packed * V + v] - want);
+                double diff = fabs((double)rc.a.logits[packed * V + v] - rc.full[(b * T + r) * V + v]);
                 worst = diff > worst ? diff : worst;
             }
     ASSERT_TRUE(worst <= (cpu_level() >= CPU_LEVEL_AVX512 ? 0.0 : 1e-5));
-    ASSERT_TRUE(model_forward(&m, &a, tok, tok, 2, c.T, 0, &d) == QS_EINVAL);
-    rows[1] = c.T + 1;
-    ASSERT_TRUE(model_forward(&m, &a, tok, NULL, 2, c.T, 0, &d) == QS_EINVAL);
+    ASSERT_TRUE(model_forward(&rc.m, &rc.a, rc.tok, rc.tok, 2, rc.c.T, 0, &d) == QS_EINVAL);
+    rows[1] = rc.c.T + 1;
+    ASSERT_TRUE(model_forward(&rc.m, &rc.a, rc.tok, NULL, 2, rc.c.T, 0, &d) == QS_EINVAL);
     ASSERT_TRUE(strstr(d.msg, "logits_rows[1]") != NULL);
-    a.logits_rows = NULL;
-    model_acts_free(&a);
-    model_free(&m);
-    qs_free(full);
-    qs_free(c.ref_logits);
+    rc.a.logits_rows = NULL;
+    rows_case_close(&rc);
 }
