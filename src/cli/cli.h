@@ -35,6 +35,16 @@ int cli_flag_is(const char *arg, const char *flag);
  * truncated log ("<what> the complete steps"), apply --match.  0 or an exit code
  * (run already freed). */
 struct qlog_run;
+/* The arguments every run-log command takes: one RUN_DIR, --match PATTERN,
+ * --phase warmup|qat|all (select starts at the command's default). */
+typedef struct cli_run_args {
+    const char *dir, *match;
+    int select;
+} cli_run_args;
+/* Parses argv[*i] when it is one of those (advancing *i past a value) or an
+ * unknown option / extra argument (an error naming `cmd`): 0 when consumed,
+ * -1 when argv[*i] is not for it, else an exit code. */
+int cli_run_arg(const char *cmd, int argc, char **argv, int *i, cli_run_args *a);
 int cli_run_load(const char *dir, const char *match, const char *what, struct qlog_run *run,
                  char *path, size_t path_bytes);
 

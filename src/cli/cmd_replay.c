@@ -109,8 +109,9 @@ static void replay_print_text(const char *path, const qlog_run *run, const repla
 
 int cmd_replay(int argc, char **argv)
 {
-    const char *dir = NULL, *list = REPLAY_DEFAULT_ESTIMATORS, *match = NULL;
-    int json = 0, select = QLOG_SELECT_QAT;
+    const char *list = REPLAY_DEFAULT_ESTIMATORS;
+    cli_run_args ra = {NULL, NULL, QLOG_SELECT_QAT};
+    int json = 0, rc;
     long margin = -1, history = -1;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -130,26 +131,15 @@ int cmd_replay(int argc, char **argv)
             if (!(v = cli_flag_value(argc, argv, &i)) ||
                 cli_parse_long("--history", v, 1, 1 << 20, &history))
                 return CLI_EXIT_USAGE;
-        } else if (cli_flag_is(argv[i], "--match")) {
-            if (!(match = cli_flag_value(argc, argv, &i)))
-                return CLI_EXIT_USAGE;
-        } else if (cli_flag_is(argv[i], "--phase")) {
-            qs_diag d = {0};
-            if (!(v = cli_flag_value(argc, argv, &i)))
-                return CLI_EXIT_USAGE;
-            if (qlog_select_parse(v, &select, &d))
-                return cli_error("--phase: %s", d.msg);
-        } else if (argv[i][0] == '-') {
-            return cli_error("replay: unknown option '%s' (argument %d); see 'qatscope replay --help'",
-                             argv[i], i);
-        } else if (!dir) {
-            dir = argv[i];
+        } else if ((rc = cli_run_arg("replay", argc, argv, &i, &ra)) >= 0) {
+            if (rc)
+                return rc;
         } else {
-            return cli_error("replay: unexpected argument '%s' (argument %d), expected one RUN_DIR",
+            return cli_error("replay: unknown option '%s' (argument %d); see 'qatscope replay --help'",
                              argv[i], i);
         }
     }
-    if (!dir)
+    if (!ra.dir)
         return cli_error("replay: missing RUN_DIR; usage: qatscope replay RUN_DIR --estimators LIST");
     amax_estimator est[REPLAY_MAX_ESTIMATORS];
     int n_est;
@@ -158,12 +148,12 @@ int cmd_replay(int argc, char **argv)
         return cli_error("--estimators: %s", d.msg);
     qlog_run run;
     char path[QS_DIAG_PATH_MAX];
-    int rc = cli_run_load(dir, match, "replaying", &run, path, sizeof path);
+    rc = cli_run_load(ra.dir, ra.match, "replaying", &run, path, sizeof path);
     if (rc)
         return rc;
     replay_result res[REPLAY_MAX_ESTIMATORS];
     for (int i = 0; i < n_est; i++) {
-        rc = replay_estimator(&run, &est[i], (int)margin, (int)history, select, &res[i], &d);
+        rc = replay_estimator(&run, &est[i], (int)margin, (int)history, ra.select, &res[i], &d);
         if (rc) {
             qlog_run_free(&run);
             return cli_diag_error(&d);
@@ -172,9 +162,9 @@ int cmd_replay(int argc, char **argv)
     int m = margin >= 0 ? (int)margin : run.margin;
     int h = history >= 1 ? (int)history : run.history_steps;
     if (json)
-        rc = replay_print_json(path, &run, res, n_est, select, m, h);
+        rc = replay_print_json(path, &run, res, n_est, ra.select, m, h);
     else
-        replay_print_text(path, &run, res, n_est, select, m, h);
+        replay_print_text(path, &run, res, n_est, ra.select, m, h);
     qlog_run_free(&run);
     return rc;
 }

@@ -158,8 +158,8 @@ static void satstat_print_text(const char *path, const qlog_run *run, const sats
 
 int cmd_satstat(int argc, char **argv)
 {
-    const char *dir = NULL, *match = NULL;
-    int json = 0, select = QLOG_SELECT_QAT;
+    cli_run_args ra = {NULL, NULL, QLOG_SELECT_QAT};
+    int json = 0, rc;
     long top = 10;
     double threshold = 1e-4;
     for (int i = 1; i < argc; i++) {
@@ -176,35 +176,24 @@ int cmd_satstat(int argc, char **argv)
             if (!(v = cli_flag_value(argc, argv, &i)) ||
                 cli_parse_double("--threshold", v, 0.0, 1.0, &threshold))
                 return CLI_EXIT_USAGE;
-        } else if (cli_flag_is(argv[i], "--match")) {
-            if (!(match = cli_flag_value(argc, argv, &i)))
-                return CLI_EXIT_USAGE;
-        } else if (cli_flag_is(argv[i], "--phase")) {
-            qs_diag d = {0};
-            if (!(v = cli_flag_value(argc, argv, &i)))
-                return CLI_EXIT_USAGE;
-            if (qlog_select_parse(v, &select, &d))
-                return cli_error("--phase: %s", d.msg);
-        } else if (argv[i][0] == '-') {
-            return cli_error("satstat: unknown option '%s' (argument %d); see 'qatscope satstat --help'",
-                             argv[i], i);
-        } else if (!dir) {
-            dir = argv[i];
+        } else if ((rc = cli_run_arg("satstat", argc, argv, &i, &ra)) >= 0) {
+            if (rc)
+                return rc;
         } else {
-            return cli_error("satstat: unexpected argument '%s' (argument %d), expected one RUN_DIR",
+            return cli_error("satstat: unknown option '%s' (argument %d); see 'qatscope satstat --help'",
                              argv[i], i);
         }
     }
-    if (!dir)
+    if (!ra.dir)
         return cli_error("satstat: missing RUN_DIR; usage: qatscope satstat RUN_DIR [--json] [--top N]");
     qlog_run run;
     qs_diag d = {0};
     char path[QS_DIAG_PATH_MAX];
-    int rc = cli_run_load(dir, match, "summarising", &run, path, sizeof path);
+    rc = cli_run_load(ra.dir, ra.match, "summarising", &run, path, sizeof path);
     if (rc)
         return rc;
     satsummary s;
-    rc = satsummary_compute(&run, select, threshold, &s, &d);
+    rc = satsummary_compute(&run, ra.select, threshold, &s, &d);
     if (rc) {
         qlog_run_free(&run);
         return cli_diag_error(&d);

@@ -6,6 +6,27 @@
 #include "cli.h"
 #include "qs/qlog.h"
 
+int cli_run_arg(const char *cmd, int argc, char **argv, int *i, cli_run_args *a)
+{
+    const char *arg = argv[*i];
+    if (cli_flag_is(arg, "--match"))
+        return (a->match = cli_flag_value(argc, argv, i)) ? 0 : CLI_EXIT_USAGE;
+    if (cli_flag_is(arg, "--phase")) {
+        qs_diag d = {0};
+        const char *v = cli_flag_value(argc, argv, i);
+        if (!v)
+            return CLI_EXIT_USAGE;
+        return qlog_select_parse(v, &a->select, &d) ? cli_error("--phase: %s", d.msg) : 0;
+    }
+    if (arg[0] == '-')
+        return -1;
+    if (a->dir)
+        return cli_error("%s: unexpected argument '%s' (argument %d), expected one RUN_DIR", cmd,
+                         arg, *i);
+    a->dir = arg;
+    return 0;
+}
+
 int cli_run_load(const char *dir, const char *match, const char *what, qlog_run *run, char *path,
                  size_t path_bytes)
 {
