@@ -4,11 +4,15 @@
  * peak memory against the trainer's estimate; and, when Debian's python3-torch
  * is installed, PyTorch fp32 eager on the same model and threads
  * (tools/bench_torch_train.py) as the baseline ratio.
- * The four variants' trainers run side by side and their timed steps are
- * interleaved round by round in rotating order, so load bursts on a shared
- * machine hit all of them; medians of wall and process CPU time per step (the
- * first step of each is a warm-up), ratios as ratios of medians and as medians
- * of same-round ratios.  Targets (issue 5):
+ * Every compared pair is timed in the same rounds, its two steps back to back,
+ * and the order inside a pair flips every round (A B, then B A): the machine's
+ * speed drifts by tens of percent over minutes, so each ratio is the median over
+ * rounds of the same-round ratio (the PASS/MISS criterion), printed with the
+ * ratio of the medians.  All four trainers live side by side when they fit in
+ * BENCH_ROTATE_GIB (one round runs 1 0 2 3, the next 3 2 0 1: the pairs 0-1,
+ * 0-2 and 2-3 are adjacent in both); else the pairs run one after the other with
+ * two trainers alive.  Medians of wall and process CPU time per step (the first
+ * step of each trainer is a warm-up).  Targets (issue 5):
  * fp32 >= 1.5x PyTorch fp32; bf16 >= 1.3x our fp32; QAT overhead <= 15%;
  * peak memory within 10% of the estimate.  Then the training-only element-wise
  * kernels (cross-entropy, SwiGLU backward, AdamW): portable
@@ -129,7 +133,7 @@ static double now_s(clockid_t id)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-enum { BENCH_VARIANTS = 4, BENCH_MAX_STEPS = 60 };
+enum { BENCH_VARIANTS = 4, BENCH_PAIRS = 3, BENCH_MAX_STEPS = 60 };
 static const char *const bench_prec[2] = {"fp32", "bf16"};
 
 /* One variant (precision = i / 2, QAT = i % 2): its trainer and per-step times. */
@@ -182,15 +186,18 @@ static int bench_variant_open(bench_variant *v, int i, const char *model_dir, co
     return 0;
 }
 
-/* The timed steps of the variants in [first, first + n), interleaved: round r runs
- * variant first + (r + j) % n for j = 0..n-1, so a burst of load hits every variant
- * and each one runs in every position of the round. */
-static int bench_rotate(bench_variant *v, int first, int n, int steps)
+/* The compared pairs: bf16 vs fp32, and each precision with QAT vs without. */
+static const int bench_pair[BENCH_PAIRS][2] = {{0, 2}, {1, 0}, {3, 2}};
+
+/* Round r of a session over the variants ids[0..n): ids in order on even
+ * rounds, reversed on odd ones (with ids = 1 0 2 3 every pair above is adjacent
+ * in both orders). */
+static int bench_rounds(bench_variant *v, const int *ids, int n, int steps)
 {
     qs_diag d = {0};
     for (int r = 0; r < steps; r++)
         for (int j = 0; j < n; j++) {
-            bench_variant *x = &v[first + (r + j) % n];
+            bench_variant *x = &v[ids[r % 2 ? n - 1 - j : j]];
             double w0 = now_s(CLOCK_MONOTONIC), c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
             if (bench_step(x, &d)) {
                 fprintf(stderr, "bench_train: %s\n", d.msg);
@@ -209,6 +216,111 @@ static double paired_ratio(const double *a, const double *b, int n)
     for (int r = 0; r < n; r++)
         q[r] = a[r] / b[r];
     return median(q, n);
+}
+
+/* Ratio of pair p (time of the first variant over the second's: bf16/fp32 speed,
+ * QAT over no QAT) from the variants' step times of one session. */
+typedef struct bench_ratio {
+    double paired;   /* median over rounds of the same-round ratio (the criterion) */
+    double wall;     /* ratio of the wall medians */
+    double cpu;      /* ratio of the process-CPU medians */
+} bench_ratio;
+
+typedef struct bench_result {
+    double wall[BENCH_VARIANTS], cpu[BENCH_VARIANTS];   /* medians, first session of each */
+    bench_ratio pair[BENCH_PAIRS];
+} bench_result;
+
+static void bench_measure(const bench_variant *v, const int *ids, int n, int steps,
+                          bench_result *res, int *seen)
+{
+    for (int j = 0; j < n; j++)
+        if (!seen[ids[j]]) {
+            seen[ids[j]] = 1;
+            res->wall[ids[j]] = median(v[ids[j]].wall_s, steps);
+            res->cpu[ids[j]] = median(v[ids[j]].cpu_s, steps);
+        }
+    for (int p = 0; p < BENCH_PAIRS; p++) {
+        const bench_variant *a = &v[bench_pair[p][0]], *b = &v[bench_pair[p][1]];
+        int in = 0;
+        for (int j = 0; j < n; j++)
+            in += ids[j] == bench_pair[p][0] || ids[j] == bench_pair[p][1];
+        if (in < 2)
+            continue;
+        bench_ratio *r = &res->pair[p];
+        r->paired = paired_ratio(a->wall_s, b->wall_s, steps);
+        r->wall = median(a->wall_s, steps) / median(b->wall_s, steps);
+        r->cpu = median(a->cpu_s, steps) / median(b->cpu_s, steps);
+        if (p == 0) {   /* bf16/fp32 is a speed-up: fp32 time over bf16 time */
+            r->paired = paired_ratio(b->wall_s, a->wall_s, steps);
+            r->wall = 1.0 / r->wall;
+            r->cpu = 1.0 / r->cpu;
+        }
+    }
+}
+
+static void bench_close(bench_variant *v, int i)
+{
+    trainer_destroy(v[i].t);
+    v[i].t = NULL;
+}
+
+/* One shape's run: its checkpoint, scratch directory, timed steps, and each
+ * variant's token stream (all the same sequence). */
+typedef struct bench_ctx {
+    const bench_shape *s;
+    const char *mdir, *tmp;
+    int steps;
+    bench_tokens bt[BENCH_VARIANTS];
+} bench_ctx;
+
+static int bench_open(bench_ctx *c, bench_variant *v, int i)
+{
+    char odir[500];
+    snprintf(odir, sizeof odir, "%s/run_%s_%d", c->tmp, c->s->name, i);
+    c->bt[i] = (bench_tokens){7, c->s->vocab};
+    return bench_variant_open(&v[i], i, c->mdir, odir, c->steps, &c->bt[i]);
+}
+
+/* Opens the variants, runs the sessions and fills res.  With all four trainers alive: one session,
+ * rounds 1 0 2 3 / 3 2 0 1.  Else the pairs (1 0), (0 2), (2 3) one after the
+ * other, two trainers alive at a time. */
+static int bench_shape_run(bench_ctx *c, bench_variant *v, bench_result *res)
+{
+    const int steps = c->steps;
+    int seen[BENCH_VARIANTS] = {0};
+    memset(v, 0, BENCH_VARIANTS * sizeof *v);
+    memset(res, 0, sizeof *res);
+    if (bench_open(c, v, 0))
+        return -1;
+    double est_gib = 4.0 * (double)v[0].mem.total_bytes / (1 << 30);
+    if (est_gib <= BENCH_ROTATE_GIB) {
+        static const int all[BENCH_VARIANTS] = {1, 0, 2, 3};
+        if (bench_open(c, v, 1) || bench_open(c, v, 2) || bench_open(c, v, 3) ||
+            bench_rounds(v, all, BENCH_VARIANTS, steps))
+            return -1;
+        bench_measure(v, all, BENCH_VARIANTS, steps, res, seen);
+        for (int i = 0; i < BENCH_VARIANTS; i++)
+            bench_close(v, i);
+        return 0;
+    }
+    printf("%-8s four trainers need ~%.1f GiB > %d: the pairs fp32 QAT/fp32, fp32/bf16 and "
+           "bf16 QAT/bf16 run one after the other\n", c->s->name, est_gib, BENCH_ROTATE_GIB);
+    static const int p1[2] = {1, 0}, p0[2] = {0, 2}, p2[2] = {2, 3};
+    if (bench_open(c, v, 1) || bench_rounds(v, p1, 2, steps))
+        return -1;
+    bench_measure(v, p1, 2, steps, res, seen);
+    bench_close(v, 1);
+    if (bench_open(c, v, 2) || bench_rounds(v, p0, 2, steps))
+        return -1;
+    bench_measure(v, p0, 2, steps, res, seen);
+    bench_close(v, 0);
+    if (bench_open(c, v, 3) || bench_rounds(v, p2, 2, steps))
+        return -1;
+    bench_measure(v, p2, 2, steps, res, seen);
+    bench_close(v, 2);
+    bench_close(v, 3);
+    return 0;
 }
 
 static double bench_torch(const bench_shape *s, int threads, int steps)
@@ -326,76 +438,44 @@ int main(int argc, char **argv)
     char tmp[256];
     snprintf(tmp, sizeof tmp, "/tmp/qatscope-bench-train.%ld", (long)getpid());
     printf("bench_train: B=%d T=%d, %d timed steps per variant (medians), %d threads; a full "
-           "training step (forward + backward + AdamW); the four variants interleaved per round "
-           "(rotating order); cpu = process CPU time of all threads per step\n",
+           "training step (forward + backward + AdamW); compared pairs run back to back in every round, "
+           "order flipped each round; cpu = process CPU time of all threads per step\n",
            BENCH_B, BENCH_T, steps, threads);
     double tokens = (double)BENCH_B * BENCH_T;
     for (size_t k = 0; k < sizeof bench_shapes / sizeof *bench_shapes; k++) {
         const bench_shape *s = &bench_shapes[k];
         if (argc > 2 && strcmp(argv[2], s->name))
             continue;
-        char mdir[400], odir[500];
+        char mdir[400];
         snprintf(mdir, sizeof mdir, "%s/%s", tmp, s->name);
         if (bench_model_write(s, mdir))
             return 1;
         static bench_variant v[BENCH_VARIANTS];
-        bench_tokens bt[BENCH_VARIANTS];
-        memset(v, 0, sizeof v);
-        /* all four trainers alive at once when they fit in BENCH_ROTATE_GIB; else two
-         * groups (fp32 pair, then bf16 pair): QAT overheads stay same-round ratios */
-        double est_gib = 0.0;
-        int group = BENCH_VARIANTS, rc = 0;
-        for (int i = 0; i < BENCH_VARIANTS && !rc; i++) {
-            if (i % group == 0) {
-                for (int j = i; j < BENCH_VARIANTS; j++)
-                    bt[j] = (bench_tokens){7, s->vocab};
-            }
-            snprintf(odir, sizeof odir, "%s/run_%s_%d", tmp, s->name, i);
-            rc = bench_variant_open(&v[i], i, mdir, odir, steps, &bt[i]);
-            if (!rc && i == 0) {
-                est_gib = 4.0 * (double)v[0].mem.total_bytes / (1 << 30);
-                group = est_gib <= BENCH_ROTATE_GIB ? BENCH_VARIANTS : 2;
-            }
-            if (!rc && (i + 1) % group == 0) {
-                rc = bench_rotate(v, i + 1 - group, group, steps);
-                for (int j = i + 1 - group; j <= i; j++) {
-                    trainer_destroy(v[j].t);
-                    v[j].t = NULL;
-                }
-            }
-        }
-        if (rc)
+        static bench_ctx ctx;
+        ctx = (bench_ctx){s, mdir, tmp, steps, {{0, 0}}};
+        bench_result res;
+        if (bench_shape_run(&ctx, v, &res))
             return 1;
-        if (group < BENCH_VARIANTS)
-            printf("%-8s four trainers need ~%.1f GiB > %d: fp32 and bf16 pairs interleaved "
-                   "separately (bf16/fp32 compares different rounds)\n",
-                   s->name, est_gib, BENCH_ROTATE_GIB);
-        double wall[BENCH_VARIANTS], cpu[BENCH_VARIANTS];
-        for (int i = 0; i < BENCH_VARIANTS; i++) {
-            wall[i] = median(v[i].wall_s, steps);
-            cpu[i] = median(v[i].cpu_s, steps);
+        for (int i = 0; i < BENCH_VARIANTS; i++)
             printf("%-8s %-5s %-7s %9.0f tok/s   wall %7.1f ms/step  cpu %7.1f ms/step   "
                    "peak memory %.2fx of estimate %s\n",
-                   s->name, bench_prec[i / 2], i % 2 ? "HiF8QAT" : "noquant", tokens / wall[i],
-                   1e3 * wall[i], 1e3 * cpu[i], v[i].peak_ratio,
+                   s->name, bench_prec[i / 2], i % 2 ? "HiF8QAT" : "noquant",
+                   tokens / res.wall[i], 1e3 * res.wall[i], 1e3 * res.cpu[i], v[i].peak_ratio,
                    v[i].peak_ratio <= 1.10 && v[i].peak_ratio >= 0.90 ? "(PASS <=10%)"
                                                                       : "(MISS >10%)");
+        const bench_ratio *bf = &res.pair[0];
+        printf("%-8s bf16/fp32 speed %.2fx same-round median (target >= 1.3: %s); %.2fx wall "
+               "medians, %.2fx cpu\n",
+               s->name, bf->paired, bf->paired >= 1.3 ? "PASS" : "MISS", bf->wall, bf->cpu);
+        for (int p = 1; p < BENCH_PAIRS; p++) {
+            const bench_ratio *q = &res.pair[p];
+            printf("%-8s QAT overhead %s %+.1f%% same-round median (target <= 15%%: %s); %+.1f%% "
+                   "wall medians, %+.1f%% cpu\n",
+                   s->name, bench_prec[p - 1], 100.0 * (q->paired - 1.0),
+                   q->paired <= 1.15 ? "PASS" : "MISS", 100.0 * (q->wall - 1.0),
+                   100.0 * (q->cpu - 1.0));
         }
-        double bf = wall[0] / wall[2];
-        printf("%-8s bf16/fp32 speed %.2fx wall, %.2fx cpu, %.2fx same-round median "
-               "(target >= 1.3: %s)\n",
-               s->name, bf, cpu[0] / cpu[2], paired_ratio(v[0].wall_s, v[2].wall_s, steps),
-               bf >= 1.3 ? "PASS" : "MISS");
-        for (int p = 0; p < 2; p++) {
-            const bench_variant *a = &v[2 * p], *q = &v[2 * p + 1];
-            double ov = wall[2 * p + 1] / wall[2 * p];
-            printf("%-8s QAT overhead %s %+.1f%% wall, %+.1f%% cpu, %+.1f%% same-round median "
-                   "(target <= 15%%: %s)\n",
-                   s->name, bench_prec[p], 100.0 * (ov - 1.0),
-                   100.0 * (cpu[2 * p + 1] / cpu[2 * p] - 1.0),
-                   100.0 * (paired_ratio(q->wall_s, a->wall_s, steps) - 1.0),
-                   ov <= 1.15 ? "PASS" : "MISS");
-        }
+        double *wall = res.wall;
         bench_kernels(s);
         double pt = bench_torch(s, threads, steps);
         if (pt > 0)
