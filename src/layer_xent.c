@@ -110,8 +110,10 @@ int xent_backward_pairs(const float *logits, const int32_t *targets, int N, int 
         tid = omp_get_thread_num();
 #endif
         float *g = scratch + (size_t)tid * 2 * V;
+        /* dynamic (the machine is shared), in runs of 16 pairs so that a consumer
+         * filling k-pair panels (matmul_dout_store) writes whole cache lines */
 #ifdef _OPENMP
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 16)
 #endif
         for (int kp = 0; kp < n_pairs; kp++) {
             for (int i = 0; i < 2 && 2 * kp + i < N; i++) {

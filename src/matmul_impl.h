@@ -139,6 +139,10 @@ mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int k
  *   row:   dst[i] = bf16(src[i]), i < n */
 void mm_bf16_pairs_avx512bf16_impl(uint32_t *dst, const float *lo, const float *hi, int n);
 void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n);
+/* Both at once, each value converted once (i < n; r1 NULL: d1 unused, hi = 0):
+ * d0[i] = bf16(r0[i]), d1[i] = bf16(r1[i]), pairs[i] = d0[i] | d1[i] << 16 */
+void mm_bf16_rows_pairs_avx512bf16_impl(uint16_t *d0, uint16_t *d1, uint32_t *pairs,
+                                        const float *r0, const float *r1, int n);
 
 /* Reusable memory for packs of operands that are not weights (dW's x, or w in
  * calls without a wpack); the public matmul_ws.  Keeping it between calls avoids

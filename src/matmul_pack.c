@@ -8,7 +8,9 @@
  * MM_MR x kc micro-panel at a time by the task that uses it, except dW's dout^T
  * in bf16, which is packed whole like B (mm_apack_whole_impl), and forward's x
  * in bf16, converted once per call into bf16 rows (mm_apack_rows_*) rather than
- * once per column block.
+ * once per column block.  A dout handed over in row pairs (matmul_dout_*, the
+ * lm_head's dlogits) goes into both of its bf16 forms at once, each value
+ * converted once: bf16 rows for dx, k-pair panels for dw (mm_dout_*).
  * Two access patterns matter and get their own loops: rows contiguous along the
  * packed direction (a row copy) and the transposed case (a strided gather).
  * bf16 operands only exist for the AVX512-BF16 kernel, so their conversions use
@@ -263,14 +265,27 @@ int mm_dout_reserve_impl(mm_bpack *rows, mm_bpack *pairs, int N, int O)
 void mm_dout_store_impl(mm_bpack *rows, mm_bpack *pairs, int n0, const float *r0,
                         const float *r1)
 {
+    enum { CHUNK = 768 }; /* as mm_pairs_scatter's */
     int O = rows->K;
-    for (int i = 0; i < 2 && (i == 0 || r1); i++) {
-        uint16_t *d = (uint16_t *)((uint32_t *)rows->data + (size_t)(n0 + i) * rows->row_pairs);
-        mm_bf16_row_avx512bf16_impl(d, i ? r1 : r0, O);
-        if (O & 1)
-            d[O] = 0;
+    uint16_t *d0 = (uint16_t *)((uint32_t *)rows->data + (size_t)n0 * rows->row_pairs);
+    uint16_t *d1 = d0 + 2 * rows->row_pairs;
+    uint32_t tmp[CHUNK];
+    for (int c0 = 0; c0 < O; c0 += CHUNK) {
+        int cn = O - c0 < CHUNK ? O - c0 : CHUNK;
+        mm_bf16_rows_pairs_avx512bf16_impl(d0 + c0, d1 + c0, tmp, r0 + c0, r1 ? r1 + c0 : NULL,
+                                           cn);
+        for (int c = 0; c < cn; c += MM_MR) {
+            int nj = cn - c < MM_MR ? cn - c : MM_MR;
+            memcpy((uint32_t *)pairs->data + (size_t)((c0 + c) / MM_MR) * pairs->panel_elems +
+                       (size_t)(n0 / 2) * MM_MR,
+                   tmp + c, (size_t)nj * sizeof *tmp);
+        }
     }
-    mm_pairs_scatter(pairs->data, pairs->panel_elems, MM_MR, n0 / 2, r0, r1, O);
+    if (O & 1) {
+        d0[O] = 0;
+        if (r1)
+            d1[O] = 0;
+    }
 }
 
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16)
