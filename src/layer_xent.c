@@ -9,7 +9,13 @@
 
 #include "layer_bwd_impl.h"
 #include "qs/cpu.h"
+#include "qs/err.h"
 #include "qs/layers.h"
+#include "qs/mem.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V)
 {
@@ -46,6 +52,30 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
     return cnt ? sum / cnt : 0.0;
 }
 
+/* One row of xent_backward (g may alias l). */
+static void xent_backward_row(float *g, const float *l, int V, int32_t tg, float scale,
+                              int simd512)
+{
+    if (tg < 0) {
+        memset(g, 0, (size_t)V * sizeof *g);
+        return;
+    }
+    if (simd512) {
+        xent_backward_row_avx512_impl(g, l, V, tg, scale);
+        return;
+    }
+    float mx = l[0];
+    for (int v = 1; v < V; v++)
+        mx = l[v] > mx ? l[v] : mx;
+    double sum = 0.0;
+    for (int v = 0; v < V; v++)
+        sum += exp((double)l[v] - mx);
+    float inv = (float)(1.0 / sum);
+    for (int v = 0; v < V; v++)
+        g[v] = expf(l[v] - mx) * inv * scale;
+    g[tg] -= scale;
+}
+
 void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
                    float scale)
 {
@@ -53,26 +83,47 @@ void xent_backward(float *dlogits, const float *logits, const int32_t *targets, 
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)N * V > 65536)
 #endif
-    for (int n = 0; n < N; n++) {
-        const float *l = logits + (size_t)n * V;
-        float *g = dlogits + (size_t)n * V;
-        if (targets[n] < 0) {
-            memset(g, 0, (size_t)V * sizeof *g);
-            continue;
+    for (int n = 0; n < N; n++)
+        xent_backward_row(dlogits + (size_t)n * V, logits + (size_t)n * V, V, targets[n], scale,
+                          simd512);
+}
+
+int xent_backward_pairs(const float *logits, const int32_t *targets, int N, int V, float scale,
+                        xent_rows_fn put, void *ctx)
+{
+    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
+    int n_threads = 1;
+#ifdef _OPENMP
+    n_threads = (size_t)N * V > 65536 ? omp_get_max_threads() : 1;
+#endif
+    /* two rows per thread: small enough to stay in L2 between compute and put */
+    float *scratch = qs_malloc((size_t)n_threads * 2 * V * sizeof *scratch);
+    if (!scratch)
+        return QS_ENOMEM;
+    const int n_pairs = (N + 1) / 2;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(n_threads)
+#endif
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        float *g = scratch + (size_t)tid * 2 * V;
+        /* dynamic (the machine is shared), in runs of 16 pairs so that a consumer
+         * filling k-pair panels (matmul_dout_store) writes whole cache lines */
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 16)
+#endif
+        for (int kp = 0; kp < n_pairs; kp++) {
+            for (int i = 0; i < 2 && 2 * kp + i < N; i++) {
+                int n = 2 * kp + i;
+                xent_backward_row(g + (size_t)i * V, logits + (size_t)n * V, V, targets[n], scale,
+                                  simd512);
+            }
+            put(ctx, 2 * kp, g);
         }
-        if (simd512) {
-            xent_backward_row_avx512_impl(g, l, V, targets[n], scale);
-            continue;
-        }
-        float mx = l[0];
-        for (int v = 1; v < V; v++)
-            mx = l[v] > mx ? l[v] : mx;
-        double sum = 0.0;
-        for (int v = 0; v < V; v++)
-            sum += exp((double)l[v] - mx);
-        float inv = (float)(1.0 / sum);
-        for (int v = 0; v < V; v++)
-            g[v] = expf(l[v] - mx) * inv * scale;
-        g[targets[n]] -= scale;
     }
+    qs_free(scratch);
+    return 0;
 }

@@ -361,6 +361,38 @@ void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dou
     mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk, ws);
 }
 
+/* ---- dout handed over in row pairs: both B packs are made up front, so that
+ * matmul_dout_backward cannot fail; the bf16 forms of dout live in ws->xpack
+ * (rows) and ws->apack (pairs), x's pack in ws->bpack. ---- */
+
+int matmul_dout_begin(matmul_ws *ws, matmul_wpack *pk, const float *x, int N)
+{
+    if (!ws || !pk || !x || N < 1 || pk->precision != MATMUL_BF16 ||
+        mm_kernel_select_impl(pk->precision) != MM_KERNEL_AVX512BF16)
+        return 0;
+    int IN = pk->IN, O = pk->O, fresh = 0;
+    mm_view wb = {pk->w, IN, 1}, xb = {x, IN, 1};
+    if (mm_pack_ready(&pk->bwd, &pk->bwd_fresh, wb, O, IN, MM_KERNEL_AVX512BF16, MATMUL_BF16) ||
+        mm_pack_ready(&ws->bpack, &fresh, xb, N, IN, MM_KERNEL_AVX512BF16, MATMUL_BF16))
+        return 0;
+    return mm_dout_reserve_impl(&ws->xpack, &ws->apack, N, O) == 0;
+}
+
+void matmul_dout_store(matmul_ws *ws, int n0, const float *rows)
+{
+    const float *r1 = n0 + 1 < ws->xpack.N ? rows + ws->xpack.K : NULL;
+    mm_dout_store_impl(&ws->xpack, &ws->apack, n0, rows, r1);
+}
+
+void matmul_dout_backward(float *dx, float *dw, matmul_wpack *pk, int N, matmul_ws *ws)
+{
+    const mm_view none = {NULL, 0, 0}; /* A comes from the packs only */
+    if (dx)
+        mm_gemm_impl(dx, pk->IN, N, &none, &ws->xpack, 0, &pk->bwd, MM_INIT_ACCUM, NULL);
+    if (dw)
+        mm_gemm_impl(dw, pk->IN, pk->O, &none, &ws->apack, 0, &ws->bpack, MM_INIT_ACCUM, NULL);
+}
+
 void matmul_forward_packed(float *out, const float *x, matmul_wpack *pk, const float *bias, int N)
 {
     matmul_forward_packed_ws(out, x, pk, bias, N, NULL);
@@ -407,7 +439,8 @@ size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacke
     size_t b = mm_bpack_bytes_for(N, IN, precision), a = 0, xr = 0;
     if (mm_kernel_select_impl(precision) == MM_KERNEL_AVX512BF16) {
         a = (size_t)(N + 1) / 2 * MM_MR * (size_t)((O + MM_MR - 1) / MM_MR) * sizeof(uint32_t);
-        xr = mm_apack_rows_bytes_impl(N, IN);
+        /* the row pack holds forward's x, or dout's rows after matmul_dout_begin */
+        xr = mm_apack_rows_bytes_impl(N, IN > O ? IN : O);
     }
     if (unpacked_w) {
         size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);

@@ -84,3 +84,19 @@ void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n)
         _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtepi32_epi16(l));
     }
 }
+
+void mm_bf16_rows_pairs_avx512bf16_impl(uint16_t *d0, uint16_t *d1, uint32_t *pairs,
+                                        const float *r0, const float *r1, int n)
+{
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512i l = mm_bf16_lanes(_mm512_maskz_loadu_ps(m, r0 + i));
+        _mm256_mask_storeu_epi16(d0 + i, m, _mm512_cvtepi32_epi16(l));
+        __m512i h = _mm512_setzero_si512();
+        if (r1) {
+            h = mm_bf16_lanes(_mm512_maskz_loadu_ps(m, r1 + i));
+            _mm256_mask_storeu_epi16(d1 + i, m, _mm512_cvtepi32_epi16(h));
+        }
+        _mm512_mask_storeu_epi32(pairs + i, m, _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
+    }
+}

@@ -103,6 +103,16 @@ int mm_apack_rows_reserve_impl(mm_bpack *ap, int M, int K);
 void mm_apack_rows_panel_impl(mm_bpack *ap, mm_view a, int p);
 size_t mm_apack_rows_bytes_impl(int M, int K);
 
+/* dout[N, O] handed over two rows at a time (matmul_dout_*), into both bf16 forms
+ * at once: rows (dx's A, as mm_apack_rows_*) and pairs (dw's A = dout^T, as
+ * mm_apack_whole_impl), the same bytes as those packs of the fp32 dout.
+ * _reserve shapes both and zeroes the padding (0 or QS_ENOMEM); _store writes
+ * rows n0 (even) and n0 + 1 (r1, NULL past N): concurrent calls for different
+ * n0 write disjoint bytes. */
+int mm_dout_reserve_impl(mm_bpack *rows, mm_bpack *pairs, int N, int O);
+void mm_dout_store_impl(mm_bpack *rows, mm_bpack *pairs, int n0, const float *r0,
+                        const float *r1);
+
 /* An A micro-panel as a kernel reads it: element (r, k) is p[r * rs + k * ks]
  * (floats for the fp32 kernels; uint32 bf16 pairs, k = pair index, for bf16). */
 typedef struct mm_apanel {
@@ -129,6 +139,10 @@ mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int k
  *   row:   dst[i] = bf16(src[i]), i < n */
 void mm_bf16_pairs_avx512bf16_impl(uint32_t *dst, const float *lo, const float *hi, int n);
 void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n);
+/* Both at once, each value converted once (i < n; r1 NULL: d1 unused, hi = 0):
+ * d0[i] = bf16(r0[i]), d1[i] = bf16(r1[i]), pairs[i] = d0[i] | d1[i] << 16 */
+void mm_bf16_rows_pairs_avx512bf16_impl(uint16_t *d0, uint16_t *d1, uint32_t *pairs,
+                                        const float *r0, const float *r1, int n);
 
 /* Reusable memory for packs of operands that are not weights (dW's x, or w in
  * calls without a wpack); the public matmul_ws.  Keeping it between calls avoids

@@ -8,7 +8,9 @@
  * MM_MR x kc micro-panel at a time by the task that uses it, except dW's dout^T
  * in bf16, which is packed whole like B (mm_apack_whole_impl), and forward's x
  * in bf16, converted once per call into bf16 rows (mm_apack_rows_*) rather than
- * once per column block.
+ * once per column block.  A dout handed over in row pairs (matmul_dout_*, the
+ * lm_head's dlogits) goes into both of its bf16 forms at once, each value
+ * converted once: bf16 rows for dx, k-pair panels for dw (mm_dout_*).
  * Two access patterns matter and get their own loops: rows contiguous along the
  * packed direction (a row copy) and the transposed case (a strided gather).
  * bf16 operands only exist for the AVX512-BF16 kernel, so their conversions use
@@ -136,6 +138,26 @@ static int mm_pack_reserve(mm_bpack *bp, size_t bytes)
  * costs more than the copy (and far more when the cores are shared). */
 enum { MM_PACK_PARALLEL_ELEMS = 1 << 21 };
 
+/* Pair kp of a row-contiguous operand: dst panel p, row kp gets
+ * pair(r0[c], r1 ? r1[c] : 0) for the panel's columns c (< N), converted in
+ * chunks and cut into the width-W panels. */
+static void mm_pairs_scatter(uint32_t *dst, size_t panel_elems, int W, int kp, const float *r0,
+                             const float *r1, int N)
+{
+    enum { CHUNK = 768 }; /* columns per step: a multiple of both widths, MM_MR and MM_NR */
+    _Static_assert(CHUNK % MM_MR == 0 && CHUNK % MM_NR == 0, "chunk cuts a panel");
+    uint32_t tmp[CHUNK];
+    for (int c0 = 0; c0 < N; c0 += CHUNK) {
+        int cn = N - c0 < CHUNK ? N - c0 : CHUNK;
+        mm_bf16_pairs_avx512bf16_impl(tmp, r0 + c0, r1 ? r1 + c0 : NULL, cn);
+        for (int c = 0; c < cn; c += W) {
+            int p = (c0 + c) / W, nj = cn - c < W ? cn - c : W;
+            memcpy(dst + (size_t)p * panel_elems + (size_t)kp * W, tmp + c,
+                   (size_t)nj * sizeof *tmp);
+        }
+    }
+}
+
 /* bf16 pairs of a row-contiguous operand into width-W panels, sweeping the
  * source rows in order (two rows per k pair, converted in one vector pass, then
  * cut into the panels): sequential reads, whatever the panel width.
@@ -143,8 +165,6 @@ enum { MM_PACK_PARALLEL_ELEMS = 1 << 21 };
 static void mm_pack_bf16_rowsweep(uint32_t *dst, size_t panel_elems, int W, mm_view b, int K,
                                   int N)
 {
-    enum { CHUNK = 768 }; /* columns per step: a multiple of both widths, MM_MR and MM_NR */
-    _Static_assert(CHUNK % MM_MR == 0 && CHUNK % MM_NR == 0, "chunk cuts a panel");
     int kp_n = (K + 1) / 2, n_panels = (N + W - 1) / W;
     if (N % W)
         memset(dst + (size_t)(n_panels - 1) * panel_elems, 0, panel_elems * sizeof *dst);
@@ -152,22 +172,13 @@ static void mm_pack_bf16_rowsweep(uint32_t *dst, size_t panel_elems, int W, mm_v
 #pragma omp parallel for schedule(static) if ((size_t)K * N > MM_PACK_PARALLEL_ELEMS)
 #endif
     for (int kp = 0; kp < kp_n; kp++) {
-        uint32_t tmp[CHUNK];
         const float *r0 = b.p + (ptrdiff_t)(2 * kp) * b.rs;
-        const float *r1 = 2 * kp + 1 < K ? r0 + b.rs : NULL;
-        for (int c0 = 0; c0 < N; c0 += CHUNK) {
-            int cn = N - c0 < CHUNK ? N - c0 : CHUNK;
-            mm_bf16_pairs_avx512bf16_impl(tmp, r0 + c0, r1 ? r1 + c0 : NULL, cn);
-            for (int c = 0; c < cn; c += W) {
-                int p = (c0 + c) / W, nj = cn - c < W ? cn - c : W;
-                memcpy(dst + (size_t)p * panel_elems + (size_t)kp * W, tmp + c,
-                       (size_t)nj * sizeof *tmp);
-            }
-        }
+        mm_pairs_scatter(dst, panel_elems, W, kp, r0, 2 * kp + 1 < K ? r0 + b.rs : NULL, N);
     }
 }
 
-int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K)
+/* Shape of a whole k-major A pack (M x K as [K/2][MM_MR] pair panels). */
+static int mm_apack_whole_reserve(mm_bpack *ap, int M, int K)
 {
     size_t panel_elems = (size_t)(K + 1) / 2 * MM_MR;
     int n_panels = (M + MM_MR - 1) / MM_MR;
@@ -179,9 +190,16 @@ int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K)
     ap->kernel = MM_KERNEL_AVX512BF16;
     ap->round_bf16 = 1;
     ap->row_pairs = 0;
+    return 0;
+}
+
+int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K)
+{
+    if (mm_apack_whole_reserve(ap, M, K) != 0)
+        return QS_ENOMEM;
     /* A(m, k) = a.p[m + k * a.cs]: A^T is row-contiguous with rows k */
     mm_view at = {a.p, a.cs, 1};
-    mm_pack_bf16_rowsweep(ap->data, panel_elems, MM_MR, at, K, M);
+    mm_pack_bf16_rowsweep(ap->data, ap->panel_elems, MM_MR, at, K, M);
     return 0;
 }
 
@@ -225,6 +243,48 @@ void mm_apack_rows_panel_impl(mm_bpack *ap, mm_view a, int p)
         mm_bf16_row_avx512bf16_impl(d, a.p + (ptrdiff_t)m * a.rs, K);
         if (K & 1)
             d[K] = 0;
+    }
+}
+
+int mm_dout_reserve_impl(mm_bpack *rows, mm_bpack *pairs, int N, int O)
+{
+    if (mm_apack_rows_reserve_impl(rows, N, O) != 0 || mm_apack_whole_reserve(pairs, O, N) != 0)
+        return QS_ENOMEM;
+    /* what the stores never write: rows N.. of the row pack (up to a whole
+     * micro-panel), columns past O of the last pair panel */
+    int m_end = (N + MM_MR - 1) / MM_MR * MM_MR;
+    for (int m = N; m < m_end; m++)
+        memset((uint32_t *)rows->data + (size_t)m * rows->row_pairs, 0,
+               (size_t)(O + 1) / 2 * sizeof(uint32_t));
+    if (O % MM_MR)
+        memset((uint32_t *)pairs->data + (size_t)(O / MM_MR) * pairs->panel_elems, 0,
+               pairs->panel_elems * sizeof(uint32_t));
+    return 0;
+}
+
+void mm_dout_store_impl(mm_bpack *rows, mm_bpack *pairs, int n0, const float *r0,
+                        const float *r1)
+{
+    enum { CHUNK = 768 }; /* as mm_pairs_scatter's */
+    int O = rows->K;
+    uint16_t *d0 = (uint16_t *)((uint32_t *)rows->data + (size_t)n0 * rows->row_pairs);
+    uint16_t *d1 = d0 + 2 * rows->row_pairs;
+    uint32_t tmp[CHUNK];
+    for (int c0 = 0; c0 < O; c0 += CHUNK) {
+        int cn = O - c0 < CHUNK ? O - c0 : CHUNK;
+        mm_bf16_rows_pairs_avx512bf16_impl(d0 + c0, d1 + c0, tmp, r0 + c0, r1 ? r1 + c0 : NULL,
+                                           cn);
+        for (int c = 0; c < cn; c += MM_MR) {
+            int nj = cn - c < MM_MR ? cn - c : MM_MR;
+            memcpy((uint32_t *)pairs->data + (size_t)((c0 + c) / MM_MR) * pairs->panel_elems +
+                       (size_t)(n0 / 2) * MM_MR,
+                   tmp + c, (size_t)nj * sizeof *tmp);
+        }
+    }
+    if (O & 1) {
+        d0[O] = 0;
+        if (r1)
+            d1[O] = 0;
     }
 }
 

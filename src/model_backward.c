@@ -1,7 +1,8 @@
 /* model_backward.c: gradients of the Llama block, bottom to top: model_forward
  * read in reverse (see include/qs/model.h).
  *
- *   dlogits = softmax - onehot                 (in place over a->logits)
+ *   dlogits = softmax - onehot   (in place over a->logits, or in bf16 straight
+ *                                 into the lm_head's bf16 operands)
  *   d lnf   = lm_head^T dlogits;  dx_L = rmsnorm'(d lnf)
  *   for each layer, last first:
  *       MLP:  dhb = down'(dx);  dgate, dup = swiglu'(dhb);  dln2 = gate'(dgate) + up'(dup)
@@ -133,6 +134,30 @@ static void model_linear_backward(const llama_model *m, llama_grad_acts *g,
     grad_add(dw, g->dw_tmp, nw);
 }
 
+static void model_dlogits_put(void *ws, int n0, const float *rows)
+{
+    matmul_dout_store(ws, n0, rows);
+}
+
+/* dlogits = softmax - onehot, then dln += dlogits lm_head, dw += dlogits^T lnf.
+ * When the packed lm_head runs on the bf16 kernel, dlogits go from the
+ * cross-entropy straight into the bf16 operands of both products (never
+ * stored in fp32: a->logits keeps the logits); else they overwrite a->logits. */
+static void model_head_backward(llama_model *m, llama_acts *a, float *dln, float *dw,
+                                const int32_t *targets, int N, float scale)
+{
+    const int C = m->cfg.dim, V = m->cfg.vocab_size, head = m->cfg.n_layers * MODEL_LIN_COUNT;
+    matmul_wpack *pk = m->packs && m->packs_precision == m->precision ? m->packs[head] : NULL;
+    if (pk && matmul_dout_begin(m->ws, pk, a->lnf, N) &&
+        xent_backward_pairs(a->logits, targets, N, V, scale, model_dlogits_put, m->ws) == 0) {
+        matmul_dout_backward(dln, dw, pk, N, m->ws);
+        return;
+    }
+    xent_backward(a->logits, a->logits, targets, N, V, scale);
+    model_matmul_backward(m, head, dln, dw, NULL, a->logits, a->lnf, m->w.lm_head, NULL,
+                          m->w.lm_head, N, C, V);
+}
+
 int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llama_weights *gw,
                    const int32_t *tokens, const int32_t *targets, int B, int T, float loss_scale,
                    const model_linear_bwd_hook *hook, qs_diag *d)
@@ -144,7 +169,7 @@ int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llam
                         "(got B=%d T=%d; arena T=%d Tcap=%d training=%d)",
                         g->T, g->B, B, T, a->T, a->Tcap, a->training);
     const int N = B * T, C = c->dim, F = c->hidden_dim, H = c->n_heads, KVH = c->n_kv_heads;
-    const int hd = c->head_dim, QD = H * hd, KD = KVH * hd, V = c->vocab_size;
+    const int hd = c->head_dim, QD = H * hd, KD = KVH * hd;
     const size_t NA = (size_t)a->B * a->T;
     const size_t sC = NA * C, sN = NA, sQ = NA * QD, sF = NA * F;
     const size_t sKV = (size_t)a->B * a->Tcap * KD, sAtt = (size_t)a->B * H * a->T * a->Tcap;
@@ -155,11 +180,8 @@ int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llam
     float scale = n_valid ? loss_scale / (float)n_valid : 0.0f;
 
     /* logits = lm_head(rmsnorm(x_L)) */
-    float *dlogits = a->logits;
-    xent_backward(dlogits, a->logits, targets, N, V, scale);
     memset(g->dln, 0, (size_t)N * C * sizeof *g->dln);
-    model_matmul_backward(m, c->n_layers * MODEL_LIN_COUNT, g->dln, gw->lm_head, NULL, dlogits,
-                          a->lnf, m->w.lm_head, NULL, m->w.lm_head, N, C, V);
+    model_head_backward(m, a, g->dln, gw->lm_head, targets, N, scale);
     memset(g->dresid, 0, (size_t)N * C * sizeof *g->dresid);
     rmsnorm_backward(g->dresid, gw->norm, g->dln, a->resid + c->n_layers * sC, m->w.norm,
                      a->lnf_rstd, N, C);

@@ -104,4 +104,14 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
 void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
                    float scale);
 
+/* xent_backward without the [N, V] output: rows are computed two at a time
+ * into per-thread scratch and handed to put(ctx, n0, rows) for each even n0
+ * (rows[0, V) = row n0, rows[V, 2V) = row n0 + 1 when n0 + 1 < N), the same
+ * values as xent_backward's.  put runs on OpenMP threads, concurrently for
+ * different n0, once per pair: it must not start OpenMP regions.  0, or
+ * QS_ENOMEM (scratch; put never called). */
+typedef void (*xent_rows_fn)(void *ctx, int n0, const float *rows);
+int xent_backward_pairs(const float *logits, const int32_t *targets, int N, int V, float scale,
+                        xent_rows_fn put, void *ctx);
+
 #endif

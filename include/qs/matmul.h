@@ -113,10 +113,28 @@ void matmul_forward_ws(float *out, const float *x, const float *w, const float *
                        int IN, int O, int precision, matmul_ws *ws);
 void matmul_backward_ws(float *dx, float *dw, float *db, const float *dout, const float *x,
                         const float *w, int N, int IN, int O, int precision, matmul_ws *ws);
+/* Backward of a packed Linear whose dout[N, O] is handed over two rows at a
+ * time instead of as an fp32 matrix (the lm_head's dlogits, straight from the
+ * cross-entropy backward): in bf16 on the bf16 kernel the rows go into ws's
+ * bf16 forms of dout (rows for dx, k pairs for dw) while they are in cache, so
+ * the large fp32 dout is neither stored nor read back.
+ *  - matmul_dout_begin: 1 when this path is on (pk in MATMUL_BF16, the
+ *    AVX512-BF16 kernel, memory for the packs of w, x[N, IN] and dout), else 0:
+ *    then use matmul_backward_packed_ws with an fp32 dout.  x must stay unchanged
+ *    until matmul_dout_backward; ws must see no other call in between.
+ *  - matmul_dout_store: rows n0 and n0 + 1 of dout (n0 even; rows[0, O) and
+ *    rows[O, 2 O), the second ignored when n0 + 1 == N).  Every pair exactly
+ *    once; calls for different n0 may run concurrently, inside OpenMP threads.
+ *  - matmul_dout_backward: dx += dout w, dw += dout^T x (either may be NULL),
+ *    the same bits as matmul_backward_packed_ws on the fp32 dout. */
+int matmul_dout_begin(matmul_ws *ws, matmul_wpack *pk, const float *x, int N);
+void matmul_dout_store(matmul_ws *ws, int n0, const float *rows);
+void matmul_dout_backward(float *dx, float *dw, matmul_wpack *pk, int N, matmul_ws *ws);
+
 /* Memory estimates on this CPU: a pack of a [O, IN] weight once both forms are
  * built; a workspace after backward (and, with unpacked_w, the _ws calls) of
- * that Linear over N rows.  A workspace used for several Linears grows to the
- * largest of their estimates. */
+ * that Linear over N rows (including matmul_dout_* with its dout[N, O]).  A
+ * workspace used for several Linears grows to the largest of their estimates. */
 size_t matmul_wpack_bytes_estimate(int IN, int O, int precision);
 size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w);
 

@@ -250,7 +250,9 @@ typedef struct model_linear_bwd_hook {
  * pos0 = 0, targets given).  Gradients of the mean loss times loss_scale
  * (1 / grad_accum when accumulating) ACCUMULATE into gw (model_weights_point
  * views over a grads block of n_params floats; callers zero it once per step).
- * Overwrites a->logits with dlogits.  hook may be NULL (no quantization). */
+ * a->logits is scratch afterwards (dlogits, or still the logits where the
+ * bf16 path hands dlogits straight to the lm_head's products).  hook may be
+ * NULL (no quantization). */
 int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llama_weights *gw,
                    const int32_t *tokens, const int32_t *targets, int B, int T, float loss_scale,
                    const model_linear_bwd_hook *hook, qs_diag *d);
