@@ -320,42 +320,144 @@ void attn_block_avx512_impl(const attn_block *b, const float *kt, size_t ld, con
     }
 }
 
-static float attn_dot16(const float *a, const float *b, int hd)
+/* Backward updates over dims [i0, i0 + 16 nv) (the last vector masked by
+ * m_last): dq_r += ds_r[j] k_j for j in order; dk_j += ds_r[j] q_r and
+ * dv_j += a_r[j] g_r, rows in order, each key's rows before the next key. */
+static inline __attribute__((always_inline)) void
+attn_bwd_block_upd(const attn_bwd_block *b, float *const ds[AR], const int n[AR], const float *k,
+                   float *dk, float *dv, size_t kv_stride, int i0, int nv, __mmask16 m_last,
+                   int n_min, int n_max)
 {
-    __m512 s = _mm512_setzero_ps();
-    for (int i = 0; i < hd; i += 16) {
-        const __mmask16 m = attn_tail_mask(hd - i);
-        s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i),
-                                           _mm512_maskz_loadu_ps(m, b + i)));
+    __m512 acc[AR][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < AR; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++)
+            acc[r][c] = _mm512_maskz_loadu_ps(c == nv - 1 ? m_last : 0xffff, b->dq[r] + i0 + 16 * c);
+    const float *s0 = ds[0], *s1 = ds[1], *s2 = ds[2], *s3 = ds[3];
+    const float *a0 = b->a[0], *a1 = b->a[1], *a2 = b->a[2], *a3 = b->a[3];
+    for (int j = 0; j < n_min; j++) {
+        const size_t o = (size_t)j * kv_stride + i0;
+        const __m512 w0 = _mm512_set1_ps(s0[j]), w1 = _mm512_set1_ps(s1[j]);
+        const __m512 w2 = _mm512_set1_ps(s2[j]), w3 = _mm512_set1_ps(s3[j]);
+        const __m512 p0 = _mm512_set1_ps(a0[j]), p1 = _mm512_set1_ps(a1[j]);
+        const __m512 p2 = _mm512_set1_ps(a2[j]), p3 = _mm512_set1_ps(a3[j]);
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++) {
+            const __mmask16 m = c == nv - 1 ? m_last : 0xffff;
+            const int ic = i0 + 16 * c;
+            const __m512 kx = _mm512_maskz_loadu_ps(m, k + o + 16 * c);
+            acc[0][c] = _mm512_add_ps(acc[0][c], _mm512_mul_ps(w0, kx));
+            acc[1][c] = _mm512_add_ps(acc[1][c], _mm512_mul_ps(w1, kx));
+            acc[2][c] = _mm512_add_ps(acc[2][c], _mm512_mul_ps(w2, kx));
+            acc[3][c] = _mm512_add_ps(acc[3][c], _mm512_mul_ps(w3, kx));
+            __m512 x = _mm512_maskz_loadu_ps(m, dk + o + 16 * c);
+            x = _mm512_add_ps(x, _mm512_mul_ps(w0, _mm512_maskz_loadu_ps(m, b->q[0] + ic)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w1, _mm512_maskz_loadu_ps(m, b->q[1] + ic)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w2, _mm512_maskz_loadu_ps(m, b->q[2] + ic)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w3, _mm512_maskz_loadu_ps(m, b->q[3] + ic)));
+            _mm512_mask_storeu_ps(dk + o + 16 * c, m, x);
+            x = _mm512_maskz_loadu_ps(m, dv + o + 16 * c);
+            x = _mm512_add_ps(x, _mm512_mul_ps(p0, _mm512_maskz_loadu_ps(m, b->g[0] + ic)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(p1, _mm512_maskz_loadu_ps(m, b->g[1] + ic)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(p2, _mm512_maskz_loadu_ps(m, b->g[2] + ic)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(p3, _mm512_maskz_loadu_ps(m, b->g[3] + ic)));
+            _mm512_mask_storeu_ps(dv + o + 16 * c, m, x);
+        }
     }
-    return attn_hsum(s);
+    /* the causal triangle (and padding rows, n = 0): key j only for the rows that see it */
+    for (int j = n_min; j < n_max; j++) {
+        const size_t o = (size_t)j * kv_stride + i0;
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++) {
+            const __mmask16 m = c == nv - 1 ? m_last : 0xffff;
+            const int ic = i0 + 16 * c;
+            const __m512 kx = _mm512_maskz_loadu_ps(m, k + o + 16 * c);
+            __m512 x = _mm512_maskz_loadu_ps(m, dk + o + 16 * c);
+            __m512 y = _mm512_maskz_loadu_ps(m, dv + o + 16 * c);
+#pragma GCC unroll 4
+            for (int r = 0; r < AR; r++) {
+                if (j >= n[r])
+                    continue;
+                const __m512 w = _mm512_set1_ps(ds[r][j]), p = _mm512_set1_ps(b->a[r][j]);
+                acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_mul_ps(w, kx));
+                x = _mm512_add_ps(x, _mm512_mul_ps(w, _mm512_maskz_loadu_ps(m, b->q[r] + ic)));
+                y = _mm512_add_ps(y, _mm512_mul_ps(p, _mm512_maskz_loadu_ps(m, b->g[r] + ic)));
+            }
+            _mm512_mask_storeu_ps(dk + o + 16 * c, m, x);
+            _mm512_mask_storeu_ps(dv + o + 16 * c, m, y);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < AR; r++) {
+        if (r >= b->rows)
+            break;
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++)
+            _mm512_mask_storeu_ps(b->dq[r] + i0 + 16 * c, c == nv - 1 ? m_last : 0xffff,
+                                  acc[r][c]);
+    }
 }
 
-void attn_bwd_row_avx512_impl(float *dqt, float *dk, float *dv, const float *qt, const float *gt,
-                              const float *a, const float *k, const float *v, int n_keys,
-                              size_t kv_stride, int hd, float scale, float *datt)
+#ifndef ATTN_BWD_NV
+#define ATTN_BWD_NV 2   /* 16-float vectors of head dims per update pass */
+#endif
+
+void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t ld,
+                                const float *k, float *dk, float *dv, size_t kv_stride, int hd,
+                                float scale, float *work)
 {
-    float sum = 0.0f;
-    for (int j = 0; j < n_keys; j++) {
-        datt[j] = attn_dot16(gt, v + (size_t)j * kv_stride, hd);
-        sum += a[j] * datt[j];
+    /* datt rows: the forward's score loop on the transposed values (times 1: exact) */
+    attn_block sb;
+    float *ds[AR];
+    int n[AR], n_min = b->n[0], n_max = 0;
+    sb.rows = b->rows;
+    for (int r = 0; r < AR; r++) {
+        ds[r] = work + (size_t)r * ld;
+        sb.q[r] = b->g[r];
+        sb.e[r] = ds[r];
+        sb.o[r] = NULL;
+        n[r] = r < b->rows ? b->n[r] : 0;   /* padding rows: no keys */
+        sb.n[r] = b->n[r];
+        n_min = n[r] < n_min ? n[r] : n_min;
+        n_max = n[r] > n_max ? n[r] : n_max;
     }
-    for (int i = 0; i < hd; i += 16) {
-        const __mmask16 m = attn_tail_mask(hd - i);
-        const __m512 qi = _mm512_maskz_loadu_ps(m, qt + i), gi = _mm512_maskz_loadu_ps(m, gt + i);
-        __m512 dq = _mm512_maskz_loadu_ps(m, dqt + i);
-        for (int j = 0; j < n_keys; j++) {
-            size_t ko = (size_t)j * kv_stride + i;
-            const __m512 ds = _mm512_set1_ps(a[j] * (datt[j] - sum) * scale);
-            const __m512 aj = _mm512_set1_ps(a[j]);
-            dq = _mm512_add_ps(dq, _mm512_mul_ps(ds, _mm512_maskz_loadu_ps(m, k + ko)));
-            _mm512_mask_storeu_ps(dk + ko, m,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(m, dk + ko),
-                                                _mm512_mul_ps(ds, qi)));
-            _mm512_mask_storeu_ps(dv + ko, m,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(m, dv + ko),
-                                                _mm512_mul_ps(aj, gi)));
+    attn_block_scores(&sb, n_max, vt, ld, NULL, 0, hd, 1.0f);
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int r = 0; r < b->rows; r++) {
+        const float *a = b->a[r];
+        float *d = ds[r], sum = 0.0f;
+        for (int j = 0; j < n[r]; j++)
+            sum += a[j] * d[j];
+        const __m512 vs = _mm512_set1_ps(sum);
+        for (int j = 0; j < n[r]; j += 16) {   /* ds_j = a_j (datt_j - sum) scale */
+            const __mmask16 m = attn_tail_mask(n[r] - j);
+            const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, d + j), vs);
+            _mm512_mask_storeu_ps(d + j, m,
+                                  _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + j), x), sc));
         }
-        _mm512_mask_storeu_ps(dqt + i, m, dq);
+    }
+    for (int r = b->rows; r < AR; r++)
+        ds[r] = ds[b->rows - 1];
+    const int step = 16 * ATTN_BWD_NV;
+    for (int i0 = 0; i0 < hd; i0 += step) {
+        const int left = hd - i0, nv = left >= step ? ATTN_BWD_NV : (left + 15) / 16;
+        const __mmask16 ml = attn_tail_mask(left - 16 * (nv - 1));
+        if (nv == ATTN_BWD_NV && ml == 0xffff)
+            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, ATTN_BWD_NV, 0xffff, n_min, n_max);
+#if ATTN_BWD_NV >= 4
+        else if (nv == 4)
+            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, 4, ml, n_min, n_max);
+#endif
+#if ATTN_BWD_NV >= 3
+        else if (nv == 3)
+            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, 3, ml, n_min, n_max);
+#endif
+#if ATTN_BWD_NV >= 2
+        else if (nv == 2)
+            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, 2, ml, n_min, n_max);
+#endif
+        else
+            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, 1, ml, n_min, n_max);
     }
 }
