@@ -366,7 +366,7 @@ static int attn_backward_blocks(float *dq, float *dk, float *dv, const float *do
     const int group = H / KVH, nbg = B * KVH, per_bg = group * T;
     const int nblk = (per_bg + ATTN_ROWS - 1) / ATTN_ROWS;
     const size_t ld = ((size_t)T + 15) & ~(size_t)15, kv_stride = (size_t)KVH * hd;
-    const size_t per_thr = ld * ((size_t)hd + ATTN_ROWS);   /* transposed values + ds rows */
+    const size_t per_thr = ld * hd + ATTN_BWD_WORK(ld, hd);   /* transposed values + work */
     const float scale = 1.0f / sqrtf((float)hd);
     const int n_thr = attn_threads((double)B * H * T * T * hd / 4);
     float *buf = qs_malloc((size_t)n_thr * per_thr * sizeof *buf);

@@ -322,11 +322,13 @@ void attn_block_avx512_impl(const attn_block *b, const float *kt, size_t ld, con
 
 /* Backward updates over dims [i0, i0 + 16 nv) (the last vector masked by
  * m_last): dq_r += ds_r[j] k_j for j in order; dk_j += ds_r[j] q_r and
- * dv_j += a_r[j] g_r, rows in order, each key's rows before the next key. */
+ * dv_j += a_r[j] g_r, rows in order, each key's rows before the next key.
+ * wa[8 j + r] = ds_r[j], wa[8 j + 4 + r] = a_r[j]; qg: the rows' q then g
+ * slices of 16 dims, qg[(8 c + r) 16 + l] = q_r[i0 + 16 c + l] (g at r + 4). */
 static inline __attribute__((always_inline)) void
-attn_bwd_block_upd(const attn_bwd_block *b, float *const ds[AR], const int n[AR], const float *k,
-                   float *dk, float *dv, size_t kv_stride, int i0, int nv, __mmask16 m_last,
-                   int n_min, int n_max)
+attn_bwd_block_upd(const attn_bwd_block *b, const float *wa, const float *qg, const int n[AR],
+                   const float *k, float *dk, float *dv, size_t kv_stride, int i0, int nv,
+                   __mmask16 m_last, int n_min, int n_max)
 {
     __m512 acc[AR][4];
 #pragma GCC unroll 4
@@ -334,58 +336,56 @@ attn_bwd_block_upd(const attn_bwd_block *b, float *const ds[AR], const int n[AR]
 #pragma GCC unroll 4
         for (int c = 0; c < nv; c++)
             acc[r][c] = _mm512_maskz_loadu_ps(c == nv - 1 ? m_last : 0xffff, b->dq[r] + i0 + 16 * c);
-    const float *s0 = ds[0], *s1 = ds[1], *s2 = ds[2], *s3 = ds[3];
-    const float *a0 = b->a[0], *a1 = b->a[1], *a2 = b->a[2], *a3 = b->a[3];
-    for (int j = 0; j < n_min; j++) {
-        const size_t o = (size_t)j * kv_stride + i0;
-        const __m512 w0 = _mm512_set1_ps(s0[j]), w1 = _mm512_set1_ps(s1[j]);
-        const __m512 w2 = _mm512_set1_ps(s2[j]), w3 = _mm512_set1_ps(s3[j]);
-        const __m512 p0 = _mm512_set1_ps(a0[j]), p1 = _mm512_set1_ps(a1[j]);
-        const __m512 p2 = _mm512_set1_ps(a2[j]), p3 = _mm512_set1_ps(a3[j]);
+    const float *kr = k + i0, *p = wa;
+    float *dkr = dk + i0, *dvr = dv + i0;
+    for (int j = 0; j < n_min; j++, p += 2 * AR, kr += kv_stride, dkr += kv_stride, dvr += kv_stride) {
+        const __m512 w0 = _mm512_set1_ps(p[0]), w1 = _mm512_set1_ps(p[1]);
+        const __m512 w2 = _mm512_set1_ps(p[2]), w3 = _mm512_set1_ps(p[3]);
+        const __m512 p0 = _mm512_set1_ps(p[4]), p1 = _mm512_set1_ps(p[5]);
+        const __m512 p2 = _mm512_set1_ps(p[6]), p3 = _mm512_set1_ps(p[7]);
 #pragma GCC unroll 4
         for (int c = 0; c < nv; c++) {
             const __mmask16 m = c == nv - 1 ? m_last : 0xffff;
-            const int ic = i0 + 16 * c;
-            const __m512 kx = _mm512_maskz_loadu_ps(m, k + o + 16 * c);
+            const float *x0 = qg + 16 * 2 * AR * c;
+            const __m512 kx = _mm512_maskz_loadu_ps(m, kr + 16 * c);
             acc[0][c] = _mm512_add_ps(acc[0][c], _mm512_mul_ps(w0, kx));
             acc[1][c] = _mm512_add_ps(acc[1][c], _mm512_mul_ps(w1, kx));
             acc[2][c] = _mm512_add_ps(acc[2][c], _mm512_mul_ps(w2, kx));
             acc[3][c] = _mm512_add_ps(acc[3][c], _mm512_mul_ps(w3, kx));
-            __m512 x = _mm512_maskz_loadu_ps(m, dk + o + 16 * c);
-            x = _mm512_add_ps(x, _mm512_mul_ps(w0, _mm512_maskz_loadu_ps(m, b->q[0] + ic)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(w1, _mm512_maskz_loadu_ps(m, b->q[1] + ic)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(w2, _mm512_maskz_loadu_ps(m, b->q[2] + ic)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(w3, _mm512_maskz_loadu_ps(m, b->q[3] + ic)));
-            _mm512_mask_storeu_ps(dk + o + 16 * c, m, x);
-            x = _mm512_maskz_loadu_ps(m, dv + o + 16 * c);
-            x = _mm512_add_ps(x, _mm512_mul_ps(p0, _mm512_maskz_loadu_ps(m, b->g[0] + ic)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(p1, _mm512_maskz_loadu_ps(m, b->g[1] + ic)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(p2, _mm512_maskz_loadu_ps(m, b->g[2] + ic)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(p3, _mm512_maskz_loadu_ps(m, b->g[3] + ic)));
-            _mm512_mask_storeu_ps(dv + o + 16 * c, m, x);
+            __m512 x = _mm512_maskz_loadu_ps(m, dkr + 16 * c);
+            x = _mm512_add_ps(x, _mm512_mul_ps(w0, _mm512_loadu_ps(x0)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w1, _mm512_loadu_ps(x0 + 16)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w2, _mm512_loadu_ps(x0 + 32)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w3, _mm512_loadu_ps(x0 + 48)));
+            _mm512_mask_storeu_ps(dkr + 16 * c, m, x);
+            x = _mm512_maskz_loadu_ps(m, dvr + 16 * c);
+            x = _mm512_add_ps(x, _mm512_mul_ps(p0, _mm512_loadu_ps(x0 + 64)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(p1, _mm512_loadu_ps(x0 + 80)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(p2, _mm512_loadu_ps(x0 + 96)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(p3, _mm512_loadu_ps(x0 + 112)));
+            _mm512_mask_storeu_ps(dvr + 16 * c, m, x);
         }
     }
     /* the causal triangle (and padding rows, n = 0): key j only for the rows that see it */
-    for (int j = n_min; j < n_max; j++) {
-        const size_t o = (size_t)j * kv_stride + i0;
+    for (int j = n_min; j < n_max; j++, p += 2 * AR, kr += kv_stride, dkr += kv_stride, dvr += kv_stride) {
 #pragma GCC unroll 4
         for (int c = 0; c < nv; c++) {
             const __mmask16 m = c == nv - 1 ? m_last : 0xffff;
-            const int ic = i0 + 16 * c;
-            const __m512 kx = _mm512_maskz_loadu_ps(m, k + o + 16 * c);
-            __m512 x = _mm512_maskz_loadu_ps(m, dk + o + 16 * c);
-            __m512 y = _mm512_maskz_loadu_ps(m, dv + o + 16 * c);
+            const float *x0 = qg + 16 * 2 * AR * c;
+            const __m512 kx = _mm512_maskz_loadu_ps(m, kr + 16 * c);
+            __m512 x = _mm512_maskz_loadu_ps(m, dkr + 16 * c);
+            __m512 y = _mm512_maskz_loadu_ps(m, dvr + 16 * c);
 #pragma GCC unroll 4
             for (int r = 0; r < AR; r++) {
                 if (j >= n[r])
                     continue;
-                const __m512 w = _mm512_set1_ps(ds[r][j]), p = _mm512_set1_ps(b->a[r][j]);
+                const __m512 w = _mm512_set1_ps(p[r]), pa = _mm512_set1_ps(p[AR + r]);
                 acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_mul_ps(w, kx));
-                x = _mm512_add_ps(x, _mm512_mul_ps(w, _mm512_maskz_loadu_ps(m, b->q[r] + ic)));
-                y = _mm512_add_ps(y, _mm512_mul_ps(p, _mm512_maskz_loadu_ps(m, b->g[r] + ic)));
+                x = _mm512_add_ps(x, _mm512_mul_ps(w, _mm512_loadu_ps(x0 + 16 * r)));
+                y = _mm512_add_ps(y, _mm512_mul_ps(pa, _mm512_loadu_ps(x0 + 16 * (AR + r))));
             }
-            _mm512_mask_storeu_ps(dk + o + 16 * c, m, x);
-            _mm512_mask_storeu_ps(dv + o + 16 * c, m, y);
+            _mm512_mask_storeu_ps(dkr + 16 * c, m, x);
+            _mm512_mask_storeu_ps(dvr + 16 * c, m, y);
         }
     }
 #pragma GCC unroll 4
@@ -399,21 +399,18 @@ attn_bwd_block_upd(const attn_bwd_block *b, float *const ds[AR], const int n[AR]
     }
 }
 
-#ifndef ATTN_BWD_NV
-#define ATTN_BWD_NV 2   /* 16-float vectors of head dims per update pass */
-#endif
-
 void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t ld,
                                 const float *k, float *dk, float *dv, size_t kv_stride, int hd,
                                 float scale, float *work)
 {
-    /* datt rows: the forward's score loop on the transposed values (times 1: exact) */
+    /* work: rows [2 AR][ld] (datt then ds; a), wa [ld][2 AR], qg [hd / 16][2 AR][16] */
+    float *rows = work, *wa = work + 2 * AR * ld, *qg = wa + 2 * AR * ld;
     attn_block sb;
     float *ds[AR];
     int n[AR], n_min = b->n[0], n_max = 0;
     sb.rows = b->rows;
     for (int r = 0; r < AR; r++) {
-        ds[r] = work + (size_t)r * ld;
+        ds[r] = rows + (size_t)r * ld;
         sb.q[r] = b->g[r];
         sb.e[r] = ds[r];
         sb.o[r] = NULL;
@@ -422,42 +419,47 @@ void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t
         n_min = n[r] < n_min ? n[r] : n_min;
         n_max = n[r] > n_max ? n[r] : n_max;
     }
+    /* datt rows: the forward's score loop on the transposed values (times 1: exact) */
     attn_block_scores(&sb, n_max, vt, ld, NULL, 0, hd, 1.0f);
     const __m512 sc = _mm512_set1_ps(scale);
-    for (int r = 0; r < b->rows; r++) {
+    for (int r = 0; r < AR; r++) {
         const float *a = b->a[r];
-        float *d = ds[r], sum = 0.0f;
-        for (int j = 0; j < n[r]; j++)
+        float *d = ds[r], *ac = rows + (size_t)(AR + r) * ld, sum = 0.0f;
+        for (int j = 0; j < n[r]; j++)   /* sum = sum_j a_j datt_j in j order */
             sum += a[j] * d[j];
         const __m512 vs = _mm512_set1_ps(sum);
-        for (int j = 0; j < n[r]; j += 16) {   /* ds_j = a_j (datt_j - sum) scale */
+        for (int j = 0; j < n_max; j += 16) {   /* ds_j = a_j (datt_j - sum) scale; a copied */
             const __mmask16 m = attn_tail_mask(n[r] - j);
             const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, d + j), vs);
-            _mm512_mask_storeu_ps(d + j, m,
-                                  _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + j), x), sc));
+            const __m512 av = _mm512_maskz_loadu_ps(m, a + j);
+            _mm512_storeu_ps(d + j, _mm512_mul_ps(_mm512_mul_ps(av, x), sc));
+            _mm512_storeu_ps(ac + j, av);
         }
     }
-    for (int r = b->rows; r < AR; r++)
-        ds[r] = ds[b->rows - 1];
-    const int step = 16 * ATTN_BWD_NV;
-    for (int i0 = 0; i0 < hd; i0 += step) {
-        const int left = hd - i0, nv = left >= step ? ATTN_BWD_NV : (left + 15) / 16;
+    for (int j = 0; j < n_max; j += 16)   /* rows -> wa, key by key */
+        attn_tr16(wa + (size_t)j * 2 * AR, 2 * AR, rows + j, ld, 2 * AR,
+                  n_max - j < 16 ? n_max - j : 16);
+    const int hdv = (hd + 15) / 16;
+    for (int c = 0; c < hdv; c++) {
+        const __mmask16 m = attn_tail_mask(hd - 16 * c);
+        for (int r = 0; r < AR; r++) {
+            _mm512_storeu_ps(qg + (size_t)(2 * AR * c + r) * 16, _mm512_maskz_loadu_ps(m, b->q[r] + 16 * c));
+            _mm512_storeu_ps(qg + (size_t)(2 * AR * c + AR + r) * 16,
+                             _mm512_maskz_loadu_ps(m, b->g[r] + 16 * c));
+        }
+    }
+    /* passes over the head dims: all of them up to 48 (dq of 4 rows in 12 registers),
+     * else 32 at a time (measured on 48 and 64) */
+    const int nvp = hd <= 48 ? hdv : 2;
+    for (int i0 = 0; i0 < hd; i0 += 16 * nvp) {
+        const int left = hd - i0, nv = left >= 16 * nvp ? nvp : (left + 15) / 16;
         const __mmask16 ml = attn_tail_mask(left - 16 * (nv - 1));
-        if (nv == ATTN_BWD_NV && ml == 0xffff)
-            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, ATTN_BWD_NV, 0xffff, n_min, n_max);
-#if ATTN_BWD_NV >= 4
-        else if (nv == 4)
-            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, 4, ml, n_min, n_max);
-#endif
-#if ATTN_BWD_NV >= 3
-        else if (nv == 3)
-            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, 3, ml, n_min, n_max);
-#endif
-#if ATTN_BWD_NV >= 2
+        const float *qgi = qg + (size_t)(i0 / 16) * 2 * AR * 16;
+        if (nv == 3)
+            attn_bwd_block_upd(b, wa, qgi, n, k, dk, dv, kv_stride, i0, 3, ml, n_min, n_max);
         else if (nv == 2)
-            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, 2, ml, n_min, n_max);
-#endif
+            attn_bwd_block_upd(b, wa, qgi, n, k, dk, dv, kv_stride, i0, 2, ml, n_min, n_max);
         else
-            attn_bwd_block_upd(b, ds, n, k, dk, dv, kv_stride, i0, 1, ml, n_min, n_max);
+            attn_bwd_block_upd(b, wa, qgi, n, k, dk, dv, kv_stride, i0, 1, ml, n_min, n_max);
     }
 }

@@ -75,8 +75,10 @@ typedef struct attn_bwd_block {
     int rows;                    /* 1 .. ATTN_ROWS */
 } attn_bwd_block;
 
-/* Values transposed vt[i * ld + j] (ld >= max n); k, dk, dv rows at kv_stride
- * from key 0 of this (batch, KV head); work: ATTN_ROWS * ld floats. */
+/* Values transposed vt[i * ld + j] (ld >= max n, a multiple of 16); k, dk, dv
+ * rows at kv_stride from key 0 of this (batch, KV head); work: ATTN_BWD_WORK
+ * floats. */
+#define ATTN_BWD_WORK(ld, hd) (4 * ATTN_ROWS * (size_t)(ld) + 2 * ATTN_ROWS * (((size_t)(hd) + 15) & ~(size_t)15))
 void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t ld,
                                 const float *k, float *dk, float *dv, size_t kv_stride, int hd,
                                 float scale, float *work);
