@@ -128,8 +128,8 @@ static void attn_block_scores(const attn_block *b, int n, const float *kt, size_
     const __m512 sc = _mm512_set1_ps(scale);
     const float *q0 = b->q[0], *q1 = b->q[1], *q2 = b->q[2], *q3 = b->q[3];
     int j = 0;
-    if (kt)
-        for (; j < n; j += 64) {
+    if (kt)   /* 64 keys at a time while more than 48 are left, then 16 */
+        for (; j + 48 < n; j += 64) {
             const __mmask16 m0 = attn_tail_mask(n - j), m1 = attn_tail_mask(n - j - 16);
             const __mmask16 m2 = attn_tail_mask(n - j - 32), m3 = attn_tail_mask(n - j - 48);
             __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
@@ -176,6 +176,24 @@ static void attn_block_scores(const attn_block *b, int n, const float *kt, size_
             ATTN_STORE4(3, a30, a31, a32, a33)
 #undef ATTN_STORE4
         }
+    for (; kt && j < n; j += 16) {
+        const __mmask16 m = attn_tail_mask(n - j);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < hd; i++) {
+            const __m512 x = _mm512_maskz_loadu_ps(m, kt + (size_t)i * ld + j);
+            a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(q0[i]), x));
+            a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q1[i]), x));
+            a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i]), x));
+            a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i]), x));
+        }
+        _mm512_mask_storeu_ps(b->e[0] + j, m, _mm512_mul_ps(a0, sc));
+        if (b->rows > 1)
+            _mm512_mask_storeu_ps(b->e[1] + j, m, _mm512_mul_ps(a1, sc));
+        if (b->rows > 2)
+            _mm512_mask_storeu_ps(b->e[2] + j, m, _mm512_mul_ps(a2, sc));
+        if (b->rows > 3)
+            _mm512_mask_storeu_ps(b->e[3] + j, m, _mm512_mul_ps(a3, sc));
+    }
     for (; j < n; j += 16) {   /* keys from their rows: 16 x 16 tiles transposed in registers */
         const __mmask16 m = attn_tail_mask(n - j);
         const float *kj = k + (size_t)j * kv_stride;
@@ -421,13 +439,30 @@ void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t
     }
     /* datt rows: the forward's score loop on the transposed values (times 1: exact) */
     attn_block_scores(&sb, n_max, vt, ld, NULL, 0, hd, 1.0f);
+    /* sum_r = sum_j a_j datt_j in j order: a latency chain per row, the rows' interleaved */
+    float sum[AR];
+    {
+        const float *a0 = b->a[0], *a1 = b->a[1], *a2 = b->a[2], *a3 = b->a[3];
+        const float *d0 = ds[0], *d1 = ds[1], *d2 = ds[2], *d3 = ds[3];
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (int j = 0; j < n_min; j++) {
+            s0 += a0[j] * d0[j];
+            s1 += a1[j] * d1[j];
+            s2 += a2[j] * d2[j];
+            s3 += a3[j] * d3[j];
+        }
+        sum[0] = s0;
+        sum[1] = s1;
+        sum[2] = s2;
+        sum[3] = s3;
+    }
     const __m512 sc = _mm512_set1_ps(scale);
     for (int r = 0; r < AR; r++) {
         const float *a = b->a[r];
-        float *d = ds[r], *ac = rows + (size_t)(AR + r) * ld, sum = 0.0f;
-        for (int j = 0; j < n[r]; j++)   /* sum = sum_j a_j datt_j in j order */
-            sum += a[j] * d[j];
-        const __m512 vs = _mm512_set1_ps(sum);
+        float *d = ds[r], *ac = rows + (size_t)(AR + r) * ld;
+        for (int j = n_min; j < n[r]; j++)
+            sum[r] += a[j] * d[j];
+        const __m512 vs = _mm512_set1_ps(sum[r]);
         for (int j = 0; j < n_max; j += 16) {   /* ds_j = a_j (datt_j - sum) scale; a copied */
             const __mmask16 m = attn_tail_mask(n[r] - j);
             const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, d + j), vs);
