@@ -14,6 +14,9 @@
  *  - portable: prompts use the transposed keys (compiler-vectorized loops),
  *    decode steps (or no scratch) one row at a time with the scores computed
  *    twice (max pass, then exp/sum/weighted-sum pass) so nothing is stored.
+ * The backward's definition is the portable loop of attn_backward; the
+ * AVX-512 path computes its bits in blocks of ATTN_ROWS rows of one KV head
+ * (one task per (batch, KV head), values transposed once per task).
  */
 #include <math.h>
 #include <stdint.h>
