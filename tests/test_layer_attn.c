@@ -348,7 +348,8 @@ static void case_backward(const attn_case *c, const float *att, const float *g, 
 /* Documented tolerance between the backward paths: none (same operations in the
  * portable order, src/layer_attn_impl.h).  GQA groups whose row blocks straddle
  * two heads and end short of ATTN_ROWS rows, head dims with tails, more than 64
- * keys; gradients accumulated onto non-zero values; 1 and 3 threads. */
+ * keys; gradients accumulated onto non-zero values; 1 and 3 threads; and with
+ * no memory for the blocks' scratch (the portable loop runs instead). */
 TEST(layer_attn, backward_avx512_and_portable_give_the_same_bits_whatever_threads)
 {
     if (cpu_detected_level() < CPU_LEVEL_AVX512)
@@ -377,6 +378,10 @@ TEST(layer_attn, backward_avx512_and_portable_give_the_same_bits_whatever_thread
                 TEST_FAIL_AT("shape %zu, %d threads: max |avx512 - portable| %.3g", si, th,
                              max_diff(d1, d2, nd));
         }
+        qs_mem_fail_after(1);   /* no scratch for the blocks: the portable loop, same bits */
+        case_backward(&c, att, g, init, d2, cpu_detected_level(), 0);
+        qs_mem_fail_after(0);
+        ASSERT_TRUE(memcmp(d1, d2, nd * 4) == 0);
         qs_free(o);
         qs_free(g);
         qs_free(att);
