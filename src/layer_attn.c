@@ -396,6 +396,15 @@ static int attn_backward_blocks(float *dq, float *dk, float *dv, const float *do
                 blk.dq[r] = dq + row * hd;
                 blk.a[r] = att + (((size_t)b * H + h) * T + t) * T;
                 blk.n[r] = t + 1;
+                const int rn = r0 + ATTN_ROWS + r;   /* the next block's rows: prefetched */
+                if (rn < per_bg) {
+                    const size_t nrow = ((size_t)b * T + rn % T) * H + g * group + rn / T;
+                    for (int i = 0; i < hd; i += 16) {
+                        __builtin_prefetch(q + nrow * hd + i);
+                        __builtin_prefetch(dout + nrow * hd + i);
+                        __builtin_prefetch(dq + nrow * hd + i);
+                    }
+                }
             }
             attn_bwd_block_avx512_impl(&blk, vt, ld, k + k0, dk + k0, dv + k0, kv_stride, hd,
                                        scale, work);
