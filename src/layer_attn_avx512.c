@@ -1,8 +1,9 @@
 /* layer_attn_avx512.c: AVX-512 versions of the attention loops (see
  * layer_attn_impl.h for the one definition every path computes).  The forward
  * works on blocks of ATTN_ROWS query rows sharing one KV head: each key/value
- * vector loaded is used by every row of the block.  Separate multiply and add
- * (no FMA) in the portable order, so the bits equal the portable loops'.  Call
+ * vector loaded is used by every row of the block; so does the backward (each
+ * k/dk/dv row load serves the block's rows).  Separate multiply and add (no
+ * FMA) in the portable order, so the bits equal the portable loops'.  Call
  * only when cpu_level() >= CPU_LEVEL_AVX512. */
 #include <immintrin.h>
 #include <math.h>
