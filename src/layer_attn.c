@@ -14,6 +14,9 @@
  *  - portable: prompts use the transposed keys (compiler-vectorized loops),
  *    decode steps (or no scratch) one row at a time with the scores computed
  *    twice (max pass, then exp/sum/weighted-sum pass) so nothing is stored.
+ * The backward's definition is the portable loop of attn_backward; the
+ * AVX-512 path computes its bits in blocks of ATTN_ROWS rows of one KV head
+ * (one task per (batch, KV head), values transposed once per task).
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +28,7 @@
 #include "layer_attn_impl.h"
 #include "qs/cpu.h"
 #include "qs/layers.h"
+#include "qs/mem.h"
 
 #define ATTN_TRANSPOSE_MIN_T 8
 #define ATTN_SLOTS 16   /* per-thread score blocks in the scratch (threads beyond are not used) */
@@ -352,8 +356,64 @@ void attn_forward(float *out, float *att, const float *q, const float *k, const 
     (void)n_thr;
 }
 
-/* Longest sequence for the AVX-512 backward (its per-row scratch is on the stack). */
-enum { ATTN_BWD_SIMD_MAX_T = 2048 };
+/* AVX-512 backward: one task per (batch, KV head), which owns that head's
+ * dk/dv and its query heads' dq: its values transposed into the thread's
+ * scratch, then its rows (heads of the group, then positions, the portable
+ * order) in blocks of ATTN_ROWS sharing each k/v/dk/dv load.  Tasks never
+ * share outputs, so the bits do not depend on the thread count.  Returns -1
+ * (nothing done) when the scratch cannot be allocated. */
+static int attn_backward_blocks(float *dq, float *dk, float *dv, const float *dout,
+                                const float *att, const float *q, const float *k, const float *v,
+                                int B, int T, int H, int KVH, int hd)
+{
+    const int group = H / KVH, nbg = B * KVH, per_bg = group * T;
+    const int nblk = (per_bg + ATTN_ROWS - 1) / ATTN_ROWS;
+    const size_t ld = ((size_t)T + 15) & ~(size_t)15, kv_stride = (size_t)KVH * hd;
+    const size_t per_thr = ld * hd + ATTN_BWD_WORK(ld, hd);   /* transposed values + work */
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int n_thr = attn_threads((double)B * H * T * T * hd / 4);
+    float *buf = qs_malloc((size_t)n_thr * per_thr * sizeof *buf);
+    if (!buf)
+        return -1;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_thr)
+#endif
+    for (int bg = 0; bg < nbg; bg++) {
+        const int b = bg / KVH, g = bg % KVH;
+        float *vt = buf + (size_t)attn_slot() * per_thr, *work = vt + ld * hd;
+        const size_t k0 = (size_t)b * T * kv_stride + (size_t)g * hd;
+        attn_keys_transpose_avx512_impl(vt, ld, v + k0, kv_stride, T, hd);
+        for (int blk_i = 0; blk_i < nblk; blk_i++) {
+            const int r0 = blk_i * ATTN_ROWS;
+            attn_bwd_block blk;
+            blk.rows = per_bg - r0 < ATTN_ROWS ? per_bg - r0 : ATTN_ROWS;
+            for (int r = 0; r < ATTN_ROWS; r++) {
+                const int rr = r0 + (r < blk.rows ? r : blk.rows - 1);
+                const int h = g * group + rr / T, t = rr % T;
+                const size_t row = ((size_t)b * T + t) * H + h;
+                blk.q[r] = q + row * hd;
+                blk.g[r] = dout + row * hd;
+                blk.dq[r] = dq + row * hd;
+                blk.a[r] = att + (((size_t)b * H + h) * T + t) * T;
+                blk.n[r] = t + 1;
+                const int rn = r0 + ATTN_ROWS + r;   /* the next block's rows: prefetched */
+                if (rn < per_bg) {
+                    const size_t nrow = ((size_t)b * T + rn % T) * H + g * group + rn / T;
+                    for (int i = 0; i < hd; i += 16) {
+                        __builtin_prefetch(q + nrow * hd + i);
+                        __builtin_prefetch(dout + nrow * hd + i);
+                        __builtin_prefetch(dq + nrow * hd + i);
+                    }
+                }
+            }
+            attn_bwd_block_avx512_impl(&blk, vt, ld, k + k0, dk + k0, dv + k0, kv_stride, hd,
+                                       scale, work);
+        }
+    }
+    qs_free(buf);
+    (void)n_thr;
+    return 0;
+}
 
 void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
                    const float *q, const float *k, const float *v, int B, int T, int H, int KVH,
@@ -361,10 +421,13 @@ void attn_backward(float *dq, float *dk, float *dv, const float *dout, const flo
 {
     /* per query: datt_j = dout . v_j;  ds_j = att_j (datt_j - sum_i att_i datt_i);
      * dq += scale ds_j k_j;  dk_j += scale ds_j q;  dv_j += att_j dout.
-     * One task per (b, kv head) owns that kv head's dk/dv and its heads' dq. */
+     * One task per (b, kv head) owns that kv head's dk/dv and its heads' dq.
+     * This loop is the definition; the AVX-512 blocks compute the same bits. */
+    if (cpu_level() >= CPU_LEVEL_AVX512 &&
+        attn_backward_blocks(dq, dk, dv, dout, att, q, k, v, B, T, H, KVH, hd) == 0)
+        return;
     int group = H / KVH;
     float scale = 1.0f / sqrtf((float)hd);
-    const int simd512 = cpu_level() >= CPU_LEVEL_AVX512 && T <= ATTN_BWD_SIMD_MAX_T;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) collapse(2) if ((size_t)B * H * T * T * hd > 262144)
 #endif
@@ -376,13 +439,6 @@ void attn_backward(float *dq, float *dk, float *dv, const float *dout, const flo
                     const float *qt = q + qo, *gt = dout + qo;
                     float *dqt = dq + qo;
                     const float *a = att + (((size_t)b * H + h) * T + t) * T;
-                    if (simd512) {
-                        float datt[ATTN_BWD_SIMD_MAX_T];
-                        size_t k0 = ((size_t)b * T * KVH + kh) * hd;
-                        attn_bwd_row_avx512_impl(dqt, dk + k0, dv + k0, qt, gt, a, k + k0, v + k0,
-                                                 t + 1, (size_t)KVH * hd, hd, scale, datt);
-                        continue;
-                    }
                     float sum = 0.0f;
                     for (int j = 0; j <= t; j++) {
                         size_t ko = (((size_t)b * T + j) * KVH + kh) * hd;

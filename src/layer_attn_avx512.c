@@ -1,8 +1,9 @@
 /* layer_attn_avx512.c: AVX-512 versions of the attention loops (see
  * layer_attn_impl.h for the one definition every path computes).  The forward
  * works on blocks of ATTN_ROWS query rows sharing one KV head: each key/value
- * vector loaded is used by every row of the block.  Separate multiply and add
- * (no FMA) in the portable order, so the bits equal the portable loops'.  Call
+ * vector loaded is used by every row of the block; so does the backward (each
+ * k/dk/dv row load serves the block's rows).  Separate multiply and add (no
+ * FMA) in the portable order, so the bits equal the portable loops'.  Call
  * only when cpu_level() >= CPU_LEVEL_AVX512. */
 #include <immintrin.h>
 #include <math.h>
@@ -128,8 +129,8 @@ static void attn_block_scores(const attn_block *b, int n, const float *kt, size_
     const __m512 sc = _mm512_set1_ps(scale);
     const float *q0 = b->q[0], *q1 = b->q[1], *q2 = b->q[2], *q3 = b->q[3];
     int j = 0;
-    if (kt)
-        for (; j < n; j += 64) {
+    if (kt)   /* 64 keys at a time while more than 48 are left, then 16 */
+        for (; j + 48 < n; j += 64) {
             const __mmask16 m0 = attn_tail_mask(n - j), m1 = attn_tail_mask(n - j - 16);
             const __mmask16 m2 = attn_tail_mask(n - j - 32), m3 = attn_tail_mask(n - j - 48);
             __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
@@ -176,6 +177,24 @@ static void attn_block_scores(const attn_block *b, int n, const float *kt, size_
             ATTN_STORE4(3, a30, a31, a32, a33)
 #undef ATTN_STORE4
         }
+    for (; kt && j < n; j += 16) {
+        const __mmask16 m = attn_tail_mask(n - j);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < hd; i++) {
+            const __m512 x = _mm512_maskz_loadu_ps(m, kt + (size_t)i * ld + j);
+            a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(q0[i]), x));
+            a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q1[i]), x));
+            a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i]), x));
+            a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i]), x));
+        }
+        _mm512_mask_storeu_ps(b->e[0] + j, m, _mm512_mul_ps(a0, sc));
+        if (b->rows > 1)
+            _mm512_mask_storeu_ps(b->e[1] + j, m, _mm512_mul_ps(a1, sc));
+        if (b->rows > 2)
+            _mm512_mask_storeu_ps(b->e[2] + j, m, _mm512_mul_ps(a2, sc));
+        if (b->rows > 3)
+            _mm512_mask_storeu_ps(b->e[3] + j, m, _mm512_mul_ps(a3, sc));
+    }
     for (; j < n; j += 16) {   /* keys from their rows: 16 x 16 tiles transposed in registers */
         const __mmask16 m = attn_tail_mask(n - j);
         const float *kj = k + (size_t)j * kv_stride;
@@ -320,42 +339,163 @@ void attn_block_avx512_impl(const attn_block *b, const float *kt, size_t ld, con
     }
 }
 
-static float attn_dot16(const float *a, const float *b, int hd)
+/* Backward updates over dims [i0, i0 + 16 nv) (the last vector masked by
+ * m_last): dq_r += ds_r[j] k_j for j in order; dk_j += ds_r[j] q_r and
+ * dv_j += a_r[j] g_r, rows in order, each key's rows before the next key.
+ * wa[8 j + r] = ds_r[j], wa[8 j + 4 + r] = a_r[j]; qg: the rows' q then g
+ * slices of 16 dims, qg[(8 c + r) 16 + l] = q_r[i0 + 16 c + l] (g at r + 4). */
+static inline __attribute__((always_inline)) void
+attn_bwd_block_upd(const attn_bwd_block *b, const float *wa, const float *qg, const int n[AR],
+                   const float *k, float *dk, float *dv, size_t kv_stride, int i0, int nv,
+                   __mmask16 m_last, int n_min, int n_max)
 {
-    __m512 s = _mm512_setzero_ps();
-    for (int i = 0; i < hd; i += 16) {
-        const __mmask16 m = attn_tail_mask(hd - i);
-        s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i),
-                                           _mm512_maskz_loadu_ps(m, b + i)));
+    __m512 acc[AR][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < AR; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++)
+            acc[r][c] = _mm512_maskz_loadu_ps(c == nv - 1 ? m_last : 0xffff, b->dq[r] + i0 + 16 * c);
+    const float *kr = k + i0, *p = wa;
+    float *dkr = dk + i0, *dvr = dv + i0;
+    for (int j = 0; j < n_min; j++, p += 2 * AR, kr += kv_stride, dkr += kv_stride, dvr += kv_stride) {
+        const __m512 w0 = _mm512_set1_ps(p[0]), w1 = _mm512_set1_ps(p[1]);
+        const __m512 w2 = _mm512_set1_ps(p[2]), w3 = _mm512_set1_ps(p[3]);
+        const __m512 p0 = _mm512_set1_ps(p[4]), p1 = _mm512_set1_ps(p[5]);
+        const __m512 p2 = _mm512_set1_ps(p[6]), p3 = _mm512_set1_ps(p[7]);
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++) {
+            const __mmask16 m = c == nv - 1 ? m_last : 0xffff;
+            const float *x0 = qg + 16 * 2 * AR * c;
+            const __m512 kx = _mm512_maskz_loadu_ps(m, kr + 16 * c);
+            acc[0][c] = _mm512_add_ps(acc[0][c], _mm512_mul_ps(w0, kx));
+            acc[1][c] = _mm512_add_ps(acc[1][c], _mm512_mul_ps(w1, kx));
+            acc[2][c] = _mm512_add_ps(acc[2][c], _mm512_mul_ps(w2, kx));
+            acc[3][c] = _mm512_add_ps(acc[3][c], _mm512_mul_ps(w3, kx));
+            __m512 x = _mm512_maskz_loadu_ps(m, dkr + 16 * c);
+            x = _mm512_add_ps(x, _mm512_mul_ps(w0, _mm512_loadu_ps(x0)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w1, _mm512_loadu_ps(x0 + 16)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w2, _mm512_loadu_ps(x0 + 32)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w3, _mm512_loadu_ps(x0 + 48)));
+            _mm512_mask_storeu_ps(dkr + 16 * c, m, x);
+            x = _mm512_maskz_loadu_ps(m, dvr + 16 * c);
+            x = _mm512_add_ps(x, _mm512_mul_ps(p0, _mm512_loadu_ps(x0 + 64)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(p1, _mm512_loadu_ps(x0 + 80)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(p2, _mm512_loadu_ps(x0 + 96)));
+            x = _mm512_add_ps(x, _mm512_mul_ps(p3, _mm512_loadu_ps(x0 + 112)));
+            _mm512_mask_storeu_ps(dvr + 16 * c, m, x);
+        }
     }
-    return attn_hsum(s);
+    /* the causal triangle (and padding rows, n = 0): key j only for the rows that see it */
+    for (int j = n_min; j < n_max; j++, p += 2 * AR, kr += kv_stride, dkr += kv_stride, dvr += kv_stride) {
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++) {
+            const __mmask16 m = c == nv - 1 ? m_last : 0xffff;
+            const float *x0 = qg + 16 * 2 * AR * c;
+            const __m512 kx = _mm512_maskz_loadu_ps(m, kr + 16 * c);
+            __m512 x = _mm512_maskz_loadu_ps(m, dkr + 16 * c);
+            __m512 y = _mm512_maskz_loadu_ps(m, dvr + 16 * c);
+#pragma GCC unroll 4
+            for (int r = 0; r < AR; r++) {
+                if (j >= n[r])
+                    continue;
+                const __m512 w = _mm512_set1_ps(p[r]), pa = _mm512_set1_ps(p[AR + r]);
+                acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_mul_ps(w, kx));
+                x = _mm512_add_ps(x, _mm512_mul_ps(w, _mm512_loadu_ps(x0 + 16 * r)));
+                y = _mm512_add_ps(y, _mm512_mul_ps(pa, _mm512_loadu_ps(x0 + 16 * (AR + r))));
+            }
+            _mm512_mask_storeu_ps(dkr + 16 * c, m, x);
+            _mm512_mask_storeu_ps(dvr + 16 * c, m, y);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < AR; r++) {
+        if (r >= b->rows)
+            break;
+#pragma GCC unroll 4
+        for (int c = 0; c < nv; c++)
+            _mm512_mask_storeu_ps(b->dq[r] + i0 + 16 * c, c == nv - 1 ? m_last : 0xffff,
+                                  acc[r][c]);
+    }
 }
 
-void attn_bwd_row_avx512_impl(float *dqt, float *dk, float *dv, const float *qt, const float *gt,
-                              const float *a, const float *k, const float *v, int n_keys,
-                              size_t kv_stride, int hd, float scale, float *datt)
+void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t ld,
+                                const float *k, float *dk, float *dv, size_t kv_stride, int hd,
+                                float scale, float *work)
 {
-    float sum = 0.0f;
-    for (int j = 0; j < n_keys; j++) {
-        datt[j] = attn_dot16(gt, v + (size_t)j * kv_stride, hd);
-        sum += a[j] * datt[j];
+    /* work: rows [2 AR][ld] (datt then ds; a), wa [ld][2 AR], qg [hd / 16][2 AR][16] */
+    float *rows = work, *wa = work + 2 * AR * ld, *qg = wa + 2 * AR * ld;
+    attn_block sb;
+    float *ds[AR];
+    int n[AR], n_min = b->n[0], n_max = 0;
+    sb.rows = b->rows;
+    for (int r = 0; r < AR; r++) {
+        ds[r] = rows + (size_t)r * ld;
+        sb.q[r] = b->g[r];
+        sb.e[r] = ds[r];
+        sb.o[r] = NULL;
+        n[r] = r < b->rows ? b->n[r] : 0;   /* padding rows: no keys */
+        sb.n[r] = b->n[r];
+        n_min = n[r] < n_min ? n[r] : n_min;
+        n_max = n[r] > n_max ? n[r] : n_max;
     }
-    for (int i = 0; i < hd; i += 16) {
-        const __mmask16 m = attn_tail_mask(hd - i);
-        const __m512 qi = _mm512_maskz_loadu_ps(m, qt + i), gi = _mm512_maskz_loadu_ps(m, gt + i);
-        __m512 dq = _mm512_maskz_loadu_ps(m, dqt + i);
-        for (int j = 0; j < n_keys; j++) {
-            size_t ko = (size_t)j * kv_stride + i;
-            const __m512 ds = _mm512_set1_ps(a[j] * (datt[j] - sum) * scale);
-            const __m512 aj = _mm512_set1_ps(a[j]);
-            dq = _mm512_add_ps(dq, _mm512_mul_ps(ds, _mm512_maskz_loadu_ps(m, k + ko)));
-            _mm512_mask_storeu_ps(dk + ko, m,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(m, dk + ko),
-                                                _mm512_mul_ps(ds, qi)));
-            _mm512_mask_storeu_ps(dv + ko, m,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(m, dv + ko),
-                                                _mm512_mul_ps(aj, gi)));
+    /* datt rows: the forward's score loop on the transposed values (times 1: exact) */
+    attn_block_scores(&sb, n_max, vt, ld, NULL, 0, hd, 1.0f);
+    /* sum_r = sum_j a_j datt_j in j order: a latency chain per row, the rows' interleaved */
+    float sum[AR];
+    {
+        const float *a0 = b->a[0], *a1 = b->a[1], *a2 = b->a[2], *a3 = b->a[3];
+        const float *d0 = ds[0], *d1 = ds[1], *d2 = ds[2], *d3 = ds[3];
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        for (int j = 0; j < n_min; j++) {
+            s0 += a0[j] * d0[j];
+            s1 += a1[j] * d1[j];
+            s2 += a2[j] * d2[j];
+            s3 += a3[j] * d3[j];
         }
-        _mm512_mask_storeu_ps(dqt + i, m, dq);
+        sum[0] = s0;
+        sum[1] = s1;
+        sum[2] = s2;
+        sum[3] = s3;
+    }
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int r = 0; r < AR; r++) {
+        const float *a = b->a[r];
+        float *d = ds[r], *ac = rows + (size_t)(AR + r) * ld;
+        for (int j = n_min; j < n[r]; j++)
+            sum[r] += a[j] * d[j];
+        const __m512 vs = _mm512_set1_ps(sum[r]);
+        for (int j = 0; j < n_max; j += 16) {   /* ds_j = a_j (datt_j - sum) scale; a copied */
+            const __mmask16 m = attn_tail_mask(n[r] - j);
+            const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, d + j), vs);
+            const __m512 av = _mm512_maskz_loadu_ps(m, a + j);
+            _mm512_storeu_ps(d + j, _mm512_mul_ps(_mm512_mul_ps(av, x), sc));
+            _mm512_storeu_ps(ac + j, av);
+        }
+    }
+    for (int j = 0; j < n_max; j += 16)   /* rows -> wa, key by key */
+        attn_tr16(wa + (size_t)j * 2 * AR, 2 * AR, rows + j, ld, 2 * AR,
+                  n_max - j < 16 ? n_max - j : 16);
+    const int hdv = (hd + 15) / 16;
+    for (int c = 0; c < hdv; c++) {
+        const __mmask16 m = attn_tail_mask(hd - 16 * c);
+        for (int r = 0; r < AR; r++) {
+            _mm512_storeu_ps(qg + (size_t)(2 * AR * c + r) * 16, _mm512_maskz_loadu_ps(m, b->q[r] + 16 * c));
+            _mm512_storeu_ps(qg + (size_t)(2 * AR * c + AR + r) * 16,
+                             _mm512_maskz_loadu_ps(m, b->g[r] + 16 * c));
+        }
+    }
+    /* passes over the head dims: all of them up to 48 (dq of 4 rows in 12 registers),
+     * else 32 at a time (measured on 48 and 64) */
+    const int nvp = hd <= 48 ? hdv : 2;
+    for (int i0 = 0; i0 < hd; i0 += 16 * nvp) {
+        const int left = hd - i0, nv = left >= 16 * nvp ? nvp : (left + 15) / 16;
+        const __mmask16 ml = attn_tail_mask(left - 16 * (nv - 1));
+        const float *qgi = qg + (size_t)(i0 / 16) * 2 * AR * 16;
+        if (nv == 3)
+            attn_bwd_block_upd(b, wa, qgi, n, k, dk, dv, kv_stride, i0, 3, ml, n_min, n_max);
+        else if (nv == 2)
+            attn_bwd_block_upd(b, wa, qgi, n, k, dk, dv, kv_stride, i0, 2, ml, n_min, n_max);
+        else
+            attn_bwd_block_upd(b, wa, qgi, n, k, dk, dv, kv_stride, i0, 1, ml, n_min, n_max);
     }
 }

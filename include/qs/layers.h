@@ -75,7 +75,8 @@ void rope_backward(float *dx, const int32_t *pos, const rope_table *t, int N, in
 size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd);
 void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
                   int T, int pos0, int Tcap, int H, int KVH, int hd, float *scratch);
-/* Training form (pos0 = 0, Tcap = T).  dq[B,T,H,hd], dk/dv[B,T,KVH,hd] accumulate. */
+/* Training form (pos0 = 0, Tcap = T).  dq[B,T,H,hd], dk/dv[B,T,KVH,hd] accumulate.
+ * The same bits on the portable and the AVX-512 path, whatever the thread count. */
 void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,
                    const float *q, const float *k, const float *v, int B, int T, int H, int KVH,
                    int hd);
