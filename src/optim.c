@@ -1,7 +1,8 @@
 /* optim.c: AdamW and global-norm clipping (see include/qs/optim.h).
  * The loops here are the reference; with AVX-512, threads run optim_avx512.c's
- * AdamW over fixed chunks (the same bits).  The gradient norm stays the
- * portable double loop: it is memory-bound, an AVX-512 form measured no faster
+ * AdamW over fixed chunks (the same bits).  The clip factor and the zeroing
+ * of consumed gradients ride on AdamW's pass (adamw_step_scaled).  The
+ * gradient norm stays the portable double loop: it is memory-bound, an AVX-512 form measured no faster
  * (bench_train's kernel lines) and would change its summation order. */
 #include "qs/optim.h"
 
@@ -34,8 +35,9 @@ void adamw_free(adamw_state *s)
     memset(s, 0, sizeof *s);
 }
 
-void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
-                const adamw_hparams *h)
+/* One AdamW step on grads[i] * grad_scale; g_zero (NULL or grads) zeroed once read. */
+static void adamw_step_run(adamw_state *s, float *params, const float *grads, float *g_zero,
+                           float grad_scale, double lr, const adamw_hparams *h)
 {
     s->t++;
     const float b1 = (float)h->beta1, b2 = (float)h->beta2;
@@ -47,7 +49,8 @@ void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
     float *m = s->m, *v = s->v;
     long n = (long)s->n_params;
     if (cpu_level() >= CPU_LEVEL_AVX512) {
-        const optim_adamw_consts k = {b1, b2, 1.0f - b1, 1.0f - b2, step, decay, eps, bc2_sqrt};
+        const optim_adamw_consts k = {b1,   b2,    1.0f - b1, 1.0f - b2, step,
+                                      decay, eps, bc2_sqrt,  grad_scale};
         long n_chunks = (n + OPTIM_CHUNK_ELEMS - 1) / OPTIM_CHUNK_ELEMS;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n_chunks > 1)
@@ -55,7 +58,8 @@ void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
         for (long c = 0; c < n_chunks; c++) {
             size_t lo = (size_t)c * OPTIM_CHUNK_ELEMS;
             size_t len = (size_t)n - lo < OPTIM_CHUNK_ELEMS ? (size_t)n - lo : OPTIM_CHUNK_ELEMS;
-            optim_adamw_avx512_impl(params + lo, m + lo, v + lo, grads + lo, len, &k);
+            optim_adamw_avx512_impl(params + lo, m + lo, v + lo, grads + lo,
+                                    g_zero ? g_zero + lo : NULL, len, &k);
         }
         return;
     }
@@ -63,7 +67,9 @@ void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif
     for (long i = 0; i < n; i++) {
-        float g = grads[i];
+        float g = grads[i] * grad_scale;
+        if (g_zero)
+            g_zero[i] = 0.0f;
         float mi = b1 * m[i] + (1.0f - b1) * g;
         float vi = b2 * v[i] + (1.0f - b2) * g * g;
         m[i] = mi;
@@ -71,6 +77,18 @@ void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
         float p = params[i] * decay;
         params[i] = p - step * mi / (sqrtf(vi) / bc2_sqrt + eps);
     }
+}
+
+void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
+                const adamw_hparams *h)
+{
+    adamw_step_run(s, params, grads, NULL, 1.0f, lr, h);
+}
+
+void adamw_step_scaled(adamw_state *s, float *params, float *grads, float grad_scale,
+                       int zero_grads, double lr, const adamw_hparams *h)
+{
+    adamw_step_run(s, params, grads, zero_grads ? grads : NULL, grad_scale, lr, h);
 }
 
 double optim_grad_norm(const float *g, size_t n)
@@ -98,11 +116,18 @@ double optim_grad_norm(const float *g, size_t n)
     return sqrt(total);
 }
 
-double optim_grad_clip(float *g, size_t n, double norm, double max_norm)
+float optim_grad_clip_factor(double norm, double max_norm)
 {
     if (max_norm <= 0.0 || !(norm > max_norm))
+        return 1.0f;
+    return (float)(max_norm / (norm + 1e-6));
+}
+
+double optim_grad_clip(float *g, size_t n, double norm, double max_norm)
+{
+    float f = optim_grad_clip_factor(norm, max_norm);
+    if (f == 1.0f)
         return 1.0;
-    float f = (float)(max_norm / (norm + 1e-6));
     long ln = (long)n;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (ln > 65536)
