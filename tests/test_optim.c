@@ -131,3 +131,27 @@ TEST(optim, scaled_step_is_clip_then_step_bit_for_bit_and_zeroes_grads)
     }
     qs_free(buf);
 }
+
+/* The norm's documented order: a double sum per 65536-element chunk, the chunk
+ * sums added in chunk order; the interleaved blocks must keep it bit for bit
+ * (two groups of 64 chunks, full and partial blocks of 8, a short last chunk). */
+TEST(optim, grad_norm_keeps_the_chunk_order_bit_for_bit)
+{
+    const size_t chunk = 65536, sizes[2] = {65 * chunk + 123, 16 * chunk};
+    float *g = qs_malloc(sizes[0] * sizeof *g);
+    ASSERT_TRUE(g != NULL);
+    optim_test_fill(g, sizes[0], 5, 3.0f);
+    for (int k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        double total = 0.0;
+        for (size_t lo = 0; lo < n; lo += chunk) {
+            double acc = 0.0;
+            for (size_t i = lo; i < lo + chunk && i < n; i++)
+                acc += (double)g[i] * g[i];
+            total += acc;
+        }
+        double want = sqrt(total), got = optim_grad_norm(g, n);
+        ASSERT_TRUE(memcmp(&want, &got, sizeof got) == 0);
+    }
+    qs_free(g);
+}
