@@ -23,8 +23,8 @@ float xent_forward_row_avx512_impl(const float *l, int V, int32_t tg);
  * lanes.  |g - portable| <= 1e-6 * scale per element (tests: 2e-6). */
 void xent_backward_row_avx512_impl(float *g, const float *l, int V, int32_t tg, float scale);
 
-/* swiglu_backward over elements [0, n): dgate += dout up sig (1 + g (1 - sig)),
- * dup += dout g sig, sig = 1 / (1 + exp(-g)); relative difference to the
+/* swiglu_backward over elements [0, n): dgate = dout up sig (1 + g (1 - sig)),
+ * dup = dout g sig (both overwritten), sig = 1 / (1 + exp(-g)); relative difference to the
  * portable loop a few float ulp (tests: 1e-6 relative + 1e-7 absolute). */
 void swiglu_backward_avx512_impl(float *dgate, float *dup, const float *dout, const float *gate,
                                  const float *up, size_t n);

@@ -91,7 +91,7 @@ void swiglu_backward(float *dgate, float *dup, const float *dout, const float *g
         float g = gate[i];
         float sig = 1.0f / (1.0f + expf(-g));
         float silu = g * sig;
-        dgate[i] += dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
-        dup[i] += dout[i] * silu;
+        dgate[i] = dout[i] * up[i] * sig * (1.0f + g * (1.0f - sig));
+        dup[i] = dout[i] * silu;
     }
 }

@@ -19,8 +19,7 @@ void swiglu_backward_avx512_impl(float *dgate, float *dup, const float *dout, co
         /* dout * up * sig * (1 + g * (1 - sig)), left to right */
         __m512 t = _mm512_mul_ps(_mm512_mul_ps(d, u), sig);
         t = _mm512_mul_ps(t, _mm512_add_ps(one, _mm512_mul_ps(g, _mm512_sub_ps(one, sig))));
-        _mm512_mask_storeu_ps(dgate + i, k, _mm512_add_ps(_mm512_maskz_loadu_ps(k, dgate + i), t));
-        _mm512_mask_storeu_ps(dup + i, k,
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(k, dup + i), _mm512_mul_ps(d, silu)));
+        _mm512_mask_storeu_ps(dgate + i, k, t);
+        _mm512_mask_storeu_ps(dup + i, k, _mm512_mul_ps(d, silu));
     }
 }

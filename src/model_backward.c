@@ -10,8 +10,10 @@
  *       attn: datty = o'(dx_mid);  dq, dk, dv = attention'(datty);  unrotate dq, dk
  *             dln1 = q'(dq) + k'(dk) + v'(dv);  dx = dx_mid + rmsnorm'(dln1)
  *   dwte += embed'(dx_0)
- * Every layer backward ACCUMULATES, so the residual pass-through is the buffer
- * itself: dresid holds dx_next, the norm's backward adds its branch into it.
+ * Every layer backward ACCUMULATES (swiglu's overwrites), so the residual
+ * pass-through is the buffer itself: dresid holds dx_next, the norm's backward
+ * adds its branch into it.  The buffers the matmuls and attention accumulate
+ * into are zeroed by grad_zero(): several at once, by both threads.
  * Each Linear's backward goes through model_linear_backward(): the operands
  * the forward used (quantized copies under QAT) and the optional STE mask.
  */
@@ -82,6 +84,30 @@ void model_grad_acts_free(llama_grad_acts *g)
     memset(g, 0, sizeof *g);
 }
 
+/* Zeroes bufs[i][0, n[i]) for i < count (<= GRAD_ZERO_MAX) in one parallel
+ * region of fixed-size chunks, so every thread clears its share of each
+ * buffer instead of the master thread doing it alone (it is memory-bound). */
+enum { GRAD_ZERO_MAX = 6, GRAD_ZERO_CHUNK = 16384 };
+static void grad_zero(int count, float *const *bufs, const size_t *n)
+{
+    long first[GRAD_ZERO_MAX + 1];
+    first[0] = 0;
+    for (int i = 0; i < count; i++)
+        first[i + 1] = first[i] + (long)((n[i] + GRAD_ZERO_CHUNK - 1) / GRAD_ZERO_CHUNK);
+    long n_chunks = first[count];
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n_chunks > 4)
+#endif
+    for (long ch = 0; ch < n_chunks; ch++) {
+        int b = 0;
+        while (ch >= first[b + 1])
+            b++;
+        size_t lo = (size_t)(ch - first[b]) * GRAD_ZERO_CHUNK;
+        size_t len = n[b] - lo < GRAD_ZERO_CHUNK ? n[b] - lo : GRAD_ZERO_CHUNK;
+        memset(bufs[b] + lo, 0, len * sizeof *bufs[b]);
+    }
+}
+
 static void grad_add(float *dst, const float *src, size_t n)
 {
     long ln = (long)n;
@@ -125,8 +151,7 @@ static void model_linear_backward(const llama_model *m, llama_grad_acts *g,
         return;
     }
     size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
-    memset(g->dx_tmp, 0, nx * sizeof *g->dx_tmp);
-    memset(g->dw_tmp, 0, nw * sizeof *g->dw_tmp);
+    grad_zero(2, (float *const[]){g->dx_tmp, g->dw_tmp}, (const size_t[]){nx, nw});
     model_matmul_backward(m, layer * MODEL_LIN_COUNT + module, g->dx_tmp, g->dw_tmp, db, dout,
                           x_use, w_use, w_pack, w, N, IN, O);
     hook->mask(hook->self, layer, module, g->dx_tmp, nx, g->dw_tmp, nw);
@@ -196,13 +221,11 @@ int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llam
         const float *gate = a->gate + l * sF, *up = a->up + l * sF, *hb = a->hb + l * sF;
 
         /* MLP, in reverse: x_next = x_mid + down(swiglu(gate(ln2), up(ln2))) */
-        memset(g->dhb, 0, (size_t)N * F * sizeof *g->dhb);
+        grad_zero(2, (float *const[]){g->dhb, g->dln},
+                  (const size_t[]){(size_t)N * F, (size_t)N * C});
         model_linear_backward(m, g, hook, l, MODEL_LIN_DOWN, g->dhb, lg->w_down, NULL, g->dresid,
                               hb, lw->w_down, N, F, C);
-        memset(g->dgate, 0, (size_t)N * F * sizeof *g->dgate);
-        memset(g->dup, 0, (size_t)N * F * sizeof *g->dup);
-        swiglu_backward(g->dgate, g->dup, g->dhb, gate, up, (size_t)N * F);
-        memset(g->dln, 0, (size_t)N * C * sizeof *g->dln);
+        swiglu_backward(g->dgate, g->dup, g->dhb, gate, up, (size_t)N * F);   /* overwrites */
         model_linear_backward(m, g, hook, l, MODEL_LIN_GATE, g->dln, lg->w_gate, NULL, g->dgate,
                               ln2, lw->w_gate, N, C, F);
         model_linear_backward(m, g, hook, l, MODEL_LIN_UP, g->dln, lg->w_up, NULL, g->dup, ln2,
@@ -211,17 +234,15 @@ int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llam
                          a->ln2_rstd + l * sN, N, C);
 
         /* attention, in reverse: x_mid = x + o(attention(rope(q(ln1)), rope(k(ln1)), v(ln1))) */
-        memset(g->datty, 0, (size_t)N * QD * sizeof *g->datty);
+        grad_zero(5, (float *const[]){g->datty, g->dq, g->dk, g->dv, g->dln},
+                  (const size_t[]){(size_t)N * QD, (size_t)N * QD, (size_t)N * KD, (size_t)N * KD,
+                                   (size_t)N * C});
         model_linear_backward(m, g, hook, l, MODEL_LIN_O, g->datty, lg->wo, lg->bo, g->dresid,
                               atty, lw->wo, N, QD, C);
-        memset(g->dq, 0, (size_t)N * QD * sizeof *g->dq);
-        memset(g->dk, 0, (size_t)N * KD * sizeof *g->dk);
-        memset(g->dv, 0, (size_t)N * KD * sizeof *g->dv);
         attn_backward(g->dq, g->dk, g->dv, g->datty, a->att + l * sAtt, q, kc, vc, B, T, H, KVH,
                       hd);
         rope_backward(g->dq, a->pos, &m->rope, N, H);
         rope_backward(g->dk, a->pos, &m->rope, N, KVH);
-        memset(g->dln, 0, (size_t)N * C * sizeof *g->dln);
         model_linear_backward(m, g, hook, l, MODEL_LIN_Q, g->dln, lg->wq, lg->bq, g->dq, ln1,
                               lw->wq, N, C, QD);
         model_linear_backward(m, g, hook, l, MODEL_LIN_K, g->dln, lg->wk, lg->bk, g->dk, ln1,

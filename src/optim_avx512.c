@@ -3,16 +3,19 @@
 
 #include "optim_impl.h"
 
-void optim_adamw_avx512_impl(float *p, float *m, float *v, const float *g, size_t n,
-                             const optim_adamw_consts *k)
+void optim_adamw_avx512_impl(float *p, float *m, float *v, const float *g, float *g_zero,
+                             size_t n, const optim_adamw_consts *k)
 {
+    const __m512 scale = _mm512_set1_ps(k->grad_scale), zero = _mm512_setzero_ps();
     const __m512 b1 = _mm512_set1_ps(k->b1), b2 = _mm512_set1_ps(k->b2);
     const __m512 c1 = _mm512_set1_ps(k->one_minus_b1), c2 = _mm512_set1_ps(k->one_minus_b2);
     const __m512 step = _mm512_set1_ps(k->step), decay = _mm512_set1_ps(k->decay);
     const __m512 eps = _mm512_set1_ps(k->eps), bc2 = _mm512_set1_ps(k->bc2_sqrt);
     for (size_t i = 0; i < n; i += 16) {
         __mmask16 mk = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1u);
-        __m512 gi = _mm512_maskz_loadu_ps(mk, g + i);
+        __m512 gi = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, g + i), scale);
+        if (g_zero)
+            _mm512_mask_storeu_ps(g_zero + i, mk, zero);
         /* mi = b1 m + (1 - b1) g;  vi = b2 v + ((1 - b2) g) g */
         __m512 mi = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_maskz_loadu_ps(mk, m + i)),
                                   _mm512_mul_ps(c1, gi));

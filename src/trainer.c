@@ -96,6 +96,7 @@ static int trainer_alloc(struct trainer *t, qs_diag *d)
     if (rc || (rc = model_grad_acts_init(&t->g, c, B, T, d)))
         return rc;
     t->grads = qs_calloc(t->m.n_params, sizeof *t->grads);
+    t->grads_zeroed = 1;
     t->gw.layer = qs_calloc((size_t)c->n_layers, sizeof *t->gw.layer);
     t->tokens = qs_malloc((size_t)B * T * sizeof *t->tokens);
     t->targets = qs_malloc((size_t)B * T * sizeof *t->targets);
@@ -211,7 +212,9 @@ static int trainer_micro_batches(struct trainer *t, double *loss, qs_diag *d)
     model_linear_bwd_hook bwd = trainer_bwd_hook_proto;
     bwd.self = t;
     double sum = 0.0;
-    memset(t->grads, 0, t->m.n_params * sizeof *t->grads);
+    if (!t->grads_zeroed)   /* a step stopped before AdamW consumed them */
+        memset(t->grads, 0, t->m.n_params * sizeof *t->grads);
+    t->grads_zeroed = 0;
     for (long mb = 0; mb < t->cfg.grad_accum; mb++) {
         if ((rc = t->data->next(t->data->self, t->tokens, t->targets, B, T, d)))
             return rc;
@@ -312,9 +315,11 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     double norm = optim_grad_norm(t->grads, t->m.n_params);
     if (!isfinite(norm))
         return trainer_stop_nan(t, "gradient norm is NaN/Inf", d);
-    optim_grad_clip(t->grads, t->m.n_params, norm, t->cfg.grad_clip);
+    /* clip and AdamW in one pass, which also zeroes the gradients for the next step */
+    float clip = optim_grad_clip_factor(norm, t->cfg.grad_clip);
     double lr = schedule_lr(&t->sched, t->step);
-    adamw_step(&t->opt, t->m.params, t->grads, lr, &t->hp);
+    adamw_step_scaled(&t->opt, t->m.params, t->grads, clip, 1, lr, &t->hp);
+    t->grads_zeroed = 1;
     model_packs_refresh(&t->m);
 
     if (t->sat) {

@@ -37,6 +37,7 @@ struct trainer {
     llama_grad_acts g;
     llama_weights gw;                   /* views over grads */
     float *grads;                       /* [n_params] */
+    int grads_zeroed;                   /* 1: grads are all 0 (fresh, or AdamW consumed them) */
     adamw_state opt;
     adamw_hparams hp;
     schedule sched;

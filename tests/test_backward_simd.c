@@ -95,7 +95,7 @@ TEST(backward_simd, swiglu_backward_matches_portable_within_tolerance)
     simd_fill(gt, n, 5, -30.0f, 30.0f);
     simd_fill(up, n, 6, -2.0f, 2.0f);
     simd_fill(d, n, 7, -1.0f, 1.0f);
-    simd_fill(a, 4 * n, 8, -0.5f, 0.5f);   /* gradients accumulate into old values */
+    simd_fill(a, 4 * n, 8, -0.5f, 0.5f);   /* old values, overwritten */
     memcpy(a + 2 * n, a, 2 * n * 4);
     int saved = cpu_level();
     cpu_limit(CPU_LEVEL_AVX2);

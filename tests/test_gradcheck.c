@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "qs/cpu.h"
 #include "qs/layers.h"
 #include "test.h"
 
@@ -112,9 +113,35 @@ TEST(gradcheck, backward_accumulates_into_existing_gradients)
         ASSERT_NEAR(dx2[i], dx1[i] + 10.0f, 1e-6);
         ASSERT_NEAR(dw2[i], dw1[i] - 1.0f, 1e-6);
     }
-    float up[2] = {1, 2}, gate[2] = {0.5f, -1}, d[2] = {1, 1}, dg[2] = {5, 5}, du[2] = {5, 5};
-    swiglu_backward(dg, du, d, gate, up, 2);
-    ASSERT_TRUE(du[0] > 5.0f && dg[0] > 5.0f);
+}
+
+TEST(gradcheck, swiglu_backward_overwrites_instead_of_accumulating)
+{
+    /* dgate/dup have no other writer: old contents (even NaN) must not leak in */
+    enum { N = 37 };   /* a vector body and a masked tail */
+    float gate[N], up[N], d[N], dg0[N] = {0}, du0[N] = {0}, dg[N], du[N];
+    for (int i = 0; i < N; i++) {
+        gate[i] = 0.37f * (float)(i - 18);
+        up[i] = 0.11f * (float)(i % 7) - 0.3f;
+        d[i] = 0.05f * (float)(i % 5) - 0.1f;
+    }
+    int saved = cpu_level();
+    for (int portable = 0; portable < 2; portable++) {   /* dispatched, then portable loop */
+        if (portable)
+            cpu_limit(CPU_LEVEL_AVX2);
+        for (int i = 0; i < N; i++) {
+            dg0[i] = du0[i] = 0.0f;
+            dg[i] = i % 3 ? 5.0f : NAN;
+            du[i] = i % 3 ? -7.0f : NAN;
+        }
+        swiglu_backward(dg0, du0, d, gate, up, N);
+        swiglu_backward(dg, du, d, gate, up, N);
+        cpu_limit(saved);
+        for (int i = 0; i < N; i++) {
+            ASSERT_TRUE(dg[i] == dg0[i] && du[i] == du0[i]);
+            ASSERT_TRUE(fabsf(dg[i]) < 1.0f && fabsf(du[i]) < 1.0f);
+        }
+    }
 }
 
 /* ---- Embedding (a token repeated: gradients add up) ---- */

@@ -1,4 +1,7 @@
 /* test_optim.c: AdamW against torch.optim.AdamW, decoupled decay, clipping. */
+#include <string.h>
+
+#include "qs/cpu.h"
 #include "qs/mem.h"
 #include "qs/optim.h"
 #include "test.h"
@@ -73,4 +76,82 @@ TEST(optim, clip_scales_to_max_norm_only_when_above)
     ASSERT_NEAR(f, 0.2, 1e-6);
     ASSERT_NEAR(optim_grad_norm(g, 2), 1.0, 1e-6);
     ASSERT_NEAR(optim_grad_clip(g, 2, 1.0, 0.0), 1.0, 0);
+}
+
+static void optim_test_fill(float *g, size_t n, unsigned long seed, float amp)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ul + 1442695040888963407ul;
+        g[i] = amp * ((float)(seed >> 40) / (float)(1ul << 24) - 0.5f);
+    }
+}
+
+/* The trainer's fused form against the two passes it replaces, on the portable
+ * loop and the dispatched one: params and moments the same bits, grads zeroed. */
+TEST(optim, scaled_step_is_clip_then_step_bit_for_bit_and_zeroes_grads)
+{
+    const size_t n = 2 * 65536 + 37;   /* several chunks (threads) and a tail */
+    float *buf = qs_malloc(5 * n * sizeof *buf);
+    ASSERT_TRUE(buf != NULL);
+    float *p1 = buf, *p2 = buf + n, *g1 = buf + 2 * n, *g2 = buf + 3 * n, *g0 = buf + 4 * n;
+    adamw_hparams h = {0.9, 0.95, 1e-8, 0.1};
+    int saved = cpu_level();
+    for (int portable = 0; portable < 2; portable++) {
+        if (portable)
+            cpu_limit(CPU_LEVEL_AVX2);
+        adamw_state s1, s2;
+        ASSERT_EQ_INT(adamw_init(&s1, n), 0);
+        ASSERT_EQ_INT(adamw_init(&s2, n), 0);
+        optim_test_fill(p1, n, 1, 2.0f);
+        memcpy(p2, p1, n * sizeof *p1);
+        const double max_norm[3] = {1.0, 1e9, 0.0};   /* clipped, under the limit, off */
+        for (int t = 0; t < 3; t++) {
+            optim_test_fill(g1, n, 10 + (unsigned long)t, 0.05f);
+            memcpy(g2, g1, n * sizeof *g1);
+            double norm = optim_grad_norm(g1, n);
+            ASSERT_TRUE(t != 0 || norm > max_norm[0]);
+            float f = optim_grad_clip_factor(norm, max_norm[t]);
+            ASSERT_NEAR(optim_grad_clip(g1, n, norm, max_norm[t]), f, 0);
+            adamw_step(&s1, p1, g1, 1e-3, &h);
+            adamw_step_scaled(&s2, p2, g2, f, 1, 1e-3, &h);
+            ASSERT_TRUE(memcmp(p1, p2, n * sizeof *p1) == 0);
+            ASSERT_TRUE(memcmp(s1.m, s2.m, n * sizeof *p1) == 0);
+            ASSERT_TRUE(memcmp(s1.v, s2.v, n * sizeof *p1) == 0);
+            memset(g0, 0, n * sizeof *g0);
+            ASSERT_TRUE(memcmp(g2, g0, n * sizeof *g0) == 0);
+        }
+        /* zero_grads = 0 leaves the gradients as they were */
+        optim_test_fill(g1, n, 99, 0.05f);
+        memcpy(g2, g1, n * sizeof *g1);
+        adamw_step_scaled(&s2, p2, g2, 0.5f, 0, 1e-3, &h);
+        ASSERT_TRUE(memcmp(g1, g2, n * sizeof *g1) == 0);
+        cpu_limit(saved);
+        adamw_free(&s1);
+        adamw_free(&s2);
+    }
+    qs_free(buf);
+}
+
+/* The norm's documented order: a double sum per 65536-element chunk, the chunk
+ * sums added in chunk order; the interleaved blocks must keep it bit for bit
+ * (two groups of 64 chunks, full and partial blocks of 8, a short last chunk). */
+TEST(optim, grad_norm_keeps_the_chunk_order_bit_for_bit)
+{
+    const size_t chunk = 65536, sizes[2] = {65 * chunk + 123, 16 * chunk};
+    float *g = qs_malloc(sizes[0] * sizeof *g);
+    ASSERT_TRUE(g != NULL);
+    optim_test_fill(g, sizes[0], 5, 3.0f);
+    for (int k = 0; k < 2; k++) {
+        size_t n = sizes[k];
+        double total = 0.0;
+        for (size_t lo = 0; lo < n; lo += chunk) {
+            double acc = 0.0;
+            for (size_t i = lo; i < lo + chunk && i < n; i++)
+                acc += (double)g[i] * g[i];
+            total += acc;
+        }
+        double want = sqrt(total), got = optim_grad_norm(g, n);
+        ASSERT_TRUE(memcmp(&want, &got, sizeof got) == 0);
+    }
+    qs_free(g);
 }

@@ -6,7 +6,8 @@
  *    saved buffers may be NULL in inference-only calls;
  *  - backward ACCUMULATES (+=) into every gradient it writes, so residual and
  *    tied-weight gradients add up without extra passes; callers zero grads once
- *    per step;
+ *    per step.  Exception: swiglu_backward OVERWRITES dgate and dup (their only
+ *    writer in a Llama block), so they need no zeroing pass;
  *  - nothing allocates; threading (OpenMP) is internal, partitioned by output
  *    so results are bit-identical for any thread count.
  */
@@ -90,6 +91,8 @@ void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
  * epilogue) it runs serially on the calling thread; outside, it threads. */
 void swiglu_forward_block(float *out, const float *gate, const float *up, int rows, int cols,
                           size_t ld);
+/* dgate[i] = dout[i] up[i] sig (1 + g (1 - sig)), dup[i] = dout[i] silu(g),
+ * sig = 1 / (1 + exp(-g)): OVERWRITES dgate and dup (no accumulation). */
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, size_t n);
 

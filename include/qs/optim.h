@@ -36,11 +36,22 @@ void adamw_free(adamw_state *s);   /* safe on a zeroed state */
 /* One step at learning rate lr: params[i] updated from grads[i]. */
 void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
                 const adamw_hparams *h);
+/* adamw_step on the clipped gradients grads[i] * grad_scale, the fp32 products
+ * optim_grad_clip would leave with factor grad_scale (1 = unclipped), so the
+ * same bits as optim_grad_clip then adamw_step; with zero_grads, grads[i] is
+ * set to 0 once read, ready for the next step's accumulation.  One pass over
+ * the gradients instead of three (clip read + write, AdamW read, zeroing). */
+void adamw_step_scaled(adamw_state *s, float *params, float *grads, float grad_scale,
+                       int zero_grads, double lr, const adamw_hparams *h);
 
 /* L2 norm of g[n] (double accumulation over fixed chunks: deterministic). */
 double optim_grad_norm(const float *g, size_t n);
-/* Scale g so its norm is at most max_norm (max_norm <= 0: no clipping).
- * norm is the value optim_grad_norm returned.  Returns the factor applied (<= 1). */
+/* The clip factor for a gradient of this norm: (float)(max_norm / (norm + 1e-6))
+ * when max_norm > 0 and norm > max_norm, else 1 (max_norm <= 0: no clipping). */
+float optim_grad_clip_factor(double norm, double max_norm);
+/* Scale g by optim_grad_clip_factor(norm, max_norm) (g[i] *= factor in fp32), so
+ * its norm is at most max_norm.  norm is the value optim_grad_norm returned.
+ * Returns the factor applied (<= 1). */
 double optim_grad_clip(float *g, size_t n, double norm, double max_norm);
 
 #endif
