@@ -3,6 +3,14 @@
  * Each block carries a 64-byte header holding its size, so qs_free knows how many
  * bytes to un-count and user memory stays 64-byte aligned.  Counters are atomics:
  * allocation may happen from OpenMP threads (never in hot loops, by design).
+ *
+ * Blocks of MEM_HUGE_MIN bytes or more (weights, gradients, optimizer moments,
+ * activations, packs) start on a 2 MiB boundary and are advised as transparent
+ * huge pages (madvise MADV_HUGEPAGE, honoured when THP is "madvise" or
+ * "always").  On a VM every TLB miss is a two-level page walk; with 4 KiB pages
+ * a training step over a few hundred MB of buffers ran 15-40% slower and its
+ * time moved by +-15% between identical trainers depending on where their pages
+ * landed (bench_train, README "### train").
  */
 #include "qs/mem.h"
 
@@ -10,12 +18,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MEM_ALIGN 64
+#define MEM_HUGE_PAGE ((size_t)2 << 20)
+#define MEM_HUGE_MIN ((size_t)4 << 20)
 
 static atomic_size_t mem_live;
 static atomic_size_t mem_peak;
 static atomic_long mem_fail_countdown;
+static atomic_int mem_huge_off;
 
 static int mem_should_fail(void)
 {
@@ -40,7 +52,16 @@ void *qs_malloc(size_t bytes)
     if (mem_should_fail() || bytes > SIZE_MAX - 2 * MEM_ALIGN)
         return NULL;
     size_t total = (bytes + MEM_ALIGN + MEM_ALIGN - 1) / MEM_ALIGN * MEM_ALIGN;
-    unsigned char *base = aligned_alloc(MEM_ALIGN, total);
+    unsigned char *base;
+    if (total >= MEM_HUGE_MIN && !atomic_load(&mem_huge_off)) {
+        total = (total + MEM_HUGE_PAGE - 1) / MEM_HUGE_PAGE * MEM_HUGE_PAGE;
+        base = aligned_alloc(MEM_HUGE_PAGE, total);
+#ifdef MADV_HUGEPAGE
+        if (base)
+            (void)madvise(base, total, MADV_HUGEPAGE);   /* advice only: failure is harmless */
+#endif
+    } else
+        base = aligned_alloc(MEM_ALIGN, total);
     if (!base)
         return NULL;
     memcpy(base, &bytes, sizeof bytes);
@@ -99,3 +120,4 @@ size_t qs_mem_live_bytes(void) { return atomic_load(&mem_live); }
 size_t qs_mem_peak_bytes(void) { return atomic_load(&mem_peak); }
 void qs_mem_reset_peak(void) { atomic_store(&mem_peak, atomic_load(&mem_live)); }
 void qs_mem_fail_after(long n) { atomic_store(&mem_fail_countdown, n); }
+void qs_mem_set_hugepages(int on) { atomic_store(&mem_huge_off, !on); }

@@ -32,6 +32,43 @@ TEST(mem, counts_live_bytes_and_alignment)
     ASSERT_EQ_INT(qs_mem_live_bytes(), before);
 }
 
+/* Blocks of 4 MiB or more start 64 bytes past a 2 MiB boundary (their header
+ * first), count exactly their requested bytes and keep their contents through
+ * qs_realloc; with huge pages off they are only 64-byte aligned. */
+TEST(mem, large_blocks_sit_on_a_2mib_boundary_and_count_their_bytes)
+{
+    const size_t huge = (size_t)2 << 20, n = ((size_t)5 << 20) + 12345;
+    size_t before = qs_mem_live_bytes();
+    unsigned char *p = qs_malloc(n);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ_INT(((size_t)p - 64) % huge, 0);
+    ASSERT_EQ_INT(qs_mem_live_bytes() - before, n);
+    for (size_t i = 0; i < n; i += 4093)
+        p[i] = (unsigned char)(i * 7);
+    p[n - 1] = 0x5a;
+    unsigned char *q = qs_realloc(p, 2 * n);
+    ASSERT_TRUE(q != NULL);
+    ASSERT_EQ_INT(((size_t)q - 64) % huge, 0);
+    int same = q[n - 1] == 0x5a;
+    for (size_t i = 0; i < n; i += 4093)
+        same &= q[i] == (unsigned char)(i * 7);
+    ASSERT_TRUE(same);
+    ASSERT_EQ_INT(qs_mem_live_bytes() - before, 2 * n);
+    qs_free(q);
+    unsigned char *small = qs_malloc(1000);
+    ASSERT_TRUE(small != NULL);
+    ASSERT_EQ_INT((size_t)small % 64, 0);
+    qs_free(small);
+    qs_mem_set_hugepages(0);
+    p = qs_malloc(n);
+    qs_mem_set_hugepages(1);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ_INT((size_t)p % 64, 0);
+    ASSERT_EQ_INT(qs_mem_live_bytes() - before, n);
+    qs_free(p);
+    ASSERT_EQ_INT(qs_mem_live_bytes(), before);
+}
+
 TEST(mem, injected_failure_hits_nth_allocation)
 {
     qs_mem_fail_after(2);

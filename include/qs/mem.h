@@ -4,7 +4,9 @@
  * rejects raw malloc elsewhere).  They count live bytes (for the peak-memory
  * figures `inspect` predicts and benchmarks measure) and have a test hook that
  * makes the Nth allocation fail, so OOM paths are exercised.
- * Large blocks are 64-byte aligned (cache line, AVX-512 vector).
+ * User memory is 64-byte aligned (cache line, AVX-512 vector); blocks of 4 MiB
+ * or more are placed on a 2 MiB boundary (the 64-byte header first) and advised
+ * as transparent huge pages (see mem.c).
  */
 #ifndef QS_MEM_H
 #define QS_MEM_H
@@ -23,5 +25,9 @@ void qs_mem_reset_peak(void);
 
 /* Test hook: the n-th allocation from now (1-based) fails; 0 disables. */
 void qs_mem_fail_after(long n);
+
+/* Huge-page placement of blocks >= 4 MiB: on by default; 0 turns it off for
+ * later allocations (A/B benchmarks, QS_HUGEPAGES=0 in the CLI). */
+void qs_mem_set_hugepages(int on);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "qs/cpu.h"
+#include "qs/mem.h"
 #include "qs/version.h"
 
 static const struct {
@@ -33,6 +34,12 @@ int main(int argc, char **argv)
         if (level < 0)
             return cli_error("QS_CPU: expected scalar|avx2|avx512|avx512bf16, got '%s'", cpu);
         cpu_limit(level);
+    }
+    const char *huge = getenv("QS_HUGEPAGES");
+    if (huge && *huge) {
+        if (strcmp(huge, "0") && strcmp(huge, "1"))
+            return cli_error("QS_HUGEPAGES: expected 0 or 1, got '%s'", huge);
+        qs_mem_set_hugepages(huge[0] == '1');
     }
     if (argc < 2) {
         usage(stderr);
