@@ -120,6 +120,20 @@ void attn_keys_transpose_avx512_impl(float *kt, size_t ld, const float *k, size_
                       n - j < 16 ? n - j : 16, hd - i < 16 ? hd - i : 16);
 }
 
+/* e[r][j .. j+16) = a_r * scale under mask m, for the block's rows. */
+static inline __attribute__((always_inline)) void
+attn_scores_store16(const attn_block *b, int j, __mmask16 m, __m512 sc, __m512 a0, __m512 a1,
+                    __m512 a2, __m512 a3)
+{
+    _mm512_mask_storeu_ps(b->e[0] + j, m, _mm512_mul_ps(a0, sc));
+    if (b->rows > 1)
+        _mm512_mask_storeu_ps(b->e[1] + j, m, _mm512_mul_ps(a1, sc));
+    if (b->rows > 2)
+        _mm512_mask_storeu_ps(b->e[2] + j, m, _mm512_mul_ps(a2, sc));
+    if (b->rows > 3)
+        _mm512_mask_storeu_ps(b->e[3] + j, m, _mm512_mul_ps(a3, sc));
+}
+
 /* Scores of the block's rows for keys [0, n): e[r][j] = (q_r . k_j) * scale, the
  * dot product summed over i in order.  Keys transposed (kt, ld) or, kt NULL,
  * read from their rows (k, kv_stride) and transposed 16 x 16 in registers. */
@@ -187,13 +201,7 @@ static void attn_block_scores(const attn_block *b, int n, const float *kt, size_
             a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i]), x));
             a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i]), x));
         }
-        _mm512_mask_storeu_ps(b->e[0] + j, m, _mm512_mul_ps(a0, sc));
-        if (b->rows > 1)
-            _mm512_mask_storeu_ps(b->e[1] + j, m, _mm512_mul_ps(a1, sc));
-        if (b->rows > 2)
-            _mm512_mask_storeu_ps(b->e[2] + j, m, _mm512_mul_ps(a2, sc));
-        if (b->rows > 3)
-            _mm512_mask_storeu_ps(b->e[3] + j, m, _mm512_mul_ps(a3, sc));
+        attn_scores_store16(b, j, m, sc, a0, a1, a2, a3);
     }
     for (; j < n; j += 16) {   /* keys from their rows: 16 x 16 tiles transposed in registers */
         const __mmask16 m = attn_tail_mask(n - j);
@@ -213,13 +221,7 @@ static void attn_block_scores(const attn_block *b, int n, const float *kt, size_
                 a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i0 + i]), t[i]));
             }
         }
-        _mm512_mask_storeu_ps(b->e[0] + j, m, _mm512_mul_ps(a0, sc));
-        if (b->rows > 1)
-            _mm512_mask_storeu_ps(b->e[1] + j, m, _mm512_mul_ps(a1, sc));
-        if (b->rows > 2)
-            _mm512_mask_storeu_ps(b->e[2] + j, m, _mm512_mul_ps(a2, sc));
-        if (b->rows > 3)
-            _mm512_mask_storeu_ps(b->e[3] + j, m, _mm512_mul_ps(a3, sc));
+        attn_scores_store16(b, j, m, sc, a0, a1, a2, a3);
     }
 }
 

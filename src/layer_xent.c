@@ -17,6 +17,19 @@
 #include <omp.h>
 #endif
 
+/* The reference row: *mx = max of l[0, V), returns sum exp(l[v] - mx) in double. */
+static double xent_row_sumexp_ref(const float *l, int V, float *mx)
+{
+    float m = l[0];
+    for (int v = 1; v < V; v++)
+        m = l[v] > m ? l[v] : m;
+    double s = 0.0;
+    for (int v = 0; v < V; v++)
+        s += exp((double)l[v] - m);
+    *mx = m;
+    return s;
+}
+
 double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V)
 {
     const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
@@ -34,12 +47,8 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
             losses[n] = xent_forward_row_avx512_impl(l, V, tg);
             continue;
         }
-        float mx = l[0];
-        for (int v = 1; v < V; v++)
-            mx = l[v] > mx ? l[v] : mx;
-        double s = 0.0;
-        for (int v = 0; v < V; v++)
-            s += exp((double)l[v] - mx);
+        float mx;
+        double s = xent_row_sumexp_ref(l, V, &mx);
         losses[n] = (float)(log(s) + mx - l[tg]);
     }
     double sum = 0.0;   /* serial, in row order: the same bits for any thread count */
@@ -64,12 +73,8 @@ static void xent_backward_row(float *g, const float *l, int V, int32_t tg, float
         xent_backward_row_avx512_impl(g, l, V, tg, scale);
         return;
     }
-    float mx = l[0];
-    for (int v = 1; v < V; v++)
-        mx = l[v] > mx ? l[v] : mx;
-    double sum = 0.0;
-    for (int v = 0; v < V; v++)
-        sum += exp((double)l[v] - mx);
+    float mx;
+    double sum = xent_row_sumexp_ref(l, V, &mx);
     float inv = (float)(1.0 / sum);
     for (int v = 0; v < V; v++)
         g[v] = expf(l[v] - mx) * inv * scale;
