@@ -19,7 +19,6 @@
  * in place (row stride = the matrix's), which saves a full pass over x.
  */
 #include <string.h>
-#include <sys/mman.h>
 
 #include "matmul_impl.h"
 #include "qs/err.h"
@@ -101,25 +100,8 @@ static void mm_bpanel_bf16(uint32_t *dst, mm_view b, int K, int N, int j0)
     }
 }
 
-/* Ask for transparent huge pages on a large pack buffer (Linux, THP in
- * "madvise" mode): a fresh 100 MB pack otherwise costs ~25000 page faults, more
- * than the packing itself.  Only the 2 MB-aligned interior is advised; failure
- * (no THP) changes nothing but speed. */
-static void mm_hugepage_hint(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)1 << 21;
-    uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-    uintptr_t hi = ((uintptr_t)p + bytes) & ~(huge - 1);
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
-
-/* A pack buffer of at least `bytes` in bp (kept when big enough). 0 or QS_ENOMEM. */
+/* A pack buffer of at least `bytes` in bp (kept when big enough; qs_malloc
+ * places a large one on huge pages). 0 or QS_ENOMEM. */
 static int mm_pack_reserve(mm_bpack *bp, size_t bytes)
 {
     if (bytes <= bp->bytes && bp->data)
@@ -127,7 +109,6 @@ static int mm_pack_reserve(mm_bpack *bp, size_t bytes)
     void *p = qs_malloc(bytes ? bytes : 64);
     if (!p)
         return QS_ENOMEM;
-    mm_hugepage_hint(p, bytes);
     qs_free(bp->data);
     bp->data = p;
     bp->bytes = bytes;
