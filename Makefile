@@ -1,6 +1,6 @@
 # qatscope — see README.md.  `make` builds bin/qatscope; `make test` runs the unit tests.
 #
-# Layout: every src/*.c and plots/*.c goes into build/libqatscope.a; src/cli/*.c
+# Layout: every src/<part>/*.c and plots/*.c goes into build/libqatscope.a; src/cli/*.c
 # makes the binary; tests/test_*.c + tests/runner.c make bin/test_runner;
 # tests/bench/bench_*.c and tests/exhaustive/*.c are one program each.
 # SIMD files are named for their ISA (*_avx2.c, *_avx512.c, *_avx512bf16.c) and
@@ -40,7 +40,7 @@ ISA_avx512 := $(ISA_avx2) -mavx512f -mavx512bw -mavx512dq -mavx512vl
 ISA_avx512bf16 := $(ISA_avx512) -mavx512bf16
 isa_flags = $(if $(filter %_avx512bf16.c,$1),$(ISA_avx512bf16),$(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2))))
 
-LIB_SRC := $(sort $(wildcard src/*.c plots/*.c))
+LIB_SRC := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)) $(wildcard plots/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := tests/runner.c $(sort $(wildcard tests/test_*.c tests/fuzz/fuzz_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))

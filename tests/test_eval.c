@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../src/eval_impl.h"
+#include "../src/eval/eval_impl.h"
 #include "eval_fake.h"
 #include "qs/prompt.h"
 #include "qs/results.h"

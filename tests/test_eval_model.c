@@ -18,7 +18,7 @@
 #include <omp.h>
 #endif
 
-#include "../src/eval_impl.h"
+#include "../src/eval/eval_impl.h"
 #include "qs/cpu.h"
 #include "qs/evalquant.h"
 #include "qs/fileio.h"

@@ -10,7 +10,7 @@
  */
 #include <stdint.h>
 
-#include "../src/hif8_impl.h"
+#include "../src/kernels/hif8_impl.h"
 #include "qs/cpu.h"
 #include "qs/hif8.h"
 #include "qs/mem.h"

@@ -2,7 +2,7 @@
  * (GQA, KV cache offset, saved probabilities); every query row's output
  * bit-identical whatever T, pos0, B, Tcap, scratch, saved att and thread count,
  * on the portable and the AVX-512 path, and the two paths give the same bits
- * (documented tolerance: 0, see src/layer_attn_impl.h); the attention exp
+ * (documented tolerance: 0, see src/layers/layer_attn_impl.h); the attention exp
  * within 2 ulp of expf; the AVX-512 backward gives the portable one's bits; RoPE
  * tables follow HF's inverse frequencies and llama3 scaling. */
 #include <math.h>
@@ -12,7 +12,7 @@
 #include <omp.h>
 #endif
 
-#include "../src/layer_attn_impl.h"
+#include "../src/layers/layer_attn_impl.h"
 #include "qs/cpu.h"
 #include "qs/err.h"
 #include "qs/layers.h"
@@ -346,7 +346,7 @@ static void case_backward(const attn_case *c, const float *att, const float *g, 
 }
 
 /* Documented tolerance between the backward paths: none (same operations in the
- * portable order, src/layer_attn_impl.h).  GQA groups whose row blocks straddle
+ * portable order, src/layers/layer_attn_impl.h).  GQA groups whose row blocks straddle
  * two heads and end short of ATTN_ROWS rows, head dims with tails, more than 64
  * keys; gradients accumulated onto non-zero values; 1 and 3 threads; and with
  * no memory for the blocks' scratch (the portable loop runs instead). */

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/layer_elem_impl.h"
+#include "../src/layers/layer_elem_impl.h"
 #include "qs/cpu.h"
 #include "qs/layers.h"
 #include "qs/mem.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Write tests/data/tasks/pyrand_sample.txt: CPython random.Random reference
-values that src/pyrand.c must reproduce bit for bit.
+values that src/base/pyrand.c must reproduce bit for bit.
 
 Line formats:
   u32 SEED V1 V2 ... V8            first 8 getrandbits(32) after Random(SEED)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # lint.sh: the project's source rules (make lint), after curl's checksrc.
 #  - C files <= 800 lines
-#  - no raw malloc/calloc/realloc/free outside src/mem.c
+#  - no raw malloc/calloc/realloc/free outside src/base/mem.c
 #  - no exit( / printf( / puts( outside src/cli, tests, tools
 #  - no dependency header (jansson.h, png.h, zstd.h, cblas.h) in include/
 status=0
@@ -11,7 +11,7 @@ for f in $(git ls-files '*.c' '*.h'); do
   n=$(wc -l < "$f")
   [ "$n" -gt 800 ] && fail "$f has $n lines (limit 800): split it by concept"
 done
-for f in $(git ls-files 'src/*.c' 'plots/*.c' | grep -v '^src/cli/' | grep -v '^src/mem.c$'); do
+for f in $(git ls-files 'src/*.c' 'plots/*.c' | grep -v '^src/cli/' | grep -v '^src/base/mem.c$'); do
   grep -nE '(^|[^_a-z])(malloc|calloc|realloc|free)\(' "$f" | grep -v 'qs_' | while read -r l; do
     echo "lint: $f:$l: raw allocation, use qs_malloc/qs_free"; done | grep . && status=1
   grep -nE '(^|[^_a-z.])(exit|printf|puts)\(' "$f" | while read -r l; do

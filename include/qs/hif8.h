@@ -73,7 +73,7 @@ typedef struct hif8_stats {
  * Contract, identical in every path (scalar, AVX2, AVX-512), bit for bit:
  *  - x[i] * scale and the final division are single correctly rounded fp32
  *    operations, never a multiply by 1/scale (the vector paths get the same
- *    bits from a small exact reciprocal table, see src/hif8_impl.h);
+ *    bits from a small exact reciprocal table, see src/kernels/hif8_impl.h);
  *  - NaN x[i]: y[i] = x[i] (same bits), counted in n_nan, excluded from all
  *    other statistics;  +-Inf x[i]: y = +-32768 / scale, clipped, amax = Inf;
  *  - n_underflow counts x[i] != 0 with y[i] == 0 (includes fp32 underflow of

@@ -69,7 +69,7 @@ void rope_backward(float *dx, const int32_t *pos, const rope_table *t, int N, in
  * Head h uses KV head h / (H / KVH).
  * Row-invariant: each query row's output is a fixed function of its q row and keys/values
  * 0 .. pos0+t (fixed-order dot products, exact two-pass softmax, weighted sum in key
- * order; src/layer_attn_impl.h), bit-identical whatever T, pos0, B, Tcap, scratch, att
+ * order; src/layers/layer_attn_impl.h), bit-identical whatever T, pos0, B, Tcap, scratch, att
  * and the thread count, and the same bits on the portable and the AVX-512 loops.
  * scratch: attn_scratch_elems(B, Tcap, KVH, hd) floats (transposed keys of prompts and
  * per-thread score rows); NULL works too (slower: scores computed twice per row). */

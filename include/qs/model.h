@@ -210,7 +210,7 @@ void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, m
 int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
                   int B, int T, int pos0, qs_diag *d);
 
-/* ---- Backward (training; src/model_backward.c) ----
+/* ---- Backward (training; src/model/model_backward.c) ----
  * Gradient activations: one arena sized from (B, T, config), like llama_acts. */
 typedef struct llama_grad_acts {
     int B, T;

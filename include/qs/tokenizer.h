@@ -4,7 +4,7 @@
  * SentencePiece-style with metaspace and <0xXX> byte fallback) and SentencePiece
  * tokenizer.model (protobuf, BPE type).  Added/special tokens are matched in the
  * text as HF does; BOS/EOS come from tokenizer_config.json when present.
- * Implementation: src/tokenizer.c over src/tok_*.c (README "tokenize, detokenize").
+ * Implementation: src/tok/tokenizer.c over src/tok/tok_*.c (README "tokenize, detokenize").
  *
  * Threads: a created tokenizer is read-only; tokenizer_encode/decode may run
  * concurrently on the same tokenizer (shard building does, under OpenMP).

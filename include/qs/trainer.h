@@ -68,7 +68,7 @@ typedef struct train_eval_hook {
  * first eval_val_batches batches of train_data's "val" split (val_loss,
  * val_ppl) + the forgetting alarm (eval lines in metrics.jsonl with per-item
  * correctness and "quantized", alarm events, stop_on_forgetting).
- * src/trainer_eval.c. */
+ * src/train/trainer_eval.c. */
 int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d);
 void trainer_eval_destroy(train_eval_hook *h);   /* safe on a zeroed hook */
 

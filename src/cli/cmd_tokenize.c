@@ -5,7 +5,7 @@
  *
  * Text mode prints one "id<TAB>piece" line per token (pieces with control bytes
  * escaped as \xNN), or with --ids only the ids on one line.  Data mode is
- * shard_build_run() (src/shard_build.c); this file only parses flags.
+ * shard_build_run() (src/data/shard_build.c); this file only parses flags.
  */
 #include <stdio.h>
 #include <string.h>

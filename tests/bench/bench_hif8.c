@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../src/hif8_impl.h"
+#include "../../src/kernels/hif8_impl.h"
 #include "qs/cpu.h"
 #include "qs/hif8.h"
 #include "qs/mem.h"

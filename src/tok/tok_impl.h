@@ -1,4 +1,4 @@
-/* tok_impl.h: internals shared by tokenizer.c and its backends (src/tok_*.c).
+/* tok_impl.h: internals shared by tokenizer.c and its backends (src/tok/tok_*.c).
  *
  * Design: every backend fills the same `struct tokenizer`.  Vocabulary strings
  * live in one arena (offsets per id).  Each id has two forms:

@@ -3,7 +3,7 @@
 #include <immintrin.h>
 
 #include "layer_bwd_impl.h"
-#include "simd_exp_avx512_impl.h"
+#include "../kernels/simd_exp_avx512_impl.h"
 
 void swiglu_backward_avx512_impl(float *dgate, float *dup, const float *dout, const float *gate,
                                  const float *up, size_t n)

@@ -8,7 +8,7 @@
 #include <immintrin.h>
 
 #include "layer_elem_impl.h"
-#include "simd_exp_avx512_impl.h"
+#include "../kernels/simd_exp_avx512_impl.h"
 
 void swiglu_avx512_impl(float *out, const float *gate, const float *up, size_t n)
 {

@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "layer_bwd_impl.h"
-#include "simd_exp_avx512_impl.h"
+#include "../kernels/simd_exp_avx512_impl.h"
 
 static float xent_row_max(const float *l, int V)
 {
