@@ -47,7 +47,8 @@
  * exponent of the rounded magnitude minus 104: index 0 = zero (code 0x00),
  * 1..7 = denormals 2^-22..2^-16, 8..38 = normals 2^-15..2^15, 39 = 2^16 (a
  * non-saturating round-up carry out of 2^15: the Inf code).  The kept mantissa
- * bits are ORed in; 49152 (2^15 with mantissa 1) therefore also gives 0x6F. */
+ * bits are ORed in; 49152 (2^15 with mantissa 1) therefore also gives 0x6F.
+ * Defined in hif8_tables.c, read only by the vector paths. */
 extern const int32_t hif8_code_base_impl[HIF8_CODE_TABLE_LEN];
 
 /* Fold the 16 partial sums in the documented order (8, 4, 2, 1); s is clobbered. */
