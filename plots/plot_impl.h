@@ -33,8 +33,6 @@ void canvas_line_impl(plots_image *img, double x0, double y0, double x1, double 
 /* text with its top-left at (x, y); returns the width drawn */
 int canvas_text_impl(plots_image *img, int x, int y, const char *s, int scale, plot_rgb c);
 int canvas_text_width_impl(const char *s, int scale);
-/* text rotated 90 degrees counter-clockwise, reading bottom to top, bottom-left at (x, y) */
-void canvas_text_up_impl(plots_image *img, int x, int y, const char *s, int scale, plot_rgb c);
 /* alignment helpers: anchor 0 = left/top, 1 = centre, 2 = right/bottom */
 void canvas_text_at_impl(plots_image *img, int x, int y, int ha, int va, const char *s,
                          int scale, plot_rgb c);

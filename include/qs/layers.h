@@ -96,9 +96,6 @@ void swiglu_forward_block(float *out, const float *gate, const float *up, int ro
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, size_t n);
 
-/* Residual: out = a + b (out may alias a). */
-void residual_forward(float *out, const float *a, const float *b, size_t n);
-
 /* Cross-entropy of logits[N, V] against targets[N] (target < 0: ignored).
  * losses[n] = logsumexp(logits[n]) - logits[n, target] (0 when ignored).
  * Returns the mean loss over non-ignored rows (double accumulation). */

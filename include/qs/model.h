@@ -34,7 +34,6 @@ enum {
     MODEL_LIN_GATE, MODEL_LIN_UP, MODEL_LIN_DOWN,
     MODEL_LIN_COUNT
 };
-const char *model_linear_name(int module);   /* "q_proj", ..., "down_proj" */
 
 typedef struct llama_layer_weights {
     float *attn_norm;   /* [C]            input_layernorm.weight */
@@ -186,7 +185,6 @@ typedef struct model_memory {
     size_t acts_infer_bytes; /* model_acts_elems(1, ctx, ctx, training=0) * 4 */
     size_t infer_bytes;    /* params + acts_infer + rope */
 } model_memory;
-size_t model_param_count(const llama_config *c);   /* floats in the block (with padding) */
 
 /* Parameter counts by group (exact element counts, no padding). */
 typedef struct model_param_groups {

@@ -1,4 +1,4 @@
-/* matmul.c: Linear forward/backward: dispatch, weight packs, fallbacks, reference.
+/* matmul.c: Linear forward/backward: dispatch, weight packs, fallbacks.
  *
  * Each Linear product is one call of the blocked GEMM (matmul_gemm.c):
  *   forward  C = out [N, O],  A = x    [N, IN],       B = w^T [IN, O]
@@ -466,16 +466,4 @@ void matmul_ws_destroy(matmul_ws *ws)
 size_t matmul_ws_bytes(const matmul_ws *ws)
 {
     return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes + ws->xpack.bytes : 0;
-}
-
-void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,
-                        int IN, int O)
-{
-    for (int n = 0; n < N; n++)
-        for (int o = 0; o < O; o++) {
-            double acc = bias ? bias[o] : 0.0;
-            for (int i = 0; i < IN; i++)
-                acc += (double)x[(size_t)n * IN + i] * w[(size_t)o * IN + i];
-            out[(size_t)n * O + o] = (float)acc;
-        }
 }
