@@ -25,6 +25,8 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 #include "qs/runcfg.h"
 #include "qs/tokenizer.h"
 #include "qs/trainstate.h"

@@ -5,6 +5,7 @@
  * model_weights_point() + a line in tools/gen_fixtures.py's writer.
  */
 #include "qs/model.h"
+#include "qs/model_acts.h"
 
 #include <math.h>
 #include <stdio.h>
