@@ -18,8 +18,8 @@
 #include <omp.h>
 #endif
 
-#include "../src/eval/eval_impl.h"
 #include "qs/cpu.h"
+#include "qs/eval.h"
 #include "qs/evalquant.h"
 #include "qs/fileio.h"
 #include "qs/matmul.h"
