@@ -75,6 +75,12 @@ typedef struct model_linear_hook {
      * where it returns 0 fn is not called, so the Linears that share an input
      * can run as one fused GEMM.  NULL: fn is called for every Linear. */
     int (*planned)(void *self, int layer, int module);
+    /* Optional: the recomputation of a block (MODEL_ACTS_RECOMPUTE arenas, from
+     * model_backward): as fn, but it must make exactly the substitution fn made
+     * for (layer, module) in the last forward, and record nothing (no amax, no
+     * statistics).  NULL: fn is called again (right for hooks without state). */
+    int (*replay)(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
+                  const float *w, float *wq, int O);
 } model_linear_hook;
 
 typedef struct llama_model {

@@ -35,7 +35,7 @@ static void train_usage(FILE *f)
             "  --resume RUN_DIR       continue RUN_DIR from its latest checkpoint, bit-exactly\n"
             "                         (config = RUN_DIR/config.json; --set may change steps,\n"
             "                         ckpt_every, stop_on_saturation, max_memory_gb,\n"
-            "                         plot_every)\n"
+            "                         plot_every, recompute)\n"
             "  --ste pass|masked      straight-through estimator (= --set ste=...)\n"
             "  --bf16-warmup-steps N  unquantized steps before QAT (= --set bf16_warmup_steps=N)\n"
             "  --stop-on-saturation   stop with exit 1 on a saturation alarm\n"
@@ -60,7 +60,7 @@ static void train_help_config(void)
 static int train_resume_key_ok(const char *assignment)
 {
     static const char *const ok[] = {"steps=", "ckpt_every=", "stop_on_saturation=",
-                                     "max_memory_gb=", "plot_every="};
+                                     "max_memory_gb=", "plot_every=", "recompute="};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         if (!strncmp(assignment, ok[i], strlen(ok[i])))
             return 1;
@@ -141,7 +141,8 @@ int cmd_train(int argc, char **argv)
             if (!train_resume_key_ok(sets[i]))
                 return cli_error("train: --resume: '%s' cannot change in a resumed run (it would "
                                  "not continue the same run); allowed: steps, ckpt_every, "
-                                 "stop_on_saturation, max_memory_gb, plot_every", sets[i]);
+                                 "stop_on_saturation, max_memory_gb, plot_every, recompute",
+                                 sets[i]);
     } else if (runcfg_load(&cfg, config, &d)) {
         return cli_diag_error(&d);
     }

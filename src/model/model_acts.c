@@ -33,7 +33,11 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
 {
     size_t N = (size_t)B * T, C = (size_t)c->dim, F = (size_t)c->hidden_dim;
     size_t QD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
-    size_t L = (size_t)c->n_layers, Lk = training ? L : 1, V = (size_t)c->vocab_size;
+    /* per-layer copies: every layer's when training without recompute, else one
+     * (shared); the KV cache is per layer except under recompute */
+    size_t L = (size_t)c->n_layers, V = (size_t)c->vocab_size;
+    size_t Lk = training == MODEL_ACTS_TRAIN ? L : 1;
+    size_t Lkv = training == MODEL_ACTS_RECOMPUTE ? 1 : L;
     size_t off = 0;
     size_t max_w = acts_max3(QD * C, F * C, KD * C);
     llama_acts sizes_only;   /* fields are only written when base is set */
@@ -43,9 +47,9 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
     acts_take(&a->ln1, base, &off, Lk * N * C);
     acts_take(&a->ln1_rstd, base, &off, Lk * N);
     acts_take(&a->q, base, &off, Lk * N * QD);
-    acts_take(&a->kcache, base, &off, L * B * (size_t)Tcap * KD);
-    acts_take(&a->vcache, base, &off, L * B * (size_t)Tcap * KD);
-    acts_take(&a->att, base, &off, training ? L * B * c->n_heads * (size_t)T * Tcap : 0);
+    acts_take(&a->kcache, base, &off, Lkv * B * (size_t)Tcap * KD);
+    acts_take(&a->vcache, base, &off, Lkv * B * (size_t)Tcap * KD);
+    acts_take(&a->att, base, &off, training ? Lk * B * c->n_heads * (size_t)T * Tcap : 0);
     acts_take(&a->atty, base, &off, Lk * N * QD);
     acts_take(&a->resid_mid, base, &off, Lk * N * C);
     acts_take(&a->ln2, base, &off, Lk * N * C);
@@ -75,6 +79,8 @@ int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap
                     qs_diag *d)
 {
     memset(a, 0, sizeof *a);
+    if (training < MODEL_ACTS_INFER || training > MODEL_ACTS_RECOMPUTE)
+        return diag_set(d, QS_EINVAL, NULL, -1, "activations: unknown mode %d", training);
     if (B < 1 || T < 1 || Tcap < T)
         return diag_set(d, QS_EINVAL, NULL, -1, "activations: need B >= 1, T >= 1, Tcap >= T "
                         "(got B=%d T=%d Tcap=%d)", B, T, Tcap);
@@ -95,7 +101,8 @@ int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap
     a->B = B;
     a->T = T;
     a->Tcap = Tcap;
-    a->training = training;
+    a->training = training != MODEL_ACTS_INFER;
+    a->recompute = training == MODEL_ACTS_RECOMPUTE;
     a->n_elems = model_acts_elems(c, B, T, Tcap, training);
     a->memory = qs_malloc(a->n_elems * sizeof *a->memory);
     a->pos = qs_malloc((size_t)B * T * sizeof *a->pos);

@@ -9,6 +9,7 @@
 #include "qs/hfconfig.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
+#include "qs/model_acts.h"
 #include "trainer_impl.h"
 
 static double trainer_now_s(void)
@@ -28,13 +29,23 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
     model_memory_estimate(&c, B, T, T, &mm);
-    mem->model_train_bytes = mm.train_bytes;
+    size_t acts = model_acts_elems(&c, B, T, T, cfg->recompute ? MODEL_ACTS_RECOMPUTE
+                                                               : MODEL_ACTS_TRAIN) * sizeof(float);
+    mem->model_train_bytes = mm.train_bytes - mm.acts_train_bytes + acts;
     mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
-    mem->quant_bytes = trainer_quant_bytes(&c, cfg, &n_slots, d);
+    mem->quant_bytes = trainer_quant_bytes(&c, cfg, &n_slots, &mem->warmup_pack_bytes, d);
+    if (!cfg->qat || cfg->bf16_warmup_steps == 0)
+        mem->warmup_pack_bytes = 0;   /* the quantized Linears' packs are never built */
     mem->batch_bytes = 2 * (size_t)B * T * sizeof(int32_t);
+    size_t master_packs = 0;
+    trainer_quant_bytes(&c, cfg, &n_slots, &master_packs, d);
     mem->pack_bytes = model_packs_bytes_estimate(
-        &c, strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16, B * T, n_slots);
-    mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + mem->quant_bytes +
+        &c, strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16, B * T, n_slots) -
+        master_packs;
+    /* the warmup's packs of the quantized weights go before the operands come */
+    size_t phase_bytes = mem->quant_bytes > mem->warmup_pack_bytes ? mem->quant_bytes
+                                                                   : mem->warmup_pack_bytes;
+    mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + phase_bytes +
                        mem->batch_bytes + mem->pack_bytes;
     return 0;
 }
@@ -92,7 +103,8 @@ static int trainer_alloc(struct trainer *t, qs_diag *d)
 {
     const llama_config *c = &t->m.cfg;
     int B = (int)t->cfg.batch_size, T = (int)t->cfg.seq_len;
-    int rc = model_acts_init(&t->a, c, B, T, T, 1, d);
+    int rc = model_acts_init(&t->a, c, B, T, T,
+                             t->cfg.recompute ? MODEL_ACTS_RECOMPUTE : MODEL_ACTS_TRAIN, d);
     if (rc || (rc = model_grad_acts_init(&t->g, c, B, T, d)))
         return rc;
     t->grads = qs_calloc(t->m.n_params, sizeof *t->grads);
@@ -301,6 +313,8 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     }
     double t0 = trainer_now_s();
     t->phase = schedule_phase(&t->sched, t->step);
+    if (t->qset && t->phase == SCHEDULE_PHASE_QAT && (rc = trainer_quant_operands(t, d)))
+        return rc;
     if (t->qset && t->phase == SCHEDULE_PHASE_QAT && t->step == t->sched.bf16_warmup_steps) {
         char line[160];
         snprintf(line, sizeof line,
