@@ -1,7 +1,8 @@
 /* test_recompute.c: per-block activation recomputation (MODEL_ACTS_RECOMPUTE)
  * gives the same bits as keeping every layer's activations: loss and every
  * gradient, on the fixtures' architectures (GQA, tied, q/k/v/o biases) and the
- * demo model, fp32 and bf16, with and without weight packs, under a stateful
+ * demo model, fp32 and bf16, with weight packs, without, and with only the
+ * workspace (model_ws_create: the trainer's recompute mode), under a stateful
  * substituting hook whose replay callback must stand in for it; a stateless
  * hook without replay is simply called again.  The recompute arena is smaller. */
 #include <stdlib.h>
@@ -126,7 +127,8 @@ static int rc_run(const char *dir, int precision, int packed, int hook_kind, int
         model_free(&m);
         return -1;
     }
-    if (model_grad_acts_init(&g, &m.cfg, RC_B, RC_T, &d) || (packed && model_packs_create(&m, &d)))
+    if (model_grad_acts_init(&g, &m.cfg, RC_B, RC_T, &d) ||
+        (packed == 1 && model_packs_create(&m, &d)) || (packed == 2 && model_ws_create(&m, &d)))
         goto done;
     model_linear_bwd_hook bwd = {&h, rc_operands, NULL};
     if (hook_kind) {   /* 1: stateful with replay, 2: stateless without */
@@ -197,14 +199,14 @@ static const char *const rc_dirs[] = {"data/fixtures/llama3_bias_tied_bf16",
 TEST(recompute, fp32_gradients_are_the_same_bits_as_keeping_every_layer)
 {
     for (size_t i = 0; i < sizeof rc_dirs / sizeof *rc_dirs; i++)
-        for (int packed = 0; packed < 2; packed++)
+        for (int packed = 0; packed < 3; packed++)   /* none, packs, workspace alone */
             rc_compare(rc_dirs[i], MATMUL_FP32, packed, 0);
 }
 
 TEST(recompute, bf16_gradients_are_the_same_bits_as_keeping_every_layer)
 {
     for (size_t i = 0; i < sizeof rc_dirs / sizeof *rc_dirs; i++)
-        for (int packed = 0; packed < 2; packed++)
+        for (int packed = 0; packed < 3; packed++)
             rc_compare(rc_dirs[i], MATMUL_BF16, packed, 0);
 }
 
@@ -212,7 +214,7 @@ TEST(recompute, substituting_hook_is_replayed_not_called_again)
 {
     for (size_t i = 0; i < sizeof rc_dirs / sizeof *rc_dirs; i++)
         for (int prec = 0; prec < 2; prec++)
-            rc_compare(rc_dirs[i], prec ? MATMUL_BF16 : MATMUL_FP32, prec, 1);
+            rc_compare(rc_dirs[i], prec ? MATMUL_BF16 : MATMUL_FP32, 2 - prec, 1);
 }
 
 TEST(recompute, stateless_hook_without_replay_is_called_again_with_the_same_bits)

@@ -96,7 +96,8 @@ typedef struct llama_model {
     char dtypes[32];         /* storage dtypes found when loading, e.g. "BF16" or "F32+F16" */
     struct matmul_wpack **packs; /* NULL, or [L * MODEL_LIN_COUNT + 1] (last: lm_head) */
     int packs_precision;     /* precision the packs were made for */
-    struct matmul_ws *ws;    /* with packs: the workspace of dW packs and unpacked weights */
+    struct matmul_ws *ws;    /* NULL, or the workspace of dW packs and unpacked weights
+                              * (model_packs_create, or model_ws_create alone) */
 } llama_model;
 
 /* Size table + block (uninitialised) + views + RoPE table for cfg. */
@@ -128,7 +129,16 @@ void model_packs_refresh(llama_model *m);
 /* Bytes of the packs and workspace after training steps over N rows per
  * micro-batch (n_unpacked: Linears whose weight the hook substitutes). */
 size_t model_packs_bytes_estimate(const llama_config *c, int precision, int N, int n_unpacked);
-void model_packs_destroy(llama_model *m);   /* safe without packs */
+void model_packs_destroy(llama_model *m);   /* safe without packs; frees the workspace too */
+/* The workspace alone, no persistent packs (memory-lean training): every
+ * product packs its weight on the fly into m->ws instead of allocating per call;
+ * the same bits.  At N rows per call the packing is a few per cent of a
+ * product's time and the memory is one workspace instead of a copy of every
+ * weight.  Freed by model_packs_destroy / model_free. */
+int model_ws_create(llama_model *m, qs_diag *d);
+/* Bytes of that workspace after training steps over N rows per micro-batch
+ * (an upper bound: it counts the lm_head's dout rows, which only packs use). */
+size_t model_ws_bytes_estimate(const llama_config *c, int precision, int N);
 
 /* Memory estimates in bytes (what inspect prints; the trainer checks its real
  * peak against train_bytes). */

@@ -43,7 +43,7 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
         matmul_forward_packed_ws(out, x, m->packs[layer * MODEL_LIN_COUNT + module], bias, N,
                                  m->ws);
     else
-        matmul_forward(out, x, w, bias, N, IN, O, m->precision);
+        matmul_forward_ws(out, x, w, bias, N, IN, O, m->precision, m->ws);
     return 0;
 }
 
@@ -261,7 +261,8 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         if (rows > 0 && head_pk)
             matmul_forward_packed_ws(a->logits, a->lnf, head_pk, NULL, rows, m->ws);
         else if (rows > 0)
-            matmul_forward(a->logits, a->lnf, m->w.lm_head, NULL, rows, C, V, m->precision);
+            matmul_forward_ws(a->logits, a->lnf, m->w.lm_head, NULL, rows, C, V, m->precision,
+                              m->ws);
         a->loss = -1.0;
         return 0;
     }
@@ -275,7 +276,7 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
             matmul_forward_packed_ws(out, in, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, rows,
                                      m->ws);
         else
-            matmul_forward(out, in, m->w.lm_head, NULL, rows, C, V, m->precision);
+            matmul_forward_ws(out, in, m->w.lm_head, NULL, rows, C, V, m->precision, m->ws);
     }
     a->loss = targets ? xent_forward(a->losses, a->logits, targets, N, V) : -1.0;
     return 0;

@@ -33,15 +33,16 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
                                                                : MODEL_ACTS_TRAIN) * sizeof(float);
     mem->model_train_bytes = mm.train_bytes - mm.acts_train_bytes + acts;
     mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
-    mem->quant_bytes = trainer_quant_bytes(&c, cfg, &n_slots, &mem->warmup_pack_bytes, d);
-    if (!cfg->qat || cfg->bf16_warmup_steps == 0)
-        mem->warmup_pack_bytes = 0;   /* the quantized Linears' packs are never built */
-    mem->batch_bytes = 2 * (size_t)B * T * sizeof(int32_t);
     size_t master_packs = 0;
-    trainer_quant_bytes(&c, cfg, &n_slots, &master_packs, d);
-    mem->pack_bytes = model_packs_bytes_estimate(
-        &c, strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16, B * T, n_slots) -
-        master_packs;
+    int prec = strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
+    mem->quant_bytes = trainer_quant_bytes(&c, cfg, &n_slots, &master_packs, d);
+    /* the quantized Linears' packs exist during a bf16 warmup only (never with recompute) */
+    mem->warmup_pack_bytes = cfg->qat && cfg->bf16_warmup_steps > 0 && !cfg->recompute
+                                 ? master_packs : 0;
+    mem->batch_bytes = 2 * (size_t)B * T * sizeof(int32_t);
+    mem->pack_bytes = cfg->recompute ? model_ws_bytes_estimate(&c, prec, B * T)
+                                     : model_packs_bytes_estimate(&c, prec, B * T, n_slots) -
+                                           master_packs;
     /* the warmup's packs of the quantized weights go before the operands come */
     size_t phase_bytes = mem->quant_bytes > mem->warmup_pack_bytes ? mem->quant_bytes
                                                                    : mem->warmup_pack_bytes;
@@ -172,8 +173,9 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         rc = trainer_ckpt_restore(t, ck_dir, d);
     else
         rc = trainer_fresh_dir(t, d);
-    /* weight packs after the (restored) weights are final; refreshed every step */
-    if (rc || (rc = model_packs_create(&t->m, d)) ||
+    /* weight packs after the (restored) weights are final; refreshed every step.
+     * recompute (the memory-lean mode): none, weights packed on the fly */
+    if (rc || (rc = cfg->recompute ? model_ws_create(&t->m, d) : model_packs_create(&t->m, d)) ||
         (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->step0 = t->step;
