@@ -176,8 +176,10 @@ static int init_run(const init_args *a)
     char *cfg_text = NULL;
     size_t cfg_n = 0;
     const char *tok_name = NULL;
-    if (init_validate(a, &c, &cfg_text, &cfg_n, &tok_name, &d))
+    if (init_validate(a, &c, &cfg_text, &cfg_n, &tok_name, &d)) {
+        qs_free(cfg_text);
         return cli_diag_error(&d);
+    }
     char out[4096], tmp[4200];
     snprintf(out, sizeof out, "%s", a->out);
     for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--)
