@@ -215,9 +215,9 @@ static int init_run(const init_args *a)
         return cli_diag_error(&d);
     }
     printf("init: %s: %s, %zu parameters in %d tensors, %s, seed %ld, %d safetensors file%s "
-           "(%.3f GB)\n",
+           "(%llu bytes of tensor data)\n",
            out, c.arch_name, s.n_params, s.n_tensors, safetensors_dtype_name(a->dtype), a->seed,
-           s.n_files, s.n_files == 1 ? "" : "s", s.total_bytes / 1e9);
+           s.n_files, s.n_files == 1 ? "" : "s", (unsigned long long)s.total_bytes);
     return fflush(stdout) ? cli_error("error writing stdout") : 0;
 }
 
