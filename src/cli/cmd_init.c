@@ -12,6 +12,7 @@
  * is complete or does not exist.  Errors are one line, exit 2.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -198,7 +199,8 @@ static int init_run(const init_args *a)
         rc = fileio_mkdir_p(parent, &d);
     }
     if (!rc && mkdir(tmp, 0777) != 0)
-        rc = diag_set(&d, QS_EIO, tmp, -1, "cannot create the temporary directory");
+        rc = diag_set(&d, QS_EIO, tmp, -1, "cannot create the temporary directory: %s",
+                      strerror(errno));
     if (rc) {
         qs_free(cfg_text);
         return cli_diag_error(&d);
