@@ -27,21 +27,13 @@ static int hfi_ends_with(const char *s, const char *suffix)
     return n >= m && !strcmp(s + n - m, suffix);
 }
 
-/* 1 when name is "<...>.<module>.weight" for linear module `module` */
-static int hfi_is_linear(const char *name, int module)
-{
-    char suffix[64];
-    snprintf(suffix, sizeof suffix, ".%s.weight", model_linear_name(module));
-    return hfi_ends_with(name, suffix);
-}
-
 int hfinit_tensor_rule(const llama_config *c, const model_tensor *t, hfinit_rule *r, qs_diag *d)
 {
     r->std = 0.0f;
     r->value = 0.0f;
     if (t->ndim == 2) {
         r->std = (float)HFINIT_STD;
-        if (hfi_is_linear(t->name, MODEL_LIN_O) || hfi_is_linear(t->name, MODEL_LIN_DOWN))
+        if (hfi_ends_with(t->name, ".o_proj.weight") || hfi_ends_with(t->name, ".down_proj.weight"))
             r->std = (float)(HFINIT_STD / sqrt(2.0 * c->n_layers));
         return 0;
     }
