@@ -72,8 +72,9 @@ int dist_gather_stream(const void *mine, const size_t *bytes, int root, size_t c
  * checks agree; else the first error (lowest rank; errors before requests) with
  * its diag in d on every rank, or QS_EINVAL "rank K: WHAT differs from rank 0's". */
 int dist_agree(int rc, uint64_t check, const char *what, qs_diag *d);
-/* 1 once a dist_agree returned non-zero: every rank knows, so the CLI may exit
- * normally; 0 means a failure (if any) is this rank's alone and needs dist_abort. */
+/* 1 once a dist_agree returned an error (< 0): every rank knows and fails with
+ * it.  0: a failure (if any) is this rank's alone so far (the CLI's closing
+ * agreement makes it everyone's). */
 int dist_failure_agreed(void);
 
 /* End every rank of the job now with exit status code (MPI_Abort; one process:

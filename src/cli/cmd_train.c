@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "qs/dist.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/runcfg.h"
@@ -35,7 +36,8 @@ static void train_usage(FILE *f)
             "  --resume RUN_DIR       continue RUN_DIR from its latest checkpoint, bit-exactly\n"
             "                         (config = RUN_DIR/config.json; --set may change steps,\n"
             "                         ckpt_every, stop_on_saturation, max_memory_gb,\n"
-            "                         plot_every)\n"
+            "                         plot_every, zero, and grad_accum when the rank count\n"
+            "                         changes: ranks x grad_accum must stay the same)\n"
             "  --ste pass|masked      straight-through estimator (= --set ste=...)\n"
             "  --bf16-warmup-steps N  unquantized steps before QAT (= --set bf16_warmup_steps=N)\n"
             "  --stop-on-saturation   stop with exit 1 on a saturation alarm\n"
@@ -44,7 +46,10 @@ static void train_usage(FILE *f)
             "  --plot-every N         redraw RUN_DIR/heatmap.png and curves.png every N steps\n"
             "                         and at the end (= --set plot_every=N)\n"
             "  --quiet                no progress output\n"
-            "  --help-config          list every config key with its default\n");
+            "  --help-config          list every config key with its default\n"
+            "Data-parallel: mpirun -np N qatscope train ... (a `make MPI=1` build): N ranks,\n"
+            "each grad_accum micro-batches per step; the same bits as one process with\n"
+            "grad_accum x N when grad_accum is 1.\n");
 }
 
 static void train_help_config(void)
@@ -59,8 +64,9 @@ static void train_help_config(void)
 
 static int train_resume_key_ok(const char *assignment)
 {
-    static const char *const ok[] = {"steps=", "ckpt_every=", "stop_on_saturation=",
-                                     "max_memory_gb=", "plot_every="};
+    static const char *const ok[] = {"steps=",        "ckpt_every=", "stop_on_saturation=",
+                                     "max_memory_gb=", "plot_every=", "zero=",
+                                     "grad_accum="};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         if (!strncmp(assignment, ok[i], strlen(ok[i])))
             return 1;
@@ -141,7 +147,8 @@ int cmd_train(int argc, char **argv)
             if (!train_resume_key_ok(sets[i]))
                 return cli_error("train: --resume: '%s' cannot change in a resumed run (it would "
                                  "not continue the same run); allowed: steps, ckpt_every, "
-                                 "stop_on_saturation, max_memory_gb, plot_every", sets[i]);
+                                 "stop_on_saturation, max_memory_gb, plot_every, zero, "
+                                 "grad_accum", sets[i]);
     } else if (runcfg_load(&cfg, config, &d)) {
         return cli_diag_error(&d);
     }
@@ -150,6 +157,14 @@ int cmd_train(int argc, char **argv)
             return cli_diag_error(&d);
     if (runcfg_validate(&cfg, &d))
         return cli_error("%s: %s", resume ? snap : config, d.msg);
+    /* several ranks: the same run config everywhere (a file may differ per node) */
+    char *cfg_json = runcfg_to_json(&cfg);
+    uint64_t cfg_hash = cfg_json ? cli_hash64(cfg_json, strlen(cfg_json)) : 0;
+    qs_free(cfg_json);
+    if (dist_agree(0, cfg_hash, "the run config", &d))
+        return cli_diag_error(&d);
+    if (dist_rank() != 0)   /* progress and the summary come from rank 0 */
+        quiet = 1;
 
     train_data data;
     if (trainer_data_open_shards(&data, &cfg, &d))
@@ -183,7 +198,13 @@ int cmd_train(int argc, char **argv)
     const char *reason = "done";
     train_step_info info;
     while (!trainer_done(t)) {
-        if (train_interrupted) {
+        /* an interrupt on any rank stops every rank before the same step */
+        int agreed = dist_agree(train_interrupted ? 1 : 0, 0, NULL, &d);
+        if (agreed < 0) {   /* another rank failed since the last step */
+            rc = agreed;
+            break;
+        }
+        if (agreed > 0) {
             reason = "interrupted";
             break;
         }

@@ -288,7 +288,8 @@ int dist_agree(int rc, uint64_t check, const char *what, qs_diag *d)
             diag_format(&msg.d, line, sizeof line);
             diag_set(d, msg.rc, NULL, -1, "rank %d: %s", who, line);
         }
-        dist_agreed_flag = 1;
+        if (msg.rc < 0)
+            dist_agreed_flag = 1;
         return msg.rc;
     }
     if (v[1] == ~v[2])

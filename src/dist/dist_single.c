@@ -92,7 +92,7 @@ int dist_agree(int rc, uint64_t check, const char *what, qs_diag *d)
     (void)check;
     (void)what;
     (void)d;
-    if (rc)
+    if (rc < 0)
         dist_agreed_flag = 1;
     return rc;
 }
