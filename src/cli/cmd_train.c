@@ -87,6 +87,19 @@ static size_t train_mem_available(void)
     return kb * 1024;
 }
 
+/* Several ranks: the same token stream everywhere (the data position holds the
+ * split's size and hash); a shard that differs on one node stops the job before
+ * anything is written. */
+static int train_same_data(train_data *data, qs_diag *d)
+{
+    void *pos = NULL;
+    size_t n = 0;
+    int rc = data->save(data->self, &pos, &n, d);
+    uint64_t h = rc ? 0 : cli_hash64(pos, n);
+    qs_free(pos);
+    return dist_agree(rc, h, "the training data (token shards and position)", d);
+}
+
 int cmd_train(int argc, char **argv)
 {
     const char *config = NULL, *resume = NULL;
@@ -169,6 +182,10 @@ int cmd_train(int argc, char **argv)
     train_data data;
     if (trainer_data_open_shards(&data, &cfg, &d))
         return cli_diag_error(&d);
+    if (train_same_data(&data, &d)) {   /* before rank 0 makes the run directory */
+        trainer_data_close(&data);
+        return cli_diag_error(&d);
+    }
     train_eval_hook eval_hook = {0};
     if (cfg.eval_every > 0 && trainer_eval_create(&eval_hook, &cfg, &d)) {
         trainer_data_close(&data);
@@ -185,6 +202,7 @@ int cmd_train(int argc, char **argv)
     }
     trainer *t;
     if (trainer_create(&t, &cfg, &data, &opt, &d)) {
+        trainer_destroy(t);
         trainer_data_close(&data);
         trainer_eval_destroy(&eval_hook);
         return cli_diag_error(&d);

@@ -268,9 +268,10 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
     if (mbs > 0 && mbs != mb_now) {
         rc = diag_set(d, QS_EINVAL, path, -1,
                       "the run's optimizer steps are %lld micro-batches, this launch makes %ld "
-                      "(%d rank(s) x grad_accum %ld); resume with --set grad_accum=%lld/ranks "
-                      "so the run continues the same",
-                      (long long)mbs, mb_now, t->n_ranks, t->cfg.grad_accum, (long long)mbs);
+                      "(%d rank(s) x grad_accum %ld); ranks x grad_accum must stay %lld "
+                      "(with %d rank(s): --set grad_accum=%lld)",
+                      (long long)mbs, mb_now, t->n_ranks, t->cfg.grad_accum, (long long)mbs,
+                      t->n_ranks, mbs % t->n_ranks ? 0LL : (long long)(mbs / t->n_ranks));
         goto out;
     }
     if ((size_t)n_params != t->m.n_params) {
