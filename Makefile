@@ -74,7 +74,7 @@ TEST_RUNNER := $(BIN)/test_runner
 BENCHES := $(patsubst tests/bench/%.c,$(BIN)/%,$(BENCH_SRC))
 EXHAUSTIVE := $(patsubst tests/exhaustive/%.c,$(BIN)/%,$(EXH_SRC))
 
-.PHONY: all test check test-noomp test-mpi bench demo test-exhaustive fuzz deps lint clean FORCE
+.PHONY: all test check test-noomp test-mpi bench bench-dist demo test-exhaustive fuzz deps lint clean FORCE
 all: $(QATSCOPE)
 
 $(BUILD)/%.o: %.c
@@ -125,6 +125,12 @@ test-mpi:
 
 bench: $(BENCHES) $(QATSCOPE)
 	@for b in $(BENCHES); do echo "== $$b"; QS_BIN=$(QATSCOPE) $$b || exit 1; done
+
+# Data-parallel training: one process x 2 threads against mpirun -np 2 x 1 thread
+# (tests/bench/bench_dist.c, built in the MPI flavour; BENCH_DIST_ARGS="STEPS SHAPE").
+bench-dist:
+	$(MAKE) MPI=1 BIN=build/mpi/bin build/mpi/bin/bench_dist
+	sh tools/bench_dist.sh build/mpi/bin/bench_dist $(BENCH_DIST_ARGS)
 
 test-exhaustive: $(EXHAUSTIVE)
 	@for e in $(EXHAUSTIVE); do echo "== $$e"; $$e || exit 1; done
