@@ -122,7 +122,7 @@ static int bench_shape_run(const bench_shape *s, int steps, const char *tmp, qs_
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    char model_dir[600], out_dir[700];
+    char model_dir[400], out_dir[480];
     snprintf(model_dir, sizeof model_dir, "%s/%s", tmp, s->name);
     snprintf(out_dir, sizeof out_dir, "%s/%s-run-%d", tmp, s->name, N);
     int rc = me == 0 ? bench_model_write(s, model_dir, d) : 0;
