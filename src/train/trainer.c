@@ -270,8 +270,6 @@ static int trainer_micro_batches(struct trainer *t, double *loss_sum, qs_diag *d
 static int trainer_eval_write(struct trainer *t, const char *line, const char *event, int rc,
                               qs_diag *d);
 
-/* The eval seam: the model as trained (frozen fake-quant after a QAT step,
- * hook off otherwise), metrics/event lines written; 1 = stop. */
 static int trainer_eval_run_here(struct trainer *t, qs_diag *d);
 
 /* The evaluation runs on rank 0 (the others wait in the agreement), whose
@@ -282,6 +280,8 @@ static int trainer_eval_run(struct trainer *t, qs_diag *d)
     return t->n_ranks > 1 ? dist_agree(rc, 0, NULL, d) : rc;
 }
 
+/* The eval seam: the model as trained (frozen fake-quant after a QAT step,
+ * hook off otherwise), metrics/event lines written; 1 = stop. */
 static int trainer_eval_run_here(struct trainer *t, qs_diag *d)
 {
     enum { LINE_BYTES = 1 << 20, EVENT_BYTES = 1 << 14 };
@@ -398,10 +398,10 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     info->elapsed_s = t1 - t->t_start;
     if (t->metrics)   /* rank 0 */
         fprintf(t->metrics,
-            "{\"type\":\"train\",\"step\":%ld,\"phase\":\"%s\",\"loss\":%.9g,\"lr\":%.9g,"
-            "\"grad_norm\":%.9g,\"tok_per_s\":%.6g,\"max_clip_rate\":%.6g,\"elapsed_s\":%.6g}\n",
-            t->step, schedule_phase_name(t->phase), loss, lr, norm, info->tok_per_s,
-            info->max_clip_rate, info->elapsed_s);
+                "{\"type\":\"train\",\"step\":%ld,\"phase\":\"%s\",\"loss\":%.9g,\"lr\":%.9g,"
+                "\"grad_norm\":%.9g,\"tok_per_s\":%.6g,\"max_clip_rate\":%.6g,\"elapsed_s\":%.6g}\n",
+                t->step, schedule_phase_name(t->phase), loss, lr, norm, info->tok_per_s,
+                info->max_clip_rate, info->elapsed_s);
     if (t->metrics && fflush(t->metrics) != 0)
         return diag_set(d, QS_EIO, t->run_dir, -1, "metrics.jsonl: write failed");
     t->step++;

@@ -189,9 +189,11 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     trainer_dir_remove(tmp);
     rc = fileio_mkdir_p(tmp, d);
     snprintf(path, sizeof path, "%s/train_state.bin", tmp);
-    /* the state first: it is the part other ranks take part in */
-    int src2 = trainer_state_write(t, rc ? NULL : path, d);
-    if (rc || (rc = src2))
+    /* the state first: it is the part other ranks take part in (after a failed
+     * mkdir rank 0 only drains their moments, keeping the mkdir's diag) */
+    qs_diag drain = {0};
+    int rc_state = trainer_state_write(t, rc ? NULL : path, rc ? &drain : d);
+    if (rc || (rc = rc_state))
         goto fail;
     for (size_t i = 0; i < sizeof trainer_copied_files / sizeof *trainer_copied_files; i++) {
         snprintf(src, sizeof src, "%s/%s", t->model_dir, trainer_copied_files[i]);
