@@ -261,7 +261,7 @@ int dist_agree(int rc, uint64_t check, const char *what, qs_diag *d)
 {
     int N = dist_size(), me = dist_rank();
     if (N == 1) {
-        if (rc)
+        if (rc < 0)
             dist_agreed_flag = 1;
         return rc;
     }
