@@ -39,6 +39,9 @@ static const char *dist_bin(char *why, size_t n)
         snprintf(why, n, "QS_MPI_BIN=%s does not exist", b);
         return NULL;
     }
+    /* Open MPI's session files under our tmp dir: another mpirun on the machine
+     * (a shared one) cannot race ours over /tmp/ompi.* */
+    setenv("OMPI_MCA_orte_tmpdir_base", test_tmp_dir(), 1);
     return bin;
 }
 
