@@ -9,12 +9,13 @@
 
 int cli_error(const char *fmt, ...)
 {
+    char line[QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 64];
     va_list ap;
     va_start(ap, fmt);
-    fputs("qatscope: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (!cli_dist_keep_error(line))   /* several ranks: rank 0 prints it at the end */
+        fprintf(stderr, "qatscope: %s\n", line);
     return CLI_EXIT_USAGE;
 }
 

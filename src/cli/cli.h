@@ -48,6 +48,17 @@ int cli_run_arg(const char *cmd, int argc, char **argv, int *i, cli_run_args *a)
 int cli_run_load(const char *dir, const char *match, const char *what, struct qlog_run *run,
                  char *path, size_t path_bytes);
 
+/* Several ranks (cli_dist.c): train and eval run as one job under mpirun.
+ * cli_dist_begin: dist_init + the same-build / same-command-line agreement (an
+ * exit status, or 0).  cli_dist_end: the closing agreement, rank 0 prints the
+ * job's one error line, dist_finalize; returns the exit status for every rank.
+ * cli_dist_keep_error: 1 when the line was kept for that (several ranks). */
+#include <stdint.h>
+int cli_dist_begin(int *argc, char ***argv);
+int cli_dist_end(int exit_status);
+int cli_dist_keep_error(const char *line);
+uint64_t cli_hash64(const void *data, size_t bytes);   /* first 64 bits of SHA-256 */
+
 /* Subcommand entry points (one cmd_<verb>.c each), listed in commands.def. */
 #define QS_CMD(name, summary) int cmd_##name(int argc, char **argv);
 #include "commands.def"

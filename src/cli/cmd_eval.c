@@ -9,7 +9,9 @@
  *                 [--tasks-dir DIR] [--batch N] [--max-length N]
  *
  * Progress (items/s, ETA) goes to stderr only when stderr is a terminal; the
- * summary table goes to stdout at the end.
+ * summary table goes to stdout at the end.  Under mpirun (a `make MPI=1`
+ * build) the items are split over the ranks and rank 0 alone writes and
+ * prints; the files equal the one-process files (eval_dist.c).
  */
 #include <cblas.h>
 #include <dirent.h>
@@ -24,6 +26,7 @@
 
 #include "cli.h"
 #include "qs/digest.h"
+#include "qs/dist.h"
 #include "qs/eval.h"
 #include "qs/evalquant.h"
 #include "qs/fileio.h"
@@ -347,7 +350,8 @@ int cmd_eval(int argc, char **argv)
     eval_progress prog = {t0, isatty(2)};
     clock_gettime(CLOCK_MONOTONIC, &prog.t0);
     lm_scorer lm = model_lm_scorer(mlm);
-    if ((rc = eval_session_run(s, &lm, eval_progress_cb, &prog, &d)))
+    /* under mpirun: every rank scores a share, rank 0 writes and prints */
+    if ((rc = eval_session_run_dist(s, &lm, eval_progress_cb, &prog, &d)) || dist_rank() != 0)
         goto fail;
     int bos_added = a.bos == TOKENIZER_BOS_DEFAULT ? tokenizer_adds_bos(tok) : a.bos;
     char bos_rule[96], cmdline[2048] = "qatscope";

@@ -176,6 +176,15 @@ void quant_set_step_end(quant_set *s, const quant_record **records)
     *records = s->records;
 }
 
+void quant_step_record_get(const quant *q, quant_record *rec) { *rec = q->acc; }
+void quant_step_record_set(quant *q, const quant_record *rec) { q->acc = *rec; }
+
+void quant_set_skip_calls(quant_set *s, unsigned long n)
+{
+    for (int i = 0; i < s->n_quant; i++)
+        s->q[i].n_calls += n;
+}
+
 const char *quant_name(const quant *q) { return q->name; }
 const amax_history *quant_history(const quant *q) { return &q->hist; }
 float quant_last_scale(const quant *q) { return q->last_scale; }

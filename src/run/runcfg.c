@@ -64,6 +64,7 @@ static const runcfg_row runcfg_rows[] = {
     {{"stop_on_forgetting", RUNCFG_BOOL, "false", "true|false", "Stop the run (checkpoint, event `stop`/`forgetting`, exit 1) on a forgetting alarm."}, RC_NUM(stop_on_forgetting), 0, 1},
     {{"forgetting_drop_points", RUNCFG_DOUBLE, "2", "[0, 100]", "Forgetting alarm: accuracy drop vs the step-0 baseline above this many points ..."}, RC_NUM(forgetting_drop_points), 0, 100},
     {{"forgetting_alpha", RUNCFG_DOUBLE, "0.05", "(0, 1]", "... and McNemar p-value below this (paired on the same items)."}, RC_NUM(forgetting_alpha), 1e-12, 1},
+    {{"zero", RUNCFG_INT, "0", "[0, 1]", "Data-parallel runs (mpirun): 1 = ZeRO stage 1, each rank keeps only its shard of the Adam moments and updates only its shard of the fp32 parameters, which are then all-gathered (the same bits as 0); 0 = every rank keeps and updates everything."}, RC_NUM(zero), 0, 1},
     {{"max_memory_gb", RUNCFG_DOUBLE, "0", "[0, 1e6]", "Refuse to start when the estimated memory exceeds this; 0 = the machine's available memory."}, RC_NUM(max_memory_gb), 0, 1e6},
 };
 

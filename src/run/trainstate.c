@@ -18,6 +18,7 @@ static uint64_t trainstate_hash(const void *data, size_t bytes)
     return h;
 }
 
+
 static void trainstate_put_u32(unsigned char *b, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
@@ -80,6 +81,56 @@ int trainstate_write_section(trainstate_writer *w, const char *tag, const void *
     trainstate_put_u64(hdr + TRAINSTATE_TAG_BYTES + 8, trainstate_hash(data, bytes));
     int rc = trainstate_fwrite(w, hdr, sizeof hdr, d);
     return rc ? rc : trainstate_fwrite(w, data, bytes, d);
+}
+
+static uint64_t trainstate_hash_more(uint64_t h, const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < bytes; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+int trainstate_write_section_begin(trainstate_writer *w, const char *tag, size_t bytes, qs_diag *d)
+{
+    unsigned char hdr[TRAINSTATE_TAG_BYTES + 16] = {0};
+    size_t n = strlen(tag);
+    if (n >= TRAINSTATE_TAG_BYTES)
+        return diag_set(d, QS_EINVAL, NULL, -1, "section tag '%s' too long", tag);
+    memcpy(hdr, tag, n);
+    trainstate_put_u64(hdr + TRAINSTATE_TAG_BYTES, bytes);
+    w->part_pos = ftell(w->af.f);
+    w->part_hash = trainstate_hash(NULL, 0);
+    w->part_left = bytes;
+    if (w->part_pos < 0)
+        return diag_set(d, QS_EIO, w->af.final_path, -1, "cannot tell the write position");
+    return trainstate_fwrite(w, hdr, sizeof hdr, d);
+}
+
+int trainstate_write_section_part(trainstate_writer *w, const void *data, size_t bytes, qs_diag *d)
+{
+    if (bytes > w->part_left)
+        return diag_set(d, QS_EINVAL, w->af.final_path, -1,
+                        "section part of %zu bytes, only %zu declared bytes left", bytes, w->part_left);
+    w->part_left -= bytes;
+    w->part_hash = trainstate_hash_more(w->part_hash, data, bytes);
+    return trainstate_fwrite(w, data, bytes, d);
+}
+
+int trainstate_write_section_end(trainstate_writer *w, qs_diag *d)
+{
+    if (w->part_left)
+        return diag_set(d, QS_ETRUNC, w->af.final_path, -1, "section ended %zu bytes short",
+                        w->part_left);
+    unsigned char h[8];
+    trainstate_put_u64(h, w->part_hash);
+    long end = ftell(w->af.f);
+    if (end < 0 || fseek(w->af.f, w->part_pos + TRAINSTATE_TAG_BYTES + 8, SEEK_SET) ||
+        fwrite(h, 1, 8, w->af.f) != 8 || fseek(w->af.f, end, SEEK_SET))
+        return diag_set(d, QS_EIO, w->af.final_path, -1, "write failed (section checksum)");
+    return 0;
 }
 
 int trainstate_write_commit(trainstate_writer *w, qs_diag *d)
