@@ -2,6 +2,7 @@
 #include "qs/fileio.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -170,6 +171,19 @@ int fileio_map_open(fileio_map *m, const char *path, qs_diag *d)
     m->data = p;
     m->bytes = (size_t)st.st_size;
     return 0;
+}
+
+void fileio_map_release(const fileio_map *m, size_t off, size_t len)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (!m->data || page <= 0 || off >= m->bytes)
+        return;
+    len = len < m->bytes - off ? len : m->bytes - off;
+    uintptr_t lo = (uintptr_t)(m->data + off), hi = lo + len, pg = (uintptr_t)page;
+    lo = (lo + pg - 1) / pg * pg;   /* whole pages inside the range only */
+    hi = hi / pg * pg;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 void fileio_unmap(fileio_map *m)

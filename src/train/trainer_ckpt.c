@@ -291,14 +291,14 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
     /* this rank's part of the moments (all of them without ZeRO-1) */
     size_t first = trainer_dist_opt_first(t) * sizeof(float);
     size_t mine = trainer_dist_opt_elems(t) * sizeof(float);
-    memcpy(t->opt.m, (const unsigned char *)p + first, mine);
+    trainstate_copy_out(&r, t->opt.m, (const unsigned char *)p + first, mine);
     if ((rc = trainstate_section(&r, "adam_v", &p, &n, d)))
         goto out;
     if (n != pb) {
         rc = diag_set(d, QS_EFORMAT, path, -1, "adam_v: expected %zu bytes, found %zu", pb, n);
         goto out;
     }
-    memcpy(t->opt.v, (const unsigned char *)p + first, mine);
+    trainstate_copy_out(&r, t->opt.v, (const unsigned char *)p + first, mine);
     t->opt.t = (long)adam_t;
     if ((rc = trainstate_section(&r, "data", &p, &n, d)) ||
         (rc = t->data->restore(t->data->self, p, n, d)))
