@@ -8,10 +8,12 @@
 #include "qs/dataloader.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/rng.h"
 #include "qs/shard_build.h"
@@ -64,34 +66,32 @@ static int load_split(dataloader *dl, const char *dir, const char *split, uint64
         return diag_set(d, QS_ENOTFOUND, mpath, -1,
                         "not found: expected a shard directory written by 'qatscope tokenize "
                         "--input' (an interrupted run leaves no manifest)");
-    json_error_t jerr;
-    json_t *m = json_load_file(mpath, 0, &jerr);
-    if (!m)
-        return diag_set(d, QS_EFORMAT, mpath, jerr.line, "invalid JSON: %s", jerr.text);
-    json_t *sp = json_object_get(json_object_get(m, "splits"), split);
-    json_t *files = json_object_get(sp, "shards");
-    json_t *tok = json_object_get(sp, "tokens");
-    int rc = 0;
-    if (!json_is_array(files) || !json_is_integer(tok) || json_integer_value(tok) < 0) {
-        rc = diag_set(d, QS_EFORMAT, mpath, -1,
-                      "expected splits.%s with \"tokens\" and a \"shards\" list", split);
+    json_t *m;
+    int rc = qs_json_load_file(mpath, QS_JSON_OBJECT, &m, d);
+    if (rc)
+        return rc;
+    qs_json_at r = qs_json_root(m, mpath, -1), splits, sp, files;
+    size_t n_files;
+    long long tokens;
+    if ((rc = qs_json_obj(&r, "splits", &splits, d)) || (rc = qs_json_obj(&splits, split, &sp, d)) ||
+        (rc = qs_json_i64(&sp, "tokens", 0, LLONG_MAX, &tokens, d)) ||
+        (rc = qs_json_arr(&sp, "shards", &files, &n_files, d)))
         goto done;
-    }
-    uint64_t want = (uint64_t)json_integer_value(tok);
+    uint64_t want = (uint64_t)tokens;
     dl->tokens = qs_malloc((size_t)want * sizeof *dl->tokens + 4);
     if (!dl->tokens) {
         rc = diag_set(d, QS_ENOMEM, mpath, -1, "out of memory for %llu tokens",
                       (unsigned long long)want);
         goto done;
     }
-    size_t i;
-    json_t *f;
-    json_array_foreach(files, i, f)
-    {
-        const char *name = json_string_value(f);
-        if (!name || strchr(name, '/') || fileio_join(spath, sizeof spath, dir, name)) {
-            rc = diag_set(d, QS_EFORMAT, mpath, -1, "splits.%s.shards[%zu]: expected a file name",
-                          split, i);
+    for (size_t i = 0; i < n_files; i++) {
+        qs_json_at f = qs_json_item(&files, i);
+        const char *name;
+        if ((rc = qs_json_str(&f, NULL, &name, d)))
+            goto done;
+        if (strchr(name, '/') || fileio_join(spath, sizeof spath, dir, name)) {
+            rc = qs_json_fail(&f, NULL, QS_EFORMAT, d, "expected a file name, found '%.200s'",
+                              name);
             goto done;
         }
         shard_header h;

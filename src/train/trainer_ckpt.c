@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 #include "qs/trainstate.h"
@@ -232,14 +234,14 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
     json_t *meta = NULL;
     if ((rc = trainstate_section(&r, "meta", &p, &n, d)))
         goto out;
-    json_error_t je;
-    meta = json_loadb(p, n, 0, &je);
-    json_int_t step = -1, adam_t = -1, n_params = -1;
-    if (!meta || json_unpack(meta, "{s:I, s:I, s:I}", "step", &step, "adam_t", &adam_t,
-                             "n_params", &n_params) || step < 0 || adam_t < 0) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "meta section: expected step, adam_t, n_params");
+    long long step, adam_t, n_params;
+    if ((rc = qs_json_load_text(p, n, path, 0, QS_JSON_OBJECT, &meta, d)))
         goto out;
-    }
+    qs_json_at m = qs_json_root(meta, path, -1);
+    if ((rc = qs_json_i64(&m, "step", 0, LONG_MAX, &step, d)) ||
+        (rc = qs_json_i64(&m, "adam_t", 0, LONG_MAX, &adam_t, d)) ||
+        (rc = qs_json_i64(&m, "n_params", 0, LLONG_MAX, &n_params, d)))
+        goto out;
     if ((size_t)n_params != t->m.n_params) {
         rc = diag_set(d, QS_ESHAPE, path, -1, "state is for %lld parameters, the model has %zu",
                       (long long)n_params, t->m.n_params);
