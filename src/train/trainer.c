@@ -195,12 +195,10 @@ void trainer_destroy(trainer *t)
 
 static int trainer_stop_nan(struct trainer *t, const char *what, qs_diag *d)
 {
-    char line[512], last[64] = "none yet";
+    char last[64] = "none yet";
     if (t->last_ckpt_step >= 0)
         snprintf(last, sizeof last, "ckpt/step_%ld", t->last_ckpt_step);
-    snprintf(line, sizeof line,
-             "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"nan\",\"msg\":\"%s\"}", t->step, what);
-    trainer_event_append(t->run_dir, line, NULL);
+    trainer_event(t->run_dir, t->step, "stop", NULL, "reason", "nan", "msg", what, NULL);
     return diag_set(d, QS_ENAN, t->run_dir, -1,
                     "step %ld: %s; run stopped, weights not updated (last good checkpoint: %s)",
                     t->step, what, last);
@@ -275,10 +273,7 @@ static int trainer_eval_write(struct trainer *t, const char *line, const char *e
 
 static int trainer_stop_forgetting(struct trainer *t, train_step_info *info, qs_diag *d)
 {
-    char line[160];
-    snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"forgetting\"}",
-             t->step);
-    trainer_event_append(t->run_dir, line, NULL);
+    trainer_event(t->run_dir, t->step, "stop", NULL, "reason", "forgetting", NULL);
     int rc = trainer_ckpt_write(t, d);
     if (rc)
         return rc;
@@ -302,10 +297,8 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     double t0 = trainer_now_s();
     t->phase = schedule_phase(&t->sched, t->step);
     if (t->qset && t->phase == SCHEDULE_PHASE_QAT && t->step == t->sched.bf16_warmup_steps) {
-        char line[160];
-        snprintf(line, sizeof line,
-                 "{\"step\":%ld,\"type\":\"phase\",\"phase\":\"qat\",\"msg\":\"QAT on\"}", t->step);
-        if ((rc = trainer_event_append(t->run_dir, line, d)))
+        if ((rc = trainer_event(t->run_dir, t->step, "phase", d, "phase", "qat", "msg", "QAT on",
+                                NULL)))
             return rc;
         info->phase_changed = 1;
     }
@@ -350,10 +343,7 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     t->step++;
 
     if (t->sat && t->cfg.stop_on_saturation && satstats_stop_requested(t->sat)) {
-        char line[160];
-        snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"saturation\"}",
-                 t->step - 1);
-        trainer_event_append(t->run_dir, line, NULL);
+        trainer_event(t->run_dir, t->step - 1, "stop", NULL, "reason", "saturation", NULL);
         if ((rc = trainer_ckpt_write(t, d)))
             return rc;
         info->checkpointed = 1;
@@ -396,12 +386,8 @@ int trainer_finish(trainer *t, const char *reason, qs_diag *d)
     int rc = 0;
     if (t->last_ckpt_step != t->step)
         rc = trainer_ckpt_write(t, d);
-    if (!rc) {
-        char line[160];
-        snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"%s\"}", t->step,
-                 reason);
-        rc = trainer_event_append(t->run_dir, line, d);
-    }
+    if (!rc)
+        rc = trainer_event(t->run_dir, t->step, "stop", d, "reason", reason, NULL);
     if (!rc && t->sat) {
         rc = satstats_close(t->sat, d);
         t->sat = NULL;

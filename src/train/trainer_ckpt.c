@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -317,4 +318,25 @@ int trainer_event_append(const char *run_dir, const char *line, qs_diag *d)
     int ok = fprintf(f, "%s\n", line) > 0;
     ok &= fclose(f) == 0;
     return ok ? 0 : diag_set(d, QS_EIO, path, -1, "write failed");
+}
+
+int trainer_event(const char *run_dir, long step, const char *type, qs_diag *d, ...)
+{
+    char line[2048];
+    size_t n = (size_t)snprintf(line, sizeof line, "{\"step\":%ld,\"type\":", step);
+    n += qs_json_quote(line + n, sizeof line - n, type);
+    va_list ap;
+    va_start(ap, d);
+    for (const char *key; n < sizeof line && (key = va_arg(ap, const char *));) {
+        const char *value = va_arg(ap, const char *);
+        n += (size_t)snprintf(line + n, sizeof line - n, ",\"%s\":", key);
+        if (n < sizeof line)
+            n += qs_json_quote(line + n, sizeof line - n, value);
+    }
+    va_end(ap);
+    if (n + 1 >= sizeof line)
+        return diag_set(d, QS_ERANGE, run_dir, -1, "%s event longer than %zu bytes", type,
+                        sizeof line - 2);
+    memcpy(line + n, "}", 2);
+    return trainer_event_append(run_dir, line, d);
 }
