@@ -140,7 +140,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
     double sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     fprintf(stderr, "generate: %zu prompt + %d new tokens in %.3f s (%.1f tokens/s), %s\n", n_ids,
             n_out, sec, sec > 0 ? (n_ids + n_out) / sec : 0.0,
-            precision == MATMUL_BF16 ? "bf16" : "fp32");
+            matmul_precision_name(precision));
     if (fflush(stdout))
         rc = cli_error("error writing stdout");
 done:
@@ -160,6 +160,7 @@ int cmd_generate(int argc, char **argv)
     double temp = 1.0, top_p = 0.9;
     int32_t stop[GEN_MAX_STOP];
     int n_stop = -1, precision = MATMUL_FP32, rc = 0;
+    qs_diag pd = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -188,10 +189,8 @@ int cmd_generate(int argc, char **argv)
             rc = cli_parse_long("--seed", v, 0, 0x7fffffffffffffffL, &seed);
         else if (cli_flag_is(a, "--stop-ids"))
             rc = gen_parse_ids(v, stop, &n_stop);
-        else if (!strcmp(v, "fp32") || !strcmp(v, "bf16"))
-            precision = !strcmp(v, "bf16") ? MATMUL_BF16 : MATMUL_FP32;
-        else
-            rc = cli_error("--precision: expected fp32 or bf16, got '%s'", v);
+        else if (matmul_precision_parse(v, "--precision", &precision, &pd))
+            rc = cli_diag_error(&pd);
     }
     if (rc)
         return rc;

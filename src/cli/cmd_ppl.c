@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
@@ -23,18 +24,14 @@ static const char USAGE[] =
     "usage: qatscope ppl --model DIR --text FILE [--bos] [--window N --stride S] [--json]\n"
     "                    [--precision fp32|bf16]\n";
 
-static void ppl_json_string(const char *s)
+/* s as a JSON string literal, qs_malloc'd (NULL on OOM) */
+static char *ppl_json_quote(const char *s)
 {
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
+    size_t n = qs_json_quote(NULL, 0, s);
+    char *q = qs_malloc(n + 1);
+    if (q)
+        qs_json_quote(q, n + 1, s);
+    return q;
 }
 
 static int ppl_run(const char *dir, const char *path, int bos, long window, long stride, int json,
@@ -80,15 +77,17 @@ static int ppl_run(const char *dir, const char *path, int bos, long window, long
     }
     double nll = r.nll_sum / (double)r.n_scored;
     if (json) {
-        printf("{\"model\": ");
-        ppl_json_string(dir);
-        printf(", \"text\": ");
-        ppl_json_string(path);
-        printf(", \"tokens\": %zu, \"scored\": %zu, \"windows\": %zu, \"window\": %ld, "
-               "\"stride\": %ld, \"bos\": %s, \"precision\": \"%s\", \"nll_per_token\": %.6f, "
-               "\"ppl\": %.6f}\n",
-               n_ids, r.n_scored, r.n_windows, window, stride, bos ? "true" : "false",
-               precision == MATMUL_BF16 ? "bf16" : "fp32", nll, exp(nll));
+        char *qdir = ppl_json_quote(dir), *qpath = ppl_json_quote(path);
+        if (qdir && qpath)
+            printf("{\"model\": %s, \"text\": %s, \"tokens\": %zu, \"scored\": %zu, \"windows\": %zu, "
+                   "\"window\": %ld, \"stride\": %ld, \"bos\": %s, \"precision\": \"%s\", "
+                   "\"nll_per_token\": %.6f, \"ppl\": %.6f}\n",
+                   qdir, qpath, n_ids, r.n_scored, r.n_windows, window, stride,
+                   bos ? "true" : "false", matmul_precision_name(precision), nll, exp(nll));
+        else
+            rc = cli_error("out of memory");
+        qs_free(qdir);
+        qs_free(qpath);
     } else {
         printf("%s: %zu tokens, %zu scored in %zu windows (window %ld, stride %ld)\n", path,
                n_ids, r.n_scored, r.n_windows, window, stride);
@@ -109,6 +108,7 @@ int cmd_ppl(int argc, char **argv)
     const char *model = NULL, *text = NULL, *v;
     long window = -1, stride = -1;
     int bos = 0, json = 0, precision = MATMUL_FP32, rc = 0;
+    qs_diag pd = {0};
     for (int i = 1; i < argc && !rc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -131,10 +131,8 @@ int cmd_ppl(int argc, char **argv)
                 rc = cli_parse_long("--window", v, 2, 1L << 24, &window);
             else if (cli_flag_is(a, "--stride"))
                 rc = cli_parse_long("--stride", v, 1, 1L << 24, &stride);
-            else if (!strcmp(v, "fp32") || !strcmp(v, "bf16"))
-                precision = !strcmp(v, "bf16") ? MATMUL_BF16 : MATMUL_FP32;
-            else
-                rc = cli_error("--precision: expected fp32 or bf16, got '%s'", v);
+            else if (matmul_precision_parse(v, "--precision", &precision, &pd))
+                rc = cli_diag_error(&pd);
         } else {
             rc = cli_error("ppl: unexpected argument '%s' (argument %d)\n%s", a, i, USAGE);
         }

@@ -22,18 +22,18 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
 {
     llama_config c;
     memset(mem, 0, sizeof *mem);
-    int rc = hfconfig_load(&c, cfg->model, d);
-    if (rc)
+    int precision, rc;
+    if ((rc = matmul_precision_parse(cfg->precision, "precision", &precision, d)) ||
+        (rc = hfconfig_load(&c, cfg->model, d)))
         return rc;
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
     model_memory_estimate(&c, B, T, T, &mm);
     mem->model_train_bytes = mm.train_bytes;
     mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
-    mem->quant_bytes = trainer_quant_bytes(&c, cfg, &n_slots, d);
+    mem->quant_bytes = trainer_quant_bytes(&c, cfg, precision, &n_slots, d);
     mem->batch_bytes = 2 * (size_t)B * T * sizeof(int32_t);
-    mem->pack_bytes = model_packs_bytes_estimate(
-        &c, strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16, B * T, n_slots);
+    mem->pack_bytes = model_packs_bytes_estimate(&c, precision, B * T, n_slots);
     mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + mem->quant_bytes +
                        mem->batch_bytes + mem->pack_bytes;
     return 0;
@@ -146,9 +146,9 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         goto fail;
     }
     snprintf(t->model_dir, sizeof t->model_dir, "%s", opt->resume_dir ? ck_dir : cfg->model);
-    if ((rc = model_load_dir(&t->m, t->model_dir, d)))
+    if ((rc = model_load_dir(&t->m, t->model_dir, d)) ||
+        (rc = matmul_precision_parse(cfg->precision, "precision", &t->m.precision, d)))
         goto fail;
-    t->m.precision = strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
     if ((rc = trainer_alloc(t, d)))
         goto fail;
     t->hp = (adamw_hparams){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay};

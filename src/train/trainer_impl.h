@@ -65,7 +65,8 @@ struct trainer {
 /* trainer_quant.c */
 int trainer_quant_init(struct trainer *t, qs_diag *d);
 void trainer_quant_free(struct trainer *t);
-size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slots, qs_diag *d);
+size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
+                           qs_diag *d);
 extern const model_linear_bwd_hook trainer_bwd_hook_proto;
 
 /* trainer_ckpt.c */
