@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/bytes.h"
 #include "qs/fileio.h"
 #include "qs/json.h"
 #include "qs/mem.h"
@@ -225,28 +226,14 @@ void dataloader_rewind(dataloader *dl)
     order_build(dl);
 }
 
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 void dataloader_pos_to_bytes(const dataloader_pos *pos, unsigned char out[DATALOADER_POS_BYTES])
 {
     memcpy(out, "QSDP", 4);
     out[4] = 1, out[5] = out[6] = out[7] = 0; /* version 1 */
-    put_u64(out + 8, pos->epoch);
-    put_u64(out + 16, pos->cursor);
-    put_u64(out + 24, pos->n_windows);
-    put_u64(out + 32, pos->data_hash);
+    bytes_put_u64le(out + 8, pos->epoch);
+    bytes_put_u64le(out + 16, pos->cursor);
+    bytes_put_u64le(out + 24, pos->n_windows);
+    bytes_put_u64le(out + 32, pos->data_hash);
 }
 
 int dataloader_pos_from_bytes(dataloader_pos *pos, const void *bytes, size_t n_bytes, qs_diag *d)
@@ -258,9 +245,9 @@ int dataloader_pos_from_bytes(dataloader_pos *pos, const void *bytes, size_t n_b
                         "data position: expected %d bytes starting \"QSDP\" version 1, found %zu "
                         "bytes",
                         DATALOADER_POS_BYTES, n_bytes);
-    pos->epoch = get_u64(p + 8);
-    pos->cursor = get_u64(p + 16);
-    pos->n_windows = get_u64(p + 24);
-    pos->data_hash = get_u64(p + 32);
+    pos->epoch = bytes_get_u64le(p + 8);
+    pos->cursor = bytes_get_u64le(p + 16);
+    pos->n_windows = bytes_get_u64le(p + 24);
+    pos->data_hash = bytes_get_u64le(p + 32);
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qs/bytes.h"
 #include "qs/json.h"
 #include "qs/mem.h"
 
@@ -235,9 +236,7 @@ int safetensors_open(safetensors_file *f, const char *path, qs_diag *d)
                       (unsigned long long)file_bytes);
         goto fail;
     }
-    uint64_t hdr_bytes = 0;
-    for (int i = 7; i >= 0; i--)
-        hdr_bytes = hdr_bytes << 8 | f->map.data[i];
+    uint64_t hdr_bytes = bytes_get_u64le(f->map.data);
     if (hdr_bytes > file_bytes - 8 || hdr_bytes > SAFETENSORS_MAX_HEADER_BYTES) {
         rc = diag_set(d, QS_EFORMAT, path, -1, "header claims %llu bytes, file has %llu after the "
                       "length field",
@@ -284,7 +283,7 @@ int safetensors_tensor_to_f32(const safetensors_tensor *t, float *out, const cha
     case SAFETENSORS_BF16:
     case SAFETENSORS_F16:
         for (size_t i = 0; i < n; i++) {
-            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            uint16_t h = bytes_get_u16le(p + 2 * i);
             out[i] = t->dtype == SAFETENSORS_BF16 ? safetensors_bf16_to_f32(h)
                                                   : safetensors_f16_to_f32(h);
         }

@@ -16,6 +16,7 @@
  */
 #include <string.h>
 
+#include "qs/bytes.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "tok_impl.h"
@@ -72,9 +73,7 @@ static int pb_field(pb *b, uint32_t *field, int *wire, pb *sub, uint64_t *v)
     case 5: {
         if (b->end - b->p < 4)
             return QS_ETRUNC;
-        uint32_t bits = (uint32_t)b->p[0] | (uint32_t)b->p[1] << 8 | (uint32_t)b->p[2] << 16 |
-                        (uint32_t)b->p[3] << 24;
-        *v = bits;
+        *v = bytes_get_u32le(b->p);
         b->p += 4;
         return 0;
     }
