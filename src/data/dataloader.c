@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "qs/bytes.h"
+#include "qs/digest.h"
 #include "qs/fileio.h"
 #include "qs/json.h"
 #include "qs/mem.h"
@@ -141,7 +142,7 @@ int dataloader_create(dataloader **out, const char *shard_dir, const char *split
             rc = diag_set(d, QS_ERANGE, shard_dir, -1, "%llu windows: expected < 2^32",
                           (unsigned long long)dl->n_windows);
     }
-    uint64_t h = 14695981039346656037ULL;
+    uint64_t h = DIGEST_FNV1A64_SEED;   /* over each token's 4 little-endian bytes */
     for (uint64_t i = 0; !rc && i < dl->n_tokens; i++) {
         int32_t t = dl->tokens[i];
         if (o->vocab_size > 0 && t >= o->vocab_size) {
@@ -150,10 +151,9 @@ int dataloader_create(dataloader **out, const char *shard_dir, const char *split
                           (unsigned long long)i, (long)t, (long)o->vocab_size);
             break;
         }
-        for (int k = 0; k < 4; k++) {
-            h ^= (uint8_t)((uint32_t)t >> (8 * k));
-            h *= 1099511628211ULL;
-        }
+        unsigned char le[4];
+        bytes_put_u32le(le, (uint32_t)t);
+        h = digest_fnv1a64(h, le, sizeof le);
     }
     dl->data_hash = h;
     if (!rc && !(dl->order = qs_malloc((size_t)dl->n_windows * sizeof *dl->order)))

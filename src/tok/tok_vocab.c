@@ -6,20 +6,9 @@
  */
 #include <string.h>
 
+#include "qs/digest.h"
 #include "qs/mem.h"
 #include "tok_impl.h"
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-#define TOK_FNV_SEED 14695981039346656037ULL
 
 int tok_vocab_alloc_impl(struct tokenizer *t, int32_t n_vocab)
 {
@@ -99,7 +88,7 @@ int tok_strmap_build_impl(struct tokenizer *t)
         if (t->piece_off[id] == SIZE_MAX)
             continue;
         const char *s = tok_raw(t, id);
-        size_t h = (size_t)fnv1a(TOK_FNV_SEED, s, t->raw_len[id]) & mask;
+        size_t h = (size_t)digest_fnv1a64(DIGEST_FNV1A64_SEED, s, t->raw_len[id]) & mask;
         for (;; h = (h + 1) & mask) {
             int32_t v = t->vocab.slots[h];
             if (v == 0) {
@@ -117,7 +106,7 @@ int tok_strmap_build_impl(struct tokenizer *t)
 int32_t tok_lookup_impl(const struct tokenizer *t, const char *s, size_t len)
 {
     size_t mask = t->vocab.cap - 1;
-    size_t h = (size_t)fnv1a(TOK_FNV_SEED, s, len) & mask;
+    size_t h = (size_t)digest_fnv1a64(DIGEST_FNV1A64_SEED, s, len) & mask;
     for (;; h = (h + 1) & mask) {
         int32_t v = t->vocab.slots[h];
         if (v == 0)
@@ -224,31 +213,31 @@ void tok_byte_ids_find_impl(struct tokenizer *t)
 
 uint64_t tok_hash_compute_impl(const struct tokenizer *t)
 {
-    uint64_t h = TOK_FNV_SEED;
+    uint64_t h = DIGEST_FNV1A64_SEED;
     int32_t hdr[2] = {t->kind, t->n_vocab};
-    h = fnv1a(h, hdr, sizeof hdr);
+    h = digest_fnv1a64(h, hdr, sizeof hdr);
     for (int32_t id = 0; id < t->n_vocab; id++) {
         uint32_t len = t->raw_len[id];
-        h = fnv1a(h, &len, sizeof len);
-        h = fnv1a(h, tok_raw(t, id), len);
-        h = fnv1a(h, &t->type[id], 1);
+        h = digest_fnv1a64(h, &len, sizeof len);
+        h = digest_fnv1a64(h, tok_raw(t, id), len);
+        h = digest_fnv1a64(h, &t->type[id], 1);
         if (t->score)
-            h = fnv1a(h, &t->score[id], sizeof t->score[id]);
+            h = digest_fnv1a64(h, &t->score[id], sizeof t->score[id]);
     }
     for (size_t i = 0; i < t->merges.cap; i++) {
         if (t->merges.keys[i] == UINT64_MAX)
             continue;
         /* slot order depends only on the key set, so this is deterministic */
-        h = fnv1a(h, &t->merges.keys[i], sizeof t->merges.keys[i]);
-        h = fnv1a(h, &t->merges.rank[i], sizeof t->merges.rank[i]);
+        h = digest_fnv1a64(h, &t->merges.keys[i], sizeof t->merges.keys[i]);
+        h = digest_fnv1a64(h, &t->merges.rank[i], sizeof t->merges.rank[i]);
     }
     if (t->cm_units) { /* the normalizer changes ids too */
-        h = fnv1a(h, t->cm_units, t->cm_n_units * sizeof *t->cm_units);
-        h = fnv1a(h, t->cm_norm, t->cm_norm_bytes);
+        h = digest_fnv1a64(h, t->cm_units, t->cm_n_units * sizeof *t->cm_units);
+        h = digest_fnv1a64(h, t->cm_norm, t->cm_norm_bytes);
     }
     int flags[5] = {t->norm_prepend, t->norm_replace_space, t->remove_extra_ws, t->byte_fallback,
                     t->norm_nfc};
-    return fnv1a(h, flags, sizeof flags);
+    return digest_fnv1a64(h, flags, sizeof flags);
 }
 
 int tok_ids_push_impl(tok_ids *v, int32_t id)
