@@ -122,5 +122,7 @@ void qs_jsonl_close(qs_jsonl *r);   /* safe on a zeroed or closed reader */
  * below 0x20 become \u00XX, every other byte (UTF-8) passes through.  Returns
  * the length of the whole literal, like snprintf: >= buf_bytes means it was cut. */
 size_t qs_json_quote(char *buf, size_t buf_bytes, const char *s);
+/* The same literal in a new qs_malloc'd string (qs_free it); NULL on OOM. */
+char *qs_json_quote_dup(const char *s);
 
 #endif

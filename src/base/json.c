@@ -415,3 +415,12 @@ size_t qs_json_quote(char *buf, size_t buf_bytes, const char *s)
         buf[w] = 0;
     return n;
 }
+
+char *qs_json_quote_dup(const char *s)
+{
+    size_t n = qs_json_quote(NULL, 0, s);
+    char *out = qs_malloc(n + 1);
+    if (out)
+        qs_json_quote(out, n + 1, s);
+    return out;
+}

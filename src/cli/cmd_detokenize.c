@@ -33,14 +33,10 @@ static int parse_ids(const char *s, const char *where, int32_t **ids, size_t *n,
             (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r' && *end != ','))
             return cli_error("detokenize: %s: expected a token id (integer >= 0), got '%.20s'",
                              where, s);
-        if (*n == *cap) {
-            size_t nc = *cap ? *cap * 2 : 256;
-            int32_t *ni = qs_realloc(*ids, nc * sizeof *ni);
-            if (!ni)
-                return cli_error("out of memory");
-            *ids = ni;
-            *cap = nc;
-        }
+        int32_t *ni = qs_grow(*ids, cap, *n + 1, sizeof *ni, 256);
+        if (!ni)
+            return cli_error("out of memory");
+        *ids = ni;
         (*ids)[(*n)++] = (int32_t)v;
         s = end;
     }

@@ -110,14 +110,10 @@ typedef struct {
 
 static int hif8_vec_push(hif8_vec *a, float x)
 {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 1024;
-        float *p = qs_realloc(a->v, cap * sizeof *p);
-        if (!p)
-            return -1;
-        a->v = p;
-        a->cap = cap;
-    }
+    float *p = qs_grow(a->v, &a->cap, a->n + 1, sizeof *p, 1024);
+    if (!p)
+        return -1;
+    a->v = p;
     a->v[a->n++] = x;
     return 0;
 }

@@ -24,16 +24,6 @@ static const char USAGE[] =
     "usage: qatscope ppl --model DIR --text FILE [--bos] [--window N --stride S] [--json]\n"
     "                    [--precision fp32|bf16]\n";
 
-/* s as a JSON string literal, qs_malloc'd (NULL on OOM) */
-static char *ppl_json_quote(const char *s)
-{
-    size_t n = qs_json_quote(NULL, 0, s);
-    char *q = qs_malloc(n + 1);
-    if (q)
-        qs_json_quote(q, n + 1, s);
-    return q;
-}
-
 static int ppl_run(const char *dir, const char *path, int bos, long window, long stride, int json,
                    int precision)
 {
@@ -77,7 +67,7 @@ static int ppl_run(const char *dir, const char *path, int bos, long window, long
     }
     double nll = r.nll_sum / (double)r.n_scored;
     if (json) {
-        char *qdir = ppl_json_quote(dir), *qpath = ppl_json_quote(path);
+        char *qdir = qs_json_quote_dup(dir), *qpath = qs_json_quote_dup(path);
         if (qdir && qpath)
             printf("{\"model\": %s, \"text\": %s, \"tokens\": %zu, \"scored\": %zu, \"windows\": %zu, "
                    "\"window\": %ld, \"stride\": %ld, \"bos\": %s, \"precision\": \"%s\", "

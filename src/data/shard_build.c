@@ -51,14 +51,10 @@ static int ends_with(const char *s, const char *suffix)
 
 static int doc_add(corpus *c, const char *text, size_t len, char *owned)
 {
-    if (c->n_docs == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1024;
-        doc *nd = qs_realloc(c->docs, cap * sizeof *nd);
-        if (!nd)
-            return QS_ENOMEM;
-        c->docs = nd;
-        c->cap = cap;
-    }
+    doc *nd = qs_grow(c->docs, &c->cap, c->n_docs + 1, sizeof *nd, 1024);
+    if (!nd)
+        return QS_ENOMEM;
+    c->docs = nd;
     doc *dc = &c->docs[c->n_docs++];
     memset(dc, 0, sizeof *dc);
     dc->text = text;

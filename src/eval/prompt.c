@@ -205,18 +205,12 @@ static void prompt_buf_add(prompt_buf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + n + 1)
-            nc *= 2;
-        char *p = qs_realloc(b->s, nc);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = nc;
+    char *p = qs_grow(b->s, &b->cap, b->n + n + 1, 1, 256);
+    if (!p) {
+        b->oom = 1;
+        return;
     }
+    b->s = p;
     memcpy(b->s + b->n, s, n);
     b->n += n;
     b->s[b->n] = 0;

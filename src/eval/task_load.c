@@ -37,14 +37,10 @@ void task_docs_free(task_doc *docs, size_t n_docs)
 /* Next slot of the growing doc array (zeroed), or NULL on OOM. */
 static task_doc *task_doc_push(task_doc **docs, size_t *n, size_t *cap)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 256;
-        task_doc *p = qs_realloc(*docs, nc * sizeof *p);
-        if (!p)
-            return NULL;
-        *docs = p;
-        *cap = nc;
-    }
+    task_doc *p = qs_grow(*docs, cap, *n + 1, sizeof *p, 256);
+    if (!p)
+        return NULL;
+    *docs = p;
     task_doc *t = &(*docs)[(*n)++];
     memset(t, 0, sizeof *t);
     t->subject = -1;

@@ -28,14 +28,10 @@ void itemlog_free(itemlog *il)
 static int item_push(itemlog *il, const char *task, const char *subject, long long doc_id,
                      int acc, int acc_norm)
 {
-    if (il->n_items == il->cap_items) {
-        size_t cap = il->cap_items ? il->cap_items * 2 : 1024;
-        itemlog_item *grown = qs_realloc(il->items, cap * sizeof *grown);
-        if (!grown)
-            return QS_ENOMEM;
-        il->items = grown;
-        il->cap_items = cap;
-    }
+    itemlog_item *grown = qs_grow(il->items, &il->cap_items, il->n_items + 1, sizeof *grown, 1024);
+    if (!grown)
+        return QS_ENOMEM;
+    il->items = grown;
     char key[512];
     snprintf(key, sizeof key, "%s|%s|%012lld", task, subject ? subject : "", doc_id);
     itemlog_item *it = &il->items[il->n_items];

@@ -252,16 +252,6 @@ int qlog_float_format(char *buf, float f)
     return (int)(p - buf);
 }
 
-/* JSON string literal of s (quotes included), qs_malloc'd; NULL on OOM */
-static char *qlog_quote_dup(const char *s)
-{
-    size_t n = qs_json_quote(NULL, 0, s);
-    char *out = qs_malloc(n + 1);
-    if (out)
-        qs_json_quote(out, n + 1, s);
-    return out;
-}
-
 void qlog_writer_destroy(qlog_writer *w)
 {
     if (!w)
@@ -290,9 +280,9 @@ int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name
     w->buf = qs_malloc(w->cap);
     int rc = (!w->path || !w->names || !w->buf) ? QS_ENOMEM : 0;
     for (int i = 0; !rc && i < n_quant; i++)
-        if (!(w->names[i] = qlog_quote_dup(names[i])))
+        if (!(w->names[i] = qs_json_quote_dup(names[i])))
             rc = QS_ENOMEM;
-    char *run_q = rc ? NULL : qlog_quote_dup(run_name ? run_name : "");
+    char *run_q = rc ? NULL : qs_json_quote_dup(run_name ? run_name : "");
     if (!rc && !run_q)
         rc = QS_ENOMEM;
     if (rc) {

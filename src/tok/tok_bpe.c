@@ -47,16 +47,10 @@ static int type_of(loader *L, const qs_json_at *o, const char **ty)
 
 static int scratch_reserve(loader *L, size_t n)
 {
-    if (n <= L->buf_cap)
-        return 0;
-    size_t cap = L->buf_cap ? L->buf_cap : 256;
-    while (cap < n)
-        cap *= 2;
-    char *nb = qs_realloc(L->buf, cap);
+    char *nb = qs_grow(L->buf, &L->buf_cap, n, 1, 256);
     if (!nb)
         return QS_ENOMEM;
     L->buf = nb;
-    L->buf_cap = cap;
     return 0;
 }
 

@@ -32,16 +32,10 @@ int tok_vocab_alloc_impl(struct tokenizer *t, int32_t n_vocab)
 
 int tok_arena_add_impl(struct tokenizer *t, const char *s, size_t len, size_t *off)
 {
-    if (t->arena_bytes + len + 1 > t->arena_cap) {
-        size_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
-        while (cap < t->arena_bytes + len + 1)
-            cap *= 2;
-        char *na = qs_realloc(t->arena, cap);
-        if (!na)
-            return QS_ENOMEM;
-        t->arena = na;
-        t->arena_cap = cap;
-    }
+    char *na = qs_grow(t->arena, &t->arena_cap, t->arena_bytes + len + 1, 1, 1 << 16);
+    if (!na)
+        return QS_ENOMEM;
+    t->arena = na;
     memcpy(t->arena + t->arena_bytes, s, len);
     t->arena[t->arena_bytes + len] = 0;
     *off = t->arena_bytes;
@@ -242,14 +236,10 @@ uint64_t tok_hash_compute_impl(const struct tokenizer *t)
 
 int tok_ids_push_impl(tok_ids *v, int32_t id)
 {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 256;
-        int32_t *nv = qs_realloc(v->v, cap * sizeof *nv);
-        if (!nv)
-            return QS_ENOMEM;
-        v->v = nv;
-        v->cap = cap;
-    }
+    int32_t *nv = qs_grow(v->v, &v->cap, v->n + 1, sizeof *nv, 256);
+    if (!nv)
+        return QS_ENOMEM;
+    v->v = nv;
     v->v[v->n++] = id;
     return 0;
 }
