@@ -150,32 +150,58 @@ static int hif8_token_error(const char *sub, const hif8_reader *r, const char *t
                      r->token, tok, expected);
 }
 
+/* stdin token -> float for encode --bits (an fp32 bit pattern) and decode (a code,
+ * as its value); 0 or -1, like parse_f32 for plain encode */
+static int hif8_tok_bits(const char *tok, float *x)
+{
+    uint32_t b;
+    if (parse_hex_u32(tok, &b))
+        return -1;
+    memcpy(x, &b, sizeof *x);
+    return 0;
+}
+
+static int hif8_tok_code(const char *tok, float *x)
+{
+    uint8_t c;
+    if (parse_code(tok, &c))
+        return -1;
+    *x = hif8_decode(c);
+    return 0;
+}
+
+/* Every stdin token through parse into a; 0, or an exit code after the error line
+ * (a->v freed). */
+static int hif8_read_stdin(const char *sub, int (*parse)(const char *, float *),
+                           const char *expected, hif8_vec *a)
+{
+    hif8_reader r = {stdin, 1, 0};
+    char tok[HIF8_TOKEN_MAX];
+    int got, rc = 0;
+    while (!rc && (got = hif8_reader_next(&r, tok)) != 0) {
+        float x;
+        if (got < 0 || parse(tok, &x))
+            rc = hif8_token_error(sub, &r, tok, got < 0, expected);
+        else if (hif8_vec_push(a, x))
+            rc = cli_error("hif8 %s: out of memory after %zu values", sub, a->n);
+    }
+    if (rc)
+        qs_free(a->v);
+    return rc;
+}
+
 static int cmd_hif8_encode(int argc, char **argv)
 {
     int sat = 0, bits = 0;
     int rc = hif8_opts(argc, argv, "encode", 1, &sat, &bits);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *expected = bits ? "an fp32 bit pattern in hex (e.g. 0x3F800000)"
-                                : "a number (decimal or C hex-float)";
-    hif8_reader r = {stdin, 1, 0};
     hif8_vec a = {0};
-    char tok[HIF8_TOKEN_MAX];
-    int got;
-    while ((got = hif8_reader_next(&r, tok)) != 0) {
-        float x;
-        uint32_t b;
-        if (got < 0 || (bits ? parse_hex_u32(tok, &b) : parse_f32(tok, &x))) {
-            qs_free(a.v);
-            return hif8_token_error("encode", &r, tok, got < 0, expected);
-        }
-        if (bits)
-            memcpy(&x, &b, sizeof x);
-        if (hif8_vec_push(&a, x)) {
-            qs_free(a.v);
-            return cli_error("hif8 encode: out of memory after %zu values", a.n);
-        }
-    }
+    if ((rc = bits ? hif8_read_stdin("encode", hif8_tok_bits,
+                                     "an fp32 bit pattern in hex (e.g. 0x3F800000)", &a)
+                   : hif8_read_stdin("encode", parse_f32,
+                                     "a number (decimal or C hex-float)", &a)))
+        return rc;
     uint8_t *codes = qs_malloc(a.n ? a.n : 1);
     if (!codes) {
         qs_free(a.v);
@@ -195,22 +221,10 @@ static int cmd_hif8_decode(int argc, char **argv)
     int rc = hif8_opts(argc, argv, "decode", 0, &unused_sat, &unused_bits);
     if (rc)
         return rc < 0 ? 0 : rc;
-    hif8_reader r = {stdin, 1, 0};
     hif8_vec a = {0};
-    char tok[HIF8_TOKEN_MAX];
-    int got;
-    while ((got = hif8_reader_next(&r, tok)) != 0) {
-        uint8_t c;
-        if (got < 0 || parse_code(tok, &c)) {
-            qs_free(a.v);
-            return hif8_token_error("decode", &r, tok, got < 0,
-                                    "a code, decimal 0..255 or hex 0x00..0xFF");
-        }
-        if (hif8_vec_push(&a, hif8_decode(c))) {
-            qs_free(a.v);
-            return cli_error("hif8 decode: out of memory after %zu codes", a.n);
-        }
-    }
+    if ((rc = hif8_read_stdin("decode", hif8_tok_code,
+                              "a code, decimal 0..255 or hex 0x00..0xFF", &a)))
+        return rc;
     for (size_t i = 0; i < a.n; i++)
         printf("%a\n", (double)a.v[i]);
     qs_free(a.v);

@@ -130,21 +130,28 @@ int tok_pairmap_init_impl(tok_pairmap *m, size_t n)
     return 0;
 }
 
+/* The slot of pair (a, b): where it is stored, or the empty slot that ends its
+ * probe run (keys[] == UINT64_MAX).  *key gets the pair's key. */
+static size_t pair_slot(const tok_pairmap *m, int32_t a, int32_t b, uint64_t *key)
+{
+    *key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    size_t mask = m->cap - 1, h = pair_hash(*key, mask);
+    while (m->keys[h] != *key && m->keys[h] != UINT64_MAX)
+        h = (h + 1) & mask;
+    return h;
+}
+
 /* The first (lowest-rank) entry for a pair wins, as in HF's merge map. */
 int tok_pairmap_put_impl(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged)
 {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    size_t mask = m->cap - 1;
-    for (size_t h = pair_hash(key, mask);; h = (h + 1) & mask) {
-        if (m->keys[h] == key)
-            return 0;
-        if (m->keys[h] == UINT64_MAX) {
-            m->keys[h] = key;
-            m->rank[h] = rank;
-            m->merged[h] = merged;
-            return 0;
-        }
+    uint64_t key;
+    size_t h = pair_slot(m, a, b, &key);
+    if (m->keys[h] == UINT64_MAX) {
+        m->keys[h] = key;
+        m->rank[h] = rank;
+        m->merged[h] = merged;
     }
+    return 0;
 }
 
 int tok_pairmap_get_impl(const tok_pairmap *m, int32_t a, int32_t b, int32_t *rank,
@@ -152,17 +159,13 @@ int tok_pairmap_get_impl(const tok_pairmap *m, int32_t a, int32_t b, int32_t *ra
 {
     if (!m->cap)
         return 0;
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    size_t mask = m->cap - 1;
-    for (size_t h = pair_hash(key, mask);; h = (h + 1) & mask) {
-        if (m->keys[h] == UINT64_MAX)
-            return 0;
-        if (m->keys[h] == key) {
-            *rank = m->rank[h];
-            *merged = m->merged[h];
-            return 1;
-        }
-    }
+    uint64_t key;
+    size_t h = pair_slot(m, a, b, &key);
+    if (m->keys[h] == UINT64_MAX)
+        return 0;
+    *rank = m->rank[h];
+    *merged = m->merged[h];
+    return 1;
 }
 
 /* Chains added tokens by first byte, longest first, so matching tries the

@@ -222,6 +222,22 @@ int trainer_ckpt_latest(const char *run_dir, char *path, size_t path_bytes, long
     return 1;
 }
 
+/* Section `name` of exactly `bytes` bytes, copied to dst. */
+static int ckpt_section_copy(const trainstate_reader *r, const char *name, void *dst, size_t bytes,
+                             const char *path, qs_diag *d)
+{
+    const void *p;
+    size_t n;
+    int rc = trainstate_section(r, name, &p, &n, d);
+    if (rc)
+        return rc;
+    if (n != bytes)
+        return diag_set(d, QS_EFORMAT, path, -1, "%s: expected %zu bytes, found %zu", name, bytes,
+                        n);
+    memcpy(dst, p, bytes);
+    return 0;
+}
+
 int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
 {
     char path[TRAINER_PATH_MAX + 64];
@@ -249,20 +265,9 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
         goto out;
     }
     size_t pb = t->m.n_params * sizeof(float);
-    if ((rc = trainstate_section(&r, "adam_m", &p, &n, d)))
+    if ((rc = ckpt_section_copy(&r, "adam_m", t->opt.m, pb, path, d)) ||
+        (rc = ckpt_section_copy(&r, "adam_v", t->opt.v, pb, path, d)))
         goto out;
-    if (n != pb) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "adam_m: expected %zu bytes, found %zu", pb, n);
-        goto out;
-    }
-    memcpy(t->opt.m, p, pb);
-    if ((rc = trainstate_section(&r, "adam_v", &p, &n, d)))
-        goto out;
-    if (n != pb) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "adam_v: expected %zu bytes, found %zu", pb, n);
-        goto out;
-    }
-    memcpy(t->opt.v, p, pb);
     t->opt.t = (long)adam_t;
     if ((rc = trainstate_section(&r, "data", &p, &n, d)) ||
         (rc = t->data->restore(t->data->self, p, n, d)))
