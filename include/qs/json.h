@@ -80,7 +80,8 @@ int qs_json_fail(const qs_json_at *at, const char *key, int code, qs_diag *d, co
                  ...) __attribute__((format(printf, 5, 6)));
 
 /* Typed getters: member `key` of the object at (key NULL: at's value itself).
- * The string stays owned by the document. */
+ * The string stays owned by the document.  Integers must lie in [min, max]
+ * (for qs_json_int a range inside int's). */
 int qs_json_str(const qs_json_at *at, const char *key, const char **out, qs_diag *d);
 int qs_json_str_or(const qs_json_at *at, const char *key, const char *dflt, const char **out,
                    qs_diag *d);

@@ -205,119 +205,101 @@ static int json_typed(const qs_json_at *at, const char *key, int opt, json_type 
     return ok ? 0 : json_wrong(at, key, want, *v, d);
 }
 
-static int json_str(const qs_json_at *at, const char *key, int opt, const char *dflt,
-                    const char **out, qs_diag *d)
+/* The scalar getters: one reader, the kind says which JSON type and C type. */
+enum { JSON_KIND_STR, JSON_KIND_I64, JSON_KIND_INT, JSON_KIND_NUM, JSON_KIND_BOOL };
+
+typedef union json_scalar {
+    const char *s;
+    long long i;
+    double x;
+} json_scalar;
+
+/* out (a const char **, long long *, int *, double * or int * by kind) gets the
+ * member, or dflt when opt and it is absent or null; integers must lie in [min, max]. */
+static int json_get(const qs_json_at *at, const char *key, int opt, int kind, json_scalar dflt,
+                    long long min, long long max, void *out, qs_diag *d)
 {
+    static const json_type type[] = {JSON_STRING, JSON_INTEGER, JSON_INTEGER, JSON_REAL, JSON_TRUE};
+    static const char *const want[] = {"string", "integer", "integer", "number", "boolean"};
     const json_t *v;
-    int rc = json_typed(at, key, opt, JSON_STRING, "string", &v, d);
+    int rc = json_typed(at, key, opt, type[kind], want[kind], &v, d);
     if (rc < 0)
         return rc;
-    *out = rc ? dflt : json_string_value(v);
+    json_scalar x = dflt;
+    if (!rc && kind == JSON_KIND_STR)
+        x.s = json_string_value(v);
+    else if (!rc && kind == JSON_KIND_NUM)
+        x.x = json_number_value(v);
+    else if (!rc && kind == JSON_KIND_BOOL)
+        x.i = json_is_true(v);
+    else if (!rc) {
+        x.i = (long long)json_integer_value(v);
+        if (x.i < min || x.i > max)
+            return qs_json_fail(at, key, QS_ERANGE, d,
+                                "expected integer in [%lld, %lld], found %lld", min, max, x.i);
+    }
+    switch (kind) {
+    case JSON_KIND_STR: *(const char **)out = x.s; break;
+    case JSON_KIND_I64: *(long long *)out = x.i; break;
+    case JSON_KIND_NUM: *(double *)out = x.x; break;
+    default: *(int *)out = (int)x.i; break;   /* JSON_KIND_INT, JSON_KIND_BOOL */
+    }
     return 0;
 }
 
 int qs_json_str(const qs_json_at *at, const char *key, const char **out, qs_diag *d)
 {
-    return json_str(at, key, 0, NULL, out, d);
+    return json_get(at, key, 0, JSON_KIND_STR, (json_scalar){.s = NULL}, 0, 0, out, d);
 }
 
 int qs_json_str_or(const qs_json_at *at, const char *key, const char *dflt, const char **out,
                    qs_diag *d)
 {
-    return json_str(at, key, 1, dflt, out, d);
-}
-
-static int json_i64(const qs_json_at *at, const char *key, int opt, long long min, long long max,
-                    long long dflt, long long *out, qs_diag *d)
-{
-    const json_t *v;
-    int rc = json_typed(at, key, opt, JSON_INTEGER, "integer", &v, d);
-    if (rc < 0)
-        return rc;
-    if (rc) {
-        *out = dflt;
-        return 0;
-    }
-    long long x = (long long)json_integer_value(v);
-    if (x < min || x > max)
-        return qs_json_fail(at, key, QS_ERANGE, d, "expected integer in [%lld, %lld], found %lld",
-                            min, max, x);
-    *out = x;
-    return 0;
+    return json_get(at, key, 1, JSON_KIND_STR, (json_scalar){.s = dflt}, 0, 0, out, d);
 }
 
 int qs_json_i64(const qs_json_at *at, const char *key, long long min, long long max,
                 long long *out, qs_diag *d)
 {
-    return json_i64(at, key, 0, min, max, 0, out, d);
+    return json_get(at, key, 0, JSON_KIND_I64, (json_scalar){.i = 0}, min, max, out, d);
 }
 
 int qs_json_i64_or(const qs_json_at *at, const char *key, long long min, long long max,
                    long long dflt, long long *out, qs_diag *d)
 {
-    return json_i64(at, key, 1, min, max, dflt, out, d);
+    return json_get(at, key, 1, JSON_KIND_I64, (json_scalar){.i = dflt}, min, max, out, d);
 }
 
 int qs_json_int(const qs_json_at *at, const char *key, long long min, long long max, int *out,
                 qs_diag *d)
 {
-    long long x = 0;
-    int rc = json_i64(at, key, 0, min, max, 0, &x, d);
-    if (!rc)
-        *out = (int)x;
-    return rc;
+    return json_get(at, key, 0, JSON_KIND_INT, (json_scalar){.i = 0}, min, max, out, d);
 }
 
 int qs_json_int_or(const qs_json_at *at, const char *key, long long min, long long max, int dflt,
                    int *out, qs_diag *d)
 {
-    long long x = 0;
-    int rc = json_i64(at, key, 1, min, max, dflt, &x, d);
-    if (!rc)
-        *out = (int)x;
-    return rc;
-}
-
-static int json_num(const qs_json_at *at, const char *key, int opt, double dflt, double *out,
-                    qs_diag *d)
-{
-    const json_t *v;
-    int rc = json_typed(at, key, opt, JSON_REAL, "number", &v, d);
-    if (rc < 0)
-        return rc;
-    *out = rc ? dflt : json_number_value(v);
-    return 0;
+    return json_get(at, key, 1, JSON_KIND_INT, (json_scalar){.i = dflt}, min, max, out, d);
 }
 
 int qs_json_num(const qs_json_at *at, const char *key, double *out, qs_diag *d)
 {
-    return json_num(at, key, 0, 0.0, out, d);
+    return json_get(at, key, 0, JSON_KIND_NUM, (json_scalar){.x = 0.0}, 0, 0, out, d);
 }
 
 int qs_json_num_or(const qs_json_at *at, const char *key, double dflt, double *out, qs_diag *d)
 {
-    return json_num(at, key, 1, dflt, out, d);
-}
-
-static int json_bool(const qs_json_at *at, const char *key, int opt, int dflt, int *out,
-                     qs_diag *d)
-{
-    const json_t *v;
-    int rc = json_typed(at, key, opt, JSON_TRUE, "boolean", &v, d);
-    if (rc < 0)
-        return rc;
-    *out = rc ? dflt : json_is_true(v);
-    return 0;
+    return json_get(at, key, 1, JSON_KIND_NUM, (json_scalar){.x = dflt}, 0, 0, out, d);
 }
 
 int qs_json_bool(const qs_json_at *at, const char *key, int *out, qs_diag *d)
 {
-    return json_bool(at, key, 0, 0, out, d);
+    return json_get(at, key, 0, JSON_KIND_BOOL, (json_scalar){.i = 0}, 0, 0, out, d);
 }
 
 int qs_json_bool_or(const qs_json_at *at, const char *key, int dflt, int *out, qs_diag *d)
 {
-    return json_bool(at, key, 1, dflt, out, d);
+    return json_get(at, key, 1, JSON_KIND_BOOL, (json_scalar){.i = dflt}, 0, 0, out, d);
 }
 
 int qs_json_arr(const qs_json_at *at, const char *key, qs_json_at *out, size_t *n, qs_diag *d)

@@ -170,14 +170,23 @@ static int hif8_tok_code(const char *tok, float *x)
     return 0;
 }
 
-/* Every stdin token through parse into a; 0, or an exit code after the error line
- * (a->v freed). */
-static int hif8_read_stdin(const char *sub, int (*parse)(const char *, float *),
-                           const char *expected, hif8_vec *a)
+/* The options of encode (sat, bits non-NULL: --saturate, --bits) or decode, then every
+ * stdin token into a (values, or decoded codes); 0, -1 after --help, or an exit code
+ * after the error line (a->v freed). */
+static int hif8_stdin_values(int argc, char **argv, const char *sub, int *sat, int *bits,
+                             hif8_vec *a)
 {
+    int unused = 0;
+    int rc = hif8_opts(argc, argv, sub, sat != NULL, sat ? sat : &unused, bits ? bits : &unused);
+    if (rc)
+        return rc;
+    int (*parse)(const char *, float *) = !bits ? hif8_tok_code : *bits ? hif8_tok_bits : parse_f32;
+    const char *expected = !bits  ? "a code, decimal 0..255 or hex 0x00..0xFF"
+                           : *bits ? "an fp32 bit pattern in hex (e.g. 0x3F800000)"
+                                   : "a number (decimal or C hex-float)";
     hif8_reader r = {stdin, 1, 0};
     char tok[HIF8_TOKEN_MAX];
-    int got, rc = 0;
+    int got;
     while (!rc && (got = hif8_reader_next(&r, tok)) != 0) {
         float x;
         if (got < 0 || parse(tok, &x))
@@ -193,15 +202,10 @@ static int hif8_read_stdin(const char *sub, int (*parse)(const char *, float *),
 static int cmd_hif8_encode(int argc, char **argv)
 {
     int sat = 0, bits = 0;
-    int rc = hif8_opts(argc, argv, "encode", 1, &sat, &bits);
+    hif8_vec a = {0};
+    int rc = hif8_stdin_values(argc, argv, "encode", &sat, &bits, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    hif8_vec a = {0};
-    if ((rc = bits ? hif8_read_stdin("encode", hif8_tok_bits,
-                                     "an fp32 bit pattern in hex (e.g. 0x3F800000)", &a)
-                   : hif8_read_stdin("encode", parse_f32,
-                                     "a number (decimal or C hex-float)", &a)))
-        return rc;
     uint8_t *codes = qs_malloc(a.n ? a.n : 1);
     if (!codes) {
         qs_free(a.v);
@@ -217,14 +221,10 @@ static int cmd_hif8_encode(int argc, char **argv)
 
 static int cmd_hif8_decode(int argc, char **argv)
 {
-    int unused_sat = 0, unused_bits = 0;
-    int rc = hif8_opts(argc, argv, "decode", 0, &unused_sat, &unused_bits);
+    hif8_vec a = {0};
+    int rc = hif8_stdin_values(argc, argv, "decode", NULL, NULL, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    hif8_vec a = {0};
-    if ((rc = hif8_read_stdin("decode", hif8_tok_code,
-                              "a code, decimal 0..255 or hex 0x00..0xFF", &a)))
-        return rc;
     for (size_t i = 0; i < a.n; i++)
         printf("%a\n", (double)a.v[i]);
     qs_free(a.v);

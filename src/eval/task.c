@@ -230,18 +230,16 @@ static int task_def_parse(task_def *def, const qs_json_at *r, qs_diag *d)
         rc = qs_json_fail(r, "metrics", QS_EFORMAT, d, "expected [\"acc\"] or [\"acc\", \"acc_norm\"]");
         goto out;
     }
-    for (size_t i = 0; i < n_metrics; i++) {
+    for (size_t i = 0; i < n_metrics && !rc; i++) {
         qs_json_at e = qs_json_item(&metrics, i);
-        const char *m;
-        if ((rc = qs_json_str(&e, NULL, &m, d)))
-            goto out;
-        if (!strcmp(m, "acc_norm"))
-            def->metric_acc_norm = 1;
-        else if (strcmp(m, "acc")) {
-            rc = qs_json_fail(&e, NULL, QS_EFORMAT, d, "expected \"acc\" or \"acc_norm\", found \"%s\"", m);
-            goto out;
-        }
+        const char *m = "";
+        if (!(rc = qs_json_str(&e, NULL, &m, d)) && strcmp(m, "acc") && strcmp(m, "acc_norm"))
+            rc = qs_json_fail(&e, NULL, QS_EFORMAT, d,
+                              "expected \"acc\" or \"acc_norm\", found \"%s\"", m);
+        def->metric_acc_norm |= !strcmp(m, "acc_norm");
     }
+    if (rc)
+        goto out;
     if ((rc = prompt_template_check(def->description, path, d)) ||
         (rc = prompt_template_check(def->doc_to_text, path, d)) ||
         (rc = task_def_groups(def, r, d)))

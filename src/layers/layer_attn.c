@@ -113,22 +113,31 @@ size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd)
     return (size_t)B * KVH * hd * Tcap + (size_t)ATTN_SLOTS * ATTN_ROWS * Tcap;
 }
 
+/* y[0..m) = s * sum_{r < rows} a[r] * x[r * ld + (0..m)], accumulated row by row:
+ * the scores q . k_j over transposed keys (rows = hd) and the weighted sum of
+ * values (rows = n) are both this loop. */
+static void attn_rows_axpy(float *restrict y, const float *restrict a, const float *restrict x,
+                           int rows, size_t ld, int m, float s)
+{
+    for (int j = 0; j < m; j++)
+        y[j] = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        const float ar = a[r], *restrict xr = x + (size_t)r * ld;
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+        for (int j = 0; j < m; j++)
+            y[j] += ar * xr[j];
+    }
+    for (int j = 0; j < m; j++)
+        y[j] *= s;
+}
+
 /* p[j] = (q . k_j) * scale for j < n, keys transposed: kt[i * ld + j] */
 static void attn_scores_t(float *restrict p, const float *restrict qr, const float *restrict kt,
                           int n, size_t ld, int hd, float scale)
 {
-    for (int j = 0; j < n; j++)
-        p[j] = 0.0f;
-    for (int i = 0; i < hd; i++) {
-        const float qi = qr[i], *restrict kr = kt + (size_t)i * ld;
-#ifdef _OPENMP
-#pragma omp simd
-#endif
-        for (int j = 0; j < n; j++)
-            p[j] += qi * kr[j];
-    }
-    for (int j = 0; j < n; j++)
-        p[j] *= scale;
+    attn_rows_axpy(p, qr, kt, hd, ld, n, scale);
 }
 
 /* p[0..n) scores -> exp(s - max) in place; returns 1 / (lane-tree sum) */
@@ -148,17 +157,7 @@ static float attn_softmax_ref(float *p, int n)
 static void attn_weighted_sum(float *restrict o, const float *restrict e, float inv,
                               const float *restrict vb, int n, size_t kv_stride, int hd)
 {
-    memset(o, 0, (size_t)hd * sizeof *o);
-    for (int j = 0; j < n; j++) {
-        const float ej = e[j], *restrict vr = vb + (size_t)j * kv_stride;
-#ifdef _OPENMP
-#pragma omp simd
-#endif
-        for (int i = 0; i < hd; i++)
-            o[i] += ej * vr[i];
-    }
-    for (int i = 0; i < hd; i++)
-        o[i] *= inv;
+    attn_rows_axpy(o, e, vb, n, kv_stride, hd, inv);
 }
 
 static int attn_threads(double work)

@@ -35,6 +35,30 @@ static int sdir_add(safetensors_dir *sd, const char *path, const safetensors_fil
     return 0;
 }
 
+/* One weight_map entry: the shard must be a file of dir, and hold the tensor. */
+static int sdir_map_entry(safetensors_dir *sd, const char *dir, const qs_json_at *wm,
+                          const char *name, qs_diag *d)
+{
+    const char *shard;
+    int rc = qs_json_str(wm, name, &shard, d);
+    if (rc)
+        return rc;
+    if (!shard[0] || strchr(shard, '/') || !strcmp(shard, ".."))
+        return qs_json_fail(wm, name, QS_EFORMAT, d,
+                            "expected a file name in the same directory, found '%s'", shard);
+    char path[4096];
+    if (fileio_join(path, sizeof path, dir, shard))
+        return diag_set(d, QS_ERANGE, wm->file, -1, "shard path too long");
+    const safetensors_file *f;
+    if ((rc = sdir_add(sd, path, &f, d)))
+        return rc;
+    if (!safetensors_find(f, name))
+        return diag_set(d, QS_ENOTFOUND, path, -1,
+                        "tensor '%s' listed in %s is missing from this shard", name,
+                        "model.safetensors.index.json");
+    return 0;
+}
+
 static int sdir_open_index(safetensors_dir *sd, const char *dir, const char *index_path,
                            qs_diag *d)
 {
@@ -42,41 +66,16 @@ static int sdir_open_index(safetensors_dir *sd, const char *dir, const char *ind
     int rc = qs_json_load_file(index_path, QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT, &root, d);
     if (rc)
         return rc;
-    qs_json_at r = qs_json_root(root, index_path, -1), wm;
-    if ((rc = qs_json_obj(&r, "weight_map", &wm, d)))
-        goto done;
-    if (json_object_size(wm.v) == 0) {
+    qs_json_at r = qs_json_root(root, index_path, -1), wm = {0};
+    if (!(rc = qs_json_obj(&r, "weight_map", &wm, d)) && json_object_size(wm.v) == 0)
         rc = qs_json_fail(&wm, NULL, QS_EFORMAT, d, "expected a non-empty object");
-        goto done;
-    }
     const char *name;
     json_t *v;
     json_object_foreach((json_t *)wm.v, name, v)
     {
-        const char *shard;
-        if ((rc = qs_json_str(&wm, name, &shard, d)))
-            goto done;
-        if (!shard[0] || strchr(shard, '/') || !strcmp(shard, "..")) {
-            rc = qs_json_fail(&wm, name, QS_EFORMAT, d,
-                              "expected a file name in the same directory, found '%s'", shard);
-            goto done;
-        }
-        char path[4096];
-        if (fileio_join(path, sizeof path, dir, shard)) {
-            rc = diag_set(d, QS_ERANGE, index_path, -1, "shard path too long");
-            goto done;
-        }
-        const safetensors_file *f;
-        if ((rc = sdir_add(sd, path, &f, d)))
-            goto done;
-        if (!safetensors_find(f, name)) {
-            rc = diag_set(d, QS_ENOTFOUND, path, -1,
-                          "tensor '%s' listed in %s is missing from this shard", name,
-                          "model.safetensors.index.json");
-            goto done;
-        }
+        if (rc || (rc = sdir_map_entry(sd, dir, &wm, name, d)))
+            break;
     }
-done:
     json_decref(root);
     return rc;
 }
