@@ -103,6 +103,9 @@ int qs_json_bool_or(const qs_json_at *at, const char *key, int dflt, int *out, q
 int qs_json_arr(const qs_json_at *at, const char *key, qs_json_at *out, size_t *n, qs_diag *d);
 int qs_json_obj(const qs_json_at *at, const char *key, qs_json_at *out, qs_diag *d);
 
+/* Writing with Jansson: a real, or null for NaN and +-Inf (which JSON cannot hold). */
+struct json_t *qs_json_real_or_null(double v);
+
 /* JSON-lines reader: one object per non-empty line of a plain or zstd file. */
 typedef struct qs_jsonl {
     struct zlog_reader *z;

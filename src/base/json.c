@@ -3,6 +3,7 @@
 #include "qs/json.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -322,6 +323,11 @@ int qs_json_obj(const qs_json_at *at, const char *key, qs_json_at *out, qs_diag 
         return rc;
     *out = key ? qs_json_key(at, key) : *at;
     return 0;
+}
+
+json_t *qs_json_real_or_null(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
 }
 
 /* ---- JSON lines --------------------------------------------------------- */

@@ -95,40 +95,24 @@ done:
 
 int cmd_ppl(int argc, char **argv)
 {
-    const char *model = NULL, *text = NULL, *v;
+    const char *model = NULL, *text = NULL, *prec_arg = NULL;
     long window = -1, stride = -1;
-    int bos = 0, json = 0, precision = MATMUL_FP32, rc = 0;
-    qs_diag pd = {0};
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(USAGE, stdout);
-            return 0;
-        } else if (!strcmp(a, "--bos")) {
-            bos = 1;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (cli_flag_is(a, "--model") || cli_flag_is(a, "--text") ||
-                   cli_flag_is(a, "--window") || cli_flag_is(a, "--stride") ||
-                   cli_flag_is(a, "--precision")) {
-            if (!(v = cli_flag_value(argc, argv, &i)))
-                return CLI_EXIT_USAGE;
-            if (cli_flag_is(a, "--model"))
-                model = v;
-            else if (cli_flag_is(a, "--text"))
-                text = v;
-            else if (cli_flag_is(a, "--window"))
-                rc = cli_parse_long("--window", v, 2, 1L << 24, &window);
-            else if (cli_flag_is(a, "--stride"))
-                rc = cli_parse_long("--stride", v, 1, 1L << 24, &stride);
-            else if (matmul_precision_parse(v, "--precision", &precision, &pd))
-                rc = cli_diag_error(&pd);
-        } else {
-            rc = cli_error("ppl: unexpected argument '%s' (argument %d)\n%s", a, i, USAGE);
-        }
-    }
+    int bos = 0, json = 0, precision = MATMUL_FP32;
+    const cli_opt opts[] = {
+        {"--model", CLI_OPT_STR, .out = &model},
+        {"--text", CLI_OPT_STR, .out = &text},
+        {"--window", CLI_OPT_LONG, .out = &window, .min = 2, .max = 1L << 24},
+        {"--stride", CLI_OPT_LONG, .out = &stride, .min = 1, .max = 1L << 24},
+        {"--precision", CLI_OPT_STR, .out = &prec_arg},
+        {"--bos", CLI_OPT_SWITCH, .out = &bos},
+        {"--json", CLI_OPT_SWITCH, .out = &json},
+    };
+    int rc = cli_args_parse("ppl", USAGE, argc, argv, opts, sizeof opts / sizeof *opts, NULL, NULL);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
+    qs_diag pd = {0};
+    if (prec_arg && matmul_precision_parse(prec_arg, "--precision", &precision, &pd))
+        return cli_diag_error(&pd);
     if (!model || !text)
         return cli_error("ppl: --model and --text are required\n%s", USAGE);
     return ppl_run(model, text, bos, window, stride, json, precision);

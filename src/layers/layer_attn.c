@@ -76,6 +76,15 @@ static float attn_lanes_sum(float *lane)
     return lane[0];
 }
 
+/* A saved attention row: the n exp values times inv (the probabilities), zeros up to width. */
+static void attn_probs_store(float *p, int n, int width, float inv)
+{
+    for (int j = 0; j < n; j++)
+        p[j] *= inv;
+    for (int j = n; j < width; j++)
+        p[j] = 0.0f;
+}
+
 /* Portable, one row, nothing stored but o (and p when saving att): scores are
  * computed in a max pass and again in the exp/sum/weighted-sum pass. */
 static void attn_row_ref(float *o, float *p, int width, const float *qr, const float *kb,
@@ -99,12 +108,8 @@ static void attn_row_ref(float *o, float *p, int width, const float *qr, const f
     const float inv = 1.0f / attn_lanes_sum(lane);
     for (int i = 0; i < hd; i++)
         o[i] *= inv;
-    if (!p)
-        return;
-    for (int j = 0; j < n; j++)
-        p[j] *= inv;
-    for (int j = n; j < width; j++)
-        p[j] = 0.0f;
+    if (p)
+        attn_probs_store(p, n, width, inv);
 }
 
 size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd)
@@ -233,12 +238,8 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
                     attn_scores_t(p, qr, ktb, n_keys, (size_t)Tcap, hd, scale);
                     const float inv = attn_softmax_ref(p, n_keys);
                     attn_weighted_sum(o, p, inv, vb, n_keys, kv_stride, hd);
-                    if (!att)
-                        continue;
-                    for (int j = 0; j < n_keys; j++)
-                        p[j] *= inv;
-                    for (int j = n_keys; j < Tcap; j++)
-                        p[j] = 0.0f;
+                    if (att)
+                        attn_probs_store(p, n_keys, Tcap, inv);
                 }
     }
     (void)n_thr;
