@@ -20,7 +20,8 @@
  *   if ((rc = qs_json_load_file(path, QS_JSON_OBJECT, &root, d))) return rc;
  *   qs_json_at r = qs_json_root(root, path, -1);
  *   const char *name; int n;
- *   rc = qs_json_str(&r, "task", &name, d) || ... ;
+ *   if (!(rc = qs_json_str(&r, "task", &name, d)) &&
+ *       !(rc = qs_json_int_or(&r, "shots", 0, 25, 0, &n, d))) ...use name, n...
  *   json_decref(root);
  *
  * Jansson's header stays out of include/ (STYLE §1): values are `struct json_t`,

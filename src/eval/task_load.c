@@ -314,7 +314,7 @@ static int task_hellaswag_doc(const qs_json_at *o, int apply_hook, task_doc *t, 
                    ? qs_json_fail(o, "label", QS_EFORMAT, d, "expected an index 0..%d, found \"%s\"",
                                   n - 1, json_string_value(label))
                    : qs_json_fail(o, "label", QS_EFORMAT, d, "expected an index 0..%d, found %s",
-                                  n - 1, label ? qs_json_type_name(label) : "nothing");
+                                  n - 1, qs_json_type_name(label));
     if (task_doc_choices_alloc(t, n))
         return diag_set(d, QS_ENOMEM, path, line, "out of memory");
     t->gold = (int)gold;
