@@ -2,6 +2,7 @@
 #include "qs/fileio.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -265,4 +266,19 @@ int fileio_write_atomic(const char *path, const void *data, size_t bytes, qs_dia
         return diag_set(d, QS_EIO, path, -1, "write failed");
     }
     return afile_commit(&af, d);
+}
+
+void fileio_dir_remove_flat(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return;
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(dp)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            !fileio_join(path, sizeof path, dir, e->d_name))
+            unlink(path);
+    closedir(dp);
+    rmdir(dir);
 }

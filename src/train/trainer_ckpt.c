@@ -51,23 +51,6 @@ static int trainer_file_copy(const char *src, const char *dst, qs_diag *d)
     return rc;
 }
 
-/* Removes a directory holding plain files only (a stale tmp checkpoint). */
-static void trainer_dir_remove(const char *dir)
-{
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return;
-    struct dirent *e;
-    char path[TRAINER_PATH_MAX + 256];
-    while ((e = readdir(dp)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(dp);
-    rmdir(dir);
-}
-
 static int trainer_amax_pack(struct trainer *t, unsigned char **out, size_t *bytes)
 {
     int n = t->qset ? quant_set_count(t->qset) : 0;
@@ -189,7 +172,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     snprintf(ckdir, sizeof ckdir, "%s/ckpt", t->run_dir);
     snprintf(tmp, sizeof tmp, "%s/.tmp.step_%ld", ckdir, t->step);
     snprintf(fin, sizeof fin, "%s/step_%ld", ckdir, t->step);
-    trainer_dir_remove(tmp);
+    fileio_dir_remove_flat(tmp);
     rc = fileio_mkdir_p(tmp, d);
     snprintf(path, sizeof path, "%s/train_state.bin", tmp);
     /* the state first: it is the part other ranks take part in (after a failed
@@ -207,7 +190,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if ((rc = model_save_safetensors(&t->m, path, SAFETENSORS_F32, d)))
         goto fail;
-    trainer_dir_remove(fin);
+    fileio_dir_remove_flat(fin);
     if (rename(tmp, fin) != 0) {
         rc = diag_set(d, QS_EIO, fin, -1, "rename of the finished checkpoint failed: %s",
                       strerror(errno));
@@ -216,7 +199,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     t->last_ckpt_step = t->step;
     return 0;
 fail:
-    trainer_dir_remove(tmp);
+    fileio_dir_remove_flat(tmp);
     return rc;
 }
 
