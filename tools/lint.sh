@@ -57,6 +57,7 @@ model_infer.h: model
 plots.h: plots
 version.h: base
 json.h: base
+bytes.h: base
 dist.h: dist
 '
 INC_FILES=$(git ls-files -co --exclude-standard 'include/*.h' 'src/*.c' 'src/*.h' 'src/*.def' \

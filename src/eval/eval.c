@@ -17,6 +17,7 @@
 #include "qs/mem.h"
 #include "qs/prompt.h"
 #include "qs/pyrand.h"
+#include "qs/rng.h"
 
 void eval_options_default(eval_options *o)
 {
@@ -25,14 +26,6 @@ void eval_options_default(eval_options *o)
     o->fewshot_seed = 1234;
     o->add_bos = -1;   /* TOKENIZER_BOS_DEFAULT */
     o->batch_items = 32;
-}
-
-static uint64_t eval_splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* sel[n] = 1 for the documents of task t that are evaluated. */
@@ -51,7 +44,7 @@ static int eval_select(const eval_options *o, const task_def *def, const task_da
         for (size_t i = 0; i < n; i++)
             idx[i] = i;
         for (size_t i = 0; i < k; i++) {   /* partial Fisher-Yates */
-            size_t j = i + (size_t)(eval_splitmix(&st) % (n - i));
+            size_t j = i + (size_t)(rng_splitmix64(&st) % (n - i));
             size_t tmp = idx[i];
             idx[i] = idx[j];
             idx[j] = tmp;
@@ -251,11 +244,11 @@ static int eval_task_add(eval_session *s, int t, qs_diag *d)
         s->reqs = nr;
     if (!rc && (!ni || !nr))
         rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
-    pyrand rng;
-    pyrand_seed(&rng, s->o.fewshot_seed);
+    pyrand shot_rng;
+    pyrand_seed(&shot_rng, s->o.fewshot_seed);
     for (size_t i = 0; i < td->n_docs && !rc; i++) {
         const task_doc *doc = &td->docs[i];
-        rc = prompt_shots_pick(def, td, doc, s->o.shots, &rng, shots, d);
+        rc = prompt_shots_pick(def, td, doc, s->o.shots, &shot_rng, shots, d);
         if (!rc && sel[i])
             rc = eval_item_build(s, t, doc, shots, s->o.shots, eval_rows_leaf_impl(s, t, doc), d);
     }

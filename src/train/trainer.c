@@ -24,8 +24,9 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
 {
     llama_config c;
     memset(mem, 0, sizeof *mem);
-    int rc = hfconfig_load(&c, cfg->model, d);
-    if (rc)
+    int precision, rc;
+    if ((rc = matmul_precision_parse(cfg->precision, "precision", &precision, d)) ||
+        (rc = hfconfig_load(&c, cfg->model, d)))
         return rc;
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
@@ -35,14 +36,13 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
     mem->model_train_bytes = mm.train_bytes - mm.acts_train_bytes + acts;
     mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
     size_t master_packs = 0;
-    int prec = strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
-    mem->quant_bytes = trainer_quant_bytes(&c, cfg, &n_slots, &master_packs, d);
+    mem->quant_bytes = trainer_quant_bytes(&c, cfg, precision, &n_slots, &master_packs, d);
     /* the quantized Linears' packs exist during a bf16 warmup only (never with recompute) */
     mem->warmup_pack_bytes = cfg->qat && cfg->bf16_warmup_steps > 0 && !cfg->recompute
                                  ? master_packs : 0;
     mem->batch_bytes = 2 * (size_t)B * T * sizeof(int32_t);
-    mem->pack_bytes = cfg->recompute ? model_ws_bytes_estimate(&c, prec, B * T)
-                                     : model_packs_bytes_estimate(&c, prec, B * T, n_slots) -
+    mem->pack_bytes = cfg->recompute ? model_ws_bytes_estimate(&c, precision, B * T)
+                                     : model_packs_bytes_estimate(&c, precision, B * T, n_slots) -
                                            master_packs;
     /* micro-batches after a rank's first are computed into a scratch block */
     mem->grad_scratch_bytes = cfg->grad_accum > 1 ? mm.grads_bytes : 0;
@@ -171,9 +171,9 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         goto fail;
     }
     snprintf(t->model_dir, sizeof t->model_dir, "%s", opt->resume_dir ? ck_dir : cfg->model);
-    if ((rc = model_load_dir(&t->m, t->model_dir, d)))
+    if ((rc = model_load_dir(&t->m, t->model_dir, d)) ||
+        (rc = matmul_precision_parse(cfg->precision, "precision", &t->m.precision, d)))
         goto fail;
-    t->m.precision = strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
     if ((rc = trainer_alloc(t, d)))
         goto fail;
     t->hp = (adamw_hparams){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay};
@@ -222,12 +222,10 @@ void trainer_destroy(trainer *t)
 
 static int trainer_stop_nan(struct trainer *t, const char *what, qs_diag *d)
 {
-    char line[512], last[64] = "none yet";
+    char last[64] = "none yet";
     if (t->last_ckpt_step >= 0)
         snprintf(last, sizeof last, "ckpt/step_%ld", t->last_ckpt_step);
-    snprintf(line, sizeof line,
-             "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"nan\",\"msg\":\"%s\"}", t->step, what);
-    trainer_event_append(t->run_dir, line, NULL);
+    trainer_event(t->run_dir, t->step, "stop", NULL, "reason", "nan", "msg", what, NULL);
     return diag_set(d, QS_ENAN, t->run_dir, -1,
                     "step %ld: %s; run stopped, weights not updated (last good checkpoint: %s)",
                     t->step, what, last);
@@ -334,10 +332,7 @@ static int trainer_eval_write(struct trainer *t, const char *line, const char *e
 
 static int trainer_stop_forgetting(struct trainer *t, train_step_info *info, qs_diag *d)
 {
-    char line[160];
-    snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"forgetting\"}",
-             t->step);
-    trainer_event_append(t->run_dir, line, NULL);
+    trainer_event(t->run_dir, t->step, "stop", NULL, "reason", "forgetting", NULL);
     int rc = trainer_ckpt_write(t, d);
     if (rc)
         return rc;
@@ -363,10 +358,8 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     if (t->qset && t->phase == SCHEDULE_PHASE_QAT && (rc = trainer_quant_operands(t, d)))
         return rc;
     if (t->qset && t->phase == SCHEDULE_PHASE_QAT && t->step == t->sched.bf16_warmup_steps) {
-        char line[160];
-        snprintf(line, sizeof line,
-                 "{\"step\":%ld,\"type\":\"phase\",\"phase\":\"qat\",\"msg\":\"QAT on\"}", t->step);
-        if ((rc = trainer_event_append(t->run_dir, line, d)))
+        if ((rc = trainer_event(t->run_dir, t->step, "phase", d, "phase", "qat", "msg", "QAT on",
+                                NULL)))
             return rc;
         info->phase_changed = 1;
     }
@@ -423,10 +416,7 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     t->step++;
 
     if (t->sat && t->cfg.stop_on_saturation && satstats_stop_requested(t->sat)) {
-        char line[160];
-        snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"saturation\"}",
-                 t->step - 1);
-        trainer_event_append(t->run_dir, line, NULL);
+        trainer_event(t->run_dir, t->step - 1, "stop", NULL, "reason", "saturation", NULL);
         if ((rc = trainer_ckpt_write(t, d)))
             return rc;
         info->checkpointed = 1;
@@ -469,12 +459,8 @@ int trainer_finish(trainer *t, const char *reason, qs_diag *d)
     int rc = 0;
     if (t->last_ckpt_step != t->step)
         rc = trainer_ckpt_write(t, d);
-    if (!rc) {
-        char line[160];
-        snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"%s\"}", t->step,
-                 reason);
-        rc = trainer_event_append(t->run_dir, line, d);
-    }
+    if (!rc)
+        rc = trainer_event(t->run_dir, t->step, "stop", d, "reason", reason, NULL);
     if (!rc && t->sat) {
         rc = satstats_close(t->sat, d);
         t->sat = NULL;

@@ -18,6 +18,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@
 
 #include "qs/dist.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 #include "qs/trainstate.h"
@@ -46,23 +49,6 @@ static int trainer_file_copy(const char *src, const char *dst, qs_diag *d)
     rc = fileio_write_atomic(dst, buf, n, d);
     qs_free(buf);
     return rc;
-}
-
-/* Removes a directory holding plain files only (a stale tmp checkpoint). */
-static void trainer_dir_remove(const char *dir)
-{
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return;
-    struct dirent *e;
-    char path[TRAINER_PATH_MAX + 256];
-    while ((e = readdir(dp)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(dp);
-    rmdir(dir);
 }
 
 static int trainer_amax_pack(struct trainer *t, unsigned char **out, size_t *bytes)
@@ -186,7 +172,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     snprintf(ckdir, sizeof ckdir, "%s/ckpt", t->run_dir);
     snprintf(tmp, sizeof tmp, "%s/.tmp.step_%ld", ckdir, t->step);
     snprintf(fin, sizeof fin, "%s/step_%ld", ckdir, t->step);
-    trainer_dir_remove(tmp);
+    fileio_dir_remove_flat(tmp);
     rc = fileio_mkdir_p(tmp, d);
     snprintf(path, sizeof path, "%s/train_state.bin", tmp);
     /* the state first: it is the part other ranks take part in (after a failed
@@ -204,7 +190,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if ((rc = model_save_safetensors(&t->m, path, SAFETENSORS_F32, d)))
         goto fail;
-    trainer_dir_remove(fin);
+    fileio_dir_remove_flat(fin);
     if (rename(tmp, fin) != 0) {
         rc = diag_set(d, QS_EIO, fin, -1, "rename of the finished checkpoint failed: %s",
                       strerror(errno));
@@ -213,7 +199,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     t->last_ckpt_step = t->step;
     return 0;
 fail:
-    trainer_dir_remove(tmp);
+    fileio_dir_remove_flat(tmp);
     return rc;
 }
 
@@ -244,6 +230,24 @@ int trainer_ckpt_latest(const char *run_dir, char *path, size_t path_bytes, long
     return 1;
 }
 
+/* Copies bytes of section `name`, from byte `first` on, to dst; the section
+ * must hold exactly `total` bytes.  Its pages leave the resident set as they
+ * are copied (the moments are twice the weights). */
+static int ckpt_section_copy(const trainstate_reader *r, const char *name, void *dst, size_t first,
+                             size_t bytes, size_t total, const char *path, qs_diag *d)
+{
+    const void *p;
+    size_t n;
+    int rc = trainstate_section(r, name, &p, &n, d);
+    if (rc)
+        return rc;
+    if (n != total)
+        return diag_set(d, QS_EFORMAT, path, -1, "%s: expected %zu bytes, found %zu", name, total,
+                        n);
+    trainstate_copy_out(r, dst, (const unsigned char *)p + first, bytes);
+    return 0;
+}
+
 int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
 {
     char path[TRAINER_PATH_MAX + 64];
@@ -257,23 +261,23 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
     json_t *meta = NULL;
     if ((rc = trainstate_section(&r, "meta", &p, &n, d)))
         goto out;
-    json_error_t je;
-    meta = json_loadb(p, n, 0, &je);
-    json_int_t step = -1, adam_t = -1, n_params = -1, mbs = 0;
-    if (!meta || json_unpack(meta, "{s:I, s:I, s:I, s?I}", "step", &step, "adam_t", &adam_t,
-                             "n_params", &n_params, "micro_batches", &mbs) || step < 0 ||
-        adam_t < 0) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "meta section: expected step, adam_t, n_params");
+    long long step, adam_t, n_params, mbs;
+    if ((rc = qs_json_load_text(p, n, path, 0, QS_JSON_OBJECT, &meta, d)))
         goto out;
-    }
+    qs_json_at m = qs_json_root(meta, path, -1);
+    if ((rc = qs_json_i64(&m, "step", 0, LONG_MAX, &step, d)) ||
+        (rc = qs_json_i64(&m, "adam_t", 0, LONG_MAX, &adam_t, d)) ||
+        (rc = qs_json_i64(&m, "n_params", 0, LLONG_MAX, &n_params, d)) ||
+        (rc = qs_json_i64_or(&m, "micro_batches", 0, LLONG_MAX, 0, &mbs, d)))
+        goto out;
     long mb_now = t->cfg.grad_accum * t->n_ranks;
     if (mbs > 0 && mbs != mb_now) {
         rc = diag_set(d, QS_EINVAL, path, -1,
                       "the run's optimizer steps are %lld micro-batches, this launch makes %ld "
                       "(%d rank(s) x grad_accum %ld); ranks x grad_accum must stay %lld "
                       "(with %d rank(s): --set grad_accum=%lld)",
-                      (long long)mbs, mb_now, t->n_ranks, t->cfg.grad_accum, (long long)mbs,
-                      t->n_ranks, mbs % t->n_ranks ? 0LL : (long long)(mbs / t->n_ranks));
+                      mbs, mb_now, t->n_ranks, t->cfg.grad_accum, mbs, t->n_ranks,
+                      mbs % t->n_ranks ? 0LL : mbs / t->n_ranks);
         goto out;
     }
     if ((size_t)n_params != t->m.n_params) {
@@ -282,23 +286,12 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
         goto out;
     }
     size_t pb = t->m.n_params * sizeof(float);
-    if ((rc = trainstate_section(&r, "adam_m", &p, &n, d)))
-        goto out;
-    if (n != pb) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "adam_m: expected %zu bytes, found %zu", pb, n);
-        goto out;
-    }
     /* this rank's part of the moments (all of them without ZeRO-1) */
     size_t first = trainer_dist_opt_first(t) * sizeof(float);
     size_t mine = trainer_dist_opt_elems(t) * sizeof(float);
-    trainstate_copy_out(&r, t->opt.m, (const unsigned char *)p + first, mine);
-    if ((rc = trainstate_section(&r, "adam_v", &p, &n, d)))
+    if ((rc = ckpt_section_copy(&r, "adam_m", t->opt.m, first, mine, pb, path, d)) ||
+        (rc = ckpt_section_copy(&r, "adam_v", t->opt.v, first, mine, pb, path, d)))
         goto out;
-    if (n != pb) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "adam_v: expected %zu bytes, found %zu", pb, n);
-        goto out;
-    }
-    trainstate_copy_out(&r, t->opt.v, (const unsigned char *)p + first, mine);
     t->opt.t = (long)adam_t;
     if ((rc = trainstate_section(&r, "data", &p, &n, d)) ||
         (rc = t->data->restore(t->data->self, p, n, d)))
@@ -361,4 +354,25 @@ int trainer_event_append(const char *run_dir, const char *line, qs_diag *d)
     int ok = fprintf(f, "%s\n", line) > 0;
     ok &= fclose(f) == 0;
     return ok ? 0 : diag_set(d, QS_EIO, path, -1, "write failed");
+}
+
+int trainer_event(const char *run_dir, long step, const char *type, qs_diag *d, ...)
+{
+    char line[2048];
+    size_t n = (size_t)snprintf(line, sizeof line, "{\"step\":%ld,\"type\":", step);
+    n += qs_json_quote(line + n, sizeof line - n, type);
+    va_list ap;
+    va_start(ap, d);
+    for (const char *key; n < sizeof line && (key = va_arg(ap, const char *));) {
+        const char *value = va_arg(ap, const char *);
+        n += (size_t)snprintf(line + n, sizeof line - n, ",\"%s\":", key);
+        if (n < sizeof line)
+            n += qs_json_quote(line + n, sizeof line - n, value);
+    }
+    va_end(ap);
+    if (n + 1 >= sizeof line)
+        return diag_set(d, QS_ERANGE, run_dir, -1, "%s event longer than %zu bytes", type,
+                        sizeof line - 2);
+    memcpy(line + n, "}", 2);
+    return trainer_event_append(run_dir, line, d);
 }

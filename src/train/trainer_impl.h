@@ -106,7 +106,7 @@ void trainer_quant_free(struct trainer *t);
 /* Bytes of the quantized operands (+ amax histories) of cfg's plan, and in
  * *master_pack_bytes those of the packs of the planned Linears' master weights
  * (built during a bf16 warmup, released before QAT). */
-size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slots,
+size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
                            size_t *master_pack_bytes, qs_diag *d);
 extern const model_linear_bwd_hook trainer_bwd_hook_proto;
 
@@ -118,7 +118,12 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d);
 /* Keep only the lines of a JSONL log whose "step" is < step, plus eval lines
  * of that step (resume). */
 int trainer_log_truncate(const char *path, long step, qs_diag *d);
+/* Append one ready-made line (no '\n') to RUN_DIR/events.jsonl. */
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d);
+/* The trainer's own events: {"step":S,"type":"TYPE","KEY":"VALUE",...} with the
+ * NULL-terminated KEY, VALUE string pairs in order (values JSON-quoted). */
+int trainer_event(const char *run_dir, long step, const char *type, qs_diag *d, ...)
+    __attribute__((sentinel));
 
 /* trainer_plots.c: heatmap.png + curves.png of the run dir (atomic). */
 int trainer_plots_write(struct trainer *t, qs_diag *d);

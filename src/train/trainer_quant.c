@@ -61,12 +61,7 @@ static int trainer_plan_build(qplan *p, const llama_config *c, const runcfg *cfg
     return 0;
 }
 
-static int trainer_precision(const runcfg *cfg)
-{
-    return strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
-}
-
-size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slots,
+size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
                            size_t *master_pack_bytes, qs_diag *d)
 {
     qplan p;
@@ -88,9 +83,9 @@ size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slot
                  * its copy on the fly), about half of both forms; none with
                  * recompute (the backward packs wq on the fly) */
                 if (!cfg->recompute)
-                    total += matmul_wpack_bytes_estimate(IN, O, trainer_precision(cfg)) / 2;
+                    total += matmul_wpack_bytes_estimate(IN, O, precision) / 2;
                 total += 2 * (size_t)cfg->amax_history * sizeof(float);
-                *master_pack_bytes += matmul_wpack_bytes_estimate(IN, O, trainer_precision(cfg));
+                *master_pack_bytes += matmul_wpack_bytes_estimate(IN, O, precision);
                 (*n_slots)++;
             }
     qplan_free(&p);
