@@ -149,6 +149,8 @@ typedef struct model_memory {
     size_t acts_train_bytes; /* model_acts_elems(B, T, T, training=1) * 4 */
     size_t rope_bytes;     /* cos+sin tables */
     size_t train_bytes;    /* params + grads + adam + acts_train + rope */
+    size_t acts_recompute_bytes; /* model_acts_elems(B, T, T, MODEL_ACTS_RECOMPUTE) * 4 */
+    size_t train_recompute_bytes; /* train_bytes with acts_recompute instead of acts_train */
     size_t acts_infer_bytes; /* model_acts_elems(1, ctx, ctx, training=0) * 4 */
     size_t infer_bytes;    /* params + acts_infer + rope */
 } model_memory;

@@ -444,6 +444,8 @@ void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, m
     mm->rope_bytes = (size_t)hfconfig_max_context(c) * (size_t)c->head_dim * 4;
     mm->train_bytes = mm->params_bytes + mm->grads_bytes + mm->adam_bytes +
                       mm->acts_train_bytes + mm->rope_bytes;
+    mm->acts_recompute_bytes = model_acts_elems(c, B, T, T, MODEL_ACTS_RECOMPUTE) * 4;
+    mm->train_recompute_bytes = mm->train_bytes - mm->acts_train_bytes + mm->acts_recompute_bytes;
     mm->acts_infer_bytes = model_acts_elems(c, 1, infer_ctx, infer_ctx, 0) * 4;
     mm->infer_bytes = mm->params_bytes + mm->acts_infer_bytes + mm->rope_bytes;
 }

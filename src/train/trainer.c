@@ -31,9 +31,7 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
     model_memory_estimate(&c, B, T, T, &mm);
-    size_t acts = model_acts_elems(&c, B, T, T, cfg->recompute ? MODEL_ACTS_RECOMPUTE
-                                                               : MODEL_ACTS_TRAIN) * sizeof(float);
-    mem->model_train_bytes = mm.train_bytes - mm.acts_train_bytes + acts;
+    mem->model_train_bytes = cfg->recompute ? mm.train_recompute_bytes : mm.train_bytes;
     mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
     size_t master_packs = 0;
     mem->quant_bytes = trainer_quant_bytes(&c, cfg, precision, &n_slots, &master_packs, d);
