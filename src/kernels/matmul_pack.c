@@ -389,13 +389,41 @@ static mm_apanel mm_apanel_cols(void *dst, mm_view a, int mi, int i0, int k0, in
  * k step touches another page and packing is cheaper than the TLB misses. */
 enum { MM_DIRECT_KSTRIDE_MAX = 4096 };
 
+/* 1 when MM_MR rows read in place, rs floats apart, would crowd the L1 sets:
+ * a 48 KB, 12-way L1 has 64 sets of 64-byte lines; each row's k block covers
+ * MM_KC * 4 / 64 lines (+1 unaligned), and a set holding more than 3 of them
+ * next to the B micro-panel (4 per set) evicts what the kernel still reads.
+ * Row strides of a multiple of 4 KB put every row in the same sets (x of a
+ * 1536-, 2048- or 6144-wide Linear). */
+static int mm_rows_crowd_l1(ptrdiff_t rs)
+{
+    enum { SETS = 64, LINES = MM_KC * 4 / 64 + 1, MAX_PER_SET = 3 };
+    int count[SETS] = {0};
+    for (int r = 0; r < MM_MR; r++) {
+        ptrdiff_t start = (ptrdiff_t)r * rs * (ptrdiff_t)sizeof(float) / 64;
+        for (int l = 0; l < LINES; l++)
+            if (++count[(start + l) % SETS] > MAX_PER_SET)
+                return 1;
+    }
+    return 0;
+}
+
+int mm_apanel_packs_impl(mm_view a)
+{
+    if (a.cs == 1)
+        return mm_rows_crowd_l1(a.rs);
+    return !(a.rs == 1 && a.cs <= MM_DIRECT_KSTRIDE_MAX);
+}
+
 mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int kc, mm_afmt fmt)
 {
     int mi = M - i0 < MM_MR ? M - i0 : MM_MR;
-    if (a.cs == 1 && fmt == MM_AFMT_F32 && mi == MM_MR)
-        return (mm_apanel){a.p + (ptrdiff_t)i0 * a.rs + k0, a.rs, 1};
-    if (a.rs == 1 && fmt == MM_AFMT_F32 && mi == MM_MR && a.cs <= MM_DIRECT_KSTRIDE_MAX)
+    /* fp32 read in place (the kernels read only rows < mi) unless that crowds L1 */
+    if (fmt == MM_AFMT_F32 && !mm_apanel_packs_impl(a)) {
+        if (a.cs == 1)
+            return (mm_apanel){a.p + (ptrdiff_t)i0 * a.rs + k0, a.rs, 1};
         return (mm_apanel){a.p + i0 + (ptrdiff_t)k0 * a.cs, 1, a.cs};
+    }
     if (a.cs == 1)
         return mm_apanel_rows(dst, a, mi, i0, k0, kc, fmt);
     return mm_apanel_cols(dst, a, mi, i0, k0, kc, fmt);
