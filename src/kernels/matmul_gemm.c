@@ -130,6 +130,57 @@ static mm_apanel mm_task_apanel(const mm_job *jb, float *slot, int i, int k0, in
     return mm_apanel_make_impl(slot, *jb->a, jb->M, i, k0, kc, jb->afmt);
 }
 
+/* Prefetch the C tile after (ir, jr) (the next row panel, or the first of the
+ * next column panel): with a short K (dW at N = 64) each tile of C is read and
+ * written once from memory, in a pattern (many rows, 128 bytes each) that the
+ * hardware prefetchers do not follow. */
+static void mm_prefetch_next_c(const mm_job *jb, const float *c, int ir, int jr, int mc, int nc)
+{
+    const float *next = ir + MM_MR < mc       ? c + MM_MR * jb->ldc
+                        : jr + MM_NR < nc     ? c - ir * jb->ldc + MM_NR
+                                              : NULL;
+    int rows = ir + MM_MR < mc ? mc - ir - MM_MR : mc;
+    rows = rows < MM_MR ? rows : MM_MR;
+    for (int r = 0; next && r < rows; r++) {
+        __builtin_prefetch(next + r * jb->ldc, 1, 3);
+        __builtin_prefetch(next + r * jb->ldc + 16, 1, 3);
+    }
+}
+
+/* A task whose K is one block (dW at N <= MM_KC): row panels outer, so that
+ * C, read and written once from memory, is swept along its rows (12 streams the
+ * hardware prefetcher follows, and the next tile prefetched here) while the A
+ * panel stays in L1 and the task's B block (K x nc) is read from L2 (fma16:
+ * widened again for each row panel, ~10% of the work, still far ahead of a C
+ * swept down its columns). */
+static void mm_task_rows_outer(const mm_job *jb, mm_scratch *s, float *c0, const mm_apanel *ap,
+                               const uint32_t *first, int mc, int nc, int kc, int load_c)
+{
+    ptrdiff_t ldc = jb->ldc;
+    for (int ir = 0; ir < mc; ir += MM_MR) {
+        int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
+        for (int jr = 0; jr < nc; jr += MM_NR) {
+            const uint32_t *bpanel = first + (size_t)jr / MM_NR * jb->bp->panel_elems;
+            const void *b = bpanel;
+            if (jb->fma16) {
+                mm_bf16_widen_kmajor_avx512bf16_impl(s->bwide, bpanel, (kc + 1) / 2, MM_NR,
+                                                     bpanel);
+                b = s->bwide;
+            }
+            float *c = c0 + ir * ldc + jr;
+            /* the next tile: to the right, or the start of the next row panel */
+            const float *cn = jr + MM_NR < nc ? c + MM_NR : c - jr + MM_MR * ldc;
+            int rows = jr + MM_NR < nc ? mi : mc - ir - MM_MR;
+            for (int r = 0; r < rows && r < MM_MR; r++) {
+                __builtin_prefetch(cn + r * ldc, 1, 3);
+                __builtin_prefetch(cn + r * ldc + 16, 1, 3);
+            }
+            int nj = nc - jr < MM_NR ? nc - jr : MM_NR;
+            mm_tile_run(jb, kc, ap[ir / MM_MR], b, c, mi, nj, load_c, b, s->tile);
+        }
+    }
+}
+
 static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
 {
     const mm_bpack *bp = jb->bp;
@@ -150,6 +201,11 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
             ap[ir / MM_MR] = mm_task_apanel(jb, s->ablock + (ir / MM_MR) * MM_APANEL_ELEMS,
                                             i0 + ir, k0, kc);
         const uint32_t *first = bdata + (size_t)j0 / MM_NR * bp->panel_elems;
+        if (K <= jb->kc) {
+            mm_task_rows_outer(jb, s, jb->c + (ptrdiff_t)i0 * jb->ldc + j0, ap, first, mc, nc,
+                               kc, load_c);
+            continue;
+        }
         for (int jr = 0; jr < nc; jr += MM_NR) {
             const uint32_t *panel = first + (size_t)jr / MM_NR * bp->panel_elems;
             const uint32_t *bpanel = panel + (size_t)(pairs ? k0 / 2 : k0) * MM_NR;
@@ -168,6 +224,7 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
             for (int ir = 0; ir < mc; ir += MM_MR) {
                 int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
                 float *c = jb->c + (i0 + ir) * jb->ldc + j0 + jr;
+                mm_prefetch_next_c(jb, c, ir, jr, mc, nc);
                 mm_tile_run(jb, kc, ap[ir / MM_MR], b, c, mi, nj, load_c, ir == 0 ? next : b,
                             s->tile);
             }

@@ -389,19 +389,21 @@ static mm_apanel mm_apanel_cols(void *dst, mm_view a, int mi, int i0, int k0, in
  * k step touches another page and packing is cheaper than the TLB misses. */
 enum { MM_DIRECT_KSTRIDE_MAX = 4096 };
 
-/* 1 when MM_MR rows read in place, rs floats apart, would crowd the L1 sets:
- * a 48 KB, 12-way L1 has 64 sets of 64-byte lines; each row's k block covers
- * MM_KC * 4 / 64 lines (+1 unaligned), and a set holding more than 3 of them
- * next to the B micro-panel (4 per set) evicts what the kernel still reads.
- * Row strides of a multiple of 4 KB put every row in the same sets (x of a
- * 1536-, 2048- or 6144-wide Linear). */
-static int mm_rows_crowd_l1(ptrdiff_t rs)
+/* 1 when an A micro-panel read in place would crowd the L1 sets: a 48 KB,
+ * 12-way L1 has 64 sets of 64-byte lines, and a set holding more than
+ * MAX_PER_SET of the panel's lines next to the B micro-panel (4 per set) evicts
+ * what the kernel still reads.  Row-major: MM_MR rows rs floats apart, each
+ * covering MM_KC * 4 / 64 lines (+1 unaligned); a row stride of a multiple of
+ * 4 KB puts every row in the same sets (x of a 1536-, 2048- or 6144-wide
+ * Linear).  k-major: MM_KC steps of MM_MR floats (1-2 lines) cs floats apart
+ * (dW's dout^T, cs = O). */
+static int mm_panel_crowds_l1(ptrdiff_t stride, int n, int lines)
 {
-    enum { SETS = 64, LINES = MM_KC * 4 / 64 + 1, MAX_PER_SET = 3 };
+    enum { SETS = 64, MAX_PER_SET = 3 };
     int count[SETS] = {0};
-    for (int r = 0; r < MM_MR; r++) {
-        ptrdiff_t start = (ptrdiff_t)r * rs * (ptrdiff_t)sizeof(float) / 64;
-        for (int l = 0; l < LINES; l++)
+    for (int r = 0; r < n; r++) {
+        ptrdiff_t start = (ptrdiff_t)r * stride * (ptrdiff_t)sizeof(float) / 64;
+        for (int l = 0; l < lines; l++)
             if (++count[(start + l) % SETS] > MAX_PER_SET)
                 return 1;
     }
@@ -411,8 +413,10 @@ static int mm_rows_crowd_l1(ptrdiff_t rs)
 int mm_apanel_packs_impl(mm_view a)
 {
     if (a.cs == 1)
-        return mm_rows_crowd_l1(a.rs);
-    return !(a.rs == 1 && a.cs <= MM_DIRECT_KSTRIDE_MAX);
+        return mm_panel_crowds_l1(a.rs, MM_MR, MM_KC * 4 / 64 + 1);
+    if (a.rs == 1 && a.cs <= MM_DIRECT_KSTRIDE_MAX)
+        return mm_panel_crowds_l1(a.cs, MM_KC, 2);
+    return 1;
 }
 
 mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int kc, mm_afmt fmt)
