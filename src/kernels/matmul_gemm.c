@@ -31,6 +31,18 @@
 /* Elements (floats or uint32) of one A micro-panel slot and of the A block. */
 enum { MM_APANEL_ELEMS = MM_MR * MM_KC, MM_ABLOCK_ELEMS = MM_MC * MM_KC };
 
+/* Short K: a task is one K block with row panels outer (mm_task_rows_outer)
+ * when its B block, K x nc (K/2 pair rows for vdpbf16ps), stays within
+ * MM_ROWS_OUTER_BYTES of L2 and K <= MM_KROWS (MM_KROWS pairs for vdpbf16ps;
+ * MM_KROWS_FMA16 for fma16, which widens B again for every row panel there).
+ * Measured (Xeon, one core): fp32 +10% at K = 288 (nc = 1024: 1.2 MB) and
+ * -15% at K = 512 (2 MB, past the 2 MB L2 with everything else); fma16 -30%
+ * at K = 288, +60% at K = 64 (dW at N = 64, where C's traffic dominates). */
+enum { MM_ROWS_OUTER_BYTES = 1280 * 1024, MM_KROWS = 384, MM_KROWS_FMA16 = 128 };
+_Static_assert((int)MM_KROWS_FMA16 <= (int)MM_KC, "bwide holds a widened B panel of MM_KC rows");
+_Static_assert((int)MM_MR * ((int)MM_KROWS + 32) <= (int)MM_ABLOCK_ELEMS,
+               "a rows-outer A panel fits the A block");
+
 /* Micro-kernel of a job. */
 typedef enum { MM_UK_C = 0, MM_UK_F32 = 1, MM_UK_BF16DP = 2 } mm_ukernel;
 
@@ -100,8 +112,10 @@ static void mm_tile_run(const mm_job *jb, int kc, mm_apanel ap, const void *b, f
 }
 
 /* The A micro-panel of rows [i, i + MM_MR) (those below M), k block [k0, k0 + kc),
- * in the job's kernel format; slot has room for MM_APANEL_ELEMS. */
-static mm_apanel mm_task_apanel(const mm_job *jb, float *slot, int i, int k0, int kc)
+ * in the job's kernel format; slot has room for MM_MR x ld elements, ld the row
+ * stride of row-major panels: kc rounded up to even (bf16 pairs: ld pairs). */
+static mm_apanel mm_task_apanel(const mm_job *jb, float *slot, ptrdiff_t ld, int i, int k0,
+                                int kc)
 {
     const mm_bpack *ap = jb->ap;
     int mi = jb->M - i < MM_MR ? jb->M - i : MM_MR, kp = (kc + 1) / 2;
@@ -110,8 +124,8 @@ static mm_apanel mm_task_apanel(const mm_job *jb, float *slot, int i, int k0, in
         if (!jb->fma16)
             return (mm_apanel){d, ap->row_pairs, 1};
         for (int r = 0; r < mi; r++)
-            mm_bf16_widen_row_avx512bf16_impl(slot + r * MM_KC, d + r * ap->row_pairs, kp);
-        return (mm_apanel){slot, MM_KC, 1};
+            mm_bf16_widen_row_avx512bf16_impl(slot + r * ld, d + r * ap->row_pairs, kp);
+        return (mm_apanel){slot, ld, 1};
     }
     if (ap) { /* k-major pair panels */
         const uint32_t *d = (const uint32_t *)ap->data + (size_t)(i / MM_MR) * ap->panel_elems +
@@ -123,48 +137,51 @@ static mm_apanel mm_task_apanel(const mm_job *jb, float *slot, int i, int k0, in
     }
     if (jb->fma16 && jb->a->cs == 1) { /* fp32 rows: rounded, in mm_bf16_order */
         for (int r = 0; r < mi; r++)
-            mm_bf16_round_swap_avx512bf16_impl(slot + r * MM_KC,
+            mm_bf16_round_swap_avx512bf16_impl(slot + r * ld,
                                                jb->a->p + (ptrdiff_t)(i + r) * jb->a->rs + k0, kc);
-        return (mm_apanel){slot, MM_KC, 1};
+        return (mm_apanel){slot, ld, 1};
     }
-    return mm_apanel_make_impl(slot, *jb->a, jb->M, i, k0, kc, jb->afmt);
+    return mm_apanel_make_impl(slot, ld, *jb->a, jb->M, i, k0, kc, jb->afmt);
 }
 
-/* Prefetch the C tile after (ir, jr) (the next row panel, or the first of the
- * next column panel): with a short K (dW at N = 64) each tile of C is read and
- * written once from memory, in a pattern (many rows, 128 bytes each) that the
- * hardware prefetchers do not follow. */
-static void mm_prefetch_next_c(const mm_job *jb, const float *c, int ir, int jr, int mc, int nc)
+/* 1 when a task of nc columns runs as one K block, row panels outer. */
+static int mm_rows_outer(const mm_job *jb, int nc)
 {
-    const float *next = ir + MM_MR < mc       ? c + MM_MR * jb->ldc
-                        : jr + MM_NR < nc     ? c - ir * jb->ldc + MM_NR
-                                              : NULL;
-    int rows = ir + MM_MR < mc ? mc - ir - MM_MR : mc;
-    rows = rows < MM_MR ? rows : MM_MR;
-    for (int r = 0; next && r < rows; r++) {
-        __builtin_prefetch(next + r * jb->ldc, 1, 3);
-        __builtin_prefetch(next + r * jb->ldc + 16, 1, 3);
-    }
+    int krows = jb->uk == MM_UK_BF16DP ? (jb->bp->K + 1) / 2 : jb->bp->K; /* rows of B */
+    int kmax = jb->fma16 ? MM_KROWS_FMA16 : MM_KROWS;
+    return krows <= kmax && (size_t)krows * (size_t)nc * 4 <= MM_ROWS_OUTER_BYTES;
 }
 
-/* A task whose K is one block (dW at N <= MM_KC): row panels outer, so that
- * C, read and written once from memory, is swept along its rows (12 streams the
- * hardware prefetcher follows, and the next tile prefetched here) while the A
- * panel stays in L1 and the task's B block (K x nc) is read from L2 (fma16:
- * widened again for each row panel, ~10% of the work, still far ahead of a C
- * swept down its columns). */
-static void mm_task_rows_outer(const mm_job *jb, mm_scratch *s, float *c0, const mm_apanel *ap,
-                               const uint32_t *first, int mc, int nc, int kc, int load_c)
+/* Row stride of the A panel of a task in rows-outer mode: the whole K (pairs
+ * for vdpbf16ps), rounded up to an odd multiple of 16 elements (64 bytes) so
+ * that the 12 rows do not share L1 sets. */
+static ptrdiff_t mm_rows_outer_ld(const mm_job *jb)
+{
+    int K = jb->bp->K, k2 = K + (K & 1);
+    ptrdiff_t ld = ((jb->uk == MM_UK_BF16DP ? k2 / 2 : k2) + 15) / 16 * 16;
+    return (ld / 16) % 2 ? ld : ld + 16;
+}
+
+/* A task whose K is short (dW at N = 64 or 512, the 288-wide Linears): one K
+ * block, row panels outer, so that C, read and written once, is swept along its
+ * rows (12 streams the hardware prefetcher follows, and the next tile
+ * prefetched here) while the A panel (12 x K) stays in L1 and the task's B block
+ * (K x nc) is read from L2 (fma16: each B panel widened again per row panel,
+ * ~10% of the work, still far ahead of a C swept down its columns). */
+static void mm_task_rows_outer(const mm_job *jb, int i0, int j0, int mc, int nc, mm_scratch *s)
 {
     ptrdiff_t ldc = jb->ldc;
+    int K = jb->bp->K, load_c = jb->init != MM_INIT_ZERO;
+    const uint32_t *first = (const uint32_t *)jb->bp->data + (size_t)j0 / MM_NR * jb->bp->panel_elems;
+    float *c0 = jb->c + (ptrdiff_t)i0 * ldc + j0;
     for (int ir = 0; ir < mc; ir += MM_MR) {
         int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
+        mm_apanel ap = mm_task_apanel(jb, s->ablock, mm_rows_outer_ld(jb), i0 + ir, 0, K);
         for (int jr = 0; jr < nc; jr += MM_NR) {
             const uint32_t *bpanel = first + (size_t)jr / MM_NR * jb->bp->panel_elems;
             const void *b = bpanel;
             if (jb->fma16) {
-                mm_bf16_widen_kmajor_avx512bf16_impl(s->bwide, bpanel, (kc + 1) / 2, MM_NR,
-                                                     bpanel);
+                mm_bf16_widen_kmajor_avx512bf16_impl(s->bwide, bpanel, (K + 1) / 2, MM_NR, bpanel);
                 b = s->bwide;
             }
             float *c = c0 + ir * ldc + jr;
@@ -176,7 +193,7 @@ static void mm_task_rows_outer(const mm_job *jb, mm_scratch *s, float *c0, const
                 __builtin_prefetch(cn + r * ldc + 16, 1, 3);
             }
             int nj = nc - jr < MM_NR ? nc - jr : MM_NR;
-            mm_tile_run(jb, kc, ap[ir / MM_MR], b, c, mi, nj, load_c, b, s->tile);
+            mm_tile_run(jb, K, ap, b, c, mi, nj, load_c, b, s->tile);
         }
     }
 }
@@ -194,18 +211,19 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
         for (int r = 0; r < mc; r++)
             memcpy(jb->c + (i0 + r) * jb->ldc + j0, jb->bias + j0, (size_t)nc * sizeof(float));
     unsigned csr = jb->fma16 ? mm_mxcsr_ftz_daz_impl() : 0;
+    if (mm_rows_outer(jb, nc)) {
+        mm_task_rows_outer(jb, i0, j0, mc, nc, s);
+        if (jb->fma16)
+            mm_mxcsr_restore_impl(csr);
+        return;
+    }
     for (int k0 = 0; k0 < K; k0 += jb->kc) {
         int kc = K - k0 < jb->kc ? K - k0 : jb->kc;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
         for (int ir = 0; ir < mc; ir += MM_MR)
             ap[ir / MM_MR] = mm_task_apanel(jb, s->ablock + (ir / MM_MR) * MM_APANEL_ELEMS,
-                                            i0 + ir, k0, kc);
+                                            MM_KC, i0 + ir, k0, kc);
         const uint32_t *first = bdata + (size_t)j0 / MM_NR * bp->panel_elems;
-        if (K <= jb->kc) {
-            mm_task_rows_outer(jb, s, jb->c + (ptrdiff_t)i0 * jb->ldc + j0, ap, first, mc, nc,
-                               kc, load_c);
-            continue;
-        }
         for (int jr = 0; jr < nc; jr += MM_NR) {
             const uint32_t *panel = first + (size_t)jr / MM_NR * bp->panel_elems;
             const uint32_t *bpanel = panel + (size_t)(pairs ? k0 / 2 : k0) * MM_NR;
@@ -224,7 +242,6 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
             for (int ir = 0; ir < mc; ir += MM_MR) {
                 int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
                 float *c = jb->c + (i0 + ir) * jb->ldc + j0 + jr;
-                mm_prefetch_next_c(jb, c, ir, jr, mc, nc);
                 mm_tile_run(jb, kc, ap[ir / MM_MR], b, c, mi, nj, load_c, ir == 0 ? next : b,
                             s->tile);
             }
@@ -322,6 +339,7 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
                : bp[i]->kernel == MM_KERNEL_C       ? MM_UK_C
                                                     : MM_UK_F32;
         j.kc = pairs && !fma16 ? 2 * MM_KC : MM_KC; /* the same bytes per B micro-panel */
+
         j.afmt = pairs ? MM_AFMT_BF16 : bp[i]->round_bf16 ? MM_AFMT_F32_BF16 : MM_AFMT_F32;
         if (j.fma16)
             j.afmt = MM_AFMT_F32_BF16;
