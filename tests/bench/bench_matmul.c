@@ -19,6 +19,11 @@
  *   NAME: the shapes whose name starts with it ("1b down", "d768 head").
  *   cpu1: one thread timed by its own CPU time (robust on a busy machine);
  *     percentages are then of one core's peak (half of the above).
+ * QS_BF16_DOT=vdpbf16ps|fma picks the kernel for bf16 pairs (matmul_impl.h:
+ * the same bits; by default FMA on Intel cores, where vdpbf16ps has half the
+ * FMA units' flop rate, vdpbf16ps elsewhere); the header says which ran, and
+ * which OpenBLAS core sgemm uses (a CPU that OpenBLAS does not know runs its
+ * generic "Prescott" kernels: set OPENBLAS_CORETYPE, e.g. SkylakeX).
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +33,7 @@
 
 #include <cblas.h>
 
+#include "../../src/kernels/matmul_impl.h"
 #include "qs/cpu.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
@@ -204,6 +210,13 @@ int main(int argc, char **argv)
                         "shape name, got '%s'\n", which);
         return 2;
     }
+    const char *dot = getenv("QS_BF16_DOT");
+    if (dot && strcmp(dot, "vdpbf16ps") && strcmp(dot, "fma")) {
+        fprintf(stderr, "bench_matmul: QS_BF16_DOT: expected vdpbf16ps|fma, got '%s'\n", dot);
+        return 2;
+    }
+    if (dot)
+        mm_bf16_fma_force_impl(!strcmp(dot, "fma"));
     double peak32 = PEAK_FP32_GFLOPS, peak16 = PEAK_BF16_GFLOPS;
     if (argc > 3 && !strcmp(argv[3], "cpu1")) {
         bench_cpu1 = 1;
@@ -220,6 +233,11 @@ int main(int argc, char **argv)
     printf("bench_matmul: cpu %s, %d reps, medians in GFLOP/s; ratios vs sgemm of the same run; "
            "load average %.1f\n",
            cpu_describe(), reps, load[0]);
+    printf("bench_matmul: bf16 pairs on %s; sgemm on OpenBLAS core %s\n",
+           cpu_level() < CPU_LEVEL_AVX512BF16 ? "the fp32 fallback (no AVX512-BF16)"
+           : mm_bf16_fma_impl()               ? "the FMA kernel (widened, FTZ/DAZ)"
+                                              : "vdpbf16ps",
+           openblas_get_corename());
     printf("%-12s %-3s %7s %7s %7s %7s %7s  %8s %8s %6s %6s\n", "shape", "op", path_names[0],
            path_names[1], path_names[2], path_names[3], path_names[4], "fp32/sg", "bf16/sg",
            "%pk32", "%pk16");
