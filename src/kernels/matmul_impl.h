@@ -21,11 +21,11 @@
 enum {
     MM_MR = 12,   /* micro-tile rows (accumulators: MM_MR x MM_NR/16 zmm = 24) */
     MM_NR = 32,   /* micro-tile columns (two 16-float vectors) */
-    MM_KC = 256,  /* K block (fp32 values; bf16 pairs cover 2 MM_KC): a B micro-panel
-                     (MM_KC x MM_NR floats, 16 KB) and an A micro-panel (6 KB) share
-                     a 48 KB L1 without evicting each other */
+    MM_KC = 256,  /* K block (fp32 values; vdpbf16ps: 2 MM_KC in MM_KC pairs): the B
+                     micro-panel (32 KB) stays in L1, the task's A block in L2;
+                     128 and 384-512 measured slower on a Xeon (48 KB L1, 2 MB L2) */
     MM_MC = 96,   /* rows per task at most (multiple of MM_MR): each B micro-panel
-                     is read from L2/L3 once per 16 row panels */
+                     is read once per 8 row panels (192 measured no faster) */
     MM_NC = 1024, /* columns per task at most (multiple of MM_NR) */
 };
 
@@ -147,8 +147,8 @@ typedef enum {
  * read fp32 A in place where its layout suits the kernel (mm_apanel_packs_impl;
  * the kernels read only the rows below M), else pack into dst (room for MM_MR x
  * ld floats, ld >= kc rounded up to even; bf16: ld pairs, 2 ld >= that):
- * row-major with row stride ld when A's rows are contiguous, k-major otherwise.  Packed rows past M
- * are zero, and for bf16 an odd kc gets a zero last column. */
+ * row-major with row stride ld when A's rows are contiguous, k-major otherwise.
+ * Packed rows past M are zero, and for bf16 an odd kc gets a zero last column. */
 mm_apanel mm_apanel_make_impl(void *dst, ptrdiff_t ld, mm_view a, int M, int i0, int k0, int kc,
                                mm_afmt fmt);
 /* 1 when mm_apanel_make_impl packs an fp32 (MM_AFMT_F32) A rather than reading it
