@@ -1,19 +1,19 @@
 /* test_matmul_bf16fma.c: the two micro-kernels behind the AVX512-BF16 formats,
- * vdpbf16ps and the FMA kernel on widened pairs with FTZ/DAZ (matmul_impl.h,
- * mm_bf16_fma_impl), give the same bits on every product and path: forward
- * (bias), dX and dW (accumulating), packed weights, the shared-x multi forward
- * and the dout row pairs, on shapes with row/column tails, odd K and several K
- * blocks, for values of every magnitude, products and sums in and near the fp32
- * denormal range, denormal initial values, infinities and NaNs (NaN payloads
- * included).  Also: for each
- * kernel the bits depend neither on the thread count nor on how many rows are
- * multiplied together (the task split follows both).
+ * vdpbf16ps and the FMA kernel on widened pairs with FTZ/DAZ
+ * (src/kernels/matmul_impl.h, qs/matmul_test.h), give the same bits on every
+ * product and path: forward (bias), dX and dW (accumulating), packed weights,
+ * the shared-x multi forward and the dout row pairs, on shapes with row/column
+ * tails, odd K and several K blocks, for values of every magnitude, products
+ * and sums in and near the fp32 denormal range, denormal initial values,
+ * infinities and NaNs (NaN payloads included).  Also: for each kernel the bits
+ * depend neither on the thread count nor on how many rows are multiplied
+ * together (the task split follows both).
  */
 #include <string.h>
 
-#include "../src/kernels/matmul_impl.h"
 #include "qs/cpu.h"
 #include "qs/matmul.h"
+#include "qs/matmul_test.h"
 #include "qs/mem.h"
 #include "test.h"
 

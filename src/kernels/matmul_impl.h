@@ -95,11 +95,9 @@ int mm_kernel_select_impl(int precision);
  * rounds acc + a_k b_k once, as vdpbf16ps does, and with FTZ/DAZ the two give
  * the same bits, denormal inputs and results, infinities and NaNs included
  * (tests/test_matmul_bf16fma.c).  The FMA units win where vdpbf16ps has less
- * than twice their rate: Intel cores (cpu_bf16_dot_slow()).  mode: -1 = by the
- * CPU (the default), 0 = vdpbf16ps, 1 = FMA; for tests and benches, from serial
- * code between calls. */
-void mm_bf16_fma_force_impl(int mode);
-int mm_bf16_fma_impl(void); /* 1 when the FMA kernel multiplies bf16 pairs */
+ * than twice their rate: Intel cores (cpu_bf16_dot_slow()).
+ * mm_bf16_fma_force_impl / mm_bf16_fma_impl: qs/matmul_test.h. */
+#include "qs/matmul_test.h"
 
 /* Pack B (K x N view) into bp; reuses bp->data when large enough.  0 or QS_ENOMEM. */
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16);

@@ -19,7 +19,7 @@
  *   NAME: the shapes whose name starts with it ("1b down", "d768 head").
  *   cpu1: one thread timed by its own CPU time (robust on a busy machine);
  *     percentages are then of one core's peak (half of the above).
- * QS_BF16_DOT=vdpbf16ps|fma picks the kernel for bf16 pairs (matmul_impl.h:
+ * QS_BF16_DOT=vdpbf16ps|fma picks the kernel for bf16 pairs (qs/matmul_test.h:
  * the same bits; by default FMA on Intel cores, where vdpbf16ps has half the
  * FMA units' flop rate, vdpbf16ps elsewhere); the header says which ran, and
  * which OpenBLAS core sgemm uses (a CPU that OpenBLAS does not know runs its
@@ -33,9 +33,9 @@
 
 #include <cblas.h>
 
-#include "../../src/kernels/matmul_impl.h"
 #include "qs/cpu.h"
 #include "qs/matmul.h"
+#include "qs/matmul_test.h"
 #include "qs/mem.h"
 
 #ifdef _OPENMP
