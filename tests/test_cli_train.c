@@ -170,3 +170,45 @@ TEST(cli_train, in_loop_eval_writes_baseline_and_periodic_eval_lines)
     ASSERT_TRUE(strstr(text, "\"n\":6,\"items_acc\":\"") != NULL);
     qs_free(text);
 }
+
+/* Every shortcut flag and every --set takes effect, however many there are, in
+ * argument order (the last assignment of a key wins): 12 shortcuts and 70 --set
+ * (the parser once dropped shortcuts past 8 and refused more than 60 --set). */
+TEST(cli_train, many_set_and_shortcut_flags_all_take_effect)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("manyflags", "");
+    ASSERT_TRUE(cfg != NULL);
+    char args[8192];
+    int n = snprintf(args, sizeof args, "train --config %s --quiet", cfg);
+    for (int i = 0; i < 70; i++)   /* lr = 0.001 + i * 1e-5; the last is 0.00169 */
+        n += snprintf(args + n, sizeof args - (size_t)n, " --set lr=%g", 0.001 + i * 1e-5);
+    n += snprintf(args + n, sizeof args - (size_t)n,
+                  " --steps 9 --ste pass --precision fp32 --plot-every 5 --bf16-warmup-steps 3"
+                  " --steps 8 --precision=bf16 --plot-every=0 --ste masked"
+                  " --bf16-warmup-steps=1 --set seed=7 --steps 2");
+    ASSERT_TRUE(n < (int)sizeof args);
+    int rc = test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+    if (rc)
+        fprintf(stderr, "    %s", cli_err);
+    ASSERT_EQ_INT(rc, 0);
+    char path[700], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/manyflags/config.json", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &text, &len, NULL), NULL);
+    /* the snapshot is one key per line, "key": value */
+    const char *want[] = {"\"steps\": 2,", "\"ste\": \"masked\"", "\"precision\": \"bf16\"",
+                          "\"plot_every\": 0,", "\"bf16_warmup_steps\": 1,", "\"seed\": 7,",
+                          "\"lr\": 0.00169,"};
+    int missing = -1;
+    for (int i = 0; i < 7 && missing < 0; i++)
+        if (!strstr(text, want[i]))
+            missing = i;
+    if (missing >= 0)
+        fprintf(stderr, "    config.json lacks %s:\n%s\n", want[missing], text);
+    qs_free(text);
+    ASSERT_EQ_INT(missing, -1);
+    snprintf(path, sizeof path, "%s/manyflags/ckpt/step_2/train_state.bin", test_tmp_dir());
+    ASSERT_TRUE(fileio_exists(path));   /* and the run did stop after 2 steps */
+}

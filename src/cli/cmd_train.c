@@ -1,6 +1,7 @@
 /* cmd_train.c: qatscope train --config run.json [--set key=value ...] [--resume RUN_DIR]
  *   shortcuts: --ste pass|masked, --bf16-warmup-steps N, --stop-on-saturation,
- *              --precision fp32|bf16, --steps N;  --help-config lists every key.
+ *              --precision fp32|bf16, --steps N, --plot-every N (each one more
+ *              --set, any number of times);  --help-config lists every key.
  * Thin wiring: config -> shard data source -> trainer loop -> progress lines.
  * Exit 0 when the run completes, 1 when it stopped on an alarm (saturation) or
  * a NaN, 2 on unusable input. */
@@ -81,101 +82,151 @@ static size_t train_mem_available(void)
     return kb * 1024;
 }
 
+/* The shortcut flags: each is one more `--set key=value`, applied in argument order
+ * together with the --set options (the last assignment of a key wins). */
+static const struct {
+    const char *flag, *key;
+} train_shortcuts[] = {
+    {"--ste", "ste"},
+    {"--bf16-warmup-steps", "bf16_warmup_steps"},
+    {"--precision", "precision"},
+    {"--steps", "steps"},
+    {"--plot-every", "plot_every"},
+};
+
+/* Parsed arguments.  sets[] holds every assignment in argument order: --set values
+ * point into argv, shortcut assignments are built ("key=value") and owned here. */
+typedef struct train_args {
+    const char *config, *resume;
+    const char **sets;
+    char **owned;
+    int n_sets, n_owned, quiet;
+} train_args;
+
+static void train_args_free(train_args *a)
+{
+    for (int i = 0; i < a->n_owned; i++)
+        qs_free(a->owned[i]);
+    qs_free(a->owned);
+    qs_free(a->sets);
+    memset(a, 0, sizeof *a);
+}
+
+/* 0 ok, -1 when --help/--help-config was answered, else an exit code (printed). */
+static int train_args_parse(int argc, char **argv, train_args *a)
+{
+    memset(a, 0, sizeof *a);
+    /* each argument adds at most one assignment: no fixed limit, nothing dropped */
+    a->sets = qs_calloc((size_t)argc, sizeof *a->sets);
+    a->owned = qs_calloc((size_t)argc, sizeof *a->owned);
+    if (!a->sets || !a->owned)
+        return cli_error("train: out of memory parsing %d arguments", argc);
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v;
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            train_usage(stdout);
+            return -1;
+        }
+        if (!strcmp(f, "--help-config")) {
+            train_help_config();
+            return -1;
+        }
+        if (!strcmp(f, "--quiet")) {
+            a->quiet = 1;
+            continue;
+        }
+        if (!strcmp(f, "--stop-on-saturation")) {
+            a->sets[a->n_sets++] = "stop_on_saturation=true";
+            continue;
+        }
+        size_t k = 0, n_short = sizeof train_shortcuts / sizeof *train_shortcuts;
+        while (k < n_short && !cli_flag_is(f, train_shortcuts[k].flag))
+            k++;
+        if (k == n_short && !cli_flag_is(f, "--config") && !cli_flag_is(f, "--resume") &&
+            !cli_flag_is(f, "--set"))
+            return cli_error("train: unexpected argument '%s' (argument %d); see --help", f, i);
+        if (!(v = cli_flag_value(argc, argv, &i)))
+            return CLI_EXIT_USAGE;
+        if (k < n_short) {
+            size_t n = strlen(train_shortcuts[k].key) + 1 + strlen(v) + 1;
+            char *as = qs_malloc(n);
+            if (!as)
+                return cli_error("train: out of memory");
+            snprintf(as, n, "%s=%s", train_shortcuts[k].key, v);
+            a->owned[a->n_owned++] = as;
+            a->sets[a->n_sets++] = as;
+        } else if (cli_flag_is(f, "--config")) {
+            a->config = v;
+        } else if (cli_flag_is(f, "--resume")) {
+            a->resume = v;
+        } else {
+            a->sets[a->n_sets++] = v;
+        }
+    }
+    if (!a->config && !a->resume)
+        return cli_error("train: --config FILE or --resume RUN_DIR is required; see --help");
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
-    const char *config = NULL, *resume = NULL;
-    const char *sets[64];
-    int n_sets = 0, quiet = 0;
-    static char flag_sets[8][96];
-    int n_flag = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            train_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--help-config")) {
-            train_help_config();
-            return 0;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--stop-on-saturation")) {
-            sets[n_sets++] = "stop_on_saturation=true";
-        } else if (cli_flag_is(a, "--config") || cli_flag_is(a, "--resume") ||
-                   cli_flag_is(a, "--set") || cli_flag_is(a, "--ste") ||
-                   cli_flag_is(a, "--bf16-warmup-steps") || cli_flag_is(a, "--precision") ||
-                   cli_flag_is(a, "--steps") || cli_flag_is(a, "--plot-every")) {
-            if (!(v = cli_flag_value(argc, argv, &i)))
-                return CLI_EXIT_USAGE;
-            if (cli_flag_is(a, "--config"))
-                config = v;
-            else if (cli_flag_is(a, "--resume"))
-                resume = v;
-            else if (cli_flag_is(a, "--set"))
-                sets[n_sets++] = v;
-            else if (n_flag < 8) {
-                const char *key = cli_flag_is(a, "--ste")                 ? "ste"
-                                  : cli_flag_is(a, "--bf16-warmup-steps") ? "bf16_warmup_steps"
-                                  : cli_flag_is(a, "--precision")         ? "precision"
-                                  : cli_flag_is(a, "--plot-every")        ? "plot_every"
-                                                                          : "steps";
-                snprintf(flag_sets[n_flag], sizeof flag_sets[n_flag], "%s=%s", key, v);
-                sets[n_sets++] = flag_sets[n_flag++];
-            }
-        } else {
-            return cli_error("train: unexpected argument '%s' (argument %d); see --help", a, i);
-        }
-        if (n_sets >= 60)
-            return cli_error("train: too many --set options");
-    }
-    if (!config && !resume)
-        return cli_error("train: --config FILE or --resume RUN_DIR is required; see --help");
-
+    train_args a;
     runcfg cfg;
     qs_diag d = {0};
-    char snap[2048];
-    if (resume) {
-        snprintf(snap, sizeof snap, "%s/config.json", resume);
-        if (runcfg_load(&cfg, snap, &d))
-            return cli_diag_error(&d);
-        for (int i = 0; i < n_sets; i++)
-            if (!train_resume_key_ok(sets[i]))
-                return cli_error("train: --resume: '%s' cannot change in a resumed run (it would "
-                                 "not continue the same run); allowed: steps, ckpt_every, "
-                                 "stop_on_saturation, max_memory_gb, plot_every", sets[i]);
-    } else if (runcfg_load(&cfg, config, &d)) {
-        return cli_diag_error(&d);
-    }
-    for (int i = 0; i < n_sets; i++)
-        if (runcfg_set(&cfg, sets[i], &d))
-            return cli_diag_error(&d);
-    if (runcfg_validate(&cfg, &d))
-        return cli_error("%s: %s", resume ? snap : config, d.msg);
-
-    train_data data;
-    if (trainer_data_open_shards(&data, &cfg, &d))
-        return cli_diag_error(&d);
+    char snap[2048] = "";
+    train_data data = {0};
     train_eval_hook eval_hook = {0};
-    if (cfg.eval_every > 0 && trainer_eval_create(&eval_hook, &cfg, &d)) {
-        trainer_data_close(&data);
-        return cli_diag_error(&d);
+    trainer *t = NULL;
+    int exit_code = train_args_parse(argc, argv, &a);
+    if (exit_code) {
+        exit_code = exit_code < 0 ? CLI_EXIT_OK : exit_code;
+        goto done;
     }
-    trainer_options opt = {resume, 0, cfg.eval_every > 0 ? &eval_hook : NULL};
+
+    if (a.resume) {
+        snprintf(snap, sizeof snap, "%s/config.json", a.resume);
+        if (runcfg_load(&cfg, snap, &d)) {
+            exit_code = cli_diag_error(&d);
+            goto done;
+        }
+        for (int i = 0; i < a.n_sets; i++)
+            if (!train_resume_key_ok(a.sets[i])) {
+                exit_code = cli_error("train: --resume: '%s' cannot change in a resumed run (it "
+                                      "would not continue the same run); allowed: steps, "
+                                      "ckpt_every, stop_on_saturation, max_memory_gb, plot_every",
+                                      a.sets[i]);
+                goto done;
+            }
+    } else if (runcfg_load(&cfg, a.config, &d)) {
+        exit_code = cli_diag_error(&d);
+        goto done;
+    }
+    for (int i = 0; i < a.n_sets; i++)
+        if (runcfg_set(&cfg, a.sets[i], &d)) {
+            exit_code = cli_diag_error(&d);
+            goto done;
+        }
+    if (runcfg_validate(&cfg, &d)) {
+        exit_code = cli_error("%s: %s", a.resume ? snap : a.config, d.msg);
+        goto done;
+    }
+
+    train_memory mem;
+    if (trainer_data_open_shards(&data, &cfg, &d) ||
+        (cfg.eval_every > 0 && trainer_eval_create(&eval_hook, &cfg, &d)) ||
+        trainer_memory_estimate(&cfg, &mem, &d)) {
+        exit_code = cli_diag_error(&d);
+        goto done;
+    }
+    trainer_options opt = {a.resume, 0, cfg.eval_every > 0 ? &eval_hook : NULL};
     opt.mem_limit_bytes = cfg.max_memory_gb > 0 ? (size_t)(cfg.max_memory_gb * 1073741824.0)
                                                 : train_mem_available();
-    train_memory mem;
-    if (trainer_memory_estimate(&cfg, &mem, &d)) {
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return cli_diag_error(&d);
-    }
-    trainer *t;
     if (trainer_create(&t, &cfg, &data, &opt, &d)) {
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return cli_diag_error(&d);
+        exit_code = cli_diag_error(&d);
+        goto done;
     }
     train_progress pr;
-    train_progress_init(&pr, quiet ? NULL : stdout, isatty(STDOUT_FILENO), trainer_config(t));
+    train_progress_init(&pr, a.quiet ? NULL : stdout, isatty(STDOUT_FILENO), trainer_config(t));
     train_progress_start(&pr, t, &mem);
     signal(SIGINT, train_on_sigint);
 
@@ -187,43 +238,33 @@ int cmd_train(int argc, char **argv)
             reason = "interrupted";
             break;
         }
-        rc = trainer_step(t, &info, &d);
-        if (rc)
+        if ((rc = trainer_step(t, &info, &d)))
             break;
         train_progress_step(&pr, &info);
     }
     train_progress_end_line(&pr);
     signal(SIGINT, SIG_DFL);
-    if (rc == QS_ENAN) {
-        cli_diag_error(&d);
-        trainer_destroy(t);
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return CLI_EXIT_FAIL;
-    }
-    if (rc == QS_ESTOP) {
-        cli_diag_error(&d);
-        trainer_destroy(t);
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return CLI_EXIT_FAIL;
-    }
     if (rc) {
-        trainer_destroy(t);
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return cli_diag_error(&d);
+        /* a NaN or an alarm stop is a failed verdict (1), anything else unusable input (2) */
+        cli_diag_error(&d);
+        exit_code = rc == QS_ENAN || rc == QS_ESTOP ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
+        goto done;
     }
     char run_dir[1100];
     snprintf(run_dir, sizeof run_dir, "%s", trainer_run_dir(t));
     long step = trainer_next_step(t);
-    if (trainer_finish(t, reason, &d)) {
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return cli_diag_error(&d);
+    rc = trainer_finish(t, reason, &d);
+    t = NULL;   /* trainer_finish destroyed it */
+    if (rc) {
+        exit_code = cli_diag_error(&d);
+        goto done;
     }
-    trainer_data_close(&data);
-    trainer_eval_destroy(&eval_hook);
     train_progress_finish(&pr, run_dir, step, &mem);
-    return 0;
+
+done:
+    trainer_destroy(t);
+    trainer_eval_destroy(&eval_hook);
+    trainer_data_close(&data);
+    train_args_free(&a);
+    return exit_code;
 }
