@@ -212,3 +212,62 @@ TEST(cli_train, many_set_and_shortcut_flags_all_take_effect)
     snprintf(path, sizeof path, "%s/manyflags/ckpt/step_2/train_state.bin", test_tmp_dir());
     ASSERT_TRUE(fileio_exists(path));   /* and the run did stop after 2 steps */
 }
+
+/* qat true but nothing would ever be quantized is refused before the run dir
+ * exists: a selection with no Linear in it, and a bf16 warmup that outlasts the
+ * run (issue 16: such runs used to exit 0 without a quantizer log). */
+TEST(cli_train, a_run_that_would_never_quantize_is_refused)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("noqat", "");
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400], dir[700];
+    snprintf(dir, sizeof dir, "%s/noqat", test_tmp_dir());
+    snprintf(args, sizeof args, "train --config %s --set 'quant_modules=default,!layers.3-5.mlp.*'",
+             cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "selects no Linear of this 8-block model") != NULL);
+    ASSERT_TRUE(strstr(cli_err, "qat=false") != NULL);
+    ASSERT_TRUE(!fileio_exists(dir));
+    snprintf(args, sizeof args, "train --config %s --bf16-warmup-steps 6", cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "bf16_warmup_steps 6 >= steps 6 with qat true") != NULL);
+    ASSERT_TRUE(!fileio_exists(dir));
+    /* the same settings without QAT are a valid baseline run */
+    snprintf(args, sizeof args, "train --config %s --bf16-warmup-steps 6 --set qat=false --steps 1 "
+             "--quiet", cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+}
+
+/* The case a new user hit: stories260K has 5 blocks, the default selection skips
+ * the first 3 and the last 2, so nothing is left; train names the count and a fix. */
+TEST(cli_train, default_selection_on_a_5_block_model_is_refused_with_a_hint)
+{
+    char model[512];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    if (!test_shared_path(model, sizeof model, "models/stories260K"))
+        SKIP("../shared/models/stories260K not present");
+    char args[1600], path[700], js[1600];
+    snprintf(args, sizeof args,
+             "tokenize --model %s --input data/demo/train.txt --out %s/s260_shards", model,
+             test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    snprintf(path, sizeof path, "%s/s260.json", test_tmp_dir());
+    int n = snprintf(js, sizeof js,
+                     "{\"model\":\"%s\",\"train_data\":\"%s/s260_shards\",\"out_dir\":\"%s/s260\","
+                     "\"batch_size\":2,\"seq_len\":16,\"steps\":4,\"bf16_warmup_steps\":2}",
+                     model, test_tmp_dir(), test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
+    snprintf(args, sizeof args, "train --config %s", path);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "quant_modules 'default' selects no Linear of this 5-block model") !=
+                NULL);
+    ASSERT_TRUE(strstr(cli_err, "quant_modules=layers.*.mlp.*") != NULL);
+    snprintf(args, sizeof args, "train --config %s --set 'quant_modules=layers.*.mlp.*' --quiet",
+             path);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    snprintf(path, sizeof path, "%s/s260/quant.jsonl.zst", test_tmp_dir());
+    ASSERT_TRUE(fileio_exists(path));
+}

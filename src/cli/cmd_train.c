@@ -218,6 +218,14 @@ int cmd_train(int argc, char **argv)
         exit_code = cli_diag_error(&d);
         goto done;
     }
+    if (cfg.qat && cfg.bf16_warmup_steps >= cfg.steps) {   /* it would never quantize */
+        exit_code = cli_error("%s: bf16_warmup_steps %ld >= steps %ld with qat true: the run "
+                              "would end before QAT starts; lower bf16_warmup_steps (e.g. "
+                              "--bf16-warmup-steps %ld), raise steps, or set qat=false",
+                              a.resume ? snap : a.config, cfg.bf16_warmup_steps, cfg.steps,
+                              cfg.steps / 2);
+        goto done;
+    }
     trainer_options opt = {a.resume, 0, cfg.eval_every > 0 ? &eval_hook : NULL};
     opt.mem_limit_bytes = cfg.max_memory_gb > 0 ? (size_t)(cfg.max_memory_gb * 1073741824.0)
                                                 : train_mem_available();

@@ -50,6 +50,15 @@ static int trainer_plan_build(qplan *p, const llama_config *c, const runcfg *cfg
             qplan_free(p);
             return rc;
         }
+    if (qplan_count(p) == 0) {   /* qat on but nothing to quantize: a run that never quantizes */
+        qplan_free(p);
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "quant_modules '%s' selects no Linear of this %d-block model (the "
+                        "default skips the first 3 and last 2 blocks); choose blocks, e.g. "
+                        "--set 'quant_modules=layers.*.mlp.*', or set qat=false for an "
+                        "unquantized run",
+                        cfg->quant_modules, c->n_layers);
+    }
     return 0;
 }
 
