@@ -48,6 +48,27 @@ int cli_run_arg(const char *cmd, int argc, char **argv, int *i, cli_run_args *a)
 int cli_run_load(const char *dir, const char *match, const char *what, struct qlog_run *run,
                  char *path, size_t path_bytes);
 
+/* Output files published together (outfile.c).  cli_outputs_add, before any
+ * work: creates missing parent directories, refuses a directory name and proves
+ * the directory writable (one error line naming FLAG, exit code returned).  The
+ * command then writes output i to cli_outputs_tmp(o, i) (a hidden name beside the
+ * final one, same ending) and calls cli_outputs_commit, which renames every
+ * output into place only when all were written (else none; temps removed);
+ * cli_outputs_discard removes the temps on any other failure. */
+#define CLI_PATH_MAX 1024
+#define CLI_OUTPUTS_MAX 4
+typedef struct cli_outputs {
+    int n;
+    struct {
+        const char *flag, *path;
+        char tmp[CLI_PATH_MAX + 64];
+    } f[CLI_OUTPUTS_MAX];
+} cli_outputs;
+int cli_outputs_add(cli_outputs *o, const char *flag, const char *path);
+const char *cli_outputs_tmp(const cli_outputs *o, int i);
+int cli_outputs_commit(cli_outputs *o);
+void cli_outputs_discard(cli_outputs *o);
+
 /* Subcommand entry points (one cmd_<verb>.c each), listed in commands.def. */
 #define QS_CMD(name, summary) int cmd_##name(int argc, char **argv);
 #include "commands.def"
