@@ -271,3 +271,61 @@ TEST(cli_train, default_selection_on_a_5_block_model_is_refused_with_a_hint)
     snprintf(path, sizeof path, "%s/s260/quant.jsonl.zst", test_tmp_dir());
     ASSERT_TRUE(fileio_exists(path));
 }
+
+/* Files that ship with qatscope are found next to the binary, not in the current
+ * directory (issue 16.4): from an empty directory elsewhere, demo finds the bundled
+ * model and text, train's in-loop eval finds tasks/arc_easy.json without
+ * eval_tasks_dir, and eval finds it without --tasks-dir. */
+TEST(cli_train, demo_in_loop_eval_and_eval_work_from_any_directory)
+{
+    char bin[4096], root[4096];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    ASSERT_TRUE(realpath(getenv("QS_BIN"), bin) != NULL);
+    ASSERT_TRUE(realpath(".", root) != NULL);
+    const char *shards = train_shards();
+    ASSERT_TRUE(shards != NULL);
+    char away[700], cmd[16384], path[800], js[16384];
+    snprintf(away, sizeof away, "%s/elsewhere", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(away, NULL), NULL);
+    snprintf(cmd, sizeof cmd, "cd %s && %s demo --out d --steps 4 --warmup 2 >out_demo.txt 2>&1",
+             away, bin);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+    snprintf(path, sizeof path, "%s/d/run/ckpt/step_4/train_state.bin", away);
+    ASSERT_TRUE(fileio_exists(path));
+
+    char shards_abs[4096];
+    ASSERT_TRUE(realpath(shards, shards_abs) != NULL);
+    snprintf(path, sizeof path, "%s/loop.json", away);
+    int n = snprintf(js, sizeof js,
+                     "{\"model\":\"%s/data/demo/model\",\"train_data\":\"%s\",\"out_dir\":\"run\","
+                     "\"batch_size\":2,\"seq_len\":16,\"steps\":2,\"bf16_warmup_steps\":1,"
+                     "\"eval_every\":2,\"eval_tasks\":[\"arc_easy\"],"
+                     "\"eval_data_dir\":\"%s/tests/data/tasks/data\",\"eval_subset\":0,"
+                     "\"eval_val_batches\":0}",
+                     root, shards_abs, root);
+    ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
+    snprintf(cmd, sizeof cmd, "cd %s && %s train --config loop.json --quiet >out_train.txt 2>&1",
+             away, bin);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+    char *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/run/metrics.jsonl", away);
+    ASSERT_OK(fileio_read_all(path, &text, &len, NULL), NULL);
+    int evaluated = strstr(text, "{\"type\":\"eval\",\"step\":2,") != NULL &&
+                    strstr(text, "\"arc_easy\":{\"acc\":") != NULL;
+    qs_free(text);
+    ASSERT_TRUE(evaluated);
+    snprintf(path, sizeof path, "%s/run/config.json", away);   /* the snapshot names the dir */
+    ASSERT_OK(fileio_read_all(path, &text, &len, NULL), NULL);
+    char want[4200];
+    snprintf(want, sizeof want, "\"eval_tasks_dir\": \"%s/tasks\"", root);
+    int named = strstr(text, want) != NULL;
+    qs_free(text);
+    ASSERT_TRUE(named);
+
+    snprintf(cmd, sizeof cmd, "cd %s && %s eval --model %s/data/demo/model --tasks arc_easy "
+             "--data-dir %s/tests/data/tasks/data --output r.json >out_eval.txt 2>&1",
+             away, bin, root, root);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+}

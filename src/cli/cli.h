@@ -48,6 +48,13 @@ int cli_run_arg(const char *cmd, int argc, char **argv, int *i, cli_run_args *a)
 int cli_run_load(const char *dir, const char *match, const char *what, struct qlog_run *run,
                  char *path, size_t path_bytes);
 
+/* A file or folder that ships with qatscope ("tasks", "data/demo/model"): REL in the
+ * tree the binary lives in (the nearest of the three directories above the
+ * binary's own that holds REL: bin/ and build/<kind>/bin/ both work), written to out
+ * relative to the current directory when below it, else absolute.  0 when found;
+ * 1 when the binary's tree lacks it and out is REL itself (the current directory). */
+int cli_install_path(const char *rel, char *out, size_t n);
+
 /* Output files published together (outfile.c).  cli_outputs_add, before any
  * work: creates missing parent directories, refuses a directory name and proves
  * the directory writable (one error line naming FLAG, exit code returned).  The

@@ -80,26 +80,6 @@ static void eval_progress_cb(void *user, size_t done, size_t total)
     fflush(stderr);
 }
 
-/* tasks dir: --tasks-dir, else <binary dir>/../tasks, else ./tasks */
-static void eval_tasks_dir_find(char *out, size_t n)
-{
-    char exe[1024];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(out, n, "%s/../tasks", exe);
-            char probe[1200];
-            snprintf(probe, sizeof probe, "%s/mmlu.json", out);
-            if (fileio_exists(probe))
-                return;
-        }
-    }
-    snprintf(out, n, "tasks");
-}
-
 static int eval_name_cmp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -292,8 +272,8 @@ int cmd_eval(int argc, char **argv)
     char tasks_dir[1100];
     if (a.tasks_dir)
         snprintf(tasks_dir, sizeof tasks_dir, "%s", a.tasks_dir);
-    else
-        eval_tasks_dir_find(tasks_dir, sizeof tasks_dir);
+    else   /* the tasks/ of the binary's tree (cli_install_path), else ./tasks */
+        cli_install_path("tasks", tasks_dir, sizeof tasks_dir);
     /* the outputs are checked (and their directories made) before hours of scoring */
     cli_outputs outs = {0};
     if (a.samples && !strcmp(a.samples, a.output))

@@ -211,6 +211,9 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
 
+    if (!cfg.eval_tasks_dir[0])   /* the tasks/ that ships with the binary, not ./tasks */
+        cli_install_path("tasks", cfg.eval_tasks_dir, sizeof cfg.eval_tasks_dir);
+
     train_memory mem;
     if (trainer_data_open_shards(&data, &cfg, &d) ||
         (cfg.eval_every > 0 && trainer_eval_create(&eval_hook, &cfg, &d)) ||
