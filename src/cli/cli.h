@@ -1,7 +1,8 @@
 /* cli.h: shared helpers for the subcommands (src/cli only).
  *
  * Exit codes: 0 success; 1 a verdict that failed (gate regression, alarm stop);
- * 2 unusable input (bad flag, bad file, missing data).  Errors are ONE line on
+ * 2 unusable input (bad flag, bad file, missing data); 128 + signal (130 SIGINT,
+ * 143 SIGTERM) a train run stopped by that signal.  Errors are ONE line on
  * stderr, "qatscope: ...", naming the offending token, file or position.
  */
 #ifndef QS_CLI_H

@@ -3,8 +3,10 @@
  *              --precision fp32|bf16, --steps N, --plot-every N (each one more
  *              --set, any number of times);  --help-config lists every key.
  * Thin wiring: config -> shard data source -> trainer loop -> progress lines.
- * Exit 0 when the run completes, 1 when it stopped on an alarm (saturation) or
- * a NaN, 2 on unusable input. */
+ * Exit 0 when the run completes, 1 when it stopped on an alarm (saturation,
+ * forgetting) or a NaN, 2 on unusable input, 130 / 143 when SIGINT / SIGTERM
+ * stopped it (after the current step, with a checkpoint; a second signal ends
+ * the process at once). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +21,29 @@
 #include "qs/trainer.h"
 #include "train_progress.h"
 
-static volatile sig_atomic_t train_interrupted;
+/* SIGINT and SIGTERM (what `timeout` and batch schedulers send) alike: the first
+ * asks the loop to stop after the current step with a checkpoint and a "stop"
+ * event (exit 128 + signal: 130 / 143); the handler then puts both back to their
+ * default action, so a second signal ends the process at once. */
+static volatile sig_atomic_t train_stop_signal;
 
-static void train_on_sigint(int sig)
+static void train_signals_set(void (*handler)(int))
 {
-    (void)sig;
-    train_interrupted = 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = SA_RESTART;   /* no EINTR inside the library's reads and writes */
+    sigemptyset(&sa.sa_mask);   /* both blocked in the handler: no nested second call */
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void train_on_signal(int sig)
+{
+    train_stop_signal = sig;
+    train_signals_set(SIG_DFL);   /* sigaction is async-signal-safe */
 }
 
 static void train_usage(FILE *f)
@@ -45,7 +64,10 @@ static void train_usage(FILE *f)
             "  --plot-every N         redraw RUN_DIR/heatmap.png and curves.png every N steps\n"
             "                         and at the end (= --set plot_every=N)\n"
             "  --quiet                no progress output\n"
-            "  --help-config          list every config key with its default\n");
+            "  --help-config          list every config key with its default\n"
+            "exit: 0 done; 1 stopped by an alarm or a NaN; 2 unusable input; 130 / 143 stopped\n"
+            "by SIGINT / SIGTERM after the current step, with a checkpoint (a second signal\n"
+            "ends it at once)\n");
 }
 
 static void train_help_config(void)
@@ -239,13 +261,13 @@ int cmd_train(int argc, char **argv)
     train_progress pr;
     train_progress_init(&pr, a.quiet ? NULL : stdout, isatty(STDOUT_FILENO), trainer_config(t));
     train_progress_start(&pr, t, &mem);
-    signal(SIGINT, train_on_sigint);
+    train_signals_set(train_on_signal);
 
     int rc = 0;
     const char *reason = "done";
     train_step_info info;
     while (!trainer_done(t)) {
-        if (train_interrupted) {
+        if (train_stop_signal) {
             reason = "interrupted";
             break;
         }
@@ -254,7 +276,7 @@ int cmd_train(int argc, char **argv)
         train_progress_step(&pr, &info);
     }
     train_progress_end_line(&pr);
-    signal(SIGINT, SIG_DFL);
+    train_signals_set(SIG_DFL);
     if (rc) {
         /* a NaN or an alarm stop is a failed verdict (1), anything else unusable input (2) */
         cli_diag_error(&d);
@@ -271,6 +293,13 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     train_progress_finish(&pr, run_dir, step, &mem);
+    if (!strcmp(reason, "interrupted")) {   /* not a finished run: say so, and in the status */
+        int sig = train_stop_signal;
+        cli_error("train: %s: stopped after %ld steps with a checkpoint (ckpt/step_%ld); "
+                  "continue with --resume %s", sig == SIGTERM ? "SIGTERM" : "SIGINT", step, step,
+                  run_dir);
+        exit_code = 128 + sig;
+    }
 
 done:
     trainer_destroy(t);
