@@ -77,6 +77,8 @@ TEST(cli_quant, satstat_lists_worst_tensor_first)
     const char *first = strstr(top, "   1  ");
     ASSERT_TRUE(first && !strncmp(first + 6, "layers.2.mlp.down_proj.input", 28));
     ASSERT_TRUE(strstr(out, "per quantizer:") != NULL);
+    ASSERT_TRUE(strstr(out, "worst true/pred (step)") != NULL);   /* replay's wording */
+    ASSERT_TRUE(strstr(out, "4.0000 (20)") != NULL);   /* 4x the predicted amax at step 20 */
 }
 
 TEST(cli_quant, satstat_json_matches_the_log)
@@ -100,7 +102,9 @@ TEST(cli_quant, satstat_json_matches_the_log)
     json_t *q2 = json_array_get(json_object_get(o, "quantizers"), 2);
     ASSERT_EQ_INT(json_integer_value(json_object_get(q2, "sat_steps")), 2);
     ASSERT_NEAR(json_number_value(json_object_get(q2, "max_clip_rate")), 1.0 / 128.0, 1e-9);
-    ASSERT_NEAR(json_number_value(json_object_get(q2, "worst_pred_over_true")), 0.25, 1e-9);
+    /* true/pred, as replay and the amax_ratio heatmap (issue 16.8; was pred/true 0.25) */
+    ASSERT_NEAR(json_number_value(json_object_get(q2, "worst_true_over_pred")), 4.0, 1e-9);
+    ASSERT_TRUE(json_object_get(q2, "worst_pred_over_true") == NULL);
     json_decref(o);
 }
 
