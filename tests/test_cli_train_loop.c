@@ -236,11 +236,11 @@ TEST(cli_train_loop, forgetting_alarm_stops_the_run_with_a_checkpoint)
                      "\"out_dir\":\"%s/run\",\"batch_size\":2,\"seq_len\":32,\"steps\":8,"
                      "\"lr\":1e-2,\"bf16_warmup_steps\":1,\"quant_modules\":[\"layers.*.mlp.*\"],"
                      "\"eval_every\":2,\"eval_tasks\":[\"story\"],\"eval_tasks_dir\":\"%s/tasks\","
-                     "\"eval_data_dir\":\"%s/data\",\"eval_subset\":0,\"eval_val_batches\":0,"
-                     "\"stop_on_forgetting\":true}",
+                     "\"eval_data_dir\":\"%s/data\",\"eval_subset\":0,\"eval_val_batches\":0}",
                      root, root, root, root);
     ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
-    snprintf(args, sizeof args, "train --config %s --quiet", path);
+    /* the README's flag (= --set stop_on_forgetting=true; once rejected) */
+    snprintf(args, sizeof args, "train --config %s --quiet --stop-on-forgetting", path);
     ASSERT_EQ_INT(loop_cli(args), 1);
     size_t len;
     char *metrics = loop_read("forget", "run", "metrics.jsonl", &len);

@@ -1,7 +1,8 @@
 /* cmd_train.c: qatscope train --config run.json [--set key=value ...] [--resume RUN_DIR]
  *   shortcuts: --ste pass|masked, --bf16-warmup-steps N, --stop-on-saturation,
- *              --precision fp32|bf16, --steps N, --plot-every N (each one more
- *              --set, any number of times);  --help-config lists every key.
+ *              --stop-on-forgetting, --precision fp32|bf16, --steps N,
+ *              --plot-every N (each one more --set, any number of times);
+ *              --help-config lists every key.
  * Thin wiring: config -> shard data source -> trainer loop -> progress lines.
  * Exit 0 when the run completes, 1 when it stopped on an alarm (saturation,
  * forgetting) or a NaN, 2 on unusable input, 130 / 143 when SIGINT / SIGTERM
@@ -54,11 +55,12 @@ static void train_usage(FILE *f)
             "  --set key=value        override one key (typed; repeatable)\n"
             "  --resume RUN_DIR       continue RUN_DIR from its latest checkpoint, bit-exactly\n"
             "                         (config = RUN_DIR/config.json; --set may change steps,\n"
-            "                         ckpt_every, stop_on_saturation, max_memory_gb,\n"
-            "                         plot_every)\n"
+            "                         ckpt_every, stop_on_saturation, stop_on_forgetting,\n"
+            "                         max_memory_gb, plot_every)\n"
             "  --ste pass|masked      straight-through estimator (= --set ste=...)\n"
             "  --bf16-warmup-steps N  unquantized steps before QAT (= --set bf16_warmup_steps=N)\n"
             "  --stop-on-saturation   stop with exit 1 on a saturation alarm\n"
+            "  --stop-on-forgetting   stop with exit 1 on a forgetting alarm (in-loop eval)\n"
             "  --precision fp32|bf16  matmul precision (= --set precision=...)\n"
             "  --steps N              (= --set steps=N)\n"
             "  --plot-every N         redraw RUN_DIR/heatmap.png and curves.png every N steps\n"
@@ -83,7 +85,7 @@ static void train_help_config(void)
 static int train_resume_key_ok(const char *assignment)
 {
     static const char *const ok[] = {"steps=", "ckpt_every=", "stop_on_saturation=",
-                                     "max_memory_gb=", "plot_every="};
+                                     "stop_on_forgetting=", "max_memory_gb=", "plot_every="};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         if (!strncmp(assignment, ok[i], strlen(ok[i])))
             return 1;
@@ -157,8 +159,9 @@ static int train_args_parse(int argc, char **argv, train_args *a)
             a->quiet = 1;
             continue;
         }
-        if (!strcmp(f, "--stop-on-saturation")) {
-            a->sets[a->n_sets++] = "stop_on_saturation=true";
+        if (!strcmp(f, "--stop-on-saturation") || !strcmp(f, "--stop-on-forgetting")) {
+            a->sets[a->n_sets++] = !strcmp(f, "--stop-on-saturation") ? "stop_on_saturation=true"
+                                                                      : "stop_on_forgetting=true";
             continue;
         }
         size_t k = 0, n_short = sizeof train_shortcuts / sizeof *train_shortcuts;
@@ -215,7 +218,8 @@ int cmd_train(int argc, char **argv)
             if (!train_resume_key_ok(a.sets[i])) {
                 exit_code = cli_error("train: --resume: '%s' cannot change in a resumed run (it "
                                       "would not continue the same run); allowed: steps, "
-                                      "ckpt_every, stop_on_saturation, max_memory_gb, plot_every",
+                                      "ckpt_every, stop_on_saturation, stop_on_forgetting, "
+                                      "max_memory_gb, plot_every",
                                       a.sets[i]);
                 goto done;
             }
