@@ -167,6 +167,26 @@ TEST(cli_quant, errors_exit_2_with_one_line)
     }
 }
 
+/* replay scores a recipe only if a quantizer (train) would accept it: a max-window
+ * longer than the history is refused with train's message (issue 16.8). */
+TEST(cli_quant, replay_refuses_a_recipe_train_refuses)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *dir = make_run_dir();
+    ASSERT_TRUE(dir != NULL);
+    static char out[BUF], err[BUF];
+    char args[700];
+    snprintf(args, sizeof args, "replay %s --history 10 --estimators max-window:64", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 2);
+    ASSERT_TRUE(strstr(err, "max-window:64 needs a history of at least 64 steps, got 10") != NULL);
+    snprintf(args, sizeof args, "replay %s --estimators max-window:2048", dir);   /* log: 1024 */
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 2);
+    ASSERT_TRUE(strstr(err, "needs a history of at least 2048 steps, got 1024") != NULL);
+    snprintf(args, sizeof args, "replay %s --history 64 --estimators max-window:64", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
+}
+
 TEST(cli_quant, truncated_log_is_summarised_with_a_warning)
 {
     if (!getenv("QS_BIN"))
