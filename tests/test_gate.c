@@ -179,6 +179,27 @@ TEST(gate, threshold_below_one_item_weight_prints_a_hint)
     ASSERT_TRUE(!hinted);
 }
 
+/* A negative item count is a malformed file, not "count unknown" (issue 16.8). */
+TEST(gate, negative_item_count_is_unusable)
+{
+    char pb[600], pc[600], args[1400];
+    static const char good[] = "{\"results\":{\"arc_easy\":{\"acc,none\":0.5}},"
+                               "\"n-samples\":{\"arc_easy\":{\"original\":50,\"effective\":50}}}";
+    static const char bad[] = "{\"results\":{\"arc_easy\":{\"acc,none\":0.5}},"
+                              "\"n-samples\":{\"arc_easy\":{\"original\":50,\"effective\":-5}}}";
+    snprintf(pb, sizeof pb, "%s/gate_neg_b.json", test_tmp_dir());
+    snprintf(pc, sizeof pc, "%s/gate_neg_c.json", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(pb, good, sizeof good - 1, NULL), NULL);
+    ASSERT_OK(fileio_write_atomic(pc, bad, sizeof bad - 1, NULL), NULL);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --no-samples", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("n-samples.arc_easy.effective: expected an item count >= 0, got -5"));
+    static const char bad_n[] = "{\"results\":{\"arc_easy\":{\"acc,none\":0.5,\"n\":-1}}}";
+    ASSERT_OK(fileio_write_atomic(pc, bad_n, sizeof bad_n - 1, NULL), NULL);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("results.arc_easy.n: expected an item count >= 0, got -1"));
+}
+
 TEST(gate, different_item_sets_are_unusable)
 {
     unsigned char b[100], c[100];
