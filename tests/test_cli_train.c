@@ -332,3 +332,32 @@ TEST(cli_train, demo_in_loop_eval_and_eval_work_from_any_directory)
              away, bin, root, root);
     ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
 }
+
+/* Errors that come from deep inside name the config key (issue 16.8): the
+ * estimator, a recipe a quantizer refuses, a seq_len above the model's context;
+ * each before the run directory exists. */
+TEST(cli_train, recipe_and_seq_len_errors_name_the_key)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("keyerr", "");
+    ASSERT_TRUE(cfg != NULL);
+    struct {
+        const char *set, *want;
+    } cases[] = {
+        {"amax_estimator=bogus", "amax_estimator: unknown estimator 'bogus'"},
+        {"amax_history=10", "amax_estimator 'max-window:64', amax_history 10, amax_margin 0: "
+                            "recipe: max-window:64 needs a history of at least 64 steps"},
+        {"seq_len=300", "data/demo/model: seq_len 300 exceeds the model's context of 256 tokens "
+                        "(max_position_embeddings in config.json); lower seq_len"},
+    };
+    char args[1400], dir[700];
+    snprintf(dir, sizeof dir, "%s/keyerr", test_tmp_dir());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "train --config %s --set %s", cfg, cases[i].set);
+        int rc = test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+        if (rc != 2 || !strstr(cli_err, cases[i].want))
+            TEST_FAIL_AT("--set %s: exit %d, stderr '%s'", cases[i].set, rc, cli_err);
+        ASSERT_TRUE(!fileio_exists(dir));
+    }
+}

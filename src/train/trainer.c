@@ -22,9 +22,16 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
 {
     llama_config c;
     memset(mem, 0, sizeof *mem);
-    int rc = hfconfig_load(&c, cfg->model, d);
-    if (rc)
+    quant_recipe r;
+    int rc = trainer_recipe_from_cfg(cfg, &r, d);
+    if (rc || (rc = hfconfig_load(&c, cfg->model, d)))
         return rc;
+    if (cfg->seq_len > hfconfig_max_context(&c))   /* name the key, not an activation size */
+        return diag_set(d, QS_ERANGE, cfg->model, -1,
+                        "seq_len %ld exceeds the model's context of %d tokens "
+                        "(max_position_embeddings in config.json%s); lower seq_len",
+                        cfg->seq_len, hfconfig_max_context(&c),
+                        c.sliding_window ? ", or its sliding_window" : "");
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
     model_memory_estimate(&c, B, T, T, &mm);
