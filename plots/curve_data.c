@@ -129,7 +129,7 @@ static int read_metrics(curve_run *r, const char *path, qs_diag *d)
         else if (rc)
             rc = diag_set(d, rc, path, lineno,
                           "expected a JSON object with \"type\" and an integer \"step\" "
-                          "(train/eval record, formats.md)");
+                          "(train/eval record, README '### run directory')");
         if (rc)
             break;
     }
