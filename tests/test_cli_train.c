@@ -361,3 +361,40 @@ TEST(cli_train, recipe_and_seq_len_errors_name_the_key)
         ASSERT_TRUE(!fileio_exists(dir));
     }
 }
+
+/* A resume that would silently do something else is refused (issue 16.8):
+ * --config beside --resume (the snapshot is the config), and a step count that is
+ * not above the steps already done (it printed "steps 6..3" and did nothing);
+ * the run directory is left as it was. */
+TEST(cli_train, resume_refuses_a_config_file_and_steps_not_above_those_done)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("resumeerr", "");
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400], dir[700], ev[800];
+    snprintf(args, sizeof args, "train --config %s --steps 4 --quiet", cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    snprintf(dir, sizeof dir, "%s/resumeerr", test_tmp_dir());
+    snprintf(ev, sizeof ev, "%s/events.jsonl", dir);
+    char *before, *after;
+    size_t nb, na;
+    ASSERT_OK(fileio_read_all(ev, &before, &nb, NULL), NULL);
+    snprintf(args, sizeof args, "train --resume %s --config %s", dir, cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "--config and --resume together") != NULL);
+    snprintf(args, sizeof args, "train --resume %s --set steps=3", dir);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "steps 3: the latest checkpoint ckpt/step_4 has 4 steps done; "
+                                "to continue, resume with --set steps=N above 4") != NULL);
+    snprintf(args, sizeof args, "train --resume %s", dir);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "(the run is complete)") != NULL);
+    ASSERT_OK(fileio_read_all(ev, &after, &na, NULL), NULL);
+    int same = na == nb && !memcmp(before, after, na);
+    qs_free(before);
+    qs_free(after);
+    ASSERT_TRUE(same);
+    snprintf(args, sizeof args, "train --resume %s --set steps=5 --quiet", dir);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+}

@@ -190,6 +190,9 @@ static int train_args_parse(int argc, char **argv, train_args *a)
     }
     if (!a->config && !a->resume)
         return cli_error("train: --config FILE or --resume RUN_DIR is required; see --help");
+    if (a->config && a->resume)   /* the config of a resumed run is its snapshot */
+        return cli_error("train: --config and --resume together: a resumed run reads "
+                         "%s/config.json; change what may change with --set", a->resume);
     return 0;
 }
 
@@ -234,6 +237,11 @@ int cmd_train(int argc, char **argv)
         }
     if (runcfg_validate(&cfg, &d)) {
         exit_code = cli_error("%s: %s", a.resume ? snap : a.config, d.msg);
+        goto done;
+    }
+    long steps_done = 0;   /* a resume with nothing left to run is refused first */
+    if (a.resume && trainer_resume_check(&cfg, a.resume, &steps_done, &d)) {
+        exit_code = cli_diag_error(&d);
         goto done;
     }
 

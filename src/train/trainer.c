@@ -113,6 +113,23 @@ static int trainer_alloc(struct trainer *t, qs_diag *d)
     return model_weights_point(&t->gw, &t->m, t->grads);
 }
 
+int trainer_resume_check(const runcfg *cfg, const char *run_dir, long *steps_done, qs_diag *d)
+{
+    char ck_dir[TRAINER_PATH_MAX + 64];
+    *steps_done = 0;
+    if (!trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, steps_done))
+        return diag_set(d, QS_ENOTFOUND, run_dir, -1,
+                        "no checkpoint to resume from (expected ckpt/step_N/train_state.bin)");
+    long done = *steps_done;
+    if (cfg->steps <= done)   /* nothing left to run: say so instead of doing nothing */
+        return diag_set(d, QS_EINVAL, run_dir, -1,
+                        "steps %ld: the latest checkpoint ckpt/step_%ld has %ld steps done%s; to "
+                        "continue, resume with --set steps=N above %ld",
+                        cfg->steps, done, done, cfg->steps == done ? " (the run is complete)" : "",
+                        done);
+    return 0;
+}
+
 int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                    const trainer_options *opt, qs_diag *d)
 {
@@ -147,10 +164,13 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     }
     long ck_step = 0;
     char ck_dir[TRAINER_PATH_MAX + 64];
-    if (opt->resume_dir && !trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, &ck_step)) {
-        rc = diag_set(d, QS_ENOTFOUND, run_dir, -1,
-                      "no checkpoint to resume from (expected ckpt/step_N/train_state.bin)");
-        goto fail;
+    if (opt->resume_dir) {
+        if ((rc = trainer_resume_check(cfg, run_dir, &ck_step, d)))
+            goto fail;
+        if (!trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, &ck_step)) {   /* gone since */
+            rc = diag_set(d, QS_ENOTFOUND, run_dir, -1, "the latest checkpoint disappeared");
+            goto fail;
+        }
     }
     snprintf(t->model_dir, sizeof t->model_dir, "%s", opt->resume_dir ? ck_dir : cfg->model);
     if ((rc = model_load_dir(&t->m, t->model_dir, d)))
