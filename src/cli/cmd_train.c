@@ -9,6 +9,7 @@
  * stopped it (after the current step, with a checkpoint; a second signal ends
  * the process at once). */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,12 @@
 
 /* SIGINT and SIGTERM (what `timeout` and batch schedulers send) alike: the first
  * asks the loop to stop after the current step with a checkpoint and a "stop"
- * event (exit 128 + signal: 130 / 143); the handler then puts both back to their
- * default action, so a second signal ends the process at once. */
+ * event (exit 128 + signal: 130 / 143); a second one ends the process at once, by
+ * that signal.  Any thread may take a signal (OpenMP, OpenBLAS workers), so two can
+ * be handled at the same time: an atomic count, not the disposition, tells the
+ * second from the first. */
 static volatile sig_atomic_t train_stop_signal;
+static atomic_int train_signal_count;
 
 static void train_signals_set(void (*handler)(int))
 {
@@ -34,7 +38,7 @@ static void train_signals_set(void (*handler)(int))
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = handler;
     sa.sa_flags = SA_RESTART;   /* no EINTR inside the library's reads and writes */
-    sigemptyset(&sa.sa_mask);   /* both blocked in the handler: no nested second call */
+    sigemptyset(&sa.sa_mask);   /* both blocked in the handler's thread */
     sigaddset(&sa.sa_mask, SIGINT);
     sigaddset(&sa.sa_mask, SIGTERM);
     sigaction(SIGINT, &sa, NULL);
@@ -43,8 +47,13 @@ static void train_signals_set(void (*handler)(int))
 
 static void train_on_signal(int sig)
 {
+    /* sigaction, raise and lock-free atomics are async-signal-safe */
+    train_signals_set(SIG_DFL);
+    if (atomic_fetch_add(&train_signal_count, 1) > 0) {
+        raise(sig);   /* pending while blocked here, then the default action: the end */
+        return;
+    }
     train_stop_signal = sig;
-    train_signals_set(SIG_DFL);   /* sigaction is async-signal-safe */
 }
 
 static void train_usage(FILE *f)
