@@ -187,6 +187,36 @@ TEST(cli_quant, replay_refuses_a_recipe_train_refuses)
     ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
 }
 
+/* A bit flipped inside the log is a corrupt zstd frame, not a JSON error about
+ * records it altered (issue 16.8). */
+TEST(cli_quant, flipped_bit_in_the_log_is_a_corrupt_zstd_frame)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *dir = make_run_dir();
+    ASSERT_TRUE(dir != NULL);
+    char src[700], bad[700];
+    snprintf(src, sizeof src, "%s/quant.jsonl.zst", dir);
+    snprintf(bad, sizeof bad, "%s/flipped.jsonl.zst", test_tmp_dir());
+    fileio_map m;
+    qs_diag d = {0};
+    ASSERT_OK(fileio_map_open(&m, src, &d), &d);
+    unsigned char *copy = qs_malloc(m.bytes);
+    ASSERT_TRUE(copy != NULL);
+    memcpy(copy, m.data, m.bytes);
+    copy[m.bytes / 2] ^= 0x04;   /* inside some frame's compressed records */
+    int rc = fileio_write_atomic(bad, copy, m.bytes, &d);
+    fileio_unmap(&m);
+    qs_free(copy);
+    ASSERT_OK(rc, &d);
+    static char out[BUF], err[BUF];
+    char args[800];
+    snprintf(args, sizeof args, "satstat %s", bad);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 2);
+    ASSERT_TRUE(strstr(err, "zstd frame at byte") != NULL && strstr(err, "is corrupt") != NULL);
+    ASSERT_TRUE(strstr(err, "JSON") == NULL && strstr(err, "expected") == NULL);
+}
+
 TEST(cli_quant, truncated_log_is_summarised_with_a_warning)
 {
     if (!getenv("QS_BIN"))
