@@ -331,6 +331,20 @@ TEST(cli_train, demo_in_loop_eval_and_eval_work_from_any_directory)
              "--data-dir %s/tests/data/tasks/data --output r.json >out_eval.txt 2>&1",
              away, bin, root, root);
     ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+
+    /* started inside the tree (where tasks/ would show as a relative path), resumed from
+     * elsewhere: the snapshot's eval_tasks_dir is absolute */
+    snprintf(cmd, sizeof cmd, "cd %s && %s train --config %s/loop.json --set out_dir=%s/run2 "
+             "--quiet >%s/out_train2.txt 2>&1", root, bin, away, away, away);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+    snprintf(cmd, sizeof cmd, "cd %s && %s train --resume run2 --set steps=4 --quiet "
+             ">out_resume2.txt 2>&1", away, bin);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+    snprintf(path, sizeof path, "%s/run2/metrics.jsonl", away);
+    ASSERT_OK(fileio_read_all(path, &text, &len, NULL), NULL);
+    evaluated = strstr(text, "{\"type\":\"eval\",\"step\":4,") != NULL;
+    qs_free(text);
+    ASSERT_TRUE(evaluated);
 }
 
 /* Errors that come from deep inside name the config key (issue 16.8): the

@@ -8,6 +8,7 @@
  * forgetting) or a NaN, 2 on unusable input, 130 / 143 when SIGINT / SIGTERM
  * stopped it (after the current step, with a checkpoint; a second signal ends
  * the process at once). */
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -284,8 +285,13 @@ int cmd_train(int argc, char **argv)
     if (dist_rank() != 0)   /* progress and the summary come from rank 0 */
         a.quiet = 1;
 
-    if (!cfg.eval_tasks_dir[0])   /* the tasks/ that ships with the binary, not ./tasks */
-        cli_install_path("tasks", cfg.eval_tasks_dir, sizeof cfg.eval_tasks_dir);
+    if (!cfg.eval_tasks_dir[0]) {   /* the tasks/ that ships with the binary, not ./tasks */
+        char rel[sizeof cfg.eval_tasks_dir], abs[PATH_MAX];
+        cli_install_path("tasks", rel, sizeof rel);
+        /* recorded in the run's config.json: absolute, so --resume works from anywhere */
+        snprintf(cfg.eval_tasks_dir, sizeof cfg.eval_tasks_dir, "%s",
+                 realpath(rel, abs) && strlen(abs) < sizeof cfg.eval_tasks_dir ? abs : rel);
+    }
 
     train_memory mem;
     if (trainer_data_open_shards(&data, &cfg, &d) ||
