@@ -34,23 +34,6 @@
 #include "qs/trainstate.h"
 #include "trainer_impl.h"
 
-static const char *const trainer_copied_files[] = {
-    "config.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-    "special_tokens_map.json", "generation_config.json",
-};
-
-static int trainer_file_copy(const char *src, const char *dst, qs_diag *d)
-{
-    char *buf;
-    size_t n;
-    int rc = fileio_read_all(src, &buf, &n, d);
-    if (rc)
-        return rc;
-    rc = fileio_write_atomic(dst, buf, n, d);
-    qs_free(buf);
-    return rc;
-}
-
 static int trainer_amax_pack(struct trainer *t, unsigned char **out, size_t *bytes)
 {
     int n = t->qset ? quant_set_count(t->qset) : 0;
@@ -168,7 +151,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
         return rc;
     }
     char ckdir[TRAINER_PATH_MAX + 16], tmp[TRAINER_PATH_MAX + 64], fin[TRAINER_PATH_MAX + 64];
-    char path[TRAINER_PATH_MAX + 128], src[TRAINER_PATH_MAX + 256];
+    char path[TRAINER_PATH_MAX + 128];
     snprintf(ckdir, sizeof ckdir, "%s/ckpt", t->run_dir);
     snprintf(tmp, sizeof tmp, "%s/.tmp.step_%ld", ckdir, t->step);
     snprintf(fin, sizeof fin, "%s/step_%ld", ckdir, t->step);
@@ -181,12 +164,8 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     int rc_state = trainer_state_write(t, rc ? NULL : path, rc ? &drain : d);
     if (rc || (rc = rc_state))
         goto fail;
-    for (size_t i = 0; i < sizeof trainer_copied_files / sizeof *trainer_copied_files; i++) {
-        snprintf(src, sizeof src, "%s/%s", t->model_dir, trainer_copied_files[i]);
-        snprintf(path, sizeof path, "%s/%s", tmp, trainer_copied_files[i]);
-        if (fileio_exists(src) && (rc = trainer_file_copy(src, path, d)))
-            goto fail;
-    }
+    if ((rc = model_hf_files_copy(t->model_dir, tmp, 1, d)))
+        goto fail;
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if ((rc = model_save_safetensors(&t->m, path, SAFETENSORS_F32, d)))
         goto fail;
