@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "qs/vecops.h"
 #include "qs/dist.h"
 #include "qs/fileio.h"
 #include "qs/hfconfig.h"
@@ -282,7 +283,7 @@ static int trainer_micro_batches(struct trainer *t, double *loss_sum, qs_diag *d
                                  t->qset ? &bwd : NULL, d)))
             return rc;
         if (mb > 0)
-            trainer_grads_add(t->grads, t->grad_scratch, t->m.n_params);
+            vecops_add_f32(t->grads, t->grad_scratch, t->m.n_params);
     }
     if ((rc = trainer_data_skip(t, after, d)))
         return rc;

@@ -77,7 +77,6 @@ void trainer_dist_free(struct trainer *t);
 size_t trainer_dist_opt_elems(const struct trainer *t);  /* Adam moments this rank keeps */
 size_t trainer_dist_opt_first(const struct trainer *t);  /* their first parameter index */
 int trainer_data_skip(struct trainer *t, long n_batches, qs_diag *d);
-void trainer_grads_add(float *acc, const float *x, size_t n);
 /* Sum gradients, the loss sum and the quantizer records over the ranks (no-op on one). */
 int trainer_dist_reduce(struct trainer *t, double *loss_sum, qs_diag *d);
 /* AdamW (clip factor, lr) on this rank's part, zero the gradients, all-gather (ZeRO-1). */
