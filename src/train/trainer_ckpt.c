@@ -10,6 +10,11 @@
  *     adam_m, adam_v   fp32 [n_params]
  *     data    the data source's position (opaque)
  *     amax    per quantizer, set order: u32 name bytes, name, u32 n, f32 history[n] oldest first
+ *   since version 2 (the log state; little-endian):
+ *     qsnr    u32 n_quant, u64 cursor[n_quant]: each quantizer's QSNR sample cursor
+ *     alarm   u32 n_quant, u32 steps[n_quant]: each quantizer's saturation episode so far
+ *     eval    the in-loop evaluation's state (opaque; only with an eval hook that saves)
+ * The amax section checks the quantizer names; qsnr and alarm follow its order.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +29,7 @@
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 #include "qs/trainstate.h"
+#include "qs/zlog.h"
 #include "trainer_impl.h"
 
 static const char *const trainer_copied_files[] = {
@@ -124,6 +130,70 @@ static int trainer_amax_unpack(struct trainer *t, const unsigned char *p, size_t
     return 0;
 }
 
+static void trainer_put_le(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t trainer_get_le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* "qsnr" (which = 0: u64 cursors) or "alarm" (which = 1: u32 episode steps) */
+static int trainer_logstate_pack(struct trainer *t, int which, unsigned char **out, size_t *bytes)
+{
+    int n = t->qset ? quant_set_count(t->qset) : 0, w = which ? 4 : 8;
+    unsigned char *buf = qs_malloc(4 + (size_t)n * (size_t)w);
+    if (!buf)
+        return QS_ENOMEM;
+    trainer_put_le(buf, (uint64_t)n, 4);
+    for (int i = 0; i < n; i++)
+        trainer_put_le(buf + 4 + (size_t)i * w,
+                       which ? (uint64_t)(t->sat ? satstats_episode_steps(t->sat, i) : 0)
+                             : (uint64_t)quant_qsnr_cursor(quant_set_get(t->qset, i)),
+                       w);
+    *out = buf;
+    *bytes = 4 + (size_t)n * (size_t)w;
+    return 0;
+}
+
+static int trainer_logstate_unpack(struct trainer *t, int which, const unsigned char *p,
+                                   size_t bytes, const char *path, qs_diag *d)
+{
+    int n = t->qset ? quant_set_count(t->qset) : 0, w = which ? 4 : 8;
+    const char *tag = which ? "alarm" : "qsnr";
+    if (bytes < 4 || trainer_get_le(p, 4) != (uint64_t)n || bytes != 4 + (size_t)n * (size_t)w)
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "%s section: expected %d quantizers in %zu bytes, found %llu in %zu bytes",
+                        tag, n, 4 + (size_t)n * (size_t)w,
+                        bytes < 4 ? 0ull : (unsigned long long)trainer_get_le(p, 4), bytes);
+    if (!which) {
+        for (int i = 0; i < n; i++)
+            quant_qsnr_cursor_set(quant_set_get(t->qset, i),
+                                  (unsigned long)trainer_get_le(p + 4 + (size_t)i * 8, 8));
+        return 0;
+    }
+    /* the detector is created after the restore (trainer_open_logs applies these) */
+    qs_free(t->alarm_restored);
+    t->alarm_restored = qs_malloc((n ? (size_t)n : 1) * sizeof *t->alarm_restored);
+    if (!t->alarm_restored)
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+    for (int i = 0; i < n; i++) {
+        uint64_t v = trainer_get_le(p + 4 + (size_t)i * 4, 4);
+        if (v > 0x7fffffff)
+            return diag_set(d, QS_EFORMAT, path, -1, "alarm section: quantizer %d has %llu steps",
+                            i, (unsigned long long)v);
+        t->alarm_restored[i] = (int)v;
+    }
+    t->n_alarm_restored = n;
+    return 0;
+}
+
 static int trainer_state_write(struct trainer *t, const char *path, qs_diag *d)
 {
     char meta[512];
@@ -132,27 +202,36 @@ static int trainer_state_write(struct trainer *t, const char *path, qs_diag *d)
                       "\"n_params\":%zu,\"seed\":%ld,\"n_quant\":%d}",
                       t->step, t->opt.t, t->m.n_params, t->cfg.seed,
                       t->qset ? quant_set_count(t->qset) : 0);
-    void *dpos = NULL;
-    size_t dpos_bytes = 0;
-    unsigned char *amax = NULL;
-    size_t amax_bytes = 0;
+    void *dpos = NULL, *ev = NULL;
+    size_t dpos_bytes = 0, ev_bytes = 0, amax_bytes = 0, qsnr_bytes = 0, alarm_bytes = 0;
+    unsigned char *amax = NULL, *qsnr = NULL, *alarm = NULL;
     int rc = t->data->save(t->data->self, &dpos, &dpos_bytes, d);
-    if (!rc && (rc = trainer_amax_pack(t, &amax, &amax_bytes)))
+    if (!rc && t->eval.save)
+        rc = t->eval.save(t->eval.self, &ev, &ev_bytes, d);
+    if (!rc && ((rc = trainer_amax_pack(t, &amax, &amax_bytes)) ||
+                (rc = trainer_logstate_pack(t, 0, &qsnr, &qsnr_bytes)) ||
+                (rc = trainer_logstate_pack(t, 1, &alarm, &alarm_bytes))))
         diag_set(d, rc, path, -1, "out of memory");
     trainstate_writer w;
-    if (!rc && !(rc = trainstate_write_begin(&w, path, 5, d))) {
+    if (!rc && !(rc = trainstate_write_begin(&w, path, t->eval.save ? 8 : 7, d))) {
         size_t pb = t->m.n_params * sizeof(float);
         if ((rc = trainstate_write_section(&w, "meta", meta, (size_t)nm, d)) ||
             (rc = trainstate_write_section(&w, "adam_m", t->opt.m, pb, d)) ||
             (rc = trainstate_write_section(&w, "adam_v", t->opt.v, pb, d)) ||
             (rc = trainstate_write_section(&w, "data", dpos, dpos_bytes, d)) ||
-            (rc = trainstate_write_section(&w, "amax", amax, amax_bytes, d)))
+            (rc = trainstate_write_section(&w, "amax", amax, amax_bytes, d)) ||
+            (rc = trainstate_write_section(&w, "qsnr", qsnr, qsnr_bytes, d)) ||
+            (rc = trainstate_write_section(&w, "alarm", alarm, alarm_bytes, d)) ||
+            (t->eval.save && (rc = trainstate_write_section(&w, "eval", ev, ev_bytes, d))))
             trainstate_write_abort(&w);
         else
             rc = trainstate_write_commit(&w, d);
     }
     qs_free(dpos);
+    qs_free(ev);
     qs_free(amax);
+    qs_free(qsnr);
+    qs_free(alarm);
     return rc;
 }
 
@@ -223,6 +302,11 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
 {
     char path[TRAINER_PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/train_state.bin", ckpt_dir);
+    return trainer_state_read(t, path, d);
+}
+
+int trainer_state_read(struct trainer *t, const char *path, qs_diag *d)
+{
     trainstate_reader r;
     int rc = trainstate_open(&r, path, d);
     if (rc)
@@ -267,6 +351,22 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
     if ((rc = trainstate_section(&r, "amax", &p, &n, d)) ||
         (rc = trainer_amax_unpack(t, p, n, path, d)))
         goto out;
+    if (r.version >= 2) {   /* the log state (version 1: starts from zero) */
+        if ((rc = trainstate_section(&r, "qsnr", &p, &n, d)) ||
+            (rc = trainer_logstate_unpack(t, 0, p, n, path, d)) ||
+            (rc = trainstate_section(&r, "alarm", &p, &n, d)) ||
+            (rc = trainer_logstate_unpack(t, 1, p, n, path, d)))
+            goto out;
+        if (t->eval.restore && trainstate_section(&r, "eval", &p, &n, NULL) == 0 &&
+            (rc = t->eval.restore(t->eval.self, p, n, d))) {
+            if (d && rc != QS_ENOMEM) {
+                char why[QS_DIAG_MSG_MAX];
+                snprintf(why, sizeof why, "%s", d->msg);
+                diag_set(d, rc, path, -1, "eval section: %.400s", why);
+            }
+            goto out;
+        }
+    }
     t->step = (long)step;
     t->last_ckpt_step = (long)step;
 out:
@@ -275,34 +375,22 @@ out:
     return rc;
 }
 
+/* Resume at `step`: lines of earlier steps stay, and so do the lines written at
+ * `step` before its checkpoint: the eval taken with exactly the checkpointed
+ * weights and its forgetting alarms (trainer_step runs them before the
+ * checkpoint).  Lines without a step stay; everything else goes. */
+static int trainer_log_keep(void *ctx, const char *line, size_t len)
+{
+    long step = *(const long *)ctx, st;
+    if (!zlog_line_long(line, len, "step", &st) || st < step)
+        return 1;
+    return st == step && (zlog_line_string_is(line, len, "type", "eval") ||
+                          zlog_line_string_is(line, len, "type", "forgetting"));
+}
+
 int trainer_log_truncate(const char *path, long step, qs_diag *d)
 {
-    if (!fileio_exists(path))
-        return 0;
-    char *buf;
-    size_t n;
-    int rc = fileio_read_all(path, &buf, &n, d);
-    if (rc)
-        return rc;
-    size_t w = 0;
-    for (size_t i = 0; i < n;) {
-        char *nl = memchr(buf + i, '\n', n - i);
-        size_t len = nl ? (size_t)(nl - (buf + i)) + 1 : n - i;
-        const char *s = strstr(buf + i, "\"step\":");
-        long st = s && s < buf + i + len ? strtol(s + 7, NULL, 10) : -1;
-        const char *ev = strstr(buf + i, "\"type\":\"eval\"");
-        int is_eval = ev && ev < buf + i + len;
-        /* complete lines of earlier steps stay; an eval at the checkpoint's step
-         * was taken with exactly the checkpointed weights, so it stays too */
-        if (nl && (st < step || (st == step && is_eval))) {
-            memmove(buf + w, buf + i, len);
-            w += len;
-        }
-        i += len;
-    }
-    rc = fileio_write_atomic(path, buf, w, d);
-    qs_free(buf);
-    return rc;
+    return zlog_filter(path, trainer_log_keep, &step, d);
 }
 
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d)
