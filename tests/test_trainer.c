@@ -7,6 +7,7 @@
 #include "qs/model.h"
 #include "qs/qlog.h"
 #include "qs/trainer.h"
+#include "qs/trainstate.h"
 #include "test.h"
 
 /* In-memory data: token i of the stream is a fixed function of i; the position
@@ -84,6 +85,39 @@ static int run_steps(trainer *t, long n)
     return 0;
 }
 
+/* Rewrite a train_state.bin as version 1 wrote it: the v1 sections only. */
+static int state_to_v1(const char *path)
+{
+    static const char *const v1[] = {"meta", "adam_m", "adam_v", "data", "amax"};
+    char tmp[720];
+    snprintf(tmp, sizeof tmp, "%.700s.v1", path);
+    trainstate_reader r;
+    trainstate_writer w;
+    qs_diag d = {0};
+    if (trainstate_open(&r, path, &d))
+        return -1;
+    int rc = trainstate_write_begin(&w, tmp, 5, &d);
+    for (int i = 0; !rc && i < 5; i++) {
+        const void *p;
+        size_t n;
+        if ((rc = trainstate_section(&r, v1[i], &p, &n, &d)) ||
+            (rc = trainstate_write_section(&w, v1[i], p, n, &d)))
+            trainstate_write_abort(&w);
+    }
+    trainstate_close(&r);
+    if (rc || trainstate_write_commit(&w, &d))
+        return -1;
+    char *buf;
+    size_t n;
+    if (fileio_read_all(tmp, &buf, &n, &d))
+        return -1;
+    buf[8] = 1;   /* u32 version */
+    rc = fileio_write_atomic(path, buf, n, &d);
+    qs_free(buf);
+    remove(tmp);
+    return rc;
+}
+
 TEST(trainer, resume_after_kill_is_bit_exact)
 {
     runcfg a_cfg, b_cfg;
@@ -111,6 +145,10 @@ TEST(trainer, resume_after_kill_is_bit_exact)
     ASSERT_OK(trainer_create(&b, &b_cfg, &srcb, &opt, &d), &d);
     ASSERT_EQ_INT(run_steps(b, 13), 0);   /* checkpoint at 10, then 3 steps that are lost */
     trainer_destroy(b);                    /* "kill": no final checkpoint */
+    /* a checkpoint of version 1 (before the log-state sections) still resumes bit-exactly */
+    char state[700];
+    snprintf(state, sizeof state, "%s/ckpt/step_10/train_state.bin", b_cfg.out_dir);
+    ASSERT_EQ_INT(state_to_v1(state), 0);
 
     db.pos = 999999;                       /* the resumed run must restore the position */
     opt.resume_dir = b_cfg.out_dir;
