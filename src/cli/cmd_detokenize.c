@@ -18,32 +18,13 @@
 static const char USAGE[] =
     "usage: qatscope detokenize (--model DIR | --tokenizer FILE) [--keep-special] IDS...|-\n";
 
-/* Parse whitespace-separated ids from s into ids[*n...]. */
-static int parse_ids(const char *s, const char *where, int32_t **ids, size_t *n, size_t *cap)
+/* ids of s[0..len) appended (tokenizer_ids_parse); 0 or an exit code */
+static int parse_ids(const char *s, size_t len, const char *where, int32_t **ids, size_t *n,
+                     size_t *cap)
 {
-    while (*s) {
-        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == ',')
-            s++;
-        if (!*s)
-            break;
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v > 0x7FFFFFFF ||
-            (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r' && *end != ','))
-            return cli_error("detokenize: %s: expected a token id (integer >= 0), got '%.20s'",
-                             where, s);
-        if (*n == *cap) {
-            size_t nc = *cap ? *cap * 2 : 256;
-            int32_t *ni = qs_realloc(*ids, nc * sizeof *ni);
-            if (!ni)
-                return cli_error("out of memory");
-            *ids = ni;
-            *cap = nc;
-        }
-        (*ids)[(*n)++] = (int32_t)v;
-        s = end;
-    }
+    qs_diag d = {0};
+    if (tokenizer_ids_parse(s, len, ids, n, cap, &d))
+        return cli_error("detokenize: %s: %s", where, d.msg);
     return 0;
 }
 
@@ -73,7 +54,7 @@ int cmd_detokenize(int argc, char **argv)
             if (fileio_read_all("/dev/stdin", &text, &len, &rd))
                 rc = cli_diag_error(&rd);
             if (!rc) {
-                rc = parse_ids(text, "stdin", &ids, &n, &cap);
+                rc = parse_ids(text, len, "stdin", &ids, &n, &cap);
                 qs_free(text);
             }
         } else if (a[0] == '-' && !(a[1] >= '0' && a[1] <= '9')) {
@@ -82,7 +63,7 @@ int cmd_detokenize(int argc, char **argv)
             char where[32];
             snprintf(where, sizeof where, "argument %d", i);
             n_args++;
-            rc = parse_ids(a, where, &ids, &n, &cap);
+            rc = parse_ids(a, strlen(a), where, &ids, &n, &cap);
         }
     }
     if (!rc && !!model == !!tok)
