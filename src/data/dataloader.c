@@ -77,21 +77,44 @@ static int load_split(dataloader *dl, const char *dir, const char *split, uint64
                       "expected splits.%s with \"tokens\" and a \"shards\" list", split);
         goto done;
     }
-    uint64_t want = (uint64_t)json_integer_value(tok);
-    dl->tokens = qs_malloc((size_t)want * sizeof *dl->tokens + 4);
-    if (!dl->tokens) {
+    uint64_t want = (uint64_t)json_integer_value(tok), held = 0;
+    size_t i;
+    json_t *f;
+    /* the shards' headers first: the manifest's count is only trusted once they
+     * agree with it (it sizes the allocation) */
+    json_array_foreach(files, i, f)
+    {
+        const char *name = json_string_value(f);
+        if (!name || !name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
+            fileio_join(spath, sizeof spath, dir, name)) {
+            rc = diag_set(d, QS_EFORMAT, mpath, -1, "splits.%s.shards[%zu]: expected a file name",
+                          split, i);
+            goto done;
+        }
+        shard_header h;
+        if ((rc = shard_header_read(spath, &h, d)) != 0)
+            goto done;
+        if (h.n_tokens > UINT64_MAX - held) {
+            rc = diag_set(d, QS_EFORMAT, spath, -1, "token counts of the shards overflow");
+            goto done;
+        }
+        held += h.n_tokens;
+    }
+    if (held != want) {
+        rc = diag_set(d, QS_EFORMAT, mpath, -1, "splits.%s: manifest says %llu tokens, shards hold %llu",
+                      split, (unsigned long long)want, (unsigned long long)held);
+        goto done;
+    }
+    if (want > (SIZE_MAX - 4) / sizeof *dl->tokens ||
+        !(dl->tokens = qs_malloc((size_t)want * sizeof *dl->tokens + 4))) {
         rc = diag_set(d, QS_ENOMEM, mpath, -1, "out of memory for %llu tokens",
                       (unsigned long long)want);
         goto done;
     }
-    size_t i;
-    json_t *f;
     json_array_foreach(files, i, f)
     {
-        const char *name = json_string_value(f);
-        if (!name || strchr(name, '/') || fileio_join(spath, sizeof spath, dir, name)) {
-            rc = diag_set(d, QS_EFORMAT, mpath, -1, "splits.%s.shards[%zu]: expected a file name",
-                          split, i);
+        if (fileio_join(spath, sizeof spath, dir, json_string_value(f))) {
+            rc = diag_set(d, QS_ERANGE, mpath, -1, "path too long");
             goto done;
         }
         shard_header h;
