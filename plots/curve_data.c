@@ -1,8 +1,11 @@
 /* curve_data.c: RUN_DIR/metrics.jsonl (+ events.jsonl) -> series for the curve plot.
  * "train" records give loss, lr and max_clip_rate per step; "eval" records give
  * per-task accuracy (acc_norm for hellaswag/arc when present, acc otherwise: the
- * gate's rule).  The QAT boundary is the events.jsonl phase event, else the first
- * train record in phase "qat".  A last line cut mid-write is ignored. */
+ * gate's rule) and the held-out val_loss / val_ppl.  The QAT boundary is the
+ * events.jsonl phase event, else the first train record in phase "qat" -- but
+ * only for a run that had quantizers (the phase event, or a quant.jsonl.zst in
+ * the run dir): a run without any has no QAT boundary, whatever its schedule's
+ * phase names say.  A last line cut mid-write is ignored. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +27,8 @@ void curve_run_free_impl(curve_run *r)
     qs_free(r->clip);
     qs_free(r->eval_step);
     qs_free(r->eval_acc);
+    qs_free(r->val_loss);
+    qs_free(r->val_ppl);
     memset(r, 0, sizeof *r);
 }
 
@@ -90,12 +95,16 @@ static int add_eval(curve_run *r, json_t *obj, long *cap)
     if (r->n_eval == *cap) {
         long c = *cap ? 2 * *cap : 64;
         if (grow((void **)&r->eval_step, c, sizeof *r->eval_step) ||
-            grow((void **)&r->eval_acc, c * CURVE_MAX_TASKS, sizeof(double)))
+            grow((void **)&r->eval_acc, c * CURVE_MAX_TASKS, sizeof(double)) ||
+            grow((void **)&r->val_loss, c, sizeof(double)) ||
+            grow((void **)&r->val_ppl, c, sizeof(double)))
             return QS_ENOMEM;
         *cap = c;
     }
     long e = r->n_eval++;
     r->eval_step[e] = (long)json_integer_value(step);
+    r->val_loss[e] = num(json_object_get(obj, "val_loss"));
+    r->val_ppl[e] = num(json_object_get(obj, "val_ppl"));
     for (int t = 0; t < CURVE_MAX_TASKS; t++)
         r->eval_acc[e * CURVE_MAX_TASKS + t] = NAN;
     const char *name;
@@ -161,8 +170,10 @@ static int read_events(curve_run *r, const char *path, qs_diag *d)
         const char *ty = json_string_value(type);
         long s = (long)json_integer_value(step);
         json_t *ph = json_object_get(obj, "phase"), *task = json_object_get(obj, "task");
-        if (!strcmp(ty, "phase") && json_is_string(ph) && !strcmp(json_string_value(ph), "qat"))
+        if (!strcmp(ty, "phase") && json_is_string(ph) && !strcmp(json_string_value(ph), "qat")) {
             r->qat_step = s;
+            r->has_quant = 1;
+        }
         if (!strcmp(ty, "forgetting") && r->n_forget < 64) {
             r->forget_step[r->n_forget] = s;
             snprintf(r->forget_task[r->n_forget], sizeof r->forget_task[0], "%s",
@@ -197,6 +208,11 @@ int curve_run_load_impl(curve_run *r, const char *run_dir, qs_diag *d)
         rc = diag_set(d, QS_EFORMAT, path, -1, "no train or eval records");
     if (!rc && fileio_join(path, sizeof path, run_dir, "events.jsonl") == 0)
         rc = read_events(r, path, d);
+    if (!rc && !r->has_quant)
+        r->has_quant = fileio_join(path, sizeof path, run_dir, "quant.jsonl.zst") == 0 &&
+                       fileio_exists(path);
+    if (!rc && !r->has_quant)
+        r->qat_step = -1;   /* a schedule phase without quantizers is no QAT */
     if (rc)
         curve_run_free_impl(r);
     return rc;
