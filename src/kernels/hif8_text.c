@@ -109,16 +109,13 @@ int hif8_text_parse(const char *text, size_t n, int kind, float **values, uint8_
             qs_free(out);
             return QS_EFORMAT;
         }
-        if (*count == cap) {
-            cap = cap ? 2 * cap : 1024;
-            unsigned char *grown = qs_realloc(out, cap * elem);
-            if (!grown) {
-                qs_free(out);
-                *count = 0;
-                return QS_ENOMEM;
-            }
-            out = grown;
+        unsigned char *grown = qs_grow(out, &cap, *count + 1, elem, 1024);
+        if (!grown) {
+            qs_free(out);
+            *count = 0;
+            return QS_ENOMEM;
         }
+        out = grown;
         if (kind == HIF8_TEXT_CODES)
             out[*count] = code;
         else

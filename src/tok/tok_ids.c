@@ -39,14 +39,10 @@ int tokenizer_ids_parse(const char *text, size_t len, int32_t **ids, size_t *n, 
             return diag_set(d, QS_EFORMAT, NULL, -1,
                             "expected a token id (integer 0..2147483647), got '%s'", shown);
         }
-        if (*n == *cap) {
-            size_t nc = *cap ? *cap * 2 : 256;
-            int32_t *grown = qs_realloc(*ids, nc * sizeof *grown);
-            if (!grown)
-                return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory after %zu ids", *n);
-            *ids = grown;
-            *cap = nc;
-        }
+        int32_t *grown = qs_grow(*ids, cap, *n + 1, sizeof *grown, 256);
+        if (!grown)
+            return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory after %zu ids", *n);
+        *ids = grown;
         (*ids)[(*n)++] = (int32_t)v;
     }
     return 0;

@@ -53,12 +53,8 @@ static int trainer_plan_build(qplan *p, const llama_config *c, const runcfg *cfg
     return 0;
 }
 
-static int trainer_precision(const runcfg *cfg)
-{
-    return strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
-}
-
-size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slots, qs_diag *d)
+size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
+                           qs_diag *d)
 {
     qplan p;
     *n_slots = 0;
@@ -73,7 +69,7 @@ size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slot
                 total += (N * IN + (size_t)O * IN) * sizeof(float);
                 /* the pack of wq: only its dx form is built (the forward packs
                  * its copy on the fly), about half of both forms */
-                total += matmul_wpack_bytes_estimate(IN, O, trainer_precision(cfg)) / 2;
+                total += matmul_wpack_bytes_estimate(IN, O, precision) / 2;
                 total += 2 * (size_t)cfg->amax_history * sizeof(float);
                 (*n_slots)++;
             }
