@@ -88,6 +88,14 @@ def safetensors_index():
     put(t, "bom.json", b"\xef\xbb\xbf" + json.dumps({"weight_map": {"x": "a.safetensors"}}).encode())
     put(t, "trailing_garbage.json", json.dumps({"weight_map": {"x": "a.safetensors"}}) + " }")
     put(t, "deep.json", '{"metadata":' + "[" * 200 + "]" * 200 + ',"weight_map":{"x":"a.safetensors"}}')
+    # c.safetensors: z BF16, h F16, ids I32, nan F32 (a NaN), raw U8 (no conversion)
+    put(t, "mixed_dtypes.json", json.dumps({"weight_map": {"z": "c.safetensors", "h": "c.safetensors",
+                                                           "ids": "c.safetensors", "x": "a.safetensors"}}))
+    put(t, "mixed_refused.json", json.dumps({"weight_map": {"nan": "c.safetensors", "raw": "c.safetensors"}}))
+    put(t, "all_three.json", json.dumps({"metadata": {"total_size": 42}, "weight_map": {
+        "x": "a.safetensors", "y": "b.safetensors", "z": "c.safetensors", "h": "c.safetensors",
+        "ids": "c.safetensors", "nan": "c.safetensors", "raw": "c.safetensors"}}))
+    put(t, "wrong_shard_c.json", json.dumps({"weight_map": {"z": "a.safetensors", "x": "c.safetensors"}}))
 
 
 def hfconfig():

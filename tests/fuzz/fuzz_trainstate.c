@@ -1,13 +1,14 @@
-/* fuzz_trainstate.c: a checkpoint's train_state.bin -> trainer_state_read on a
- * fresh trainer: the container (trainstate_open), the meta JSON, the Adam
+/* fuzz_trainstate.c: a checkpoint's train_state.bin -> trainer_state_read into a
+ * trainer (a fresh run, made once and reused): the container (trainstate_open), the meta JSON, the Adam
  * moments, the data position (the shard data source's restore), the amax
  * histories, the QSNR cursors, the alarm episodes and the eval state (forgetting
  * baselines, through an eval hook).
  *
  * Fixture (made once per process, removed at exit): a 2-block model small enough
  * that a whole state fits the fuzzer's 64 KiB inputs (hidden 8, vocab 349 of
- * tests/data/tok/tiny_spm.json: 4032 parameters with padding, 12 quantizers on layers.*.mlp.*,
- * amax history 4) and a 64-token shard of it (seq_len 8: 7 windows).
+ * tests/data/tok/tiny_spm.json: 4032 parameters with padding, 12 quantizers on
+ * layers.*.mlp.*, amax history 4) and a 64-token shard of it (seq_len 8: 7
+ * windows).
  * tools/gen_fuzz_corpus.py (trainstate) writes seeds for exactly this fixture;
  * keep the two in step.
  *
@@ -30,6 +31,7 @@
 
 static char ts_fix[400];   /* "" until the fixture is made */
 
+/* the fixture's files (ts_trainer_remove calls it at exit) */
 static void ts_fixture_remove(void)
 {
     char p[700];
@@ -50,7 +52,6 @@ static int ts_fixture(void)
     char model[700], data[700], p[800];
     if (fuzz_subdir(ts_fix, sizeof ts_fix, "tsfix"))
         return -1;
-    atexit(ts_fixture_remove);
     snprintf(model, sizeof model, "%.400s/model", ts_fix);
     snprintf(data, sizeof data, "%.400s/data", ts_fix);
     if (mkdir(model, 0700) || mkdir(data, 0700))
@@ -140,60 +141,79 @@ static int ts_fix_checksums(unsigned char *b, size_t size)
     return changed;
 }
 
-static void ts_restore(const char *run, const uint8_t *data, size_t size, const runcfg *cfg,
-                       train_data *src)
+/* The trainer every input is restored into: made once (a fresh run in
+ * scratch/tsfix/run), removed at exit.  A restore that fails half-way leaves it
+ * partly restored, which is as good a starting point as any for the next input:
+ * every section read overwrites what it covers. */
+static trainer *ts_trainer;
+static forget_tracker *ts_forget;
+static train_data ts_src;
+
+static void ts_trainer_remove(void)
 {
-    char path[700];
-    snprintf(path, sizeof path, "%s/state.bin", run);
-    forget_tracker *ft = NULL;
+    char run[700];
+    trainer_destroy(ts_trainer);
+    forget_tracker_destroy(ts_forget);
+    trainer_data_close(&ts_src);
+    snprintf(run, sizeof run, "%s/run", ts_fix);
+    fuzz_dir_remove(run);
+    ts_fixture_remove();
+}
+
+static int ts_trainer_make(void)
+{
+    static int state;   /* 0: not tried, 1: ready, -1: failed */
+    if (state)
+        return state > 0 ? 0 : -1;
+    state = -1;
+    atexit(ts_trainer_remove);   /* also what a half-made fixture left */
+    if (ts_fixture())
+        return -1;
+    runcfg cfg;
+    qs_diag d = {0};
+    runcfg_defaults(&cfg);
+    snprintf(cfg.model, sizeof cfg.model, "%.400s/model", ts_fix);
+    snprintf(cfg.train_data, sizeof cfg.train_data, "%.400s/data", ts_fix);
+    snprintf(cfg.out_dir, sizeof cfg.out_dir, "%.400s/run", ts_fix);
+    static const char *const sets[] = {
+        "batch_size=1", "seq_len=8", "steps=10", "bf16_warmup_steps=2",
+        "quant_modules=layers.*.mlp.*", "amax_history=4", "amax_estimator=max-window:4",
+        "seed=1337"};
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
+        if (runcfg_set(&cfg, sets[i], &d))
+            return -1;
     forget_opts fo;
     forget_opts_default(&fo);
-    trainer *t = NULL;
+    if (trainer_data_open_shards(&ts_src, &cfg, &d) || forget_tracker_create(&ts_forget, &fo, &d))
+        return -1;
+    train_eval_hook hook = {ts_forget, 0, NULL, ts_eval_save, ts_eval_restore};
+    trainer_options opt = {NULL, 0, &hook};
+    if (trainer_create(&ts_trainer, &cfg, &ts_src, &opt, &d))
+        return -1;
+    state = 1;
+    return 0;
+}
+
+static void ts_restore(const uint8_t *data, size_t size)
+{
+    char path[700];
     qs_diag d = {0};
-    if (forget_tracker_create(&ft, &fo, &d) == 0) {
-        train_eval_hook hook = {ft, 0, NULL, ts_eval_save, ts_eval_restore};
-        trainer_options opt = {NULL, 0, &hook};
-        if (trainer_create(&t, cfg, src, &opt, &d) == 0) {   /* makes the run dir */
-            if (fuzz_file_write(path, data, size) == 0)
-                trainer_state_read(t, path, &d);
-            trainer_destroy(t);
-        }
-    }
-    forget_tracker_destroy(ft);
-    fuzz_dir_remove(run);
+    snprintf(path, sizeof path, "%s/run/state.bin", ts_fix);
+    if (fuzz_file_write(path, data, size) == 0)
+        trainer_state_read(ts_trainer, path, &d);
+    remove(path);
 }
 
 int fuzz_trainstate(const uint8_t *data, size_t size)
 {
-    static train_data src;
-    static runcfg cfg;
-    static int have_src;
-    char run[512];
-    if (ts_fixture() || fuzz_path(run, sizeof run, "tsrun"))
+    if (ts_trainer_make())
         return 0;
-    if (!have_src) {
-        qs_diag d = {0};
-        runcfg_defaults(&cfg);
-        snprintf(cfg.model, sizeof cfg.model, "%.400s/model", ts_fix);
-        snprintf(cfg.train_data, sizeof cfg.train_data, "%.400s/data", ts_fix);
-        snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s", run);
-        static const char *const sets[] = {
-            "batch_size=1", "seq_len=8", "steps=10", "bf16_warmup_steps=2",
-            "quant_modules=layers.*.mlp.*", "amax_history=4", "amax_estimator=max-window:4",
-            "seed=1337"};
-        for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
-            if (runcfg_set(&cfg, sets[i], &d))
-                return 0;
-        if (trainer_data_open_shards(&src, &cfg, &d))
-            return 0;
-        have_src = 1;
-    }
-    ts_restore(run, data, size, &cfg, &src);
+    ts_restore(data, size);
     unsigned char *fixed = malloc(size ? size : 1);
     if (fixed) {
         memcpy(fixed, data, size);
         if (ts_fix_checksums(fixed, size))
-            ts_restore(run, fixed, size, &cfg, &src);
+            ts_restore(fixed, size);
         free(fixed);
     }
     return 0;
