@@ -12,8 +12,8 @@
  *              "alarm" (each quantizer's saturation episode: consecutive steps) and,
  *              with an in-loop evaluation, "eval" (its state: forgetting baselines).
  * Version 1 files are still read (their runs resume with bit-exact weights; the
- * log state starts from zero, as before version 2); newer versions are refused by
- * number.  Written atomically (tmp + rename).  The reader validates magic,
+ * QSNR cursors are rebuilt from the step count, the alarm episodes start from
+ * zero, as before version 2); newer versions are refused by number.  Written atomically (tmp + rename).  The reader validates magic,
  * version, every length against the file size and every checksum before handing
  * out a byte.
  *
