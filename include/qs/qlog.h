@@ -12,7 +12,7 @@
  * before the checkpoint (qlog_writer_create); logs of older versions repeat the
  * header after a resume, and a step number that goes back replaces the records
  * from that step on: readers still accept both.  "mode":"none" (quantizer not called
- * that step, all figures null) extends the run-dir contract (formats.md).
+ * that step, all figures null) extends the run-dir contract (README "## File formats").
  *
  * Checklist for a new field: bump QLOG_VERSION, write it in qlog_write_step,
  * read it in qlog.c's row parser, document it in README.md, add it to test_qlog.c.

@@ -23,7 +23,7 @@
 #include "qs/zlog.h"
 
 #define ZLOG_FILTER_FRAME_MAX ((size_t)256 << 20)
-#define ZLOG_FILTER_LEVEL 3   /* zlog.c's level: a re-compressed frame looks like a written one */
+#define ZLOG_FILTER_LEVEL 3   /* zlog.c's ZLOG_LEVEL */
 
 typedef struct zbuf {
     char *p;
@@ -109,6 +109,13 @@ static int filter_frames(const char *buf, size_t n, zlog_keep_fn keep, void *ctx
                          const char *path, qs_diag *d)
 {
     ZSTD_DCtx *dc = ZSTD_createDCtx();
+    /* a re-compressed frame is made as zlog.c makes one: same level, content checksum */
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    if (cc && (ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, ZLOG_FILTER_LEVEL)) ||
+               ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1)))) {
+        ZSTD_freeCCtx(cc);
+        cc = NULL;
+    }
     zbuf text = {0}, kept = {0}, z = {0};
     int rc = dc ? 0 : diag_set(d, QS_ENOMEM, path, -1, "out of memory");
     for (size_t off = 0; !rc && off < n;) {
@@ -129,11 +136,13 @@ static int filter_frames(const char *buf, size_t n, zlog_keep_fn keep, void *ctx
         } else if (all) {
             rc = zbuf_put(out, buf + off, fsz);
         } else if (kept.len) {
-            size_t bound = ZSTD_compressBound(kept.len);
+            size_t bound = ZSTD_compressBound(kept.len), zn;
             if (!(rc = zbuf_reserve(&z, bound))) {
-                size_t zn = ZSTD_compress(z.p, bound, kept.p, kept.len, ZLOG_FILTER_LEVEL);
-                rc = ZSTD_isError(zn) ? diag_set(d, QS_EIO, path, -1, "zstd: %s", ZSTD_getErrorName(zn))
-                                      : zbuf_put(out, z.p, zn);
+                zn = cc ? ZSTD_compress2(cc, z.p, bound, kept.p, kept.len) : 0;
+                rc = !cc || ZSTD_isError(zn)
+                         ? diag_set(d, QS_EIO, path, -1, "zstd: %s",
+                                    cc ? ZSTD_getErrorName(zn) : "no compression context")
+                         : zbuf_put(out, z.p, zn);
             }
         }
         if (rc == QS_ENOMEM)
@@ -141,6 +150,7 @@ static int filter_frames(const char *buf, size_t n, zlog_keep_fn keep, void *ctx
         off += fsz;
     }
     ZSTD_freeDCtx(dc);
+    ZSTD_freeCCtx(cc);
     qs_free(text.p);
     qs_free(kept.p);
     qs_free(z.p);
