@@ -243,8 +243,8 @@ static void draw_val_ppl(plots_image *img, panel *p, const curve_run *runs, int 
         p->log_y = 1;
         p->y0 = floor(log10(lo));
         p->y1 = ceil(log10(hi));
-    } else {
-        double pad = (hi - lo) * 0.08 + 1e-6 * hi;
+    } else {   /* a flat series (one eval, or none changing) still gets readable ticks */
+        double pad = hi - lo > 0.02 * hi ? (hi - lo) * 0.08 : 0.05 * hi;
         p->y0 = lo - pad;
         p->y1 = hi + pad;
     }

@@ -16,6 +16,8 @@
  * also tried with the section checksums recomputed, which lets the mutations
  * reach the section parsers behind the container's check. */
 #include "fuzz.h"
+#include "qs/bytes.h"
+#include "qs/digest.h"
 #include "qs/dataloader.h"
 #include "qs/forget.h"
 #include "qs/hfconfig.h"
@@ -102,40 +104,26 @@ static int ts_eval_restore(void *self, const void *bytes, size_t n, qs_diag *d)
     return forget_tracker_restore(self, bytes, n, d);
 }
 
-/* FNV-1a 64, trainstate.c's section checksum */
-static uint64_t ts_fnv(const unsigned char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+/* trainstate.c's section checksum: FNV-1a 64 from this start value */
+#define TS_HASH_SEED 1469598103934665603ull
 
 /* Recompute every section checksum the layout lets us find; 1 if any changed. */
 static int ts_fix_checksums(unsigned char *b, size_t size)
 {
     if (size < 16)
         return 0;
-    uint32_t n = (uint32_t)b[12] | (uint32_t)b[13] << 8 | (uint32_t)b[14] << 16 |
-                 (uint32_t)b[15] << 24;
+    uint32_t n = bytes_get_u32le(b + 12);
     size_t off = 16;
     int changed = 0;
     for (uint32_t i = 0; i < n && size - off >= TRAINSTATE_TAG_BYTES + 16; i++) {
         unsigned char *h = b + off + TRAINSTATE_TAG_BYTES;
-        uint64_t bytes = 0, want;
-        for (int k = 7; k >= 0; k--)
-            bytes = bytes << 8 | h[k];
+        uint64_t bytes = bytes_get_u64le(h);
         off += TRAINSTATE_TAG_BYTES + 16;
         if (bytes > size - off)
             break;
-        want = ts_fnv(b + off, (size_t)bytes);
-        for (int k = 0; k < 8; k++) {
-            unsigned char v = (unsigned char)(want >> (8 * k));
-            changed |= h[8 + k] != v;
-            h[8 + k] = v;
-        }
+        uint64_t want = digest_fnv1a64(TS_HASH_SEED, b + off, (size_t)bytes);
+        changed |= bytes_get_u64le(h + 8) != want;
+        bytes_put_u64le(h + 8, want);
         off += (size_t)bytes;
     }
     return changed;
