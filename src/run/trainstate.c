@@ -128,9 +128,11 @@ int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
         goto fail;
     }
     uint32_t version = bytes_get_u32le(b + 8);
-    if (version != TRAINSTATE_VERSION) {
-        rc = diag_set(d, QS_EUNSUPPORTED, path, -1, "training state version %u, this build reads %d",
-                      version, TRAINSTATE_VERSION);
+    if (version < TRAINSTATE_VERSION_MIN || version > TRAINSTATE_VERSION) {
+        rc = diag_set(d, QS_EUNSUPPORTED, path, -1,
+                      "training state version %u, this build reads versions %d to %d%s", version,
+                      TRAINSTATE_VERSION_MIN, TRAINSTATE_VERSION,
+                      version > TRAINSTATE_VERSION ? " (written by a newer qatscope)" : "");
         goto fail;
     }
     uint32_t n = bytes_get_u32le(b + 12);
@@ -161,6 +163,7 @@ int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
         goto fail;
     }
     r->n_sections = (int)n;
+    r->version = (int)version;
     return 0;
 fail:
     fileio_unmap(&r->map);

@@ -81,8 +81,12 @@ detector:
     sc.log_interval_steps = (int)t->cfg.log_every;
     sc.run_dir = t->rank == 0 ? t->run_dir : NULL;
     sc.run_name = t->cfg.run_name;
-    sc.resume = resume;
-    return satstats_create(&t->sat, &sc, t->qset, d);
+    sc.resume_step = resume ? t->step : -1;
+    if ((rc = satstats_create(&t->sat, &sc, t->qset, d)))
+        return rc;
+    if (t->alarm_restored)
+        satstats_episode_restore(t->sat, t->alarm_restored, t->n_alarm_restored);
+    return 0;
 }
 
 static int trainer_fresh_dir(struct trainer *t, qs_diag *d)
@@ -196,6 +200,8 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                           schedule_decay_parse(cfg->lr_decay), cfg->qat, cfg->bf16_warmup_steps};
     if ((rc = schedule_validate(&t->sched, d)) || (rc = trainer_quant_init(t, d)))
         goto fail;
+    if (opt->eval)   /* before the restore: it hands the hook its saved state */
+        t->eval = *opt->eval;
     if (opt->resume_dir)
         rc = trainer_ckpt_restore(t, ck_dir, d);
     else
@@ -205,8 +211,6 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->step0 = t->step;
-    if (opt->eval)
-        t->eval = *opt->eval;
     t->t_start = trainer_now_s();
     *out = t;
     return 0;
@@ -230,6 +234,7 @@ void trainer_destroy(trainer *t)
     qs_free(t->gw.layer);
     qs_free(t->tokens);
     qs_free(t->targets);
+    qs_free(t->alarm_restored);
     model_free(&t->m);
     qs_free(t);
 }
