@@ -83,8 +83,9 @@ void attn_backward(float *dq, float *dk, float *dv, const float *dout, const flo
                    int hd);
 
 /* SwiGLU: out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)).  With
- * AVX-512 the forward uses a vector exp: within 8 ulp of |silu(g) u| of the
- * expf form (the backward keeps expf). */
+ * AVX-512 the forward uses a vector exp: within SWIGLU_SIMD_TOL_ULP ulp of
+ * |silu(g) u| of the expf form (the backward keeps expf). */
+enum { SWIGLU_SIMD_TOL_ULP = 8 };
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
 /* The same on the block rows x cols of row-major tensors with row stride ld
  * (the same bits per element).  Called inside a parallel region (a matmul
@@ -96,9 +97,6 @@ void swiglu_forward_block(float *out, const float *gate, const float *up, int ro
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, size_t n);
 
-/* Residual: out = a + b (out may alias a). */
-void residual_forward(float *out, const float *a, const float *b, size_t n);
-
 /* Cross-entropy of logits[N, V] against targets[N] (target < 0: ignored).
  * losses[n] = logsumexp(logits[n]) - logits[n, target] (0 when ignored).
  * Returns the mean loss over non-ignored rows (double accumulation). */
@@ -107,6 +105,9 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
  * rows with ignored targets get 0).  scale is usually 1 / (number of non-ignored rows). */
 void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
                    float scale);
+/* One row's -log softmax(l)[target] in double by the reference loop (row max
+ * subtracted, libm exp, double sum): xent_forward's portable path, and ppl. */
+double xent_row_nll(const float *l, int V, int32_t target);
 
 /* xent_backward without the [N, V] output: rows are computed two at a time
  * into per-thread scratch and handed to put(ctx, n0, rows) for each even n0

@@ -85,9 +85,6 @@ static inline float mm_bf16_round(float f)
  * position k holds source column mm_bf16_order(k). */
 static inline int mm_bf16_order(int k) { return k ^ 1; }
 
-/* Kernel choice for a public precision at the current cpu_level(); -1 = use sgemm. */
-int mm_kernel_select_impl(int precision);
-
 /* Which micro-kernel multiplies the AVX512-BF16 formats (bf16 pairs): vdpbf16ps,
  * or the AVX-512 FMA kernel on the operands widened to fp32 (A panels rounded to
  * bf16 values in mm_bf16_order, each B micro-panel widened as it is used), run

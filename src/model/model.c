@@ -5,6 +5,7 @@
  * model_weights_point() + a line in tools/gen_fixtures.py's writer.
  */
 #include "qs/model.h"
+#include "qs/model_acts.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "qs/matmul.h"
 #include "qs/mem.h"
+#include "qs/rng.h"
 #include "qs/safetensors.h"
 
 enum {
@@ -19,14 +21,6 @@ enum {
     MK_ATTN_NORM, MK_WQ, MK_BQ, MK_WK, MK_BK, MK_WV, MK_BV, MK_WO, MK_BO,
     MK_MLP_NORM, MK_GATE, MK_UP, MK_DOWN
 };
-
-static const char *const model_linear_names[MODEL_LIN_COUNT] = {
-    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-
-const char *model_linear_name(int module)
-{
-    return module >= 0 && module < MODEL_LIN_COUNT ? model_linear_names[module] : "?";
-}
 
 /* Per-layer tensors in HF order.  rows/cols: 'C' dim, 'F' hidden, 'Q' H*hd,
  * 'K' KVH*hd, 0 = 1-D. */
@@ -107,7 +101,8 @@ static int model_table_build(const llama_config *c, model_tensor *t, size_t *n_p
     return n;
 }
 
-size_t model_param_count(const llama_config *c)
+/* floats in the parameter block (with padding) */
+static size_t model_param_count(const llama_config *c)
 {
     size_t n_params;
     model_table_build(c, NULL, &n_params);
@@ -377,14 +372,7 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
     return rc;
 }
 
-/* splitmix64 + Box-Muller: deterministic, independent of the thread count. */
-static uint64_t model_rand_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+/* splitmix64 (rng_splitmix64) + Box-Muller: deterministic, independent of the thread count. */
 
 void model_params_randomize(llama_model *m, uint64_t seed, float std)
 {
@@ -398,8 +386,8 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std)
                 p[j] = 1.0f;
                 continue;
             }
-            double u1 = ((model_rand_u64(&s) >> 11) + 1.0) / 9007199254740993.0;
-            double u2 = (model_rand_u64(&s) >> 11) / 9007199254740992.0;
+            double u1 = ((rng_splitmix64(&s) >> 11) + 1.0) / 9007199254740993.0;
+            double u2 = (rng_splitmix64(&s) >> 11) / 9007199254740992.0;
             p[j] = (float)(std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
         }
     }
