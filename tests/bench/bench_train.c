@@ -329,7 +329,7 @@ static int bench_shape_run(bench_ctx *c, bench_variant *v, bench_result *res)
 
 /* PyTorch eager training tok/s on this shape (fp32, or bf16 autocast), out of the
  * box or tuned (bench_torch.h); *load = the load average before the run; -1 when
- * torch is not available. */
+ * the script gives no figure (no torch, or it failed). */
 static double bench_torch(const bench_shape *s, int threads, int steps, int bf16, int tuned,
                           double *load)
 {
@@ -368,7 +368,8 @@ static void bench_torch_report(const bench_shape *s, int threads, int steps, con
         for (int tuned = 0; tuned < 2; tuned++)
             tps[tuned] = bench_torch(s, threads, steps, bf, tuned, &load[tuned]);
         if (tps[0] <= 0 || tps[1] <= 0) {
-            printf("%-8s PyTorch baseline skipped (/usr/bin/python3 with torch not available)\n",
+            printf("%-8s PyTorch baseline skipped: tools/bench_torch_train.py under /usr/bin/python3 "
+                   "printed no tok_per_s (torch missing, or the script failed: run it by hand)\n",
                    s->name);
             return;
         }
