@@ -302,7 +302,9 @@ int trainer_quant_operands(struct trainer *t, qs_diag *d)
     const llama_config *c = &t->m.cfg;
     size_t N = (size_t)t->cfg.batch_size * t->cfg.seq_len;
     const int shared = t->cfg.recompute != 0;
-    /* first the warmup's packs of the master weights (never read again), then the buffers */
+    /* first the warmup's packs of the quantized Linears' master weights: QAT substitutes
+     * those weights, so the packs are replaced by empty ones (matmul_wpack builds its
+     * forms on first use, which never comes) and their memory goes; then the buffers */
     for (int i = 0; t->m.packs && i < c->n_layers * MODEL_LIN_COUNT; i++) {
         int s = t->slot_of[i], IN, O;
         if (s < 0 || !t->m.packs[i])
