@@ -10,7 +10,6 @@
  * token gives one error line (token, line, position) and exit 2 with no
  * partial output on stdout.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
