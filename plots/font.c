@@ -31,19 +31,6 @@ int canvas_text_impl(plots_image *img, int x, int y, const char *s, int scale, p
     return x - x_start;
 }
 
-void canvas_text_up_impl(plots_image *img, int x, int y, const char *s, int scale, plot_rgb c)
-{
-    /* glyph column -> canvas row (upwards), glyph row -> canvas column */
-    for (; *s; s++, y -= PLOT_FONT_ADVANCE * scale) {
-        const unsigned char *g = glyph((unsigned char)*s);
-        for (int row = 0; row < PLOT_FONT_HEIGHT; row++)
-            for (int col = 0; col < 5; col++)
-                if (g[row] & (0x10 >> col))
-                    canvas_rect_impl(img, x + row * scale, y - (col + 1) * scale, scale, scale,
-                                     c);
-    }
-}
-
 void canvas_text_at_impl(plots_image *img, int x, int y, int ha, int va, const char *s,
                          int scale, plot_rgb c)
 {

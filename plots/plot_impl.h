@@ -11,36 +11,23 @@
 #include <stdint.h>
 
 #include "qs/plots.h"
-
-typedef struct plot_rgb {
-    unsigned char r, g, b;
-} plot_rgb;
+#include "qs/plots_test.h" /* plot_rgb and the internals test_plots.c checks directly */
 
 #define PLOT_FONT_ADVANCE 6   /* px per character at scale 1 */
 #define PLOT_FONT_HEIGHT 8    /* glyph rows at scale 1 (7 + descender) */
 #define PLOT_FONT_LINE 10     /* px per text line at scale 1 */
 
-extern const unsigned char font_glyphs_impl[95][8];
 extern const unsigned char colormap_lut_impl[256][3];
 
-/* canvas.c */
-int canvas_init_impl(plots_image *img, int width, int height, plot_rgb bg, qs_diag *d);
-void canvas_rect_impl(plots_image *img, int x, int y, int w, int h, plot_rgb c);
+/* canvas.c (canvas_init_impl, canvas_rect_impl: qs/plots_test.h) */
 void canvas_frame_impl(plots_image *img, int x, int y, int w, int h, plot_rgb c);
 /* line of `thick` px; dash_px > 0 draws dash_px on / dash_px off */
 void canvas_line_impl(plots_image *img, double x0, double y0, double x1, double y1, int thick,
                       int dash_px, plot_rgb c);
-/* text with its top-left at (x, y); returns the width drawn */
-int canvas_text_impl(plots_image *img, int x, int y, const char *s, int scale, plot_rgb c);
-int canvas_text_width_impl(const char *s, int scale);
-/* text rotated 90 degrees counter-clockwise, reading bottom to top, bottom-left at (x, y) */
-void canvas_text_up_impl(plots_image *img, int x, int y, const char *s, int scale, plot_rgb c);
-/* alignment helpers: anchor 0 = left/top, 1 = centre, 2 = right/bottom */
+/* font.c (canvas_text_impl, canvas_text_width_impl: qs/plots_test.h): text
+ * aligned at (x, y), anchor 0 = left/top, 1 = centre, 2 = right/bottom */
 void canvas_text_at_impl(plots_image *img, int x, int y, int ha, int va, const char *s,
                          int scale, plot_rgb c);
-
-/* colormap.c */
-plot_rgb colormap_rgb_impl(double t);   /* t in [0, 1], clamped */
 
 /* axis.c: "nice" tick values covering [lo, hi], at most max_ticks (integers only when
  * integer_only, e.g. training steps); returns the count */
@@ -48,13 +35,6 @@ int axis_ticks_impl(double lo, double hi, int max_ticks, int integer_only, doubl
                     double *step);
 /* tick label: short decimal or scientific form, chosen from the tick step */
 void axis_label_impl(char *buf, int n, double v, double step);
-
-
-
-/* heatmap_scan.c: fast path for one quant.jsonl step record; 1 = parsed into
- * *step, *is_qat and row[0..n_q), 0 = let the Jansson path handle the line */
-int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *names,
-                           int metric, long *step, int *is_qat, float *row);
 
 /* curve_data.c: one run's metrics.jsonl (+ events.jsonl) as series */
 #define CURVE_MAX_TASKS 16

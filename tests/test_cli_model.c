@@ -6,6 +6,8 @@
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 #include "test.h"
 
 TEST(cli_model, generate_greedy_stories260K_prints_llama2c_text)

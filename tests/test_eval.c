@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../src/eval/eval_impl.h"
 #include "eval_fake.h"
+#include "qs/eval.h"
+#include "qs/eval_test.h"
 #include "qs/prompt.h"
 #include "qs/results.h"
 #include "qs/zlog.h"

@@ -18,13 +18,15 @@
 #include <omp.h>
 #endif
 
-#include "../src/eval/eval_impl.h"
 #include "qs/cpu.h"
+#include "qs/eval.h"
 #include "qs/evalquant.h"
 #include "qs/fileio.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 #include "qs/runcfg.h"
 #include "qs/tokenizer.h"
 #include "qs/trainstate.h"

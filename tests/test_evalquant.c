@@ -10,6 +10,7 @@
 #include "qs/hif8.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_infer.h"
 #include "qs/quant.h"
 #include "test.h"
 

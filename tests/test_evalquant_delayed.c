@@ -14,6 +14,7 @@
 #include "qs/hif8.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_infer.h"
 #include "qs/quant.h"
 #include "qs/runcfg.h"
 #include "qs/trainer.h"

@@ -10,9 +10,9 @@
  */
 #include <stdint.h>
 
-#include "../src/kernels/hif8_impl.h"
 #include "qs/cpu.h"
 #include "qs/hif8.h"
+#include "qs/hif8_test.h"
 #include "qs/mem.h"
 #include "test.h"
 

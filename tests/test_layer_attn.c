@@ -12,10 +12,10 @@
 #include <omp.h>
 #endif
 
-#include "../src/layers/layer_attn_impl.h"
 #include "qs/cpu.h"
 #include "qs/err.h"
 #include "qs/layers.h"
+#include "qs/layers_test.h"
 #include "qs/mem.h"
 #include "test.h"
 

@@ -15,7 +15,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "../src/layers/layer_elem_impl.h"
 #include "qs/cpu.h"
 #include "qs/layers.h"
 #include "qs/mem.h"

@@ -9,6 +9,8 @@
 #include "qs/cpu.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 #include "qs/safetensors.h"
 #include "test.h"
 

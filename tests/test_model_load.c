@@ -5,6 +5,7 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
 #include "qs/safetensors.h"
 #include "test.h"
 

@@ -7,6 +7,8 @@
 
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 #include "qs/sampler.h"
 #include "test.h"
 

@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "../plots/plot_impl.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/plots.h"
+#include "qs/plots_test.h"
 #include "qs/zlog.h"
 #include "test.h"
 

@@ -9,6 +9,8 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_train.h"
 #include "qs/optim.h"
 #include "test.h"
 

@@ -40,8 +40,6 @@ typedef struct itemlog {
 
 /* Append a qatscope samples log (plain or .zst). */
 int itemlog_load_qatscope(itemlog *il, const char *path, qs_diag *d);
-/* Append a harness samples file for `task`. */
-int itemlog_load_harness(itemlog *il, const char *path, const char *task, qs_diag *d);
 /* Load from a file of either kind: a name samples_<task>_*.jsonl is read as the
  * harness layout for <task> (the task is the longest name in `tasks` matching), anything
  * else as qatscope's. */

@@ -83,8 +83,9 @@ void attn_backward(float *dq, float *dk, float *dv, const float *dout, const flo
                    int hd);
 
 /* SwiGLU: out[i] = silu(gate[i]) * up[i], silu(x) = x / (1 + exp(-x)).  With
- * AVX-512 the forward uses a vector exp: within 8 ulp of |silu(g) u| of the
- * expf form (the backward keeps expf). */
+ * AVX-512 the forward uses a vector exp: within SWIGLU_SIMD_TOL_ULP ulp of
+ * |silu(g) u| of the expf form (the backward keeps expf). */
+enum { SWIGLU_SIMD_TOL_ULP = 8 };
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n);
 /* The same on the block rows x cols of row-major tensors with row stride ld
  * (the same bits per element).  Called inside a parallel region (a matmul
@@ -95,9 +96,6 @@ void swiglu_forward_block(float *out, const float *gate, const float *up, int ro
  * sig = 1 / (1 + exp(-g)): OVERWRITES dgate and dup (no accumulation). */
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, size_t n);
-
-/* Residual: out = a + b (out may alias a). */
-void residual_forward(float *out, const float *a, const float *b, size_t n);
 
 /* Cross-entropy of logits[N, V] against targets[N] (target < 0: ignored).
  * losses[n] = logsumexp(logits[n]) - logits[n, target] (0 when ignored).

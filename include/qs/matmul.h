@@ -138,8 +138,4 @@ void matmul_dout_backward(float *dx, float *dw, matmul_wpack *pk, int N, matmul_
 size_t matmul_wpack_bytes_estimate(int IN, int O, int precision);
 size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w);
 
-/* Naive double-accumulating reference for tests (fp32 semantics). */
-void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,
-                        int IN, int O);
-
 #endif

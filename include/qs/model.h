@@ -1,4 +1,6 @@
-/* model.h: a Llama-family causal LM: parameters, activations, forward pass.
+/* model.h: a Llama-family causal LM: the parameter size table, the one fp32
+ * parameter block with its named views, loading from and saving to an HF
+ * directory, weight packs and the memory formula.
  *
  * Memory (llm.c style, one block per lifetime):
  *  - parameters: ONE fp32 block of n_params floats, carved by a size table
@@ -6,11 +8,9 @@
  *    Gradients and Adam m/v reuse the same table: model_weights_point() lays
  *    the views over any block of n_params floats.  A tied lm_head is a view of
  *    embed_tokens (no storage of its own).
- *  - activations: ONE arena (llama_acts) sized up front from (B, T, Tcap,
- *    config, training); model_forward never allocates.  With training = 1 every
- *    tensor backward needs is kept per layer (inputs of each linear, RMSNorm
- *    rstd, rotated q, k/v, attention probabilities, SwiGLU inputs); with
- *    training = 0 per-layer buffers are shared by all layers except the KV cache.
+ *  - activations and the forward pass: qs/model_acts.h.
+ *  - backward (training): qs/model_train.h.
+ *  - generation, perplexity, the lm.h scorer (inference): qs/model_infer.h.
  *
  * Quantization seam: every Linear in model_forward goes through one call of
  * the optional model_linear_hook (layer, module) before its matmul, which may
@@ -26,7 +26,6 @@
 #include "qs/err.h"
 #include "qs/hfconfig.h"
 #include "qs/layers.h"
-#include "qs/lm.h"
 
 /* Linear modules of one block (order is internal, not on disk). */
 enum {
@@ -34,7 +33,6 @@ enum {
     MODEL_LIN_GATE, MODEL_LIN_UP, MODEL_LIN_DOWN,
     MODEL_LIN_COUNT
 };
-const char *model_linear_name(int module);   /* "q_proj", ..., "down_proj" */
 
 typedef struct llama_layer_weights {
     float *attn_norm;   /* [C]            input_layernorm.weight */
@@ -126,54 +124,6 @@ void model_packs_refresh(llama_model *m);
 size_t model_packs_bytes_estimate(const llama_config *c, int precision, int N, int n_unpacked);
 void model_packs_destroy(llama_model *m);   /* safe without packs */
 
-/* Activation arena. */
-typedef struct llama_acts {
-    int B, T;           /* max batch and tokens per forward call */
-    int Tcap;           /* KV cache capacity (positions) per sequence, >= T */
-    int training;       /* 1: keep every layer's tensors for backward */
-    size_t n_elems;     /* floats in memory */
-    float *memory;      /* the arena */
-    int32_t *pos;       /* [B*T] positions of the current call */
-    /* per layer l: base + l * stride (stride 0 when !training, except the KV cache) */
-    float *resid;       /* [L+1, N, C] residual stream entering layer l (L: final) */
-    float *ln1;         /* [L, N, C] */
-    float *ln1_rstd;    /* [L, N] */
-    float *q;           /* [L, N, H*hd] rotated queries */
-    float *kcache;      /* [L, B, Tcap, KVH*hd] rotated keys (always per layer) */
-    float *vcache;      /* [L, B, Tcap, KVH*hd] */
-    float *att;         /* [L, B, H, T, Tcap] probabilities (training only, else NULL) */
-    float *atty;        /* [L, N, H*hd] attention output (o_proj input) */
-    float *resid_mid;   /* [L, N, C] residual after attention */
-    float *ln2;         /* [L, N, C] */
-    float *ln2_rstd;    /* [L, N] */
-    float *gate;        /* [L, N, F] */
-    float *up;          /* [L, N, F] */
-    float *hb;          /* [L, N, F] SwiGLU output (down_proj input) */
-    float *lnf;         /* [N, C] */
-    float *lnf_rstd;    /* [N] */
-    float *logits;      /* [N, V]; with logits_tail = k > 0 only [B*k, V] are written */
-    int logits_tail;    /* 0: lm_head on every row; k > 0: only on the last k rows of each
-                         * sequence (scoring needs no others; no targets allowed) */
-    const int *logits_rows; /* NULL, or [B]: lm_head only on the FIRST logits_rows[b] rows of
-                             * sequence b (right-padded batches), written packed: sequence
-                             * b's rows start at logits row sum_{b' < b} logits_rows[b'];
-                             * inference only (lnf is compacted in place), no targets */
-    float *losses;      /* [N] */
-    float *kv_new;      /* [2, N, KVH*hd] scratch: this call's k and v before the cache */
-    float *proj;        /* [N, C] scratch: o_proj / down_proj output */
-    float *xq;          /* [N * max(C, H*hd, F)] scratch for the quantization hook */
-    float *wq;          /* [max linear weight] scratch for the quantization hook */
-    float *attn_scratch; /* [attn_scratch_elems(B, Tcap, KVH, hd)] prompt attention */
-    double loss;        /* mean loss of the last call with targets, else -1 */
-} llama_acts;
-
-/* Floats the arena needs: the explicit formula behind inspect's estimates. */
-size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int training);
-/* training = 1 requires Tcap == T (attention backward's layout). */
-int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,
-                    qs_diag *d);
-void model_acts_free(llama_acts *a);
-
 /* Memory estimates in bytes (what inspect prints; the trainer checks its real
  * peak against train_bytes). */
 typedef struct model_memory {
@@ -186,7 +136,6 @@ typedef struct model_memory {
     size_t acts_infer_bytes; /* model_acts_elems(1, ctx, ctx, training=0) * 4 */
     size_t infer_bytes;    /* params + acts_infer + rope */
 } model_memory;
-size_t model_param_count(const llama_config *c);   /* floats in the block (with padding) */
 
 /* Parameter counts by group (exact element counts, no padding). */
 typedef struct model_param_groups {
@@ -201,93 +150,5 @@ int model_param_groups_count(const llama_config *c, model_param_groups *g);
 /* The size table alone (no params block): *tensors is qs_malloc'd. */
 int model_table_create(const llama_config *c, model_tensor **tensors, int *n_tensors);
 void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, model_memory *mm);
-
-/* Causal forward of tokens[B, T] at positions pos0 .. pos0+T-1 of every
- * sequence (pos0 > 0 continues from the KV cache: incremental decoding).
- * Writes a->logits [B*T, V]; with targets[B*T] (< 0 ignored) also a->losses
- * and a->loss.  Checks ids, sizes and the context limit (Mistral's sliding
- * window included) and returns QS_E* with a diag instead of computing garbage. */
-int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
-                  int B, int T, int pos0, qs_diag *d);
-
-/* ---- Backward (training; src/model/model_backward.c) ----
- * Gradient activations: one arena sized from (B, T, config), like llama_acts. */
-typedef struct llama_grad_acts {
-    int B, T;
-    size_t n_elems;
-    float *memory;
-    float *dresid;   /* [N, C] gradient of the residual stream (walks down the layers) */
-    float *dln;      /* [N, C] gradient of a normed input (q/k/v or gate/up input) */
-    float *dq;       /* [N, H*hd] */
-    float *dk;       /* [N, KVH*hd] */
-    float *dv;       /* [N, KVH*hd] */
-    float *datty;    /* [N, H*hd] gradient of the o_proj input */
-    float *dgate;    /* [N, F] */
-    float *dup;      /* [N, F] */
-    float *dhb;      /* [N, F] gradient of the down_proj input */
-    float *dx_tmp;   /* [N * max(C, H*hd, F)] one linear's own dx (masked STE) */
-    float *dw_tmp;   /* [max linear weight] one linear's own dw (masked STE) */
-} llama_grad_acts;
-
-size_t model_grad_acts_elems(const llama_config *c, int B, int T);
-int model_grad_acts_init(llama_grad_acts *g, const llama_config *c, int B, int T, qs_diag *d);
-void model_grad_acts_free(llama_grad_acts *g);
-
-/* Backward seam of the quantization hook (STE).  operands(): the x and w the
- * forward's matmul used for linear (layer, module) (default: the unquantized
- * ones), and optionally (*w_pack, default NULL) a persistent pack of that w in
- * the model's precision, used instead of packing w_used again; return 1 when
- * this linear's gradients must be masked (then mask() gets this linear's OWN
- * dx[N*IN] and dw[O*IN] before they are added), else 0. */
-typedef struct model_linear_bwd_hook {
-    void *self;
-    int (*operands)(void *self, int layer, int module, const float **x_used, const float **w_used,
-                    struct matmul_wpack **w_pack);
-    void (*mask)(void *self, int layer, int module, float *dx, size_t n_x, float *dw, size_t n_w);
-} model_linear_bwd_hook;
-
-/* Backward of the last model_forward (training arena with T == a->T == a->Tcap,
- * pos0 = 0, targets given).  Gradients of the mean loss times loss_scale
- * (1 / grad_accum when accumulating) ACCUMULATE into gw (model_weights_point
- * views over a grads block of n_params floats; callers zero it once per step).
- * a->logits is scratch afterwards (dlogits, or still the logits where the
- * bf16 path hands dlogits straight to the lm_head's products).  hook may be
- * NULL (no quantization). */
-int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llama_weights *gw,
-                   const int32_t *tokens, const int32_t *targets, int B, int T, float loss_scale,
-                   const model_linear_bwd_hook *hook, qs_diag *d);
-
-/* Autoregressive generation for one sequence (B = 1): the prompt goes through
- * the model in chunks of a->T tokens, then one token per step through the KV
- * cache (needs a->Tcap >= n_prompt + n_new).  Stops after n_new tokens or at
- * a token in stop_ids (not emitted).  out[n_new] gets the new ids, *n_out
- * their count; on_token (may be NULL) sees each new id, non-zero stops. */
-typedef int (*model_token_fn)(void *user, int32_t id);
-struct sampler;
-int model_generate(llama_model *m, llama_acts *a, const int32_t *prompt, int n_prompt, int n_new,
-                   struct sampler *s, const int32_t *stop_ids, int n_stop, int32_t *out,
-                   int *n_out, model_token_fn on_token, void *user, qs_diag *d);
-
-/* Sliding-window perplexity as Hugging Face's guide computes it: windows of
- * `window` tokens starting every `stride` tokens; each window scores only the
- * tokens the previous one did not (never a window's first token), so every
- * token after ids[0] is scored once, with up to window - stride tokens of
- * context.  Windows go through the model in chunks (KV cache), so memory is
- * bounded by min(window, 256) rows of logits.  NLL sums are in double. */
-typedef struct model_ppl_result {
-    double nll_sum;     /* sum of -log p(token) over scored tokens (natural log) */
-    size_t n_scored;
-    size_t n_windows;
-} model_ppl_result;
-int model_ppl_compute(llama_model *m, const int32_t *ids, size_t n_ids, int window, int stride,
-                      model_ppl_result *r, qs_diag *d);
-
-/* lm.h implementation: contexts computed once (KV kept), continuations scored
- * on top; requests are processed one by one, so results do not depend on how
- * they are batched. */
-typedef struct model_lm model_lm;
-int model_lm_create(model_lm **out, llama_model *m, int max_len, qs_diag *d);
-void model_lm_destroy(model_lm *lm);
-lm_scorer model_lm_scorer(model_lm *lm);
 
 #endif

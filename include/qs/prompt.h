@@ -18,9 +18,6 @@
 
 /* Check a template's syntax and field names (no doc needed). */
 int prompt_template_check(const char *tmpl, const char *path, qs_diag *d);
-/* Expand a template for `doc` into a qs_malloc'd string. */
-int prompt_template_expand(const char *tmpl, const task_def *def, const task_doc *doc,
-                           char **out, qs_diag *d);
 
 /* Choice string i of a doc as scored (fixed list, e.g. "A", or the doc's text). */
 const char *prompt_choice(const task_def *def, const task_doc *doc, int i);

@@ -19,8 +19,6 @@ typedef struct pyrand {
 
 void pyrand_seed(pyrand *r, uint64_t seed);        /* random.seed(seed) for seed >= 0 */
 uint32_t pyrand_u32(pyrand *r);                    /* genrand_uint32 */
-uint32_t pyrand_getrandbits(pyrand *r, int k);     /* 0 <= k <= 32 */
-uint64_t pyrand_randbelow(pyrand *r, uint64_t n);  /* n < 2^32; 0 when n == 0 */
 /* random.sample(range(n), k) -> out[k] indices, in Python's order.  Uses a
  * scratch of n entries for the pool method; QS_EINVAL if k > n. */
 int pyrand_sample(pyrand *r, size_t n, size_t k, size_t *out, qs_diag *d);

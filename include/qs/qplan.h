@@ -39,8 +39,6 @@ int qplan_apply(qplan *p, const char *pattern, qs_diag *d);
 
 int qplan_is_on(const qplan *p, int layer, int kind);
 int qplan_count(const qplan *p);
-/* "self_attn.q_proj" ... "mlp.down_proj" */
-const char *qplan_kind_name(int kind);
 /* "layers.<i>.<kind name>" into buf (NUL-terminated, truncated to buf_bytes). */
 void qplan_module_name(char *buf, int buf_bytes, int layer, int kind);
 /* 1 if name matches pattern (without the '!' prefix rules). */

@@ -40,10 +40,7 @@ typedef struct results_meta {
     const char *quant_state_hash;   /* sha256 of train_state.bin (delayed scaling) or NULL */
 } results_meta;
 
-/* Compose the JSON text (qs_malloc'd, NUL-terminated). */
-int results_json_build(const eval_session *s, const results_meta *m, char **json_text,
-                       qs_diag *d);
-/* Build and write atomically. */
+/* Compose the JSON text and write it atomically. */
 int results_json_write(const char *path, const eval_session *s, const results_meta *m,
                        qs_diag *d);
 /* Per-item log; ".zst" suffix (or any name) -> zstd frames, ".jsonl" -> plain. */

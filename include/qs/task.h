@@ -110,7 +110,4 @@ int task_load_hellaswag(const char *path, int apply_hook, task_doc **docs, size_
 int task_load_arc(const char *path, task_doc **docs, size_t *n_docs, size_t *cap, qs_diag *d);
 void task_docs_free(task_doc *docs, size_t n_docs);
 
-/* The first existing file among `rel` and `rel`.zst under dir; QS_ENOTFOUND else. */
-int task_file_find(char *out, size_t out_bytes, const char *dir, const char *rel);
-
 #endif

@@ -121,8 +121,6 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d);
 /* 1 when every step of the run is done. */
 int trainer_done(const trainer *t);
 long trainer_next_step(const trainer *t);
-/* Writes ckpt/step_<next step> now (atomic: tmp dir + rename). */
-int trainer_checkpoint(trainer *t, qs_diag *d);
 /* Final checkpoint + "stop"/"done" event + close logs; the trainer is destroyed. */
 int trainer_finish(trainer *t, const char *reason, qs_diag *d);
 

@@ -48,6 +48,4 @@ int trainstate_section(const trainstate_reader *r, const char *tag, const void *
                        size_t *bytes, qs_diag *d);
 void trainstate_close(trainstate_reader *r);
 
-uint64_t trainstate_hash(const void *data, size_t bytes);   /* FNV-1a 64 */
-
 #endif

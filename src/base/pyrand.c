@@ -83,14 +83,16 @@ uint32_t pyrand_u32(pyrand *r)
     return y;
 }
 
-uint32_t pyrand_getrandbits(pyrand *r, int k)
+/* getrandbits(k), 0 <= k <= 32 */
+static uint32_t pyrand_getrandbits(pyrand *r, int k)
 {
     if (k <= 0)
         return 0;
     return pyrand_u32(r) >> (32 - k);
 }
 
-uint64_t pyrand_randbelow(pyrand *r, uint64_t n)
+/* _randbelow(n), n < 2^32; 0 when n == 0 */
+static uint64_t pyrand_randbelow(pyrand *r, uint64_t n)
 {
     if (n == 0)
         return 0;

@@ -30,6 +30,7 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_infer.h"
 #include "qs/results.h"
 #include "qs/tokenizer.h"
 

@@ -17,6 +17,8 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 #include "qs/sampler.h"
 #include "qs/tokenizer.h"
 

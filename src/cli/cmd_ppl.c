@@ -17,6 +17,7 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_infer.h"
 #include "qs/tokenizer.h"
 
 static const char USAGE[] =

@@ -3,6 +3,7 @@
 #define QS_EVAL_IMPL_H
 
 #include "qs/eval.h"
+#include "qs/eval_test.h"
 
 typedef struct eval_req {
     int32_t *ctx;
@@ -34,9 +35,7 @@ int eval_rows_leaf_impl(const eval_session *s, int t, const task_doc *doc);
 /* Fill every row's metrics from the scored items. */
 int eval_rows_compute_impl(eval_session *s, qs_diag *d);
 
-/* Harness tokenization split for one (context, continuation) pair. */
-int eval_pair_encode_impl(const eval_encoder *enc, int add_bos, const char *ctx, size_t n_ctx,
-                          const char *cont, int32_t **ctx_ids, size_t *n_ctx_ids,
-                          int32_t **cont_ids, size_t *n_cont_ids, qs_diag *d);
+/* eval_pair_encode_impl (the harness tokenization split) is declared in
+ * qs/eval_test.h, which the test includes too. */
 
 #endif

@@ -317,8 +317,9 @@ int prompt_template_check(const char *tmpl, const char *path, qs_diag *d)
     return prompt_template_walk(tmpl, NULL, NULL, NULL, path, d);
 }
 
-int prompt_template_expand(const char *tmpl, const task_def *def, const task_doc *doc,
-                           char **out, qs_diag *d)
+/* Expand a template for `doc` into a qs_malloc'd string. */
+static int prompt_template_expand(const char *tmpl, const task_def *def, const task_doc *doc,
+                                  char **out, qs_diag *d)
 {
     prompt_buf b = {0};
     prompt_buf_add(&b, "", 0);

@@ -217,8 +217,9 @@ static char *results_dump(const json_t *v, size_t flags)
     return buf;
 }
 
-int results_json_build(const eval_session *s, const results_meta *m, char **json_text,
-                       qs_diag *d)
+/* Compose the JSON text (qs_malloc'd, NUL-terminated). */
+static int results_json_build(const eval_session *s, const results_meta *m, char **json_text,
+                              qs_diag *d)
 {
     json_t *root = results_build_root(s, m);
     *json_text = results_dump(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));

@@ -14,7 +14,8 @@
 #include "qs/mem.h"
 #include "qs/task.h"
 
-int task_file_find(char *out, size_t out_bytes, const char *dir, const char *rel)
+/* The first existing file among `rel` and `rel`.zst under dir; QS_ENOTFOUND else. */
+static int task_file_find(char *out, size_t out_bytes, const char *dir, const char *rel)
 {
     char zst[1024];
     if (fileio_join(out, out_bytes, dir, rel))

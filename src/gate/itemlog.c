@@ -149,7 +149,8 @@ int itemlog_load_qatscope(itemlog *il, const char *path, qs_diag *d)
     return load_lines(il, path, NULL, qatscope_line, d);
 }
 
-int itemlog_load_harness(itemlog *il, const char *path, const char *task, qs_diag *d)
+/* Append a harness samples file for `task`. */
+static int itemlog_load_harness(itemlog *il, const char *path, const char *task, qs_diag *d)
 {
     return load_lines(il, path, task, harness_line, d);
 }

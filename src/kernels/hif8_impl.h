@@ -1,4 +1,5 @@
-/* hif8_impl.h: internals shared by the HiF8 paths (src/hif8*.c) and their tests.
+/* hif8_impl.h: internals shared by the HiF8 paths (src/kernels/hif8*.c); their
+ * per-path entry points are declared in qs/hif8_test.h for the tests.
  *
  * The scalar reference (hif8.c) works through codes: hif8_encode() then
  * hif8_decode().  The vector paths (hif8_avx2.c, hif8_avx512.c) never build a
@@ -34,6 +35,7 @@
 #include <string.h>
 
 #include "qs/hif8.h"
+#include "qs/hif8_test.h" /* the per-path entry points (hif8_*_avx2_impl, ...) */
 
 #define HIF8_BITS_MAX 0x47000000u       /* 32768 */
 #define HIF8_BITS_INF_SLOT 0x47400000u  /* 49152: the value slot of the Inf code */
@@ -47,7 +49,8 @@
  * exponent of the rounded magnitude minus 104: index 0 = zero (code 0x00),
  * 1..7 = denormals 2^-22..2^-16, 8..38 = normals 2^-15..2^15, 39 = 2^16 (a
  * non-saturating round-up carry out of 2^15: the Inf code).  The kept mantissa
- * bits are ORed in; 49152 (2^15 with mantissa 1) therefore also gives 0x6F. */
+ * bits are ORed in; 49152 (2^15 with mantissa 1) therefore also gives 0x6F.
+ * Defined in hif8_tables.c, read only by the vector paths. */
 extern const int32_t hif8_code_base_impl[HIF8_CODE_TABLE_LEN];
 
 /* Fold the 16 partial sums in the documented order (8, 4, 2, 1); s is clobbered. */
@@ -76,15 +79,5 @@ static inline int hif8_recip_table_impl(float scale, int32_t tab[8])
     }
     return ok;
 }
-
-/* Per-path entry points (same contract as hif8_fakequant / hif8_codes_encode).
- * Call the avx2/avx512 ones only when cpu_detected_level() allows them. */
-void hif8_fakequant_avx2_impl(const float *x, float *y, size_t n, float scale, int want_sq_err,
-                              hif8_stats *st);
-void hif8_fakequant_avx512_impl(const float *x, float *y, size_t n, float scale,
-                                int want_sq_err, hif8_stats *st);
-void hif8_codes_encode_ref_impl(const float *x, uint8_t *codes, size_t n, int mode);
-void hif8_codes_encode_avx2_impl(const float *x, uint8_t *codes, size_t n, int mode);
-void hif8_codes_encode_avx512_impl(const float *x, uint8_t *codes, size_t n, int mode);
 
 #endif

@@ -1,10 +1,10 @@
-/* matmul.c: Linear forward/backward: dispatch, weight packs, fallbacks, reference.
+/* matmul.c: Linear forward/backward: dispatch, weight packs, fallbacks.
  *
  * Each Linear product is one call of the blocked GEMM (matmul_gemm.c):
  *   forward  C = out [N, O],  A = x    [N, IN],       B = w^T [IN, O]
  *   dx       C = dx  [N, IN], A = dout [N, O],        B = w   [O, IN]
  *   dw       C = dw  [O, IN], A = dout^T [O, N],      B = x   [N, IN]
- * The kernel follows the precision and cpu_level() (mm_kernel_select_impl);
+ * The kernel follows the precision and cpu_level() (mm_kernel_select);
  * MATMUL_FP32 without AVX-512 and MATMUL_FP32_BLAS go to OpenBLAS sgemm, called
  * from serial code so that BLAS threads on its own (never inside our OpenMP).
  * Scratch memory that cannot be had degrades to sgemm (fp32) or to the
@@ -27,7 +27,8 @@ struct matmul_wpack {
     int fwd_fresh, bwd_fresh;
 };
 
-int mm_kernel_select_impl(int precision)
+/* Kernel choice for a public precision at the current cpu_level(); -1 = use sgemm. */
+static int mm_kernel_select(int precision)
 {
     int level = cpu_level();
     if (precision == MATMUL_FP32_BLAS)
@@ -117,7 +118,7 @@ static void mm_forward_gemm(float *out, const float *x, const float *w, const fl
 {
     mm_view wt = {w, 1, IN}, xa = {x, IN, 1};
     mm_init init = bias ? MM_INIT_BIAS : MM_INIT_ZERO;
-    int kernel = mm_kernel_select_impl(precision);
+    int kernel = mm_kernel_select(precision);
     if (kernel >= 0) {
         mm_bpack tmp = {0};
         int fresh = 0;
@@ -140,7 +141,7 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
                            int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws)
 {
     mm_bpack tmp = {0};
-    mm_bpack *xp = mm_forward_xpack(mm_kernel_select_impl(precision), N, IN, ws, &tmp);
+    mm_bpack *xp = mm_forward_xpack(mm_kernel_select(precision), N, IN, ws, &tmp);
     mm_forward_gemm(out, x, w, bias, N, IN, O, precision, pk, ws, xp);
     mm_bpack_free_impl(&tmp);
 }
@@ -149,7 +150,7 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
                       int precision, matmul_wpack *pk, matmul_ws *ws)
 {
     mm_view wb = {w, IN, 1}, da = {dout, O, 1};
-    int kernel = mm_kernel_select_impl(precision);
+    int kernel = mm_kernel_select(precision);
     if (kernel >= 0) {
         mm_bpack tmp = {0};
         int fresh = 0;
@@ -172,7 +173,7 @@ static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int I
                       int precision, matmul_ws *ws)
 {
     mm_view xb = {x, IN, 1}, dt = {dout, 1, O};
-    int kernel = mm_kernel_select_impl(precision);
+    int kernel = mm_kernel_select(precision);
     if (kernel >= 0) {
         /* bf16: dout^T is packed whole, in one sweep over dout's rows, rather
          * than gathered column by column in every task */
@@ -303,7 +304,7 @@ static int mm_forward_group(float *const *out, const float *x, matmul_wpack *con
                             const matmul_epilogue *ep)
 {
     int IN = pk[0]->IN, precision = pk[0]->precision;
-    int kernel = mm_kernel_select_impl(precision);
+    int kernel = mm_kernel_select(precision);
     if (kernel < 0)
         return -1;
     const mm_bpack *bp[4];
@@ -368,7 +369,7 @@ void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dou
 int matmul_dout_begin(matmul_ws *ws, matmul_wpack *pk, const float *x, int N)
 {
     if (!ws || !pk || !x || N < 1 || pk->precision != MATMUL_BF16 ||
-        mm_kernel_select_impl(pk->precision) != MM_KERNEL_AVX512BF16)
+        mm_kernel_select(pk->precision) != MM_KERNEL_AVX512BF16)
         return 0;
     int IN = pk->IN, O = pk->O, fresh = 0;
     mm_view wb = {pk->w, IN, 1}, xb = {x, IN, 1};
@@ -420,7 +421,7 @@ void matmul_backward_ws(float *dx, float *dw, float *db, const float *dout, cons
 /* Bytes mm_bpack_fill_impl reserves for a K x N operand (0: no kernel, sgemm). */
 static size_t mm_bpack_bytes_for(int K, int N, int precision)
 {
-    int kernel = mm_kernel_select_impl(precision);
+    int kernel = mm_kernel_select(precision);
     if (kernel < 0 || K < 1 || N < 1)
         return 0;
     int is_bf16 = kernel == MM_KERNEL_AVX512BF16, round = precision == MATMUL_BF16;
@@ -437,7 +438,7 @@ size_t matmul_wpack_bytes_estimate(int IN, int O, int precision)
 size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w)
 {
     size_t b = mm_bpack_bytes_for(N, IN, precision), a = 0, xr = 0;
-    if (mm_kernel_select_impl(precision) == MM_KERNEL_AVX512BF16) {
+    if (mm_kernel_select(precision) == MM_KERNEL_AVX512BF16) {
         a = (size_t)(N + 1) / 2 * MM_MR * (size_t)((O + MM_MR - 1) / MM_MR) * sizeof(uint32_t);
         /* the row pack holds forward's x, or dout's rows after matmul_dout_begin */
         xr = mm_apack_rows_bytes_impl(N, IN > O ? IN : O);
@@ -465,16 +466,4 @@ void matmul_ws_destroy(matmul_ws *ws)
 size_t matmul_ws_bytes(const matmul_ws *ws)
 {
     return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes + ws->xpack.bytes : 0;
-}
-
-void matmul_forward_ref(float *out, const float *x, const float *w, const float *bias, int N,
-                        int IN, int O)
-{
-    for (int n = 0; n < N; n++)
-        for (int o = 0; o < O; o++) {
-            double acc = bias ? bias[o] : 0.0;
-            for (int i = 0; i < IN; i++)
-                acc += (double)x[(size_t)n * IN + i] * w[(size_t)o * IN + i];
-            out[(size_t)n * O + o] = (float)acc;
-        }
 }

@@ -82,9 +82,6 @@ static inline float mm_bf16_round(float f)
  * position k holds source column mm_bf16_order(k). */
 static inline int mm_bf16_order(int k) { return k ^ 1; }
 
-/* Kernel choice for a public precision at the current cpu_level(); -1 = use sgemm. */
-int mm_kernel_select_impl(int precision);
-
 /* Pack B (K x N view) into bp; reuses bp->data when large enough.  0 or QS_ENOMEM. */
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16);
 void mm_bpack_free_impl(mm_bpack *bp);

@@ -19,6 +19,8 @@
 
 #include <stddef.h>
 
+#include "qs/layers_test.h"
+
 /* attn_exp(x): round n = x log2(e) to nearest (the 1.5 * 2^23 trick), r = x - n ln2
  * (ln2 in two parts), e^r by Cephes' degree-7 polynomial 1 + r + r^2 P(r), times 2^n.
  * Within 2 ulp of expf for -87 <= x <= 0 (tested), exactly 1 at 0, 0 below -87
@@ -34,8 +36,8 @@
 #define ATTN_EXP_P4 1.6666665459e-1f
 #define ATTN_EXP_P5 5.0000001201e-1f
 #define ATTN_EXP_MIN -87.0f
-float attn_exp(float x);
-void attn_exp_avx512_impl(float *y, const float *x, int n);
+/* attn_exp and its AVX-512 form attn_exp_avx512_impl are declared in
+ * qs/layers_test.h (the test checks them directly). */
 
 /* A block of query rows sharing one KV head.  Rows past `rows` must repeat the
  * last row's q, e and n (computed, never stored). */

@@ -16,9 +16,8 @@ float rmsnorm_row_avx512_impl(float *out, float *sum, const float *a, const floa
                               const float *w, int C, float eps);
 
 /* out[i] = silu(gate[i]) * up[i] with the shared vector exp
- * (simd_exp_avx512_impl.h, as the backward): within SWIGLU_SIMD_TOL_ULP ulp of
- * |silu(g) u| of the scalar expf form (tests/test_layers_elem.c). */
-enum { SWIGLU_SIMD_TOL_ULP = 8 };
+ * (simd_exp_avx512_impl.h, as the backward): within SWIGLU_SIMD_TOL_ULP
+ * (qs/layers.h) ulp of |silu(g) u| of the scalar expf form (tests/test_layers_elem.c). */
 void swiglu_avx512_impl(float *out, const float *gate, const float *up, size_t n);
 
 #endif

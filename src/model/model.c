@@ -5,6 +5,7 @@
  * model_weights_point() + a line in tools/gen_fixtures.py's writer.
  */
 #include "qs/model.h"
+#include "qs/model_acts.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,14 +20,6 @@ enum {
     MK_ATTN_NORM, MK_WQ, MK_BQ, MK_WK, MK_BK, MK_WV, MK_BV, MK_WO, MK_BO,
     MK_MLP_NORM, MK_GATE, MK_UP, MK_DOWN
 };
-
-static const char *const model_linear_names[MODEL_LIN_COUNT] = {
-    "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-
-const char *model_linear_name(int module)
-{
-    return module >= 0 && module < MODEL_LIN_COUNT ? model_linear_names[module] : "?";
-}
 
 /* Per-layer tensors in HF order.  rows/cols: 'C' dim, 'F' hidden, 'Q' H*hd,
  * 'K' KVH*hd, 0 = 1-D. */
@@ -107,7 +100,8 @@ static int model_table_build(const llama_config *c, model_tensor *t, size_t *n_p
     return n;
 }
 
-size_t model_param_count(const llama_config *c)
+/* floats in the parameter block (with padding) */
+static size_t model_param_count(const llama_config *c)
 {
     size_t n_params;
     model_table_build(c, NULL, &n_params);

@@ -1,5 +1,5 @@
 /* model_acts.c: the activation arena, sized once from (B, T, Tcap, config,
- * training) (see include/qs/model.h).
+ * training) (see include/qs/model_acts.h).
  *
  * model_acts_layout() is the single formula: it walks the tensors in order,
  * adding their sizes, and (when given an arena) points each field into it.
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "qs/mem.h"
-#include "qs/model.h"
+#include "qs/model_acts.h"
 
 static void acts_take(float **field, float *base, size_t *off, size_t n_elems)
 {

@@ -1,5 +1,5 @@
 /* model_backward.c: gradients of the Llama block, bottom to top: model_forward
- * read in reverse (see include/qs/model.h).
+ * read in reverse (see include/qs/model_train.h).
  *
  *   dlogits = softmax - onehot   (in place over a->logits, or in bf16 straight
  *                                 into the lm_head's bf16 operands)
@@ -22,6 +22,8 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_train.h"
 
 static void grad_take(float **field, float *base, size_t *off, size_t n_elems)
 {

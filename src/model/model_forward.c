@@ -1,4 +1,4 @@
-/* model_forward.c: the Llama block, top to bottom (see include/qs/model.h).
+/* model_forward.c: the Llama block, top to bottom (see include/qs/model_acts.h).
  *
  *   x = embed(tokens)
  *   for each layer:  h = rmsnorm(x);  q, k, v = linear(h);  rope(q, k);  kv cache <- k, v
@@ -19,6 +19,7 @@
 
 #include "qs/matmul.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
 
 static int model_linear(llama_model *m, llama_acts *a, int layer, int module, float *out,
                         const float *x, const float *w, const float *bias, int N, int IN, int O)

@@ -1,6 +1,8 @@
 /* model_generate.c: prompt prefill in chunks, then token-by-token decoding
- * through the KV cache (see include/qs/model.h). */
+ * through the KV cache (see include/qs/model_infer.h). */
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 #include "qs/sampler.h"
 
 int model_generate(llama_model *m, llama_acts *a, const int32_t *prompt, int n_prompt, int n_new,

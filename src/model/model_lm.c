@@ -19,6 +19,8 @@
 
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 
 #define LM_BATCH 4      /* continuations per batched forward */
 #define LM_BATCH_T 128  /* longest continuation (tokens fed) scored in a batch */

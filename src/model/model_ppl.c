@@ -1,7 +1,9 @@
-/* model_ppl.c: sliding-window perplexity (see include/qs/model.h). */
+/* model_ppl.c: sliding-window perplexity (see include/qs/model_infer.h). */
 #include <math.h>
 
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 
 #define PPL_CHUNK_MAX 256
 

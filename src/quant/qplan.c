@@ -37,7 +37,8 @@ void qplan_set_default(qplan *p)
             p->on[l * QPLAN_N_KINDS + k] = 1;
 }
 
-const char *qplan_kind_name(int kind)
+/* "self_attn.q_proj" ... "mlp.down_proj" */
+static const char *qplan_kind_name(int kind)
 {
     return kind >= 0 && kind < QPLAN_N_KINDS ? qplan_kind_names[kind] : "?";
 }

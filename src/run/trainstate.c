@@ -6,7 +6,8 @@
 
 static const char trainstate_magic[8] = {'Q', 'S', 'T', 'R', 'A', 'I', 'N', '1'};
 
-uint64_t trainstate_hash(const void *data, size_t bytes)
+/* FNV-1a 64 */
+static uint64_t trainstate_hash(const void *data, size_t bytes)
 {
     const unsigned char *p = data;
     uint64_t h = 1469598103934665603ull;

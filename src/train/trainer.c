@@ -382,7 +382,6 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
 
 int trainer_done(const trainer *t) { return t->step >= t->cfg.steps; }
 long trainer_next_step(const trainer *t) { return t->step; }
-int trainer_checkpoint(trainer *t, qs_diag *d) { return trainer_ckpt_write(t, d); }
 const runcfg *trainer_config(const trainer *t) { return &t->cfg; }
 const char *trainer_run_dir(const trainer *t) { return t->run_dir; }
 int trainer_quant_count(const trainer *t) { return t->qset ? quant_set_count(t->qset) : 0; }

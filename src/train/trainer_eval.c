@@ -18,6 +18,8 @@
 #include "qs/hfconfig.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 #include "qs/tokenizer.h"
 #include "qs/trainer.h"
 

@@ -6,6 +6,8 @@
 #include <stdio.h>
 
 #include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_train.h"
 #include "qs/optim.h"
 #include "qs/qplan.h"
 #include "qs/quant.h"

@@ -34,6 +34,7 @@
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_infer.h"
 #include "qs/tokenizer.h"
 
 #define BENCH_REPS 3

@@ -26,6 +26,7 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
 
 #define PEAK_FP32_GFLOPS 445.0
 #define PEAK_BF16_GFLOPS 890.0

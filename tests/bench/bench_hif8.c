@@ -20,9 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../src/kernels/hif8_impl.h"
 #include "qs/cpu.h"
 #include "qs/hif8.h"
+#include "qs/hif8_test.h"
 #include "qs/mem.h"
 
 #define BENCH_BYTES ((size_t)64 << 20)

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../src/kernels/hif8_impl.h"
 #include "qs/cpu.h"
 #include "qs/hif8.h"
+#include "qs/hif8_test.h"
 #include "qs/mem.h"
 
 #define EXH_CHUNK_BITS 20

@@ -1,0 +1,76 @@
+/* model_acts.h: the activation arena of a llama_model and the forward pass
+ * that fills it.
+ *
+ * ONE arena (llama_acts) sized up front from (B, T, Tcap, config, training);
+ * model_forward never allocates.  With training = 1 every tensor backward
+ * needs is kept per layer (inputs of each linear, RMSNorm rstd, rotated q,
+ * k/v, attention probabilities, SwiGLU inputs); with training = 0 per-layer
+ * buffers are shared by all layers except the KV cache.
+ */
+#ifndef QS_MODEL_ACTS_H
+#define QS_MODEL_ACTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qs/err.h"
+#include "qs/hfconfig.h"
+#include "qs/model.h"
+
+/* Activation arena. */
+typedef struct llama_acts {
+    int B, T;           /* max batch and tokens per forward call */
+    int Tcap;           /* KV cache capacity (positions) per sequence, >= T */
+    int training;       /* 1: keep every layer's tensors for backward */
+    size_t n_elems;     /* floats in memory */
+    float *memory;      /* the arena */
+    int32_t *pos;       /* [B*T] positions of the current call */
+    /* per layer l: base + l * stride (stride 0 when !training, except the KV cache) */
+    float *resid;       /* [L+1, N, C] residual stream entering layer l (L: final) */
+    float *ln1;         /* [L, N, C] */
+    float *ln1_rstd;    /* [L, N] */
+    float *q;           /* [L, N, H*hd] rotated queries */
+    float *kcache;      /* [L, B, Tcap, KVH*hd] rotated keys (always per layer) */
+    float *vcache;      /* [L, B, Tcap, KVH*hd] */
+    float *att;         /* [L, B, H, T, Tcap] probabilities (training only, else NULL) */
+    float *atty;        /* [L, N, H*hd] attention output (o_proj input) */
+    float *resid_mid;   /* [L, N, C] residual after attention */
+    float *ln2;         /* [L, N, C] */
+    float *ln2_rstd;    /* [L, N] */
+    float *gate;        /* [L, N, F] */
+    float *up;          /* [L, N, F] */
+    float *hb;          /* [L, N, F] SwiGLU output (down_proj input) */
+    float *lnf;         /* [N, C] */
+    float *lnf_rstd;    /* [N] */
+    float *logits;      /* [N, V]; with logits_tail = k > 0 only [B*k, V] are written */
+    int logits_tail;    /* 0: lm_head on every row; k > 0: only on the last k rows of each
+                         * sequence (scoring needs no others; no targets allowed) */
+    const int *logits_rows; /* NULL, or [B]: lm_head only on the FIRST logits_rows[b] rows of
+                             * sequence b (right-padded batches), written packed: sequence
+                             * b's rows start at logits row sum_{b' < b} logits_rows[b'];
+                             * inference only (lnf is compacted in place), no targets */
+    float *losses;      /* [N] */
+    float *kv_new;      /* [2, N, KVH*hd] scratch: this call's k and v before the cache */
+    float *proj;        /* [N, C] scratch: o_proj / down_proj output */
+    float *xq;          /* [N * max(C, H*hd, F)] scratch for the quantization hook */
+    float *wq;          /* [max linear weight] scratch for the quantization hook */
+    float *attn_scratch; /* [attn_scratch_elems(B, Tcap, KVH, hd)] prompt attention */
+    double loss;        /* mean loss of the last call with targets, else -1 */
+} llama_acts;
+
+/* Floats the arena needs: the explicit formula behind inspect's estimates. */
+size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int training);
+/* training = 1 requires Tcap == T (attention backward's layout). */
+int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,
+                    qs_diag *d);
+void model_acts_free(llama_acts *a);
+
+/* Causal forward of tokens[B, T] at positions pos0 .. pos0+T-1 of every
+ * sequence (pos0 > 0 continues from the KV cache: incremental decoding).
+ * Writes a->logits [B*T, V]; with targets[B*T] (< 0 ignored) also a->losses
+ * and a->loss.  Checks ids, sizes and the context limit (Mistral's sliding
+ * window included) and returns QS_E* with a diag instead of computing garbage. */
+int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
+                  int B, int T, int pos0, qs_diag *d);
+
+#endif
