@@ -69,12 +69,12 @@ typedef struct repro_model_spec {
     int n_layers, dim, hidden_dim, n_heads, n_kv_heads, max_pos;
 } repro_model_spec;
 
-/* TEMPORARY (until `qatscope init` lands on main, issue 13): a random-init HF
- * checkpoint in out_dir: config.json from spec (LlamaForCausalLM, tied
- * embeddings, vocab of tok_dir's tokenizer), tok_dir's tokenizer files copied,
- * weights N(0, 0.02^2) from seed (norms 1), F32. */
-int repro_base_init_tmp(const repro_model_spec *spec, const char *tok_dir, const char *out_dir,
-                        uint64_t seed, qs_diag *d);
+/* A random-init HF checkpoint in out_dir: config.json from spec (LlamaForCausalLM,
+ * tied embeddings, the vocabulary of tok_dir's tokenizer), tok_dir's tokenizer
+ * files copied, weights as `qatscope init --seed seed --dtype f32` draws them
+ * (include/qs/hfinit.h). */
+int repro_base_init(const repro_model_spec *spec, const char *tok_dir, const char *out_dir,
+                    uint64_t seed, qs_diag *d);
 
 /* ---- one run of the grid, as its logs tell it ---- */
 
@@ -205,6 +205,7 @@ typedef void (*repro_log_fn)(void *user, const char *line);
 typedef struct repro_opts {
     const char *out_dir;         /* default "build/reproduce" */
     int quick;
+    const repro_scale *scale;    /* NULL: repro_scale_preset(quick) (tests pass a tiny one) */
     const char *runs;            /* comma-separated run names (or paper numbers); NULL = all */
     uint64_t seed;               /* world, init, data order, spikes */
     const char *tasks_dir;       /* holds fact_probe.json; default "tasks" */

@@ -1,12 +1,13 @@
-/* repro_base.c: the reproduction's base model: a random init of a small Llama,
- * pretrained on the fact world until the fact probe passes its target. */
+/* repro_base.c: the reproduction's base model before pretraining: a small
+ * Llama's config.json, the tokenizer's files and random weights from `qatscope
+ * init`'s library (include/qs/hfinit.h), F32. */
 #include <stdio.h>
 #include <string.h>
 
 #include "qs/fileio.h"
 #include "qs/hfconfig.h"
 #include "qs/mem.h"
-#include "qs/model.h"
+#include "qs/hfinit.h"
 #include "qs/safetensors.h"
 #include "qs/tokenizer.h"
 #include "repro_impl.h"
@@ -34,8 +35,8 @@ static int base_copy_tokenizer(const char *tok_dir, const char *out_dir, qs_diag
     return 0;
 }
 
-int repro_base_init_tmp(const repro_model_spec *spec, const char *tok_dir, const char *out_dir,
-                        uint64_t seed, qs_diag *d)
+int repro_base_init(const repro_model_spec *spec, const char *tok_dir, const char *out_dir,
+                    uint64_t seed, qs_diag *d)
 {
     tokenizer *tok;
     int rc = tokenizer_create(&tok, tok_dir, d);
@@ -54,20 +55,15 @@ int repro_base_init_tmp(const repro_model_spec *spec, const char *tok_dir, const
                      "  \"max_position_embeddings\": %d,\n  \"rms_norm_eps\": 1e-05,\n"
                      "  \"rope_theta\": 10000.0,\n  \"hidden_act\": \"silu\",\n"
                      "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n"
-                     "  \"tie_word_embeddings\": true,\n  \"bos_token_id\": %d,\n"
-                     "  \"eos_token_id\": %d,\n  \"torch_dtype\": \"float32\"\n}\n",
+                     "  \"tie_word_embeddings\": true,\n  \"initializer_range\": 0.02,\n"
+                     "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"torch_dtype\": \"float32\"\n}\n",
                      spec->dim, spec->hidden_dim, spec->n_layers, spec->n_heads, spec->n_kv_heads,
                      spec->dim / spec->n_heads, vocab, spec->max_pos, bos, eos);
     snprintf(path, sizeof path, "%s/config.json", out_dir);
-    if ((rc = fileio_write_atomic(path, cfg, (size_t)n, d)))
-        return rc;
     llama_config c;
-    llama_model m;
-    if ((rc = hfconfig_load(&c, out_dir, d)) || (rc = model_init(&m, &c, d)))
+    if ((rc = fileio_write_atomic(path, cfg, (size_t)n, d)) || (rc = hfconfig_load(&c, out_dir, d)))
         return rc;
-    model_params_randomize(&m, seed, 0.02f);
-    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
-    rc = model_save_safetensors(&m, path, SAFETENSORS_F32, d);
-    model_free(&m);
-    return rc;
+    hfinit_opts o = {seed, SAFETENSORS_F32, 0};
+    hfinit_summary sum;
+    return hfinit_weights_write(&c, out_dir, &o, &sum, d);
 }

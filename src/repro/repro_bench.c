@@ -19,6 +19,7 @@
 #include "qs/hfconfig.h"
 #include "qs/itemlog.h"
 #include "qs/model.h"
+#include "qs/model_infer.h"
 #include "qs/resfile.h"
 #include "qs/results.h"
 #include "qs/tokenizer.h"

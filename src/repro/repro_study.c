@@ -155,7 +155,10 @@ static int study_check_runs(const char *list, qs_diag *d)
 int repro_study_run(const repro_opts *o, qs_diag *d)
 {
     repro_scale s;
-    repro_scale_preset(o->quick, &s);
+    if (o->scale)
+        s = *o->scale;
+    else
+        repro_scale_preset(o->quick, &s);
     s.world.seed = o->seed;
     repro_paths p;
     int rc = study_paths(o, &s, &p, d);
@@ -185,8 +188,7 @@ int repro_study_run(const repro_opts *o, qs_diag *d)
               s.model.n_layers, s.model.dim, s.pre_steps, p.base_model);
     char pre_key[RUNCFG_STR_MAX + 32];
     snprintf(pre_key, sizeof pre_key, "%s/repro.key", p.pretrain);
-    /* TEMPORARY random init until `qatscope init` (issue 13) is on main */
-    if ((rc = repro_base_init_tmp(&s.model, p.tokenizer, p.init, o->seed, d)))
+    if ((rc = repro_base_init(&s.model, p.tokenizer, p.init, o->seed, d)))
         return rc;
     if ((rc = repro_train(&pre, key, o, d)) < 0)
         return rc;
