@@ -103,8 +103,8 @@ static void sum_bars(plots_image *img, const sum_panel *area, const plots_bars *
     if (isfinite(b->ref)) {
         int y = sum_py(&p, b->ref);
         canvas_line_impl(img, p.x, y, p.x + p.w - 1, y, 2, 6, REF);
-        if (b->ref_label)
-            canvas_text_at_impl(img, p.x + p.w - 6, y - 4, 2, 2, b->ref_label, 1, REF);
+        if (b->ref_label)   /* right of the frame: never over a bar's value */
+            canvas_text_at_impl(img, p.x + p.w + 6, y, 0, 1, b->ref_label, 1, REF);
     }
 }
 

@@ -193,9 +193,10 @@ void repro_scale_preset(int quick, repro_scale *s);
 typedef struct repro_run_spec {
     const char *name;            /* REPRO_RUN_*: its directory under OUT/runs */
     const char *label;           /* what the paper's table calls it */
-    int paper_run;               /* 1..8; 0 = a spike variant */
+    int paper_run;               /* 1..8; 0 = a spike variant; -1 = an lr-sweep run */
     const char *estimator;       /* NULL = BF16 baseline (qat false) */
     int high_lr, warmup, spikes;
+    double lr;                   /* > 0: this lr instead of the scale's high / low (sweep) */
 } repro_run_spec;
 int repro_grid_count(void);
 const repro_run_spec *repro_grid_spec(int i);   /* NULL past the end */
@@ -207,6 +208,8 @@ typedef struct repro_opts {
     int quick;
     const repro_scale *scale;    /* NULL: repro_scale_preset(quick) (tests pass a tiny one) */
     const char *runs;            /* comma-separated run names (or paper numbers); NULL = all */
+    const char *lr_sweep;        /* comma-separated lrs: BF16 runs "sweep-bf16-lr<LR>" too (the
+                                    sweep that picks the high lr); NULL = none */
     uint64_t seed;               /* world, init, data order, spikes */
     const char *tasks_dir;       /* holds fact_probe.json; default "tasks" */
     const char *tokenizer_dir;   /* default "data/demo/model" (the bundled 512-piece BPE) */

@@ -1,4 +1,5 @@
-/* cmd_reproduce.c: qatscope reproduce [--out DIR] [--quick] [--runs LIST] [--threads N] [--seed S]
+/* cmd_reproduce.c: qatscope reproduce [--out DIR] [--quick] [--runs LIST] [--lr-sweep LRS]
+ *                                     [--threads N] [--seed S] [--tasks-dir DIR]
  *
  * The paper's eight-run study at small scale, end to end (src/repro/): fact
  * world -> base model with knowledge (cached) -> the grid of continued-
@@ -20,13 +21,16 @@
 static void reproduce_usage(FILE *f)
 {
     fprintf(f,
-            "usage: qatscope reproduce [--out DIR] [--quick] [--runs LIST] [--threads N] [--seed S]\n"
+            "usage: qatscope reproduce [--out DIR] [--quick] [--runs LIST] [--lr-sweep LRS]\n"
+            "                          [--threads N] [--seed S] [--tasks-dir DIR]\n"
             "  --out DIR      where everything goes (default build/reproduce; build/reproduce-quick\n"
             "                 with --quick); the base model and finished runs are reused\n"
             "  --quick        smaller world, model and runs: the same pipeline and checklist\n"
             "                 in a few minutes (CI)\n"
             "  --runs LIST    comma-separated grid runs by number (1..8, 7s, 8s) or name;\n"
             "                 default all; claims whose runs are missing are 'not assessed'\n"
+            "  --lr-sweep LRS also BF16 runs at these lrs (comma-separated), reported as the\n"
+            "                 sweep that picks the high lr (the lr at which BF16 forgets)\n"
             "  --threads N    OpenMP and OpenBLAS threads (default: all)\n"
             "  --seed S       world, init, data order and spikes (default 1)\n"
             "  --tasks-dir D  directory of fact_probe.json (default tasks)\n"
@@ -58,6 +62,7 @@ int cmd_reproduce(int argc, char **argv)
             continue;
         }
         if (!cli_flag_is(a, "--out") && !cli_flag_is(a, "--runs") && !cli_flag_is(a, "--threads") &&
+            !cli_flag_is(a, "--lr-sweep") &&
             !cli_flag_is(a, "--seed") && !cli_flag_is(a, "--tasks-dir"))
             return cli_error("reproduce: unexpected argument '%s' (argument %d); see --help", a, i);
         if (!(v = cli_flag_value(argc, argv, &i)))
@@ -66,6 +71,8 @@ int cmd_reproduce(int argc, char **argv)
             out = v;
         else if (cli_flag_is(a, "--runs"))
             o.runs = v;
+        else if (cli_flag_is(a, "--lr-sweep"))
+            o.lr_sweep = v;
         else if (cli_flag_is(a, "--tasks-dir"))
             o.tasks_dir = v;
         else if (cli_parse_long(a, v, cli_flag_is(a, "--seed") ? 0 : 1,

@@ -28,7 +28,7 @@ void repro_scale_preset(int quick, repro_scale *s)
         s->pre_lr = 3e-3;
         s->steps = 400;
         s->eval_every = 25;
-        s->lr_high = 3e-3;
+        s->lr_high = 1e-3;
     } else {
         s->name = "quick";
         s->world = (repro_world_opts){0, 40, 6, 6, 60, 1000};
@@ -47,20 +47,20 @@ void repro_scale_preset(int quick, repro_scale *s)
     s->lr_low = s->lr_high / 10;
     s->warmup_frac = 0.05;
     s->spike_rate = 0.05;
-    s->spike_scale = 32;
+    s->spike_scale = 64;
 }
 
 static const repro_run_spec grid_runs[] = {
-    {REPRO_RUN_MR_HIGH, "(1) most-recent, high lr, no warmup", 1, "most-recent", 1, 0, 0},
-    {REPRO_RUN_ES_HIGH, "(2) exp-smoothing, high lr, no warmup", 2, "exp-smoothing:0.9", 1, 0, 0},
-    {REPRO_RUN_CUR_HIGH, "(3) current scaling, high lr, no warmup", 3, "current", 1, 0, 0},
-    {REPRO_RUN_MW_HIGH, "(4) max-window:64, high lr, no warmup", 4, "max-window:64", 1, 0, 0},
-    {REPRO_RUN_BF16_HIGH, "(5) BF16 baseline, high lr", 5, NULL, 1, 0, 0},
-    {REPRO_RUN_BF16_LOW, "(6) BF16 baseline, low lr", 6, NULL, 0, 0, 0},
-    {REPRO_RUN_MR_LOW, "(7) most-recent, low lr, BF16 warmup", 7, "most-recent", 0, 1, 0},
-    {REPRO_RUN_MW_LOW, "(8) max-window:64, low lr, BF16 warmup (the recipe)", 8, "max-window:64", 0, 1, 0},
-    {REPRO_RUN_MR_SPIKE, "(7s) as (7), with injected spikes", 0, "most-recent", 0, 1, 1},
-    {REPRO_RUN_MW_SPIKE, "(8s) as (8), with injected spikes", 0, "max-window:64", 0, 1, 1},
+    {REPRO_RUN_MR_HIGH, "(1) most-recent, high lr, no warmup", 1, "most-recent", 1, 0, 0, 0},
+    {REPRO_RUN_ES_HIGH, "(2) exp-smoothing, high lr, no warmup", 2, "exp-smoothing:0.9", 1, 0, 0, 0},
+    {REPRO_RUN_CUR_HIGH, "(3) current scaling, high lr, no warmup", 3, "current", 1, 0, 0, 0},
+    {REPRO_RUN_MW_HIGH, "(4) max-window:64, high lr, no warmup", 4, "max-window:64", 1, 0, 0, 0},
+    {REPRO_RUN_BF16_HIGH, "(5) BF16 baseline, high lr", 5, NULL, 1, 0, 0, 0},
+    {REPRO_RUN_BF16_LOW, "(6) BF16 baseline, low lr", 6, NULL, 0, 0, 0, 0},
+    {REPRO_RUN_MR_LOW, "(7) most-recent, low lr, BF16 warmup", 7, "most-recent", 0, 1, 0, 0},
+    {REPRO_RUN_MW_LOW, "(8) max-window:64, low lr, BF16 warmup (the recipe)", 8, "max-window:64", 0, 1, 0, 0},
+    {REPRO_RUN_MR_SPIKE, "(7s) as (7), with injected spikes", 0, "most-recent", 0, 1, 1, 0},
+    {REPRO_RUN_MW_SPIKE, "(8s) as (8), with injected spikes", 0, "max-window:64", 0, 1, 1, 0},
 };
 
 int repro_grid_count(void) { return (int)(sizeof grid_runs / sizeof *grid_runs); }
@@ -109,7 +109,7 @@ void repro_run_config(const repro_scale *s, const repro_run_spec *r, uint64_t se
     snprintf(c->train_data, sizeof c->train_data, "%s", p->cpt_shards);
     snprintf(c->out_dir, sizeof c->out_dir, "%s/%.48s", p->runs, r->name);
     c->steps = s->steps;
-    c->lr = r->high_lr ? s->lr_high : s->lr_low;
+    c->lr = r->lr > 0 ? r->lr : r->high_lr ? s->lr_high : s->lr_low;
     c->lr_min = 0;
     c->lr_warmup_steps = 0;
     snprintf(c->lr_decay, sizeof c->lr_decay, "constant");

@@ -67,8 +67,8 @@ int repro_summary_png(const repro_run_result *runs, int n, double base_acc, cons
     if (!rc) {
         plots_summary s = {
             "qatscope reproduce: the paper's grid at small scale",
-            {{"final fact-probe accuracy (%)", n, lab, acc, "%.1f", 100 * base_acc, "base model"},
-             {"saturated tensor-steps (QAT steps with clipping)", n, lab, sat, "%.0f", NAN, NULL}},
+            {{"final fact-probe accuracy (%)", n, lab, acc, "%.1f", 100 * base_acc, "base"},
+             {"saturated tensor-steps", n, lab, sat, "%.0f", NAN, NULL}},
             "training loss (EMA)",
             series,
             n};

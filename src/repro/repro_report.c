@@ -69,6 +69,8 @@ static void rep_table(repro_buf *b, const rep_ctx *c)
     for (int i = 0; i < c->n; i++) {
         const repro_run_result *r = &c->runs[i];
         char a[32], b2[32], dl[32], ape[32], sat[64], sa[64], fa[64], gate[64];
+        if (c->spec[i].paper_run < 0)
+            continue;   /* the lr sweep has its own table */
         rep_signed(dl, sizeof dl, r->delta_points, " pp");
         if (!r->qat)
             snprintf(ape, sizeof ape, "(baseline)");
@@ -97,6 +99,34 @@ static void rep_table(repro_buf *b, const rep_ctx *c)
                          r->complete ? "" : " (incomplete)", rep_pct(a, sizeof a, r->probe_start),
                          rep_pct(b2, sizeof b2, r->probe_final), dl, ape, sat, sa, fa, gate);
     }
+}
+
+/* BF16 runs of --lr-sweep: how much each lr forgets */
+static void rep_sweep_table(repro_buf *b, const rep_ctx *c)
+{
+    int any = 0;
+    for (int i = 0; i < c->n; i++) {
+        const repro_run_result *r = &c->runs[i];
+        char a[32], e[32], fa[64];
+        if (c->spec[i].paper_run >= 0)
+            continue;
+        if (!any++)
+            repro_buf_printf(b, "## lr sweep (BF16, how the high lr was chosen)\n\n"
+                                "| lr | probe start -> end | vs base model | first forgetting "
+                                "alarm (steps before end) | val loss start -> end |\n"
+                                "|---|---|---|---|---|\n");
+        if (r->n_forget_alarms)
+            snprintf(fa, sizeof fa, "step %ld (%ld)", r->first_forget_alarm, r->forget_lead_steps);
+        else
+            snprintf(fa, sizeof fa, "none");
+        repro_buf_printf(b, "| %g | %s -> %s | %+.1f pp | %s | %.3f -> %.3f |\n", r->lr,
+                         rep_pct(a, sizeof a, r->probe_start), rep_pct(e, sizeof e, r->probe_final),
+                         -r->drop_points, fa, r->n_evals ? r->eval_val_loss[0] : NAN,
+                         r->n_evals ? r->eval_val_loss[r->n_evals - 1] : NAN);
+    }
+    if (any)
+        repro_buf_printf(b, "\nThe high lr of the grid is %g, the low %g.\n\n", c->s->lr_high,
+                         c->s->lr_low);
 }
 
 static void rep_markdown(repro_buf *b, const rep_ctx *c, const repro_timing *tm)
@@ -141,7 +171,12 @@ static void rep_markdown(repro_buf *b, const rep_ctx *c, const repro_timing *tm)
         "mean over steps of |loss - BF16 loss| / BF16 loss (the paper's metric). Saturated "
         "tensor-steps: (quantizer, QAT step) pairs with any clipped element. Gate: `qatscope "
         "gate` of the final checkpoint (as deployed: HiF8 with its delayed scales) against the "
-        "base model, max drop %.0f pp, paired McNemar.\n\n", c->th.forget_points);
+        "base model, max drop %.0f pp, paired McNemar. Probe start is the run's step-0 "
+        "evaluation, the baseline of its forgetting alarm: the base model, except in runs 1-4, "
+        "which are quantized from step 0 (no BF16 warmup) and so start from the HiF8 model at "
+        "current scales; every \"vs base\" figure compares with the base model itself.\n\n",
+        c->th.forget_points);
+    rep_sweep_table(b, c);
     repro_buf_printf(b, "## Checklist of the paper's claims\n\n");
     for (int i = 0; i < REPRO_N_CLAIMS; i++) {
         const repro_claim *cl = &c->claims[i];
@@ -321,7 +356,10 @@ int repro_report_write(const repro_opts *o, const repro_scale *s, const repro_pa
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/summary.png", p->out);
-        rc = repro_summary_png(c.runs, n, c.base_bench, path, d);
+        int n_grid = 0;   /* the sweep runs come last and stay out of the picture */
+        while (n_grid < n && spec[n_grid].paper_run >= 0)
+            n_grid++;
+        rc = repro_summary_png(c.runs, n_grid, c.base_bench, path, d);
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/REPORT.md", p->out);

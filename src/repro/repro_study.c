@@ -152,6 +152,30 @@ static int study_check_runs(const char *list, qs_diag *d)
     return 0;
 }
 
+/* "1e-3,3e-4" -> BF16 runs sweep-bf16-lr1e-3, ... appended to sel */
+static int study_sweep(const char *list, repro_run_spec *sel, int *n_sel,
+                       char names[16][REPRO_NAME_MAX], char labels[16][64], qs_diag *d)
+{
+    if (!list || !*list)
+        return 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", list);
+    int k = 0;
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), k++) {
+        char *end;
+        double lr = strtod(t, &end);
+        if (end == t || *end || !(lr > 0 && lr <= 1) || strlen(t) > 16)
+            return diag_set(d, QS_EINVAL, NULL, -1, "--lr-sweep: expected learning rates in (0, 1] "
+                            "separated by commas, got '%s'", t);
+        if (k == 16 || *n_sel == 32)
+            return diag_set(d, QS_ERANGE, NULL, -1, "--lr-sweep: at most 16 learning rates");
+        snprintf(names[k], REPRO_NAME_MAX, "sweep-bf16-lr%s", t);
+        snprintf(labels[k], 64, "sweep: BF16 at lr %s", t);
+        sel[(*n_sel)++] = (repro_run_spec){names[k], labels[k], -1, NULL, 0, 0, 0, lr};
+    }
+    return 0;
+}
+
 int repro_study_run(const repro_opts *o, qs_diag *d)
 {
     repro_scale s;
@@ -200,10 +224,13 @@ int repro_study_run(const repro_opts *o, qs_diag *d)
     tm.base_s = repro_now_s() - t0;
 
     repro_run_spec sel[32];
+    char sweep_names[16][REPRO_NAME_MAX], sweep_labels[16][64];
     int n_sel = 0;
     for (int i = 0; i < repro_grid_count(); i++)
         if (study_selected(o->runs, repro_grid_spec(i)))
             sel[n_sel++] = *repro_grid_spec(i);
+    if ((rc = study_sweep(o->lr_sweep, sel, &n_sel, sweep_names, sweep_labels, d)))
+        return rc;
     for (int i = 0; i < n_sel; i++) {
         t0 = repro_now_s();
         runcfg c;
