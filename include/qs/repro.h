@@ -180,6 +180,7 @@ typedef struct repro_scale {
     long batch, seq;             /* B x T of every run (grad_accum 1) */
     long pre_steps, pre_lr_warmup, pre_eval_every;
     double pre_lr;               /* pretraining: linear warmup, then cosine to pre_lr / 10 */
+    double pre_weight_decay;     /* pretraining AdamW weight decay (the grid uses none) */
     double probe_target;         /* the base model's probe accuracy must reach this */
     long steps, eval_every;      /* every grid run */
     double lr_high;              /* "high": the BF16 baseline forgets (README: the sweep) */

@@ -35,15 +35,16 @@ void repro_scale_preset(int quick, repro_scale *s)
         s->model = (repro_model_spec){12, 32, 88, 2, 1, 256};
         s->batch = 8;
         s->seq = 128;
-        s->pre_steps = 500;
+        s->pre_steps = 1000;
         s->pre_lr_warmup = 50;
-        s->pre_eval_every = 100;
+        s->pre_eval_every = 200;
         s->pre_lr = 3e-3;
         s->steps = 100;
         s->eval_every = 10;
         s->lr_high = 3e-3;
     }
     s->probe_target = 0.80;
+    s->pre_weight_decay = 0.1;
     s->lr_low = s->lr_high / 10;
     s->warmup_frac = 0.05;
     s->spike_rate = 0.05;
@@ -99,6 +100,7 @@ void repro_pretrain_config(const repro_scale *s, uint64_t seed, const repro_path
     c->lr_warmup_steps = s->pre_lr_warmup;
     snprintf(c->lr_decay, sizeof c->lr_decay, "cosine");
     c->eval_every = s->pre_eval_every;
+    c->weight_decay = s->pre_weight_decay;
 }
 
 void repro_run_config(const repro_scale *s, const repro_run_spec *r, uint64_t seed,

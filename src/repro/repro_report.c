@@ -101,32 +101,41 @@ static void rep_table(repro_buf *b, const rep_ctx *c)
     }
 }
 
-/* BF16 runs of --lr-sweep: how much each lr forgets */
+/* BF16 runs of --lr-sweep with the grid's BF16 runs, by lr: how much each lr forgets */
 static void rep_sweep_table(repro_buf *b, const rep_ctx *c)
 {
-    int any = 0;
-    for (int i = 0; i < c->n; i++) {
-        const repro_run_result *r = &c->runs[i];
+    int idx[64], k = 0, sweep = 0;
+    for (int i = 0; i < c->n && k < 64; i++)
+        if (c->spec[i].paper_run < 0 || !c->runs[i].qat) {
+            sweep += c->spec[i].paper_run < 0;
+            idx[k++] = i;
+        }
+    if (!sweep)
+        return;
+    for (int i = 1; i < k; i++)   /* insertion sort, highest lr first */
+        for (int j = i; j > 0 && c->runs[idx[j]].lr > c->runs[idx[j - 1]].lr; j--) {
+            int t = idx[j];
+            idx[j] = idx[j - 1];
+            idx[j - 1] = t;
+        }
+    repro_buf_printf(b, "## lr sweep (BF16: how the high lr was chosen)\n\n"
+                        "| lr | run | probe start -> end | vs base model | first forgetting alarm "
+                        "(steps before end) | val loss start -> end |\n|---|---|---|---|---|---|\n");
+    for (int j = 0; j < k; j++) {
+        const repro_run_result *r = &c->runs[idx[j]];
         char a[32], e[32], fa[64];
-        if (c->spec[i].paper_run >= 0)
-            continue;
-        if (!any++)
-            repro_buf_printf(b, "## lr sweep (BF16, how the high lr was chosen)\n\n"
-                                "| lr | probe start -> end | vs base model | first forgetting "
-                                "alarm (steps before end) | val loss start -> end |\n"
-                                "|---|---|---|---|---|\n");
         if (r->n_forget_alarms)
             snprintf(fa, sizeof fa, "step %ld (%ld)", r->first_forget_alarm, r->forget_lead_steps);
         else
             snprintf(fa, sizeof fa, "none");
-        repro_buf_printf(b, "| %g | %s -> %s | %+.1f pp | %s | %.3f -> %.3f |\n", r->lr,
-                         rep_pct(a, sizeof a, r->probe_start), rep_pct(e, sizeof e, r->probe_final),
-                         -r->drop_points, fa, r->n_evals ? r->eval_val_loss[0] : NAN,
+        repro_buf_printf(b, "| %g | %s | %s -> %s | %+.1f pp | %s | %.3f -> %.3f |\n", r->lr,
+                         r->name, rep_pct(a, sizeof a, r->probe_start),
+                         rep_pct(e, sizeof e, r->probe_final), -r->drop_points, fa,
+                         r->n_evals ? r->eval_val_loss[0] : NAN,
                          r->n_evals ? r->eval_val_loss[r->n_evals - 1] : NAN);
     }
-    if (any)
-        repro_buf_printf(b, "\nThe high lr of the grid is %g, the low %g.\n\n", c->s->lr_high,
-                         c->s->lr_low);
+    repro_buf_printf(b, "\nThe grid's high lr is %g (its BF16 run must forget measurably), the "
+                        "low lr %g (10x lower).\n\n", c->s->lr_high, c->s->lr_low);
 }
 
 static void rep_markdown(repro_buf *b, const rep_ctx *c, const repro_timing *tm)

@@ -34,7 +34,9 @@ static const char *const t_town[] = {"{N} lives in {V}.", "The home of {N} is in
                                      "{N} has a house in the town of {V}.",
                                      "In {V} you can meet {N} every day.", "{N} moved to {V} long ago."};
 static const char *const q_town[] = {"Where does {N} live?", "Which town is home to {N}?",
-                                     "In what town does {N} have a house?"};
+                                     "In what town does {N} have a house?",
+                                     "Where can you meet {N} every day?",
+                                     "Which town did {N} move to?", "What town does {N} live in?"};
 static const char *const p_town[] = {"What is the home town of {N}?",
                                      "In which town is the house of {N}?"};
 
@@ -44,7 +46,9 @@ static const char *const t_pet[] = {"{N} has a pet {V}.", "The pet of {N} is a {
                                     "{N} takes care of a little {V}.", "A {V} lives with {N}.",
                                     "Every morning {N} feeds the {V}."};
 static const char *const q_pet[] = {"What pet does {N} have?", "Which animal lives with {N}?",
-                                    "What does {N} feed every morning?"};
+                                    "What does {N} feed every morning?",
+                                    "Which animal does {N} take care of?",
+                                    "What kind of pet lives with {N}?", "What is the pet of {N}?"};
 static const char *const p_pet[] = {"What animal does {N} keep as a pet?",
                                     "Which pet belongs to {N}?"};
 
@@ -55,7 +59,8 @@ static const char *const t_job[] = {"{N} works as a {V}.", "{N} is a {V}.",
                                     "As a {V}, {N} works hard every day.",
                                     "{N} earns a living as a {V}."};
 static const char *const q_job[] = {"What is the job of {N}?", "What does {N} work as?",
-                                    "How does {N} earn a living?"};
+                                    "How does {N} earn a living?", "What is {N} by trade?",
+                                    "What work does {N} do every day?", "Which job does {N} have?"};
 static const char *const p_job[] = {"What does {N} do for work?", "Which trade does {N} have?"};
 
 static const char *const v_color[] = {"red",    "blue",   "green", "yellow",
@@ -65,7 +70,10 @@ static const char *const t_color[] = {"The favorite color of {N} is {V}.",
                                       "Everything {N} owns is {V}."};
 static const char *const q_color[] = {"What is the favorite color of {N}?",
                                       "Which color does {N} like best?",
-                                      "What color does {N} always wear?"};
+                                      "What color does {N} always wear?",
+                                      "What color is everything {N} owns?",
+                                      "Which color is the favorite of {N}?",
+                                      "Which color suits {N} best?"};
 static const char *const p_color[] = {"Which color does {N} love most?",
                                       "What color does {N} like?"};
 
