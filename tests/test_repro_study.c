@@ -97,3 +97,32 @@ TEST(repro_study, unknown_run_name_is_one_clear_error)
     ASSERT_TRUE(strstr(d.msg, "'9'") != NULL);
     ASSERT_TRUE(!fileio_exists(out));        /* nothing written */
 }
+
+TEST(repro_study, pretraining_stops_when_the_probe_reaches_the_target)
+{
+    repro_scale s;
+    tiny_scale(&s);
+    s.probe_target = 0.0;                    /* reached at the first evaluation after step 0 */
+    repro_opts o;
+    repro_opts_default(&o);
+    char out[600];
+    snprintf(out, sizeof out, "%s/study_target", test_tmp_dir());
+    o.out_dir = out;
+    o.scale = &s;
+    o.runs = "6";
+    qs_diag d = {0};
+    ASSERT_OK(repro_study_run(&o, &d), &d);
+    char *j = slurp("study_target", "report.json"), *ev = slurp("study_target", "base/pretrain/events.jsonl");
+    ASSERT_TRUE(j && ev);
+    ASSERT_TRUE(strstr(j, "\"pretrain_steps\": 6,") != NULL);
+    ASSERT_TRUE(strstr(ev, "{\"step\":6,\"type\":\"stop\",\"reason\":\"target\"}") != NULL);
+    char path[700];
+    snprintf(path, sizeof path, "%s/base/pretrain/ckpt/step_6/model.safetensors", out);
+    ASSERT_TRUE(fileio_exists(path));
+    qs_free(j);
+    qs_free(ev);
+    ASSERT_OK(repro_study_run(&o, &d), &d);   /* a stopped pretraining is reused too */
+    char *tj = slurp("study_target", "timing.json");
+    ASSERT_TRUE(tj && strstr(tj, "\"base_reused\": true") != NULL);
+    qs_free(tj);
+}

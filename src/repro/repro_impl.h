@@ -30,7 +30,7 @@ typedef struct repro_paths {
     char out[RUNCFG_STR_MAX / 2];
     char world[RUNCFG_STR_MAX], pre_shards[RUNCFG_STR_MAX], cpt_shards[RUNCFG_STR_MAX];
     char tasks[RUNCFG_STR_MAX], tokenizer[RUNCFG_STR_MAX];
-    char init[RUNCFG_STR_MAX], pretrain[RUNCFG_STR_MAX], base_model[RUNCFG_STR_MAX];
+    char init[RUNCFG_STR_MAX], pretrain[RUNCFG_STR_MAX - 64], base_model[RUNCFG_STR_MAX];
     char base_bench[RUNCFG_STR_MAX], runs[RUNCFG_STR_MAX - 64];
 } repro_paths;
 
@@ -44,9 +44,13 @@ double repro_now_s(void);
 void repro_log(const repro_opts *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 1 when the file at path holds exactly key */
 int repro_key_matches(const char *path, const char *key);
-/* Trains cfg to its end (progress through o->log), or reuses cfg->out_dir when its
- * repro.key equals study_key + the config and the run finished: 0 trained, 1 reused. */
-int repro_train(const runcfg *cfg, const char *study_key, const repro_opts *o, qs_diag *d);
+/* Trains cfg to its end, or until an in-loop evaluation finds the fact probe at
+ * stop_acc or above (NAN: never; event "stop"/"target"), with progress through
+ * o->log; or reuses cfg->out_dir when its repro.key equals study_key + the
+ * config and the run finished.  *final_step: the step the run ended at (its
+ * last checkpoint).  0 trained, 1 reused. */
+int repro_train(const runcfg *cfg, const char *study_key, double stop_acc, const repro_opts *o,
+                long *final_step, qs_diag *d);
 
 /* Wall times of a study (reported, never part of the numbers). */
 typedef struct repro_timing {

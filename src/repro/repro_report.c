@@ -151,14 +151,16 @@ static void rep_markdown(repro_buf *b, const rep_ctx *c, const repro_timing *tm)
         s->name, (unsigned long long)c->o->seed);
     repro_buf_printf(b,
         "**Base model**: Llama, %d blocks, dim %d, MLP %d, %d heads (%d KV), vocab 512 "
-        "(the bundled BPE), %ld parameters; random init, pretrained %ld steps of %ld x %ld "
-        "tokens on the fact world (%d people x 4 attributes, each biography in rotating "
-        "templates, mixed with short stories). Fact probe (%ld questions, 4 choices, chance 25%%, "
-        "phrasings never seen in training): **%s** at the end of pretraining, %s as benchmarked "
-        "(target %s: %s).\n\n",
+        "(the bundled BPE), %ld parameters; random init (`qatscope init`), pretrained on the "
+        "fact world (%d people x 4 attributes, each fact in rotating declarative and "
+        "question-answer templates, mixed with short stories), %ld x %ld tokens per step, lr %g "
+        "(cosine over at most %ld steps), until the fact probe reached %s: **%ld steps**. Fact "
+        "probe (%ld questions, 4 choices, chance 25%%, question templates never seen in "
+        "training): **%s** at the end of pretraining, %s as benchmarked (target %s: %s).\n\n",
         s->model.n_layers, s->model.dim, s->model.hidden_dim, s->model.n_heads,
-        s->model.n_kv_heads, rep_params(&s->model, 512), s->pre_steps, s->batch, s->seq,
-        s->world.n_entities, c->base.probe_items, rep_pct(x, sizeof x, c->base.probe_final),
+        s->model.n_kv_heads, rep_params(&s->model, 512), s->world.n_entities, s->batch, s->seq,
+        s->pre_lr, s->pre_steps, rep_pct((char[32]){0}, 32, s->probe_target), c->base.n_loss,
+        c->base.probe_items, rep_pct(x, sizeof x, c->base.probe_final),
         rep_pct(y, sizeof y, c->base_bench), rep_pct((char[32]){0}, 32, s->probe_target),
         c->base_bench >= s->probe_target ? "met" : "NOT met");
     repro_buf_printf(b,
@@ -285,7 +287,8 @@ static int rep_json(const rep_ctx *c, const char *path, qs_diag *d)
                                                  s->model.hidden_dim, "heads", s->model.n_heads,
                                                  "kv_heads", s->model.n_kv_heads, "parameters",
                                                  (json_int_t)rep_params(&s->model, 512)));
-    json_object_set_new(root, "base", json_pack("{s:o,s:o,s:f,s:b}", "probe_pretrain_final",
+    json_object_set_new(root, "base", json_pack("{s:I,s:o,s:o,s:f,s:b}", "pretrain_steps",
+                                                (json_int_t)c->base.n_loss, "probe_pretrain_final",
                                                 rep_num(c->base.probe_final), "probe_bench",
                                                 rep_num(c->base_bench), "target", s->probe_target,
                                                 "target_met", c->base_bench >= s->probe_target));

@@ -11,6 +11,7 @@
  * and hyperparameter as text) is stored next to each cached product, and a
  * product is rebuilt when its key differs.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ void repro_opts_default(repro_opts *o)
     o->tokenizer_dir = "data/demo/model";
 }
 
-static int study_paths(const repro_opts *o, const repro_scale *s, repro_paths *p, qs_diag *d)
+static int study_paths(const repro_opts *o, repro_paths *p, qs_diag *d)
 {
     memset(p, 0, sizeof *p);
     if (strlen(o->out_dir) >= sizeof p->out - 64 || strlen(o->tasks_dir) >= sizeof p->tasks ||
@@ -45,8 +46,6 @@ static int study_paths(const repro_opts *o, const repro_scale *s, repro_paths *p
     snprintf(p->cpt_shards, sizeof p->cpt_shards, "%s/world/cpt_shards", p->out);
     snprintf(p->init, sizeof p->init, "%s/base/init", p->out);
     snprintf(p->pretrain, sizeof p->pretrain, "%s/base/pretrain", p->out);
-    snprintf(p->base_model, sizeof p->base_model, "%s/base/pretrain/ckpt/step_%ld", p->out,
-             s->pre_steps);
     snprintf(p->base_bench, sizeof p->base_bench, "%s/base/bench", p->out);
     snprintf(p->runs, sizeof p->runs, "%s/runs", p->out);
     return 0;
@@ -200,7 +199,7 @@ int repro_study_run(const repro_opts *o, qs_diag *d)
         repro_scale_preset(o->quick, &s);
     s.world.seed = o->seed;
     repro_paths p;
-    int rc = study_paths(o, &s, &p, d);
+    int rc = study_paths(o, &p, d);
     if (rc || (rc = study_check_runs(o->runs, d)))
         return rc;
     char probe_def[RUNCFG_STR_MAX + 32];
@@ -223,15 +222,18 @@ int repro_study_run(const repro_opts *o, qs_diag *d)
     t0 = repro_now_s();
     runcfg pre;
     repro_pretrain_config(&s, o->seed, &p, &pre);
-    repro_log(o, "== base model: %d blocks x dim %d, pretrained %ld steps on the world -> %s",
-              s.model.n_layers, s.model.dim, s.pre_steps, p.base_model);
+    repro_log(o, "== base model: %d blocks x dim %d, pretrained on the world until the probe "
+              "reaches %.0f%% (at most %ld steps) -> %s", s.model.n_layers, s.model.dim,
+              100 * s.probe_target, s.pre_steps, p.pretrain);
     char pre_key[RUNCFG_STR_MAX + 32];
     snprintf(pre_key, sizeof pre_key, "%s/repro.key", p.pretrain);
     if ((rc = repro_base_init(&s.model, p.tokenizer, p.init, o->seed, d)))
         return rc;
-    if ((rc = repro_train(&pre, key, o, d)) < 0)
+    long pre_end;
+    if ((rc = repro_train(&pre, key, s.probe_target, o, &pre_end, d)) < 0)
         return rc;
     tm.base_reused = rc == 1;
+    snprintf(p.base_model, sizeof p.base_model, "%s/ckpt/step_%ld", p.pretrain, pre_end);
     if (tm.base_reused)
         repro_log(o, "   reused (same key)");
     if ((rc = study_bench(o, p.base_model, 0, &p, p.base_bench, key, !tm.base_reused, d)))
@@ -252,13 +254,14 @@ int repro_study_run(const repro_opts *o, qs_diag *d)
         repro_run_config(&s, &sel[i], o->seed, &p, &c);
         repro_log(o, "== run %d/%d %s: %s, lr %g, %ld steps%s", i + 1, n_sel, sel[i].name,
                   sel[i].label, c.lr, c.steps, c.spike_rate > 0 ? ", spikes on" : "");
-        int reused = rc = repro_train(&c, key, o, d);
+        long end;
+        int reused = rc = repro_train(&c, key, NAN, o, &end, d);
         if (rc < 0)
             return rc;
         if (reused)
             repro_log(o, "   reused (same key)");
         char model[RUNCFG_STR_MAX + 32], bench[RUNCFG_STR_MAX + 32];
-        snprintf(model, sizeof model, "%s/ckpt/step_%ld", c.out_dir, c.steps);
+        snprintf(model, sizeof model, "%s/ckpt/step_%ld", c.out_dir, end);
         snprintf(bench, sizeof bench, "%s/bench", c.out_dir);
         if ((rc = study_bench(o, model, c.qat, &p, bench, key, !reused, d)))
             return rc;
