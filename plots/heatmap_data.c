@@ -8,6 +8,7 @@
  * stored step >= its own.
  */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "plot_impl.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/zlog.h"
 
@@ -126,56 +128,62 @@ static void raw_free(raw_log *r)
     qs_free(r->vals);
 }
 
-static double num_or_nan(json_t *v)
+/* one quantizer's value of the metric (a logged null: NaN) */
+static int metric_value(const qs_json_at *q, int metric, float *out, qs_diag *d)
 {
-    return json_is_number(v) ? json_number_value(v) : NAN;
+    static const char *const keys[] = {"clip_rate", NULL, "under_rate", "qsnr_db"};
+    double a, p;
+    int rc;
+    if (metric != PLOTS_METRIC_AMAX_RATIO) {
+        rc = qs_json_num_or(q, keys[metric], NAN, &a, d);
+        *out = (float)a;
+        return rc;
+    }
+    if ((rc = qs_json_num_or(q, "amax", NAN, &a, d)) ||
+        (rc = qs_json_num_or(q, "pred_amax", NAN, &p, d)))
+        return rc;
+    *out = p > 0 && a >= 0 ? (float)(a / p) : NAN;
+    return 0;
 }
 
-static float metric_value(json_t *q, int metric)
+static int read_header(raw_log *r, plots_heatmap *hm, const qs_json_at *obj, qs_diag *d)
 {
-    switch (metric) {
-    case PLOTS_METRIC_CLIP_RATE: return (float)num_or_nan(json_object_get(q, "clip_rate"));
-    case PLOTS_METRIC_UNDERFLOW_RATE: return (float)num_or_nan(json_object_get(q, "under_rate"));
-    case PLOTS_METRIC_QSNR: return (float)num_or_nan(json_object_get(q, "qsnr_db"));
-    default: {
-        double a = num_or_nan(json_object_get(q, "amax")), p = num_or_nan(json_object_get(q, "pred_amax"));
-        return p > 0 && a >= 0 ? (float)(a / p) : NAN;
-    }
-    }
-}
-
-static int read_header(raw_log *r, plots_heatmap *hm, json_t *obj, const char *path, long line,
-                       qs_diag *d)
-{
-    json_t *qs = json_object_get(obj, "quantizers"), *v = json_object_get(obj, "v");
-    if (v && (!json_is_integer(v) || json_integer_value(v) != HEATMAP_QUANT_LOG_VERSION))
-        return diag_set(d, QS_EUNSUPPORTED, path, line,
-                        "header: expected layout \"v\":%d, found %s%lld (written by a newer "
-                        "or older qatscope?)",
-                        HEATMAP_QUANT_LOG_VERSION, json_is_integer(v) ? "" : "a non-integer ",
-                        json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
-    if (!json_is_array(qs) || json_array_size(qs) == 0)
-        return diag_set(d, QS_EFORMAT, path, line, "header: expected a non-empty \"quantizers\" array");
-    json_t *run = json_object_get(obj, "run");
-    json_t *est = json_object_get(json_object_get(obj, "recipe"), "estimator");
-    snprintf(hm->run, sizeof hm->run, "%s", json_is_string(run) ? json_string_value(run) : "run");
-    snprintf(hm->estimator, sizeof hm->estimator, "%s",
-             json_is_string(est) ? json_string_value(est) : "?");
+    const char *path = obj->file, *run, *est;
+    long line = obj->line;
+    qs_json_at qs, recipe = qs_json_key(obj, "recipe");
+    size_t nq;
+    int v, rc;
+    if ((rc = qs_json_int_or(obj, "v", INT_MIN, INT_MAX, HEATMAP_QUANT_LOG_VERSION, &v, d)))
+        return rc;
+    if (v != HEATMAP_QUANT_LOG_VERSION)
+        return qs_json_fail(obj, "v", QS_EUNSUPPORTED, d,
+                            "expected layout %d, found %d (written by a newer or older qatscope?)",
+                            HEATMAP_QUANT_LOG_VERSION, v);
+    if ((rc = qs_json_arr(obj, "quantizers", &qs, &nq, d)) ||
+        (rc = qs_json_str_or(obj, "run", "run", &run, d)) ||
+        (json_is_object(recipe.v) && (rc = qs_json_str_or(&recipe, "estimator", "?", &est, d))))
+        return rc;
+    if (!json_is_object(recipe.v))
+        est = "?";
+    if (nq == 0 || nq > INT_MAX)
+        return qs_json_fail(obj, "quantizers", QS_EFORMAT, d, "expected a non-empty array of names");
+    snprintf(hm->run, sizeof hm->run, "%s", run);
+    snprintf(hm->estimator, sizeof hm->estimator, "%s", est);
     if (r->names) {   /* resume: the header repeats and must match */
-        if ((int)json_array_size(qs) != r->n_q)
+        if ((int)nq != r->n_q)
             return diag_set(d, QS_EFORMAT, path, line,
-                            "header repeated with %zu quantizers, the first had %d",
-                            json_array_size(qs), r->n_q);
+                            "header repeated with %zu quantizers, the first had %d", nq, r->n_q);
         return 0;
     }
-    r->n_q = (int)json_array_size(qs);
+    r->n_q = (int)nq;
     if (!(r->names = qs_calloc((size_t)r->n_q, sizeof *r->names)))
         return diag_set(d, QS_ENOMEM, path, line, "%d quantizers", r->n_q);
     for (int i = 0; i < r->n_q; i++) {
-        json_t *s = json_array_get(qs, (size_t)i);
-        if (!json_is_string(s))
-            return diag_set(d, QS_EFORMAT, path, line, "header: quantizers[%d] is not a string", i);
-        if (!(r->names[i] = qs_strdup(json_string_value(s))))
+        qs_json_at e = qs_json_item(&qs, (size_t)i);
+        const char *name;
+        if ((rc = qs_json_str(&e, NULL, &name, d)))
+            return rc;
+        if (!(r->names[i] = qs_strdup(name)))
             return diag_set(d, QS_ENOMEM, path, line, "names");
     }
     return 0;
@@ -205,27 +213,34 @@ static int store_step(raw_log *r, long s, int is_qat, const float *vals, const c
     return 0;
 }
 
-static int read_step(raw_log *r, json_t *obj, int metric, float *row, const char *path,
-                     long line, qs_diag *d)
+static int read_step(raw_log *r, const qs_json_at *obj, int metric, float *row, qs_diag *d)
 {
-    json_t *step = json_object_get(obj, "step"), *q = json_object_get(obj, "q");
+    const char *path = obj->file, *phase;
+    long line = obj->line;
     if (!r->names)
         return diag_set(d, QS_EFORMAT, path, line, "step record before the header");
-    if (!json_is_integer(step) || !json_is_array(q))
-        return diag_set(d, QS_EFORMAT, path, line, "step record: expected integer \"step\" and array \"q\"");
-    if ((int)json_array_size(q) != r->n_q)
+    qs_json_at q;
+    size_t nq;
+    long long step;
+    int rc;
+    if ((rc = qs_json_i64(obj, "step", LONG_MIN, LONG_MAX, &step, d)) ||
+        (rc = qs_json_arr(obj, "q", &q, &nq, d)) || (rc = qs_json_str_or(obj, "phase", "", &phase, d)))
+        return rc;
+    if ((int)nq != r->n_q)
         return diag_set(d, QS_EFORMAT, path, line, "step record has %zu quantizers, header has %d",
-                        json_array_size(q), r->n_q);
+                        nq, r->n_q);
     for (int i = 0; i < r->n_q; i++) {
-        json_t *e = json_array_get(q, (size_t)i), *nm = json_object_get(e, "name");
-        if (json_is_string(nm) && strcmp(json_string_value(nm), r->names[i]))
+        qs_json_at e = qs_json_item(&q, (size_t)i);
+        const char *nm;
+        if ((rc = qs_json_obj(&e, NULL, &e, d)) || (rc = qs_json_str_or(&e, "name", NULL, &nm, d)))
+            return rc;
+        if (nm && strcmp(nm, r->names[i]))
             return diag_set(d, QS_EFORMAT, path, line, "q[%d] is '%s', header order says '%s'", i,
-                            json_string_value(nm), r->names[i]);
-        row[i] = json_is_object(e) ? metric_value(e, metric) : NAN;
+                            nm, r->names[i]);
+        if ((rc = metric_value(&e, metric, &row[i], d)))
+            return rc;
     }
-    json_t *phase = json_object_get(obj, "phase");
-    int is_qat = json_is_string(phase) && !strcmp(json_string_value(phase), "qat");
-    return store_step(r, (long)json_integer_value(step), is_qat, row, path, line, d);
+    return store_step(r, (long)step, !strcmp(phase, "qat"), row, path, line, d);
 }
 
 static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric, qs_diag *d)
@@ -247,18 +262,18 @@ static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric,
                 break;
             continue;
         }
-        json_error_t jerr;
-        json_t *obj = json_loadb(line, len, 0, &jerr);
-        json_t *type = json_object_get(obj, "type");
-        if (!json_is_string(type)) {
-            rc = diag_set(d, QS_EFORMAT, path, lineno, obj ? "record without a \"type\""
-                                                           : "not valid JSON");
-        } else if (!strcmp(json_string_value(type), "header")) {
-            rc = read_header(r, hm, obj, path, lineno, d);
+        json_t *obj;
+        const char *type;
+        if ((rc = qs_json_load_text(line, len, path, lineno, QS_JSON_OBJECT, &obj, d)))
+            break;
+        qs_json_at o = qs_json_root(obj, path, lineno);
+        rc = qs_json_str(&o, "type", &type, d);
+        if (!rc && !strcmp(type, "header")) {
+            rc = read_header(r, hm, &o, d);
             if (!rc && !row && !(row = qs_malloc((size_t)r->n_q * sizeof *row)))
                 rc = diag_set(d, QS_ENOMEM, path, lineno, "%d quantizers", r->n_q);
-        } else if (!strcmp(json_string_value(type), "step")) {
-            rc = row ? read_step(r, obj, metric, row, path, lineno, d)
+        } else if (!rc && !strcmp(type, "step")) {
+            rc = row ? read_step(r, &o, metric, row, d)
                      : diag_set(d, QS_EFORMAT, path, lineno, "step record before the header");
         }
         json_decref(obj);

@@ -174,8 +174,8 @@ TEST(gate, missing_task_is_unusable)
 TEST(gate, malformed_files_are_unusable)
 {
     static const char *const bad[][2] = {
-        {"tests/data/gate/truncated.json", "not valid JSON"},
-        {"tests/data/gate/metric_string.json", "expected a number"},
+        {"tests/data/gate/truncated.json", "invalid JSON"},
+        {"tests/data/gate/metric_string.json", "expected number, found string"},
         {"tests/data/gate/metric_percent.json", "expected a fraction in [0, 1], found 30.5"},
         {"tests/data/gate/no_results.json", "\"results\" object"},
         {"tests/data/gate/does_not_exist.json", "does_not_exist.json"},

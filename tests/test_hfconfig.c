@@ -71,11 +71,11 @@ TEST(hfconfig, wrong_types_and_values_name_the_key)
     qs_diag d = {0};
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": \"64\"}", &d),
                   QS_EFORMAT);
-    ASSERT_EQ_STR(d.msg, "'hidden_size': expected an integer, found string");
+    ASSERT_EQ_STR(d.msg, "$.hidden_size: expected integer, found string");
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"num_key_value_heads\": 3}",
                         &d), QS_ERANGE);
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64}", &d), QS_EFORMAT);
-    ASSERT_EQ_STR(d.msg, "missing key 'intermediate_size'");
+    ASSERT_EQ_STR(d.msg, "$.intermediate_size: required key is missing");
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"rope_theta\": -1}", &d),
                   QS_ERANGE);
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": ", &d), QS_EFORMAT);

@@ -234,7 +234,7 @@ TEST(shards, bad_jsonl_line_is_reported_with_its_number)
                                   &d),
                   QS_EFORMAT);
     ASSERT_EQ_INT(d.line, 2);
-    ASSERT_TRUE(strstr(d.msg, "\"text\"") != NULL);
+    ASSERT_TRUE(strstr(d.msg, "$.text") != NULL);
     ASSERT_TRUE(!fileio_exists(tmp_path(out, sizeof out, "bad/manifest.json")));
     ASSERT_OK(write_text(p, "{\"text\": \"ok\"}\n{\"text\": \"cut"), NULL);
     ASSERT_EQ_INT(shard_build_run(TINY_TOK, inputs, 1, tmp_path(out, sizeof out, "bad"), &o, &sum,

@@ -1,5 +1,6 @@
 /* test_trainer.c: the training loop on the bundled tiny model (data/demo/model):
  * bit-exact resume, QAT phase switch, logs, NaN and memory guards. */
+#include <jansson.h>
 #include <stdlib.h>
 
 #include "qs/fileio.h"
@@ -357,4 +358,52 @@ TEST(trainer, masked_ste_changes_the_update_only_where_clipping_happened)
     qs_free(pass);
     qs_free(pass2);
     qs_free(masked);
+}
+
+/* A picture that cannot be drawn becomes a plot_error event: with quotes and
+ * backslashes in the run dir and in the reason, every events.jsonl line still
+ * parses and the reason reads back unchanged. */
+TEST(trainer, plot_error_event_escapes_quotes_and_backslashes)
+{
+    runcfg c;
+    tiny_cfg(&c, "plot\"q\\b");
+    qs_diag d = {0};
+    ASSERT_OK(runcfg_set(&c, "steps=3", &d), &d);
+    ASSERT_OK(runcfg_set(&c, "plot_every=1", &d), &d);
+    mem_data dm = {0, 512};
+    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    trainer_options opt = {0};
+    trainer *t;
+    ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
+    ASSERT_EQ_INT(run_steps(t, 1), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", c.out_dir);
+    FILE *f = fopen(path, "a");   /* a record curves.png cannot read: "bad\q" is no JSON escape */
+    ASSERT_TRUE(f != NULL);
+    fputs("{\"type\":\"train\",\"bad\\q\":1}\n", f);
+    ASSERT_EQ_INT(fclose(f), 0);
+    ASSERT_EQ_INT(run_steps(t, 1), 0);
+    ASSERT_OK(trainer_finish(t, "done", &d), &d);
+    char *text;
+    size_t n;
+    snprintf(path, sizeof path, "%s/events.jsonl", c.out_dir);
+    ASSERT_OK(fileio_read_all(path, &text, &n, &d), &d);
+    int plot_errors = 0, lines = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        json_error_t je;
+        json_t *o = json_loads(line, 0, &je);
+        if (!o)
+            TEST_FAIL_AT("events.jsonl line %d is not JSON (%s): %s", lines + 1, je.text, line);
+        ASSERT_TRUE(o != NULL);
+        const char *type = json_string_value(json_object_get(o, "type"));
+        if (type && !strcmp(type, "plot_error")) {
+            const char *file = json_string_value(json_object_get(o, "file"));
+            const char *msg = json_string_value(json_object_get(o, "msg"));
+            plot_errors += file && !strcmp(file, "curves.png") && msg && strstr(msg, "\"bad\\q");
+        }
+        json_decref(o);
+    }
+    qs_free(text);
+    ASSERT_TRUE(lines >= 2);
+    ASSERT_TRUE(plot_errors >= 1);
 }

@@ -1,6 +1,6 @@
 /* digest.h: SHA-256 (FIPS 180-4) of buffers and files, for the provenance
  * recorded in results files (data file and model hashes, same values as
- * `sha256sum`). */
+ * `sha256sum`); FNV-1a for fast non-cryptographic checksums and hash keys. */
 #ifndef QS_DIGEST_H
 #define QS_DIGEST_H
 
@@ -21,5 +21,22 @@ void digest_sha256_update(digest_sha256 *s, const void *data, size_t bytes);
 void digest_sha256_final(digest_sha256 *s, char hex[65]);   /* lower-case hex + NUL */
 /* Hash of the file's bytes as stored (a .zst file is hashed compressed). */
 int digest_sha256_file(const char *path, char hex[65], qs_diag *d);
+
+/* FNV-1a, 64 bits: per byte h = (h ^ byte) * 1099511628211.  Start from
+ * DIGEST_FNV1A64_SEED (the standard offset basis), or from an earlier h to hash
+ * a sequence piece by piece.  Not cryptographic: the checksums of train_state.bin
+ * sections, the data hash of a token stream, the tokenizer's hash tables and
+ * fingerprint (files and tests hold these values: never change the function). */
+#define DIGEST_FNV1A64_SEED 14695981039346656037ull
+
+static inline uint64_t digest_fnv1a64(uint64_t h, const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < bytes; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
 
 #endif

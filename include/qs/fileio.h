@@ -30,6 +30,9 @@ int fileio_mkdir_p(const char *path, qs_diag *d); /* like mkdir -p */
 
 /* Join a directory and a name into buf; returns QS_ERANGE if it does not fit. */
 int fileio_join(char *buf, size_t buf_bytes, const char *dir, const char *name);
+/* Removes dir and the plain files in it (a temp directory this program filled);
+ * best effort, no recursion: a subdirectory makes the final rmdir fail. */
+void fileio_dir_remove_flat(const char *dir);
 
 /* Atomic writer. */
 typedef struct afile {

@@ -40,7 +40,7 @@ typedef struct forget_result {
     int alarm, stop;
     int is_baseline;          /* tracker: this observation became the baseline */
     char warning[256];        /* set when alarm */
-    char event_json[384];     /* set when alarm; no trailing newline */
+    char event_json[768];     /* set when alarm; no trailing newline */
 } forget_result;
 
 /* One check of current vs baseline correctness (0/1 per item, same item order). */

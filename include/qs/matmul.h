@@ -40,8 +40,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qs/err.h"
+
 /* precision values (append only) */
 enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1, MATMUL_FP32_BLAS = 2 };
+
+/* The precision spellings users write (flags, run configs): "fp32" -> MATMUL_FP32,
+ * "bf16" -> MATMUL_BF16.  Anything else is QS_EINVAL with the one message
+ * "<what>: expected fp32 or bf16, got '<name>'" (what: the flag or key). */
+int matmul_precision_parse(const char *name, const char *what, int *precision, qs_diag *d);
+/* "fp32", "bf16" or "fp32-blas". */
+const char *matmul_precision_name(int precision);
 
 void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N, int IN,
                     int O, int precision);

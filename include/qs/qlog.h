@@ -44,10 +44,6 @@ typedef struct qlog_row {
  * est_idx is 0 (the recipe estimator) or 1 ("current", on a fallback). */
 void qlog_row_from_record(const quant_record *rec, qlog_row *row);
 
-/* JSON string literal of s, quotes included (escapes '"', '\\', control bytes).
- * qs_malloc'd (qs_free it); NULL on OOM. */
-char *qlog_string_quote(const char *s);
-
 /* A finite float as JSON text with 9 significant digits (reads back to the same
  * float, like %.9g, but without printf); non-finite -> "null".  buf >= 24 bytes;
  * returns the length. */

@@ -4,7 +4,9 @@
  * One optimizer step = grad_accum micro-batches of B x T tokens:
  *   for each micro-batch: batch -> model_forward (planned linears observe amax
  *   during the bf16 warmup, are fake-quantized after it) -> NaN check ->
- *   model_backward (STE) accumulating into the grads block
+ *   model_backward (STE) onto zeros, scaled 1 / grad_accum, added to the step's
+ *   gradient in micro-batch order (the first micro-batch in the grads block,
+ *   later ones via a scratch block: grad_scratch_bytes)
  *   -> global grad norm (NaN/Inf check) -> clip -> AdamW at schedule_lr(step)
  *   -> detector step end (quant.jsonl.zst, saturation alarms) -> metrics.jsonl.
  * Steps are numbered from 0; a checkpoint ckpt/step_N holds the state before
@@ -15,6 +17,9 @@
  * config.json, model.safetensors (F32), tokenizer files, + train_state.bin).
  * The library never prints: trainer_step() fills a train_step_info that the
  * CLI turns into a progress line.
+ * Under mpirun (dist.h) every rank creates a trainer and calls the same
+ * functions in the same order: the step is split over the ranks, only rank 0
+ * writes the run directory (src/train/trainer_dist.c).
  */
 #ifndef QS_TRAINER_H
 #define QS_TRAINER_H
@@ -100,6 +105,7 @@ typedef struct train_memory {
     size_t quant_bytes;        /* saved quantized operands + amax histories */
     size_t batch_bytes;        /* token/target buffers */
     size_t pack_bytes;         /* persistent weight packs + matmul workspace */
+    size_t grad_scratch_bytes; /* grad_accum > 1: later micro-batches' gradients (n_params x 4) */
     size_t total_bytes;
 } train_memory;
 

@@ -26,12 +26,21 @@
 
 typedef struct trainstate_writer {
     afile af;
+    long part_pos;          /* streamed section: file offset of its header */
+    uint64_t part_hash;     /* FNV-1a of the payload so far */
+    size_t part_left;       /* payload bytes still expected */
 } trainstate_writer;
 
 /* n_sections must equal the number of trainstate_write_section calls that follow. */
 int trainstate_write_begin(trainstate_writer *w, const char *path, int n_sections, qs_diag *d);
 int trainstate_write_section(trainstate_writer *w, const char *tag, const void *data,
                              size_t bytes, qs_diag *d);
+/* The same section written in pieces (a payload gathered from other ranks):
+ * begin declares the size, parts must add up to it exactly, end writes the
+ * checksum into the header.  The file is byte-identical to one write_section. */
+int trainstate_write_section_begin(trainstate_writer *w, const char *tag, size_t bytes, qs_diag *d);
+int trainstate_write_section_part(trainstate_writer *w, const void *data, size_t bytes, qs_diag *d);
+int trainstate_write_section_end(trainstate_writer *w, qs_diag *d);
 int trainstate_write_commit(trainstate_writer *w, qs_diag *d);
 void trainstate_write_abort(trainstate_writer *w);
 

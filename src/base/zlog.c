@@ -60,16 +60,10 @@ int zlog_writer_create(zlog_writer **out, const char *path, int flags, qs_diag *
 
 int zlog_write(zlog_writer *w, const char *line, size_t len, qs_diag *d)
 {
-    if (w->len + len + 1 > w->cap) {
-        size_t cap = w->cap ? w->cap : 65536;
-        while (cap < w->len + len + 1)
-            cap *= 2;
-        char *nb = qs_realloc(w->buf, cap);
-        if (!nb)
-            return diag_set(d, QS_ENOMEM, w->path, -1, "out of memory buffering log records");
-        w->buf = nb;
-        w->cap = cap;
-    }
+    char *nb = qs_grow(w->buf, &w->cap, w->len + len + 1, 1, 65536);
+    if (!nb)
+        return diag_set(d, QS_ENOMEM, w->path, -1, "out of memory buffering log records");
+    w->buf = nb;
     memcpy(w->buf + w->len, line, len);
     w->len += len;
     w->buf[w->len++] = '\n';

@@ -126,32 +126,26 @@ static int demo_train(const char *dir, long steps, long warmup, const char *esti
     return 0;
 }
 
+static const char DEMO_USAGE[] =
+    "usage: qatscope demo [--out DIR] [--steps N] [--warmup N] [--estimator E]\n"
+    "       qatscope demo --hif8     (the HiF8 codec tour)\n";
+
 int cmd_demo(int argc, char **argv)
 {
     const char *out = NULL, *estimator = "max-window:64";
     long steps = 300, warmup = 100;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (i == 1 && !strcmp(a, "--hif8"))
-            return demo_hif8_run(argc - 1, argv + 1);
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: qatscope demo [--out DIR] [--steps N] [--warmup N] [--estimator E]\n"
-                   "       qatscope demo --hif8     (the HiF8 codec tour)\n");
-            return 0;
-        }
-        if (!cli_flag_is(a, "--out") && !cli_flag_is(a, "--steps") && !cli_flag_is(a, "--warmup") &&
-            !cli_flag_is(a, "--estimator"))
-            return cli_error("demo: unexpected argument '%s' (argument %d); see --help", a, i);
-        if (!(v = cli_flag_value(argc, argv, &i)))
-            return CLI_EXIT_USAGE;
-        if (cli_flag_is(a, "--out"))
-            out = v;
-        else if (cli_flag_is(a, "--estimator"))
-            estimator = v;
-        else if (cli_parse_long(a, v, cli_flag_is(a, "--steps") ? 2 : 0, 1000000,
-                                cli_flag_is(a, "--steps") ? &steps : &warmup))
-            return CLI_EXIT_USAGE;
-    }
+    if (argc > 1 && !strcmp(argv[1], "--hif8"))
+        return demo_hif8_run(argc - 1, argv + 1);
+    const cli_opt opts[] = {
+        {"--out", CLI_OPT_STR, .out = &out},
+        {"--estimator", CLI_OPT_STR, .out = &estimator},
+        {"--steps", CLI_OPT_LONG, .out = &steps, .min = 2, .max = 1000000},
+        {"--warmup", CLI_OPT_LONG, .out = &warmup, .min = 0, .max = 1000000},
+    };
+    int rc = cli_args_parse("demo", DEMO_USAGE, argc, argv, opts, sizeof opts / sizeof *opts, NULL,
+                            NULL);
+    if (rc)
+        return rc < 0 ? 0 : rc;
     if (warmup >= steps)
         return cli_error("demo: --warmup %ld must be below --steps %ld", warmup, steps);
     if (!fileio_exists(DEMO_MODEL "/config.json") || !fileio_exists(DEMO_TEXT))

@@ -9,7 +9,9 @@
  *                 [--tasks-dir DIR] [--batch N] [--max-length N]
  *
  * Progress (items/s, ETA) goes to stderr only when stderr is a terminal; the
- * summary table goes to stdout at the end.
+ * summary table goes to stdout at the end.  Under mpirun (a `make MPI=1`
+ * build) the items are split over the ranks and rank 0 alone writes and
+ * prints; the files equal the one-process files (eval_dist.c).
  */
 #include <cblas.h>
 #include <dirent.h>
@@ -24,6 +26,7 @@
 
 #include "cli.h"
 #include "qs/digest.h"
+#include "qs/dist.h"
 #include "qs/eval.h"
 #include "qs/evalquant.h"
 #include "qs/fileio.h"
@@ -183,6 +186,7 @@ typedef struct eval_args {
     const char *model, *tasks, *data_dir, *output, *samples, *tasks_dir, *precision;
     const char *quant_modules, *quant_scaling;
     int scaling;   /* EVALQUANT_* */
+    int matmul, hif8;   /* from --precision: MATMUL_*, and 1 for the hif8 forms */
     long shots, limit, subset, subset_seed, threads, batch, max_length;
     int bos, subset_seed_set;
 } eval_args;
@@ -253,14 +257,19 @@ static int eval_args_parse(int argc, char **argv, eval_args *a)
         return cli_error("eval: --limit and --subset are exclusive");
     if (a->subset_seed_set && !a->subset)
         return cli_error("eval: --subset-seed needs --subset");
-    if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16") &&
-        strcmp(a->precision, "hif8") && strcmp(a->precision, "hif8-fp32"))
+    /* hif8 = bf16 matmuls + HiF8 W8A8 fake-quant of the planned Linears; hif8-fp32
+     * the same over fp32 matmuls */
+    const char *mm = !strcmp(a->precision, "hif8")        ? "bf16"
+                     : !strcmp(a->precision, "hif8-fp32") ? "fp32"
+                                                          : a->precision;
+    a->hif8 = mm != a->precision;
+    if (matmul_precision_parse(mm, "--precision", &a->matmul, NULL))
         return cli_error("--precision: expected fp32, bf16, hif8 or hif8-fp32, got '%s'",
                          a->precision);
-    if (a->quant_modules && strncmp(a->precision, "hif8", 4))
+    if (a->quant_modules && !a->hif8)
         return cli_error("--quant-modules: only with --precision hif8 or hif8-fp32 (got %s)",
                          a->precision);
-    if (a->quant_scaling && strncmp(a->precision, "hif8", 4))
+    if (a->quant_scaling && !a->hif8)
         return cli_error("--quant-scaling: only with --precision hif8 or hif8-fp32 (got %s)",
                          a->precision);
     qs_diag d = {0};
@@ -312,11 +321,9 @@ int cmd_eval(int argc, char **argv)
     char model_hash[65] = "", state_hash[65] = "";
     if ((rc = tokenizer_create(&tok, a.model, &d)) || (rc = model_load_dir(&m, a.model, &d)))
         goto fail;
-    /* hif8 = bf16 matmuls + HiF8 W8A8 fake-quant of the planned Linears */
-    m.precision = strcmp(a.precision, "bf16") && strcmp(a.precision, "hif8") ? MATMUL_FP32
-                                                                              : MATMUL_BF16;
+    m.precision = a.matmul;
     evalquant_options qo = {a.quant_modules, a.scaling, a.model};
-    if (!strncmp(a.precision, "hif8", 4) && (rc = evalquant_create_opts(&eq, &m, &qo, &d)))
+    if (a.hif8 && (rc = evalquant_create_opts(&eq, &m, &qo, &d)))
         goto fail;
     /* the histories that set the scales: hashed now, before hours of scoring */
     if (evalquant_scaling(eq) == EVALQUANT_DELAYED) {
@@ -347,7 +354,8 @@ int cmd_eval(int argc, char **argv)
     eval_progress prog = {t0, isatty(2)};
     clock_gettime(CLOCK_MONOTONIC, &prog.t0);
     lm_scorer lm = model_lm_scorer(mlm);
-    if ((rc = eval_session_run(s, &lm, eval_progress_cb, &prog, &d)))
+    /* under mpirun: every rank scores a share, rank 0 writes and prints */
+    if ((rc = eval_session_run_dist(s, &lm, eval_progress_cb, &prog, &d)) || dist_rank() != 0)
         goto fail;
     int bos_added = a.bos == TOKENIZER_BOS_DEFAULT ? tokenizer_adds_bos(tok) : a.bos;
     char bos_rule[96], cmdline[2048] = "qatscope";

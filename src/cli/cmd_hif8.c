@@ -110,14 +110,10 @@ typedef struct {
 
 static int hif8_vec_push(hif8_vec *a, float x)
 {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 1024;
-        float *p = qs_realloc(a->v, cap * sizeof *p);
-        if (!p)
-            return -1;
-        a->v = p;
-        a->cap = cap;
-    }
+    float *p = qs_grow(a->v, &a->cap, a->n + 1, sizeof *p, 1024);
+    if (!p)
+        return -1;
+    a->v = p;
     a->v[a->n++] = x;
     return 0;
 }
@@ -154,32 +150,62 @@ static int hif8_token_error(const char *sub, const hif8_reader *r, const char *t
                      r->token, tok, expected);
 }
 
+/* stdin token -> float for encode --bits (an fp32 bit pattern) and decode (a code,
+ * as its value); 0 or -1, like parse_f32 for plain encode */
+static int hif8_tok_bits(const char *tok, float *x)
+{
+    uint32_t b;
+    if (parse_hex_u32(tok, &b))
+        return -1;
+    memcpy(x, &b, sizeof *x);
+    return 0;
+}
+
+static int hif8_tok_code(const char *tok, float *x)
+{
+    uint8_t c;
+    if (parse_code(tok, &c))
+        return -1;
+    *x = hif8_decode(c);
+    return 0;
+}
+
+/* The options of encode (sat, bits non-NULL: --saturate, --bits) or decode, then every
+ * stdin token into a (values, or decoded codes); 0, -1 after --help, or an exit code
+ * after the error line (a->v freed). */
+static int hif8_stdin_values(int argc, char **argv, const char *sub, int *sat, int *bits,
+                             hif8_vec *a)
+{
+    int unused = 0;
+    int rc = hif8_opts(argc, argv, sub, sat != NULL, sat ? sat : &unused, bits ? bits : &unused);
+    if (rc)
+        return rc;
+    int (*parse)(const char *, float *) = !bits ? hif8_tok_code : *bits ? hif8_tok_bits : parse_f32;
+    const char *expected = !bits  ? "a code, decimal 0..255 or hex 0x00..0xFF"
+                           : *bits ? "an fp32 bit pattern in hex (e.g. 0x3F800000)"
+                                   : "a number (decimal or C hex-float)";
+    hif8_reader r = {stdin, 1, 0};
+    char tok[HIF8_TOKEN_MAX];
+    int got;
+    while (!rc && (got = hif8_reader_next(&r, tok)) != 0) {
+        float x;
+        if (got < 0 || parse(tok, &x))
+            rc = hif8_token_error(sub, &r, tok, got < 0, expected);
+        else if (hif8_vec_push(a, x))
+            rc = cli_error("hif8 %s: out of memory after %zu values", sub, a->n);
+    }
+    if (rc)
+        qs_free(a->v);
+    return rc;
+}
+
 static int cmd_hif8_encode(int argc, char **argv)
 {
     int sat = 0, bits = 0;
-    int rc = hif8_opts(argc, argv, "encode", 1, &sat, &bits);
+    hif8_vec a = {0};
+    int rc = hif8_stdin_values(argc, argv, "encode", &sat, &bits, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    const char *expected = bits ? "an fp32 bit pattern in hex (e.g. 0x3F800000)"
-                                : "a number (decimal or C hex-float)";
-    hif8_reader r = {stdin, 1, 0};
-    hif8_vec a = {0};
-    char tok[HIF8_TOKEN_MAX];
-    int got;
-    while ((got = hif8_reader_next(&r, tok)) != 0) {
-        float x;
-        uint32_t b;
-        if (got < 0 || (bits ? parse_hex_u32(tok, &b) : parse_f32(tok, &x))) {
-            qs_free(a.v);
-            return hif8_token_error("encode", &r, tok, got < 0, expected);
-        }
-        if (bits)
-            memcpy(&x, &b, sizeof x);
-        if (hif8_vec_push(&a, x)) {
-            qs_free(a.v);
-            return cli_error("hif8 encode: out of memory after %zu values", a.n);
-        }
-    }
     uint8_t *codes = qs_malloc(a.n ? a.n : 1);
     if (!codes) {
         qs_free(a.v);
@@ -195,26 +221,10 @@ static int cmd_hif8_encode(int argc, char **argv)
 
 static int cmd_hif8_decode(int argc, char **argv)
 {
-    int unused_sat = 0, unused_bits = 0;
-    int rc = hif8_opts(argc, argv, "decode", 0, &unused_sat, &unused_bits);
+    hif8_vec a = {0};
+    int rc = hif8_stdin_values(argc, argv, "decode", NULL, NULL, &a);
     if (rc)
         return rc < 0 ? 0 : rc;
-    hif8_reader r = {stdin, 1, 0};
-    hif8_vec a = {0};
-    char tok[HIF8_TOKEN_MAX];
-    int got;
-    while ((got = hif8_reader_next(&r, tok)) != 0) {
-        uint8_t c;
-        if (got < 0 || parse_code(tok, &c)) {
-            qs_free(a.v);
-            return hif8_token_error("decode", &r, tok, got < 0,
-                                    "a code, decimal 0..255 or hex 0x00..0xFF");
-        }
-        if (hif8_vec_push(&a, hif8_decode(c))) {
-            qs_free(a.v);
-            return cli_error("hif8 decode: out of memory after %zu codes", a.n);
-        }
-    }
     for (size_t i = 0; i < a.n; i++)
         printf("%a\n", (double)a.v[i]);
     qs_free(a.v);

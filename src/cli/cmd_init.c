@@ -70,22 +70,6 @@ static int init_out_taken(const char *path)
     return taken;
 }
 
-/* Removes the temp directory (plain files only: what init wrote). */
-static void init_tmp_remove(const char *dir)
-{
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return;
-    struct dirent *e;
-    char path[4400];
-    while ((e = readdir(dp)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
-            !fileio_join(path, sizeof path, dir, e->d_name))
-            unlink(path);
-    closedir(dp);
-    rmdir(dir);
-}
-
 static int init_copy(const char *src, const char *dir, const char *name, qs_diag *d)
 {
     char dst[4400];
@@ -213,7 +197,7 @@ static int init_run(const init_args *a)
     if (!rc && rename(tmp, out) != 0)
         rc = diag_set(&d, QS_EIO, out, -1, "cannot rename %s to it", tmp);
     if (rc) {
-        init_tmp_remove(tmp);
+        fileio_dir_remove_flat(tmp);
         return cli_diag_error(&d);
     }
     printf("init: %s: %s, %zu parameters in %d tensors, %s, seed %ld, %d safetensors file%s "

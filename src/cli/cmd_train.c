@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "qs/dist.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/runcfg.h"
@@ -35,7 +36,8 @@ static void train_usage(FILE *f)
             "  --resume RUN_DIR       continue RUN_DIR from its latest checkpoint, bit-exactly\n"
             "                         (config = RUN_DIR/config.json; --set may change steps,\n"
             "                         ckpt_every, stop_on_saturation, max_memory_gb,\n"
-            "                         plot_every)\n"
+            "                         plot_every, zero, and grad_accum when the rank count\n"
+            "                         changes: ranks x grad_accum must stay the same)\n"
             "  --ste pass|masked      straight-through estimator (= --set ste=...)\n"
             "  --bf16-warmup-steps N  unquantized steps before QAT (= --set bf16_warmup_steps=N)\n"
             "  --stop-on-saturation   stop with exit 1 on a saturation alarm\n"
@@ -44,7 +46,10 @@ static void train_usage(FILE *f)
             "  --plot-every N         redraw RUN_DIR/heatmap.png and curves.png every N steps\n"
             "                         and at the end (= --set plot_every=N)\n"
             "  --quiet                no progress output\n"
-            "  --help-config          list every config key with its default\n");
+            "  --help-config          list every config key with its default\n"
+            "Data-parallel: mpirun -np N qatscope train ... (a `make MPI=1` build): N ranks,\n"
+            "each grad_accum micro-batches per step; the same bits as one process with\n"
+            "grad_accum x N when grad_accum is 1.\n");
 }
 
 static void train_help_config(void)
@@ -59,8 +64,9 @@ static void train_help_config(void)
 
 static int train_resume_key_ok(const char *assignment)
 {
-    static const char *const ok[] = {"steps=", "ckpt_every=", "stop_on_saturation=",
-                                     "max_memory_gb=", "plot_every="};
+    static const char *const ok[] = {"steps=",        "ckpt_every=", "stop_on_saturation=",
+                                     "max_memory_gb=", "plot_every=", "zero=",
+                                     "grad_accum="};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         if (!strncmp(assignment, ok[i], strlen(ok[i])))
             return 1;
@@ -79,6 +85,19 @@ static size_t train_mem_available(void)
             break;
     fclose(f);
     return kb * 1024;
+}
+
+/* Several ranks: the same token stream everywhere (the data position holds the
+ * split's size and hash); a shard that differs on one node stops the job before
+ * anything is written. */
+static int train_same_data(train_data *data, qs_diag *d)
+{
+    void *pos = NULL;
+    size_t n = 0;
+    int rc = data->save(data->self, &pos, &n, d);
+    uint64_t h = rc ? 0 : cli_hash64(pos, n);
+    qs_free(pos);
+    return dist_agree(rc, h, "the training data (token shards and position)", d);
 }
 
 int cmd_train(int argc, char **argv)
@@ -141,7 +160,8 @@ int cmd_train(int argc, char **argv)
             if (!train_resume_key_ok(sets[i]))
                 return cli_error("train: --resume: '%s' cannot change in a resumed run (it would "
                                  "not continue the same run); allowed: steps, ckpt_every, "
-                                 "stop_on_saturation, max_memory_gb, plot_every", sets[i]);
+                                 "stop_on_saturation, max_memory_gb, plot_every, zero, "
+                                 "grad_accum", sets[i]);
     } else if (runcfg_load(&cfg, config, &d)) {
         return cli_diag_error(&d);
     }
@@ -150,10 +170,22 @@ int cmd_train(int argc, char **argv)
             return cli_diag_error(&d);
     if (runcfg_validate(&cfg, &d))
         return cli_error("%s: %s", resume ? snap : config, d.msg);
+    /* several ranks: the same run config everywhere (a file may differ per node) */
+    char *cfg_json = runcfg_to_json(&cfg);
+    uint64_t cfg_hash = cfg_json ? cli_hash64(cfg_json, strlen(cfg_json)) : 0;
+    qs_free(cfg_json);
+    if (dist_agree(0, cfg_hash, "the run config", &d))
+        return cli_diag_error(&d);
+    if (dist_rank() != 0)   /* progress and the summary come from rank 0 */
+        quiet = 1;
 
     train_data data;
     if (trainer_data_open_shards(&data, &cfg, &d))
         return cli_diag_error(&d);
+    if (train_same_data(&data, &d)) {   /* before rank 0 makes the run directory */
+        trainer_data_close(&data);
+        return cli_diag_error(&d);
+    }
     train_eval_hook eval_hook = {0};
     if (cfg.eval_every > 0 && trainer_eval_create(&eval_hook, &cfg, &d)) {
         trainer_data_close(&data);
@@ -170,6 +202,7 @@ int cmd_train(int argc, char **argv)
     }
     trainer *t;
     if (trainer_create(&t, &cfg, &data, &opt, &d)) {
+        trainer_destroy(t);
         trainer_data_close(&data);
         trainer_eval_destroy(&eval_hook);
         return cli_diag_error(&d);
@@ -183,7 +216,13 @@ int cmd_train(int argc, char **argv)
     const char *reason = "done";
     train_step_info info;
     while (!trainer_done(t)) {
-        if (train_interrupted) {
+        /* an interrupt on any rank stops every rank before the same step */
+        int agreed = dist_agree(train_interrupted ? 1 : 0, 0, NULL, &d);
+        if (agreed < 0) {   /* another rank failed since the last step */
+            rc = agreed;
+            break;
+        }
+        if (agreed > 0) {
             reason = "interrupted";
             break;
         }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/rng.h"
 #include "qs/shards.h"
@@ -50,14 +51,10 @@ static int ends_with(const char *s, const char *suffix)
 
 static int doc_add(corpus *c, const char *text, size_t len, char *owned)
 {
-    if (c->n_docs == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1024;
-        doc *nd = qs_realloc(c->docs, cap * sizeof *nd);
-        if (!nd)
-            return QS_ENOMEM;
-        c->docs = nd;
-        c->cap = cap;
-    }
+    doc *nd = qs_grow(c->docs, &c->cap, c->n_docs + 1, sizeof *nd, 1024);
+    if (!nd)
+        return QS_ENOMEM;
+    c->docs = nd;
     doc *dc = &c->docs[c->n_docs++];
     memset(dc, 0, sizeof *dc);
     dc->text = text;
@@ -112,17 +109,16 @@ static int docs_from_jsonl(corpus *c, const char *path, const char *buf, size_t 
         size_t line_end = nl ? (size_t)(nl - buf) : n;
         lineno++;
         if (!line_is_blank(buf + pos, line_end - pos)) {
-            json_error_t jerr;
-            json_t *o = json_loadb(buf + pos, line_end - pos, 0, &jerr);
-            json_t *t = json_object_get(o, "text");
-            if (!o || !json_is_string(t)) {
+            json_t *o;
+            const char *text;
+            int rc = qs_json_load_text(buf + pos, line_end - pos, path, lineno, QS_JSON_OBJECT, &o,
+                                       d);
+            qs_json_at rec = qs_json_root(o, path, lineno);
+            if (!rc && (rc = qs_json_str(&rec, "text", &text, d)))
                 json_decref(o);
-                return diag_set(d, QS_EFORMAT, path, lineno,
-                                "%s%s: expected one JSON object per line with a string field "
-                                "\"text\"",
-                                o ? "no string field \"text\"" : "invalid JSON: ",
-                                o ? "" : jerr.text);
-            }
+            if (rc)
+                return rc;
+            const json_t *t = qs_json_key(&rec, "text").v;
             size_t len = json_string_length(t);
             char *owned = len ? qs_malloc(len) : NULL;
             if (len && !owned) {
@@ -130,7 +126,7 @@ static int docs_from_jsonl(corpus *c, const char *path, const char *buf, size_t 
                 return diag_set(d, QS_ENOMEM, path, lineno, "out of memory");
             }
             if (len)
-                memcpy(owned, json_string_value(t), len);
+                memcpy(owned, text, len);
             json_decref(o);
             if (len && doc_add(c, owned, len, owned)) {
                 qs_free(owned);

@@ -10,18 +10,14 @@
  */
 #include <immintrin.h>
 
-#include "matmul_impl.h"
+#include "matmul_tile_avx512_impl.h"
 
 static inline __attribute__((always_inline)) void
 mm_f32_body(int kc, const float *a, ptrdiff_t rs, ptrdiff_t ks, const float *b, float *c,
             ptrdiff_t ldc, int load_c)
 {
     __m512 acc[MM_MR][2];
-#pragma GCC unroll 12
-    for (int r = 0; r < MM_MR; r++) {
-        acc[r][0] = load_c ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
-        acc[r][1] = load_c ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
-    }
+    mm_tile_load_avx512(acc, c, ldc, load_c);
     for (int k = 0; k < kc; k++) {
         __m512 b0 = _mm512_load_ps(b + (size_t)k * MM_NR);
         __m512 b1 = _mm512_load_ps(b + (size_t)k * MM_NR + 16);
@@ -33,11 +29,7 @@ mm_f32_body(int kc, const float *a, ptrdiff_t rs, ptrdiff_t ks, const float *b, 
             acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
     }
-#pragma GCC unroll 12
-    for (int r = 0; r < MM_MR; r++) {
-        _mm512_storeu_ps(c + r * ldc, acc[r][0]);
-        _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
-    }
+    mm_tile_store_avx512(acc, c, ldc);
 }
 
 void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,

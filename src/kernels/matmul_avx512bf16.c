@@ -14,18 +14,14 @@
  */
 #include <immintrin.h>
 
-#include "matmul_impl.h"
+#include "matmul_tile_avx512_impl.h"
 
 static inline __attribute__((always_inline)) void
 mm_bf16_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const uint32_t *b, float *c,
              ptrdiff_t ldc, int load_c)
 {
     __m512 acc[MM_MR][2];
-#pragma GCC unroll 12
-    for (int r = 0; r < MM_MR; r++) {
-        acc[r][0] = load_c ? _mm512_loadu_ps(c + r * ldc) : _mm512_setzero_ps();
-        acc[r][1] = load_c ? _mm512_loadu_ps(c + r * ldc + 16) : _mm512_setzero_ps();
-    }
+    mm_tile_load_avx512(acc, c, ldc, load_c);
     for (int p = 0; p < kp; p++) {
         __m512bh b0 = (__m512bh)_mm512_load_si512(b + (size_t)p * MM_NR);
         __m512bh b1 = (__m512bh)_mm512_load_si512(b + (size_t)p * MM_NR + 16);
@@ -37,11 +33,7 @@ mm_bf16_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const uint32
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
         }
     }
-#pragma GCC unroll 12
-    for (int r = 0; r < MM_MR; r++) {
-        _mm512_storeu_ps(c + r * ldc, acc[r][0]);
-        _mm512_storeu_ps(c + r * ldc + 16, acc[r][1]);
-    }
+    mm_tile_store_avx512(acc, c, ldc);
 }
 
 void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,

@@ -9,6 +9,8 @@
  */
 #include "qs/hfinit.h"
 
+#include "qs/digest.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -49,10 +51,7 @@ int hfinit_tensor_rule(const llama_config *c, const model_tensor *t, hfinit_rule
 
 uint64_t hfinit_name_hash(const char *name)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ull;
-    return h;
+    return digest_fnv1a64(DIGEST_FNV1A64_SEED, name, strlen(name));
 }
 
 size_t hfinit_chunk_fill(const model_tensor *t, const hfinit_rule *r, uint64_t seed, size_t chunk,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "qs/hfinit.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 
 static size_t hfic_ws(const char *s, size_t n, size_t i)
@@ -60,10 +61,10 @@ static size_t hfic_value(const char *s, size_t n, size_t i)
 static int hfic_check(const char *text, size_t n, const char *torch_dtype, llama_config *c,
                       const char *path, qs_diag *d)
 {
-    json_error_t je;
-    json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return diag_set(d, QS_EFORMAT, path, je.line, "invalid JSON: %s", je.text);
+    json_t *root;
+    int rc = qs_json_load_text(text, n, path, 1, QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT, &root, d);
+    if (rc)
+        return rc;
     const char *td = json_string_value(json_object_get(root, "torch_dtype"));
     int same = td && !strcmp(td, torch_dtype);
     json_decref(root);

@@ -11,6 +11,7 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "qs/bytes.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 
@@ -130,8 +131,7 @@ int safetensors_stream_create(safetensors_stream **out, const char *path,
         return rc;
     }
     unsigned char len8[8];
-    for (int i = 0; i < 8; i++)
-        len8[i] = (unsigned char)((uint64_t)hdr_bytes >> (8 * i));
+    bytes_put_u64le(len8, (uint64_t)hdr_bytes);
     int ok = fwrite(len8, 1, 8, s->af.f) == 8 && fwrite(hdr, 1, hdr_bytes, s->af.f) == hdr_bytes;
     qs_free(hdr);
     if (!ok || !sw_advance(s)) {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 
 struct satstats {
@@ -106,17 +107,15 @@ static int satstats_event_append(satstats *s, long step, const char *name, const
     char path[QS_DIAG_PATH_MAX];
     if (fileio_join(path, sizeof path, s->run_dir, SATSTATS_EVENTS_FILE))
         return diag_set(d, QS_ERANGE, s->run_dir, -1, "run dir path too long");
-    char *qname = qlog_string_quote(name);
-    if (!qname)
-        return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
-    char line[1024];
+    char qname[600], line[1024];
+    if (qs_json_quote(qname, sizeof qname, name) >= sizeof qname)
+        return diag_set(d, QS_ERANGE, path, -1, "tensor name '%.60s...' too long to log", name);
     int len = snprintf(line, sizeof line,
                        "{\"step\":%ld,\"type\":\"saturation\",\"tensor\":%s,\"clip_rate\":%.6g,"
                        "\"pred_amax\":%.9g,\"amax\":%.9g,\"clip\":%lld,\"n\":%lld,"
                        "\"consecutive_steps\":%d}\n",
                        step, qname, (double)r->clip_rate, (double)r->pred_amax, (double)r->amax,
                        r->clip, r->n, s->cfg.alarm_steps);
-    qs_free(qname);
     FILE *f = fopen(path, "ab");
     if (!f)
         return diag_set(d, QS_EIO, path, -1, "cannot append: %s", strerror(errno));

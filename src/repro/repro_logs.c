@@ -4,12 +4,12 @@
  * evaluations the run wrote to metrics.jsonl, the alarms are the events it
  * raised while running, the saturation counts are its quant.jsonl.zst records.
  */
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/qlog.h"
 #include "qs/runcfg.h"
@@ -25,41 +25,18 @@ void repro_run_result_free(repro_run_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Calls fn on every non-empty line of path as a parsed JSON object. */
-static int logs_each_line(const char *path, int (*fn)(repro_run_result *, json_t *, const char *,
-                                                       long, qs_diag *),
+/* Calls fn on every line of a JSON-lines file (an object each). */
+static int logs_each_line(const char *path,
+                          int (*fn)(repro_run_result *, const qs_json_at *, qs_diag *),
                           repro_run_result *r, qs_diag *d)
 {
-    char *text;
-    size_t n;
-    int rc = fileio_read_all(path, &text, &n, d);
-    if (rc)
-        return rc;
-    long lineno = 0;
-    for (char *s = text, *end; !rc && s < text + n; s = end + 1) {
-        end = memchr(s, '\n', (size_t)(text + n - s));
-        if (!end)
-            end = text + n;
-        lineno++;
-        if (end == s)
-            continue;
-        json_error_t je;
-        json_t *o = json_loadb(s, (size_t)(end - s), 0, &je);
-        if (!json_is_object(o))
-            rc = diag_set(d, QS_EFORMAT, path, lineno, "expected one JSON object per line (%s)",
-                          o ? "not an object" : je.text);
-        else
-            rc = fn(r, o, path, lineno, d);
-        json_decref(o);
-    }
-    qs_free(text);
+    qs_jsonl in;
+    int rc = qs_jsonl_open(&in, path, 0, d);
+    qs_json_at rec;
+    while (!rc && (rc = qs_jsonl_next(&in, &rec, d)) == 1)
+        rc = fn(r, &rec, d);
+    qs_jsonl_close(&in);
     return rc;
-}
-
-static double logs_num(const json_t *o, const char *key)
-{
-    const json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
 static int logs_grow(void **p, long n, size_t elem)
@@ -73,57 +50,68 @@ static int logs_grow(void **p, long n, size_t elem)
     return 0;
 }
 
-static int logs_metric_line(repro_run_result *r, json_t *o, const char *path, long lineno,
-                            qs_diag *d)
+static int logs_metric_line(repro_run_result *r, const qs_json_at *rec, qs_diag *d)
 {
-    const char *type = json_string_value(json_object_get(o, "type"));
-    long step = (long)logs_num(o, "step");
-    if (type && !strcmp(type, "train")) {
+    const char *type;
+    long long step;
+    int rc;
+    if ((rc = qs_json_str_or(rec, "type", "", &type, d)) ||
+        (rc = qs_json_i64_or(rec, "step", 0, 1000000000000LL, 0, &step, d)))
+        return rc;
+    if (!strcmp(type, "train")) {
+        double loss;
         if (step != r->n_loss)
-            return diag_set(d, QS_EFORMAT, path, lineno, "train step %ld, expected %ld", step,
-                            r->n_loss);
+            return qs_json_fail(rec, "step", QS_EFORMAT, d, "train step %lld, expected %ld", step,
+                                r->n_loss);
+        if ((rc = qs_json_num_or(rec, "loss", NAN, &loss, d)))
+            return rc;
         if (logs_grow((void **)&r->loss, r->n_loss, sizeof *r->loss))
-            return diag_set(d, QS_ENOMEM, path, lineno, "out of memory");
-        r->loss[r->n_loss++] = logs_num(o, "loss");
-    } else if (type && !strcmp(type, "eval")) {
-        const json_t *t = json_object_get(json_object_get(o, "tasks"), REPRO_PROBE_TASK);
-        if (!t)
+            return diag_set(d, QS_ENOMEM, rec->file, rec->line, "out of memory");
+        r->loss[r->n_loss++] = loss;
+    } else if (!strcmp(type, "eval")) {
+        qs_json_at tasks = qs_json_key(rec, "tasks"), t = qs_json_key(&tasks, REPRO_PROBE_TASK);
+        long long items;
+        double acc, val;
+        if (!t.v)
             return 0;   /* another task's evaluation */
+        if ((rc = qs_json_num(&t, "acc", &acc, d)) ||
+            (rc = qs_json_i64_or(&t, "n", 0, 1000000000, 0, &items, d)) ||
+            (rc = qs_json_num_or(rec, "val_loss", NAN, &val, d)))
+            return rc;
         long k = r->n_evals;
         if (logs_grow((void **)&r->eval_step, k, sizeof *r->eval_step) ||
             logs_grow((void **)&r->eval_acc, k, sizeof *r->eval_acc) ||
             logs_grow((void **)&r->eval_val_loss, k, sizeof *r->eval_val_loss))
-            return diag_set(d, QS_ENOMEM, path, lineno, "out of memory");
-        r->eval_step[k] = step;
-        r->eval_acc[k] = logs_num(t, "acc");
-        r->eval_val_loss[k] = logs_num(o, "val_loss");
-        r->probe_items = (long)logs_num(t, "n");
+            return diag_set(d, QS_ENOMEM, rec->file, rec->line, "out of memory");
+        r->eval_step[k] = (long)step;
+        r->eval_acc[k] = acc;
+        r->eval_val_loss[k] = val;
+        r->probe_items = (long)items;
         r->n_evals = k + 1;
     }
     return 0;
 }
 
-static int logs_event_line(repro_run_result *r, json_t *o, const char *path, long lineno,
-                           qs_diag *d)
+static int logs_event_line(repro_run_result *r, const qs_json_at *rec, qs_diag *d)
 {
-    (void)path;
-    (void)lineno;
-    (void)d;
-    const char *type = json_string_value(json_object_get(o, "type"));
-    long step = (long)logs_num(o, "step");
-    if (!type)
-        return 0;
+    const char *type, *why;
+    long long step;
+    int rc;
+    if ((rc = qs_json_str_or(rec, "type", "", &type, d)) ||
+        (rc = qs_json_i64_or(rec, "step", 0, 1000000000000LL, 0, &step, d)))
+        return rc;
     if (!strcmp(type, "saturation")) {
         if (!r->n_sat_alarms++)
-            r->first_sat_alarm = step;
+            r->first_sat_alarm = (long)step;
     } else if (!strcmp(type, "forgetting")) {
         if (!r->n_forget_alarms++)
-            r->first_forget_alarm = step;
+            r->first_forget_alarm = (long)step;
     } else if (!strcmp(type, "spike")) {
         r->n_spikes++;
     } else if (!strcmp(type, "stop")) {
-        const char *why = json_string_value(json_object_get(o, "reason"));
-        r->complete = why && !strcmp(why, "done") && step == r->steps;
+        if ((rc = qs_json_str_or(rec, "reason", "", &why, d)))
+            return rc;
+        r->complete = (!strcmp(why, "done") && step == r->steps) || !strcmp(why, "target");
     }
     return 0;
 }

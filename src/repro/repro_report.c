@@ -14,13 +14,14 @@
 
 #include "qs/fileio.h"
 #include "qs/gate.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/resfile.h"
 #include "repro_impl.h"
 
 static json_t *rep_num(double v)
 {
-    return isfinite(v) ? json_real(v) : json_null();
+    return qs_json_real_or_null(v);
 }
 
 static const char *rep_pct(char *buf, size_t n, double frac)

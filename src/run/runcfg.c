@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qs/json.h"
 #include "qs/mem.h"
 
 typedef struct runcfg_row {
@@ -65,6 +66,7 @@ static const runcfg_row runcfg_rows[] = {
     {{"forgetting_alpha", RUNCFG_DOUBLE, "0.05", "(0, 1]", "... and McNemar p-value below this (paired on the same items)."}, RC_NUM(forgetting_alpha), 1e-12, 1},
     {{"spike_rate", RUNCFG_DOUBLE, "0", "[0, 1]", "Spike injector (opt-in; include/qs/spike.h): probability per step and planned Linear that one seeded token row of its input is multiplied by spike_scale as the quantizer sees it (an outlier the delayed scale may not predict); each spike is an events.jsonl record. 0 = off."}, RC_NUM(spike_rate), 0, 1},
     {{"spike_scale", RUNCFG_DOUBLE, "32", "[1, 65536]", "Factor of an injected spike's row (spike_rate > 0)."}, RC_NUM(spike_scale), 1, 65536},
+    {{"zero", RUNCFG_INT, "0", "[0, 1]", "Data-parallel runs (mpirun): 1 = ZeRO stage 1, each rank keeps only its shard of the Adam moments and updates only its shard of the fp32 parameters, which are then all-gathered (the same bits as 0); 0 = every rank keeps and updates everything."}, RC_NUM(zero), 0, 1},
     {{"max_memory_gb", RUNCFG_DOUBLE, "0", "[0, 1e6]", "Refuse to start when the estimated memory exceeds this; 0 = the machine's available memory."}, RC_NUM(max_memory_gb), 0, 1e6},
 };
 
@@ -158,23 +160,12 @@ void runcfg_defaults(runcfg *c)
             runcfg_field_parse(c, &runcfg_rows[i], runcfg_rows[i].key.dflt, NULL, NULL);
 }
 
-static const char *runcfg_json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
-static int runcfg_json_set(runcfg *c, const runcfg_row *r, const json_t *v, const char *path,
-                           qs_diag *d)
+static int runcfg_json_set(runcfg *c, const runcfg_row *r, const qs_json_at *root,
+                           const char *path, qs_diag *d)
 {
     const char *name = r->key.name;
+    qs_json_at at = qs_json_key(root, name);
+    const json_t *v = at.v;
     char buf[RUNCFG_STR_MAX];
     switch (r->key.type) {
     case RUNCFG_INT:
@@ -196,17 +187,16 @@ static int runcfg_json_set(runcfg *c, const runcfg_row *r, const json_t *v, cons
     case RUNCFG_LIST: {
         if (!json_is_array(v))
             break;
-        size_t i, used = 0;
-        json_t *e;
+        size_t used = 0;
         buf[0] = 0;
-        json_array_foreach(v, i, e) {
-            if (!json_is_string(e))
-                return diag_set(d, QS_EINVAL, path, -1, "%s[%zu]: expected a string, found %s",
-                                name, i, runcfg_json_type_name(e));
-            const char *s = json_string_value(e);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            qs_json_at e = qs_json_item(&at, i);
+            const char *s;
+            int rc = qs_json_str(&e, NULL, &s, d);
+            if (rc)
+                return rc;
             if (strchr(s, ','))
-                return diag_set(d, QS_EINVAL, path, -1, "%s[%zu]: ',' is not allowed in '%s'",
-                                name, i, s);
+                return qs_json_fail(&e, NULL, QS_EINVAL, d, "',' is not allowed in '%s'", s);
             size_t n = strlen(s);
             if (used + n + 2 > sizeof buf)
                 return diag_set(d, QS_ERANGE, path, -1, "%s: list longer than %zu bytes", name,
@@ -219,18 +209,15 @@ static int runcfg_json_set(runcfg *c, const runcfg_row *r, const json_t *v, cons
         return runcfg_field_parse(c, r, buf, path, d);
     }
     }
-    static const char *const want[] = {"an integer", "a number", "true or false", "a string",
-                                       "a string", "an array of strings"};
-    return diag_set(d, QS_EINVAL, path, -1, "%s: expected %s, found %s", name, want[r->key.type],
-                    runcfg_json_type_name(v));
+    static const char *const want[] = {"integer", "number", "boolean", "string", "string",
+                                       "array of strings"};
+    return qs_json_fail(root, name, QS_EINVAL, d, "expected %s, found %s", want[r->key.type],
+                        qs_json_type_name(v));
 }
 
 static int runcfg_load_json(runcfg *c, json_t *root, const char *path, qs_diag *d)
 {
-    runcfg_defaults(c);
-    if (!json_is_object(root))
-        return diag_set(d, QS_EFORMAT, path, -1, "expected a JSON object, found %s",
-                        runcfg_json_type_name(root));
+    qs_json_at at = qs_json_root(root, path, -1);
     const char *k;
     json_t *v;
     json_object_foreach(root, k, v) {
@@ -238,7 +225,7 @@ static int runcfg_load_json(runcfg *c, json_t *root, const char *path, qs_diag *
         if (!r)
             return diag_set(d, QS_EINVAL, path, -1,
                             "unknown key '%s' (see `qatscope train --help-config`)", k);
-        int rc = runcfg_json_set(c, r, v, path, d);
+        int rc = runcfg_json_set(c, r, &at, path, d);
         if (rc)
             return rc;
     }
@@ -247,28 +234,23 @@ static int runcfg_load_json(runcfg *c, json_t *root, const char *path, qs_diag *
 
 int runcfg_load_text(runcfg *c, const char *text, const char *path, qs_diag *d)
 {
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        runcfg_defaults(c);
-        return diag_set(d, QS_EFORMAT, path, je.line, "invalid JSON: %s", je.text);
-    }
-    int rc = runcfg_load_json(c, root, path, d);
+    json_t *root;
+    runcfg_defaults(c);
+    int rc = qs_json_load_text(text, strlen(text), path, 1,
+                               QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT, &root, d);
+    if (!rc)
+        rc = runcfg_load_json(c, root, path, d);
     json_decref(root);
     return rc;
 }
 
 int runcfg_load(runcfg *c, const char *path, qs_diag *d)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        runcfg_defaults(c);
-        if (je.position == 0 && je.line <= 0)
-            return diag_set(d, QS_ENOTFOUND, path, -1, "cannot read the run config: %s", je.text);
-        return diag_set(d, QS_EFORMAT, path, je.line, "invalid JSON: %s", je.text);
-    }
-    int rc = runcfg_load_json(c, root, path, d);
+    json_t *root;
+    runcfg_defaults(c);
+    int rc = qs_json_load_file(path, QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT, &root, d);
+    if (!rc)
+        rc = runcfg_load_json(c, root, path, d);
     json_decref(root);
     return rc;
 }

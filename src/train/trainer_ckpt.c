@@ -6,21 +6,29 @@
  *   model.safetensors                 F32 (bit-exact resume; HF-loadable)
  *   train_state.bin                   trainstate sections:
  *     meta    JSON {"format":"qatscope-train-state","step":N,"adam_t":..,"n_params":..,
- *                   "seed":..,"n_quant":..}
+ *                   "seed":..,"n_quant":..,"micro_batches":..}  (micro-batches per
+ *                   optimizer step over all ranks; a resume must keep it)
  *     adam_m, adam_v   fp32 [n_params]
  *     data    the data source's position (opaque)
  *     amax    per quantizer, set order: u32 name bytes, name, u32 n, f32 history[n] oldest first
+ * Several ranks: rank 0 writes everything; with ZeRO-1 the other ranks' parts
+ * of adam_m / adam_v are streamed to it as it writes (trainer_dist.c), so the
+ * file is the one-process file and every rank reads its own part on resume.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "qs/dist.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 #include "qs/trainstate.h"
@@ -41,23 +49,6 @@ static int trainer_file_copy(const char *src, const char *dst, qs_diag *d)
     rc = fileio_write_atomic(dst, buf, n, d);
     qs_free(buf);
     return rc;
-}
-
-/* Removes a directory holding plain files only (a stale tmp checkpoint). */
-static void trainer_dir_remove(const char *dir)
-{
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return;
-    struct dirent *e;
-    char path[TRAINER_PATH_MAX + 256];
-    while ((e = readdir(dp)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(dp);
-    rmdir(dir);
 }
 
 static int trainer_amax_pack(struct trainer *t, unsigned char **out, size_t *bytes)
@@ -124,33 +115,41 @@ static int trainer_amax_unpack(struct trainer *t, const unsigned char *p, size_t
     return 0;
 }
 
+/* Every rank calls it (path NULL on the others): the moment sections are
+ * collective under ZeRO-1, and rank 0 takes them even after a failure. */
 static int trainer_state_write(struct trainer *t, const char *path, qs_diag *d)
 {
+    if (t->rank != 0) {
+        int rc = trainer_dist_moment_write(t, NULL, "adam_m", t->opt.m, d);
+        return rc ? rc : trainer_dist_moment_write(t, NULL, "adam_v", t->opt.v, d);
+    }
     char meta[512];
     int nm = snprintf(meta, sizeof meta,
                       "{\"format\":\"qatscope-train-state\",\"step\":%ld,\"adam_t\":%ld,"
-                      "\"n_params\":%zu,\"seed\":%ld,\"n_quant\":%d}",
+                      "\"n_params\":%zu,\"seed\":%ld,\"n_quant\":%d,\"micro_batches\":%ld}",
                       t->step, t->opt.t, t->m.n_params, t->cfg.seed,
-                      t->qset ? quant_set_count(t->qset) : 0);
+                      t->qset ? quant_set_count(t->qset) : 0, t->cfg.grad_accum * t->n_ranks);
     void *dpos = NULL;
     size_t dpos_bytes = 0;
     unsigned char *amax = NULL;
     size_t amax_bytes = 0;
-    int rc = t->data->save(t->data->self, &dpos, &dpos_bytes, d);
+    int rc = path ? t->data->save(t->data->self, &dpos, &dpos_bytes, d)
+                  : diag_set(d, QS_EINVAL, NULL, -1, "no checkpoint path");
     if (!rc && (rc = trainer_amax_pack(t, &amax, &amax_bytes)))
         diag_set(d, rc, path, -1, "out of memory");
     trainstate_writer w;
-    if (!rc && !(rc = trainstate_write_begin(&w, path, 5, d))) {
-        size_t pb = t->m.n_params * sizeof(float);
-        if ((rc = trainstate_write_section(&w, "meta", meta, (size_t)nm, d)) ||
-            (rc = trainstate_write_section(&w, "adam_m", t->opt.m, pb, d)) ||
-            (rc = trainstate_write_section(&w, "adam_v", t->opt.v, pb, d)) ||
-            (rc = trainstate_write_section(&w, "data", dpos, dpos_bytes, d)) ||
-            (rc = trainstate_write_section(&w, "amax", amax, amax_bytes, d)))
-            trainstate_write_abort(&w);
-        else
-            rc = trainstate_write_commit(&w, d);
-    }
+    int open = !rc && !(rc = trainstate_write_begin(&w, path, 5, d));
+    if (!rc)
+        rc = trainstate_write_section(&w, "meta", meta, (size_t)nm, d);
+    /* after a failure rank 0 still takes (and drops) the other ranks' moments */
+    int mrc = trainer_dist_moment_write(t, rc ? NULL : &w, "adam_m", t->opt.m, d);
+    rc = rc ? rc : mrc;
+    mrc = trainer_dist_moment_write(t, rc ? NULL : &w, "adam_v", t->opt.v, d);
+    rc = rc ? rc : mrc;
+    if (!rc && !(rc = trainstate_write_section(&w, "data", dpos, dpos_bytes, d)))
+        rc = trainstate_write_section(&w, "amax", amax, amax_bytes, d);
+    if (open)
+        rc = rc ? (trainstate_write_abort(&w), rc) : trainstate_write_commit(&w, d);
     qs_free(dpos);
     qs_free(amax);
     return rc;
@@ -158,15 +157,30 @@ static int trainer_state_write(struct trainer *t, const char *path, qs_diag *d)
 
 int trainer_ckpt_write(struct trainer *t, qs_diag *d)
 {
+    int rc;
+    /* ZeRO-1: the gather below is collective; a rank that failed since the
+     * last agreement must stop everyone here instead */
+    if (t->shard_lo && (rc = dist_agree(0, 0, NULL, d)))
+        return rc;
+    if (t->rank != 0) {
+        if (!(rc = trainer_state_write(t, NULL, d)))
+            t->last_ckpt_step = t->step;
+        return rc;
+    }
     char ckdir[TRAINER_PATH_MAX + 16], tmp[TRAINER_PATH_MAX + 64], fin[TRAINER_PATH_MAX + 64];
     char path[TRAINER_PATH_MAX + 128], src[TRAINER_PATH_MAX + 256];
     snprintf(ckdir, sizeof ckdir, "%s/ckpt", t->run_dir);
     snprintf(tmp, sizeof tmp, "%s/.tmp.step_%ld", ckdir, t->step);
     snprintf(fin, sizeof fin, "%s/step_%ld", ckdir, t->step);
-    trainer_dir_remove(tmp);
-    int rc = fileio_mkdir_p(tmp, d);
-    if (rc)
-        return rc;
+    fileio_dir_remove_flat(tmp);
+    rc = fileio_mkdir_p(tmp, d);
+    snprintf(path, sizeof path, "%s/train_state.bin", tmp);
+    /* the state first: it is the part other ranks take part in (after a failed
+     * mkdir rank 0 only drains their moments, keeping the mkdir's diag) */
+    qs_diag drain = {0};
+    int rc_state = trainer_state_write(t, rc ? NULL : path, rc ? &drain : d);
+    if (rc || (rc = rc_state))
+        goto fail;
     for (size_t i = 0; i < sizeof trainer_copied_files / sizeof *trainer_copied_files; i++) {
         snprintf(src, sizeof src, "%s/%s", t->model_dir, trainer_copied_files[i]);
         snprintf(path, sizeof path, "%s/%s", tmp, trainer_copied_files[i]);
@@ -176,10 +190,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if ((rc = model_save_safetensors(&t->m, path, SAFETENSORS_F32, d)))
         goto fail;
-    snprintf(path, sizeof path, "%s/train_state.bin", tmp);
-    if ((rc = trainer_state_write(t, path, d)))
-        goto fail;
-    trainer_dir_remove(fin);
+    fileio_dir_remove_flat(fin);
     if (rename(tmp, fin) != 0) {
         rc = diag_set(d, QS_EIO, fin, -1, "rename of the finished checkpoint failed: %s",
                       strerror(errno));
@@ -188,7 +199,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     t->last_ckpt_step = t->step;
     return 0;
 fail:
-    trainer_dir_remove(tmp);
+    fileio_dir_remove_flat(tmp);
     return rc;
 }
 
@@ -219,6 +230,24 @@ int trainer_ckpt_latest(const char *run_dir, char *path, size_t path_bytes, long
     return 1;
 }
 
+/* Section `name` of exactly `bytes` bytes, copied to dst. */
+/* Copies bytes of section `name`, from byte `first` on, to dst; the section
+ * must hold exactly `total` bytes. */
+static int ckpt_section_copy(const trainstate_reader *r, const char *name, void *dst, size_t first,
+                             size_t bytes, size_t total, const char *path, qs_diag *d)
+{
+    const void *p;
+    size_t n;
+    int rc = trainstate_section(r, name, &p, &n, d);
+    if (rc)
+        return rc;
+    if (n != total)
+        return diag_set(d, QS_EFORMAT, path, -1, "%s: expected %zu bytes, found %zu", name, total,
+                        n);
+    memcpy(dst, (const unsigned char *)p + first, bytes);
+    return 0;
+}
+
 int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
 {
     char path[TRAINER_PATH_MAX + 64];
@@ -232,12 +261,23 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
     json_t *meta = NULL;
     if ((rc = trainstate_section(&r, "meta", &p, &n, d)))
         goto out;
-    json_error_t je;
-    meta = json_loadb(p, n, 0, &je);
-    json_int_t step = -1, adam_t = -1, n_params = -1;
-    if (!meta || json_unpack(meta, "{s:I, s:I, s:I}", "step", &step, "adam_t", &adam_t,
-                             "n_params", &n_params) || step < 0 || adam_t < 0) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "meta section: expected step, adam_t, n_params");
+    long long step, adam_t, n_params, mbs;
+    if ((rc = qs_json_load_text(p, n, path, 0, QS_JSON_OBJECT, &meta, d)))
+        goto out;
+    qs_json_at m = qs_json_root(meta, path, -1);
+    if ((rc = qs_json_i64(&m, "step", 0, LONG_MAX, &step, d)) ||
+        (rc = qs_json_i64(&m, "adam_t", 0, LONG_MAX, &adam_t, d)) ||
+        (rc = qs_json_i64(&m, "n_params", 0, LLONG_MAX, &n_params, d)) ||
+        (rc = qs_json_i64_or(&m, "micro_batches", 0, LLONG_MAX, 0, &mbs, d)))
+        goto out;
+    long mb_now = t->cfg.grad_accum * t->n_ranks;
+    if (mbs > 0 && mbs != mb_now) {
+        rc = diag_set(d, QS_EINVAL, path, -1,
+                      "the run's optimizer steps are %lld micro-batches, this launch makes %ld "
+                      "(%d rank(s) x grad_accum %ld); ranks x grad_accum must stay %lld "
+                      "(with %d rank(s): --set grad_accum=%lld)",
+                      mbs, mb_now, t->n_ranks, t->cfg.grad_accum, mbs, t->n_ranks,
+                      mbs % t->n_ranks ? 0LL : mbs / t->n_ranks);
         goto out;
     }
     if ((size_t)n_params != t->m.n_params) {
@@ -246,20 +286,12 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
         goto out;
     }
     size_t pb = t->m.n_params * sizeof(float);
-    if ((rc = trainstate_section(&r, "adam_m", &p, &n, d)))
+    /* this rank's part of the moments (all of them without ZeRO-1) */
+    size_t first = trainer_dist_opt_first(t) * sizeof(float);
+    size_t mine = trainer_dist_opt_elems(t) * sizeof(float);
+    if ((rc = ckpt_section_copy(&r, "adam_m", t->opt.m, first, mine, pb, path, d)) ||
+        (rc = ckpt_section_copy(&r, "adam_v", t->opt.v, first, mine, pb, path, d)))
         goto out;
-    if (n != pb) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "adam_m: expected %zu bytes, found %zu", pb, n);
-        goto out;
-    }
-    memcpy(t->opt.m, p, pb);
-    if ((rc = trainstate_section(&r, "adam_v", &p, &n, d)))
-        goto out;
-    if (n != pb) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "adam_v: expected %zu bytes, found %zu", pb, n);
-        goto out;
-    }
-    memcpy(t->opt.v, p, pb);
     t->opt.t = (long)adam_t;
     if ((rc = trainstate_section(&r, "data", &p, &n, d)) ||
         (rc = t->data->restore(t->data->self, p, n, d)))
@@ -269,6 +301,11 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
         goto out;
     t->step = (long)step;
     t->last_ckpt_step = (long)step;
+    /* each quantizer's call count, as the straight run has it: one call per
+     * micro-batch of every QAT step so far (where its QSNR sample sits) */
+    if (t->qset && t->cfg.qat && t->step > t->sched.bf16_warmup_steps)
+        quant_set_skip_calls(t->qset, (unsigned long)(t->step - t->sched.bf16_warmup_steps) *
+                                          (unsigned long)mb_now);
 out:
     json_decref(meta);
     trainstate_close(&r);
@@ -307,6 +344,8 @@ int trainer_log_truncate(const char *path, long step, qs_diag *d)
 
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d)
 {
+    if (dist_rank() != 0)   /* only rank 0 writes the run directory */
+        return 0;
     char path[TRAINER_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/events.jsonl", run_dir);
     FILE *f = fopen(path, "a");
@@ -315,4 +354,25 @@ int trainer_event_append(const char *run_dir, const char *line, qs_diag *d)
     int ok = fprintf(f, "%s\n", line) > 0;
     ok &= fclose(f) == 0;
     return ok ? 0 : diag_set(d, QS_EIO, path, -1, "write failed");
+}
+
+int trainer_event(const char *run_dir, long step, const char *type, qs_diag *d, ...)
+{
+    char line[2048];
+    size_t n = (size_t)snprintf(line, sizeof line, "{\"step\":%ld,\"type\":", step);
+    n += qs_json_quote(line + n, sizeof line - n, type);
+    va_list ap;
+    va_start(ap, d);
+    for (const char *key; n < sizeof line && (key = va_arg(ap, const char *));) {
+        const char *value = va_arg(ap, const char *);
+        n += (size_t)snprintf(line + n, sizeof line - n, ",\"%s\":", key);
+        if (n < sizeof line)
+            n += qs_json_quote(line + n, sizeof line - n, value);
+    }
+    va_end(ap);
+    if (n + 1 >= sizeof line)
+        return diag_set(d, QS_ERANGE, run_dir, -1, "%s event longer than %zu bytes", type,
+                        sizeof line - 2);
+    memcpy(line + n, "}", 2);
+    return trainer_event_append(run_dir, line, d);
 }

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/json.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "trainer_impl.h"
@@ -56,12 +57,8 @@ static int trainer_plan_build(qplan *p, const llama_config *c, const runcfg *cfg
     return 0;
 }
 
-static int trainer_precision(const runcfg *cfg)
-{
-    return strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
-}
-
-size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slots, qs_diag *d)
+size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
+                           qs_diag *d)
 {
     qplan p;
     *n_slots = 0;
@@ -76,7 +73,7 @@ size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slot
                 total += (N * IN + (size_t)O * IN) * sizeof(float);
                 /* the pack of wq: only its dx form is built (the forward packs
                  * its copy on the fly), about half of both forms */
-                total += matmul_wpack_bytes_estimate(IN, O, trainer_precision(cfg)) / 2;
+                total += matmul_wpack_bytes_estimate(IN, O, precision) / 2;
                 total += 2 * (size_t)cfg->amax_history * sizeof(float);
                 if (cfg->spike_rate > 0 && N * IN * sizeof(float) > spike_bytes)
                     spike_bytes = N * IN * sizeof(float);
@@ -276,11 +273,12 @@ int trainer_spike_events(struct trainer *t, qs_diag *d)
         const trainer_qslot *sl = &t->slots[s];
         if (sl->spike_step != t->step)
             continue;
-        char line[QUANT_NAME_MAX + 160];
+        char line[2 * QUANT_NAME_MAX + 160], name[2 * QUANT_NAME_MAX + 8];
+        qs_json_quote(name, sizeof name, quant_name(quant_set_get(t->qset, sl->q_input)));
         snprintf(line, sizeof line,
-                 "{\"step\":%ld,\"type\":\"spike\",\"tensor\":\"%s\",\"row\":%d,\"scale\":%.9g,"
-                 "\"amax\":%.9g}", t->step, quant_name(quant_set_get(t->qset, sl->q_input)),
-                 sl->spike_row, (double)t->spike.scale, (double)sl->spike_amax);
+                 "{\"step\":%ld,\"type\":\"spike\",\"tensor\":%s,\"row\":%d,\"scale\":%.9g,"
+                 "\"amax\":%.9g}", t->step, name, sl->spike_row, (double)t->spike.scale,
+                 (double)sl->spike_amax);
         int rc = trainer_event_append(t->run_dir, line, d);
         if (rc)
             return rc;
