@@ -8,9 +8,11 @@
 
 #include "qs/fileio.h"
 #include "qs/mem.h"
+#include "qs/prompt.h"
 #include "qs/qlog.h"
 #include "qs/repro.h"
 #include "qs/runcfg.h"
+#include "qs/task.h"
 #include "test.h"
 
 static const repro_world_opts small_world = {7, 30, 3, 2, 20, 40};
@@ -150,6 +152,27 @@ TEST(repro, continued_pretraining_text_never_names_a_person)
     ASSERT_EQ_INT(people, 30 * repro_world_n_attrs());
     qs_free(cpt);
     qs_free(facts);
+}
+
+/* tasks/fact_probe.json: ARC's loader and prompt (Question/Answer, 0-shot, 4 choices) on a
+ * self-made item in the layout the world writes (tests/data/tasks/data/facts/). */
+TEST(repro, fact_probe_task_prompt_is_arc_style)
+{
+    task_def def;
+    task_data td;
+    qs_diag d = {0};
+    ASSERT_OK(task_def_load_named(&def, "tasks", REPRO_PROBE_TASK, &d), &d);
+    ASSERT_OK(task_data_load(&td, &def, "tests/data/tasks/data", 0, &d), &d);
+    ASSERT_EQ_INT(td.n_docs, 2);
+    char *c = NULL;
+    ASSERT_OK(prompt_context_build(&def, &td, &td.docs[0], NULL, 0, &c, &d), &d);
+    ASSERT_EQ_STR(c, "Question: What is the home town of Ana Barby?\nAnswer:");
+    qs_free(c);
+    ASSERT_EQ_STR(prompt_choice(&def, &td.docs[1], 3), "cat");
+    ASSERT_EQ_INT(td.docs[1].gold, 3);
+    ASSERT_EQ_INT(td.docs[0].n_choices, 4);
+    task_data_free(&td);
+    task_def_free(&def);
 }
 
 TEST(repro, bad_world_options_are_one_clear_error)
