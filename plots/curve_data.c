@@ -1,8 +1,11 @@
 /* curve_data.c: RUN_DIR/metrics.jsonl (+ events.jsonl) -> series for the curve plot.
  * "train" records give loss, lr and max_clip_rate per step; "eval" records give
  * per-task accuracy (acc_norm for hellaswag/arc when present, acc otherwise: the
- * gate's rule).  The QAT boundary is the events.jsonl phase event, else the first
- * train record in phase "qat".  A last line cut mid-write is ignored. */
+ * gate's rule) and the held-out val_loss / val_ppl.  The QAT boundary is the
+ * events.jsonl phase event, else the first train record in phase "qat" -- but
+ * only for a run that had quantizers (the phase event, or a quant.jsonl.zst in
+ * the run dir): a run without any has no QAT boundary, whatever its schedule's
+ * phase names say.  A last line cut mid-write is ignored. */
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -25,6 +28,8 @@ void curve_run_free_impl(curve_run *r)
     qs_free(r->clip);
     qs_free(r->eval_step);
     qs_free(r->eval_acc);
+    qs_free(r->val_loss);
+    qs_free(r->val_ppl);
     memset(r, 0, sizeof *r);
 }
 
@@ -96,12 +101,17 @@ static int add_eval(curve_run *r, const qs_json_at *obj, long *cap, qs_diag *d)
     if (r->n_eval == *cap) {
         long c = *cap ? 2 * *cap : 64;
         if (grow((void **)&r->eval_step, c, sizeof *r->eval_step) ||
-            grow((void **)&r->eval_acc, c * CURVE_MAX_TASKS, sizeof(double)))
+            grow((void **)&r->eval_acc, c * CURVE_MAX_TASKS, sizeof(double)) ||
+            grow((void **)&r->val_loss, c, sizeof(double)) ||
+            grow((void **)&r->val_ppl, c, sizeof(double)))
             return diag_set(d, QS_ENOMEM, obj->file, obj->line, "out of memory");
         *cap = c;
     }
     long e = r->n_eval++;
     r->eval_step[e] = (long)step;
+    if ((rc = num(obj, "val_loss", &r->val_loss[e], d)) ||
+        (rc = num(obj, "val_ppl", &r->val_ppl[e], d)))
+        return rc;
     for (int t = 0; t < CURVE_MAX_TASKS; t++)
         r->eval_acc[e * CURVE_MAX_TASKS + t] = NAN;
     const char *name;
@@ -129,6 +139,12 @@ static int read_metrics(curve_run *r, const char *path, qs_diag *d)
                                       : 0;
     }
     qs_jsonl_close(&jr);
+    if (rc == QS_EFORMAT) {   /* say what a record looks like and where it is documented */
+        char msg[QS_DIAG_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", d->msg);
+        diag_set(d, rc, d->path, d->line, "%s (a train/eval record: README '### run directory')",
+                 msg);
+    }
     return rc == QS_ETRUNC ? 0 : rc;
 }
 
@@ -148,8 +164,10 @@ static int read_events(curve_run *r, const char *path, qs_diag *d)
             (rc = qs_json_str_or(&o, "phase", "", &ph, d)) ||
             (rc = qs_json_str_or(&o, "task", "?", &task, d)))
             break;
-        if (!strcmp(ty, "phase") && !strcmp(ph, "qat"))
+        if (!strcmp(ty, "phase") && !strcmp(ph, "qat")) {
             r->qat_step = (long)s;
+            r->has_quant = 1;
+        }
         if (!strcmp(ty, "forgetting") && r->n_forget < 64) {
             r->forget_step[r->n_forget] = (long)s;
             snprintf(r->forget_task[r->n_forget], sizeof r->forget_task[0], "%s", task);
@@ -182,6 +200,11 @@ int curve_run_load_impl(curve_run *r, const char *run_dir, qs_diag *d)
         rc = diag_set(d, QS_EFORMAT, path, -1, "no train or eval records");
     if (!rc && fileio_join(path, sizeof path, run_dir, "events.jsonl") == 0)
         rc = read_events(r, path, d);
+    if (!rc && !r->has_quant)
+        r->has_quant = fileio_join(path, sizeof path, run_dir, "quant.jsonl.zst") == 0 &&
+                       fileio_exists(path);
+    if (!rc && !r->has_quant)
+        r->qat_step = -1;   /* a schedule phase without quantizers is no QAT */
     if (rc)
         curve_run_free_impl(r);
     return rc;

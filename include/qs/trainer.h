@@ -66,6 +66,11 @@ typedef struct train_eval_hook {
     long every_steps;            /* 0: never */
     int (*run)(void *self, struct llama_model *m, long step, int quantized, char *metrics_line,
                size_t metrics_bytes, char *event_line, size_t event_bytes, qs_diag *d);
+    /* optional: the hook's state across a resume (train_state.bin "eval", e.g. the
+     * forgetting baselines).  save hands out qs_malloc'd bytes; restore gets them
+     * back (not aligned) from a checkpoint before any run() call. */
+    int (*save)(void *self, void **bytes, size_t *n, qs_diag *d);
+    int (*restore)(void *self, const void *bytes, size_t n, qs_diag *d);
 } train_eval_hook;
 
 /* The built-in hook: the evaluator (cfg eval_tasks on eval_data_dir, a fixed
@@ -117,6 +122,11 @@ typedef struct trainer trainer;
 int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                    const trainer_options *opt, qs_diag *d);
 void trainer_destroy(trainer *t);   /* no checkpoint, closes logs; NULL ok */
+/* Can run_dir be resumed with cfg (its snapshot + overrides)?  Finds the latest
+ * checkpoint (*steps_done = its N; QS_ENOTFOUND without one) and refuses
+ * (QS_EINVAL) a cfg->steps that is not above it.  trainer_create runs it too;
+ * callers run it first to report this before checks of their own. */
+int trainer_resume_check(const runcfg *cfg, const char *run_dir, long *steps_done, qs_diag *d);
 
 /* One optimizer step (preceded by the baseline evaluation on the first call of
  * a fresh run, followed by an evaluation every eval->every_steps steps).

@@ -116,6 +116,23 @@ static int exec_eval_run(void *self, struct llama_model *m, long step, int quant
     return rc;
 }
 
+/* The forgetting baselines travel in checkpoints as with qatscope train's hook. */
+static int exec_eval_save(void *self, void **bytes, size_t *n, qs_diag *d)
+{
+    exec_eval *e = self;
+    if (e->inner.save)
+        return e->inner.save(e->inner.self, bytes, n, d);
+    *bytes = NULL;
+    *n = 0;
+    return 0;
+}
+
+static int exec_eval_restore(void *self, const void *bytes, size_t n, qs_diag *d)
+{
+    exec_eval *e = self;
+    return e->inner.restore ? e->inner.restore(e->inner.self, bytes, n, d) : 0;
+}
+
 int repro_key_matches(const char *path, const char *key)
 {
     char *text = NULL;
@@ -158,7 +175,7 @@ int repro_train(const runcfg *cfg, const char *study_key, double stop_acc, const
     }
     train_data data = {0};
     exec_eval watch = {{0}, -1, 0.0};
-    train_eval_hook eval = {&watch, cfg->eval_every, exec_eval_run};
+    train_eval_hook eval = {&watch, cfg->eval_every, exec_eval_run, exec_eval_save, exec_eval_restore};
     trainer *t = NULL;
     if (rc || (rc = trainer_data_open_shards(&data, cfg, d)) ||
         (cfg->eval_every > 0 && (rc = trainer_eval_create(&watch.inner, cfg, d))))

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "qs/vecops.h"
 #include "qs/dist.h"
 #include "qs/fileio.h"
 #include "qs/hfconfig.h"
@@ -23,10 +24,17 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
 {
     llama_config c;
     memset(mem, 0, sizeof *mem);
-    int precision, rc;
-    if ((rc = matmul_precision_parse(cfg->precision, "precision", &precision, d)) ||
+    quant_recipe r;
+    int precision, rc = trainer_recipe_from_cfg(cfg, &r, d);
+    if (rc || (rc = matmul_precision_parse(cfg->precision, "precision", &precision, d)) ||
         (rc = hfconfig_load(&c, cfg->model, d)))
         return rc;
+    if (cfg->seq_len > hfconfig_max_context(&c))   /* name the key, not an activation size */
+        return diag_set(d, QS_ERANGE, cfg->model, -1,
+                        "seq_len %ld exceeds the model's context of %d tokens "
+                        "(max_position_embeddings in config.json%s); lower seq_len",
+                        cfg->seq_len, hfconfig_max_context(&c),
+                        c.sliding_window ? ", or its sliding_window" : "");
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
     model_memory_estimate(&c, B, T, T, &mm);
@@ -73,8 +81,12 @@ detector:
     sc.log_interval_steps = (int)t->cfg.log_every;
     sc.run_dir = t->rank == 0 ? t->run_dir : NULL;
     sc.run_name = t->cfg.run_name;
-    sc.resume = resume;
-    return satstats_create(&t->sat, &sc, t->qset, d);
+    sc.resume_step = resume ? t->step : -1;
+    if ((rc = satstats_create(&t->sat, &sc, t->qset, d)))
+        return rc;
+    if (t->alarm_restored)
+        satstats_episode_restore(t->sat, t->alarm_restored, t->n_alarm_restored);
+    return 0;
 }
 
 static int trainer_fresh_dir(struct trainer *t, qs_diag *d)
@@ -117,6 +129,23 @@ static int trainer_alloc(struct trainer *t, qs_diag *d)
     return model_weights_point(&t->gw, &t->m, t->grads);
 }
 
+int trainer_resume_check(const runcfg *cfg, const char *run_dir, long *steps_done, qs_diag *d)
+{
+    char ck_dir[TRAINER_PATH_MAX + 64];
+    *steps_done = 0;
+    if (!trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, steps_done))
+        return diag_set(d, QS_ENOTFOUND, run_dir, -1,
+                        "no checkpoint to resume from (expected ckpt/step_N/train_state.bin)");
+    long done = *steps_done;
+    if (cfg->steps <= done)   /* nothing left to run: say so instead of doing nothing */
+        return diag_set(d, QS_EINVAL, run_dir, -1,
+                        "steps %ld: the latest checkpoint ckpt/step_%ld has %ld steps done%s; to "
+                        "continue, resume with --set steps=N above %ld",
+                        cfg->steps, done, done, cfg->steps == done ? " (the run is complete)" : "",
+                        done);
+    return 0;
+}
+
 int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                    const trainer_options *opt, qs_diag *d)
 {
@@ -152,10 +181,13 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     }
     long ck_step = 0;
     char ck_dir[TRAINER_PATH_MAX + 64];
-    if (opt->resume_dir && !trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, &ck_step)) {
-        rc = diag_set(d, QS_ENOTFOUND, run_dir, -1,
-                      "no checkpoint to resume from (expected ckpt/step_N/train_state.bin)");
-        goto fail;
+    if (opt->resume_dir) {
+        if ((rc = trainer_resume_check(cfg, run_dir, &ck_step, d)))
+            goto fail;
+        if (!trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, &ck_step)) {   /* gone since */
+            rc = diag_set(d, QS_ENOTFOUND, run_dir, -1, "the latest checkpoint disappeared");
+            goto fail;
+        }
     }
     snprintf(t->model_dir, sizeof t->model_dir, "%s", opt->resume_dir ? ck_dir : cfg->model);
     if ((rc = model_load_dir(&t->m, t->model_dir, d)) ||
@@ -168,6 +200,8 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                           schedule_decay_parse(cfg->lr_decay), cfg->qat, cfg->bf16_warmup_steps};
     if ((rc = schedule_validate(&t->sched, d)) || (rc = trainer_quant_init(t, d)))
         goto fail;
+    if (opt->eval)   /* before the restore: it hands the hook its saved state */
+        t->eval = *opt->eval;
     if (opt->resume_dir)
         rc = trainer_ckpt_restore(t, ck_dir, d);
     else
@@ -177,8 +211,6 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->step0 = t->step;
-    if (opt->eval)
-        t->eval = *opt->eval;
     t->t_start = trainer_now_s();
     *out = t;
     return 0;
@@ -202,6 +234,7 @@ void trainer_destroy(trainer *t)
     qs_free(t->gw.layer);
     qs_free(t->tokens);
     qs_free(t->targets);
+    qs_free(t->alarm_restored);
     model_free(&t->m);
     qs_free(t);
 }
@@ -255,7 +288,7 @@ static int trainer_micro_batches(struct trainer *t, double *loss_sum, qs_diag *d
                                  t->qset ? &bwd : NULL, d)))
             return rc;
         if (mb > 0)
-            trainer_grads_add(t->grads, t->grad_scratch, t->m.n_params);
+            vecops_add_f32(t->grads, t->grad_scratch, t->m.n_params);
     }
     if ((rc = trainer_data_skip(t, after, d)))
         return rc;
