@@ -36,10 +36,12 @@ static inline float mm_bf16_value(uint16_t h)
  * built 16 pairs at a time so the 32 source rows and the panel rows stay in L1. */
 static void mm_bpanel_bf16_bits(uint32_t *dst, const uint16_t *w, int K, int N, int j0)
 {
-    int nj = N - j0 < MM_NR ? N - j0 : MM_NR, kp_n = (K + 1) / 2;
+    int nj = N - j0 < MM_NR ? N - j0 : MM_NR, kp_n = (K + 1) / 2, kp_start = 0;
     if (nj < MM_NR)
         memset(dst, 0, (size_t)kp_n * MM_NR * sizeof *dst);
-    for (int kp0 = 0; kp0 < kp_n; kp0 += 16) {
+    else   /* the pair format is the AVX512-BF16 kernel's: AVX-512 is there */
+        kp_start = mm_bpanel_bf16_bits_avx512_impl(dst, w, K, j0);
+    for (int kp0 = kp_start; kp0 < kp_n; kp0 += 16) {
         int kp1 = kp0 + 16 < kp_n ? kp0 + 16 : kp_n;
         for (int j = 0; j < nj; j++) {
             const uint16_t *row = w + (size_t)(j0 + j) * K;

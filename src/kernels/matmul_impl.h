@@ -110,6 +110,10 @@ int mm_bpack_fill_bf16_impl(mm_bpack *bp, const uint16_t *w, int K, int N, mm_ke
 /* Column n of a whole B pack (row n of the w it was made from) as the products
  * see it, into out[K]: fp32 values (bf16 ones for the bf16 formats). */
 void mm_bpack_col_impl(const mm_bpack *bp, int n, float *out);
+/* AVX-512 part of the pair-format fill of one full panel (rows j0 .. j0 + MM_NR of
+ * w [.., K] bf16): pairs 0 .. returned - 1 (whole blocks of 16), the rest is the
+ * caller's.  AVX-512 CPUs only. */
+int mm_bpanel_bf16_bits_avx512_impl(uint32_t *dst, const uint16_t *w, int K, int j0);
 
 /* dout[N, O] handed over two rows at a time (matmul_dout_*), into both bf16 forms
  * at once: rows (dx's A, as mm_apack_rows_*) and pairs (dw's A = dout^T, as
