@@ -163,6 +163,9 @@ static void model_kv_prefix_copy(const llama_acts *a, float *kc, float *vc, int 
 {
     const llama_acts *src = a->kv_prefix->src;
     const size_t s_layer = (size_t)src->B * src->Tcap * KD;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (B >= 4)
+#endif
     for (int b = 0; b < B; b++) {
         size_t n = (size_t)model_seq_p0(a, pos0, b) * KD;
         size_t so = (size_t)l * s_layer + (size_t)a->kv_prefix->src_seq[b] * src->Tcap * KD;
