@@ -7,10 +7,14 @@
 # get that ISA's flags; everything else is baseline x86-64 (dispatch at run time).
 #
 # Knobs (each prints nothing unless set): WERROR=1, NO_OMP=1, SAN=1 (ASan+UBSan),
-# BUILD=dir (object dir), DEBUG=1 (-O0).
+# BUILD=dir (object dir), DEBUG=1 (-O0), MPI=1 (Open MPI: CC=mpicc, objects in
+# build/mpi, src/dist/dist_mpi.c instead of dist_single.c; the binary is still
+# bin/qatscope and REPLACES the default one: switching flavours relinks every
+# program in bin/, see BIN_FLAVOR; BIN=dir puts them elsewhere).
 
 PKGS := jansson libpng libzstd openblas
-APT_PKGS := build-essential pkg-config libjansson-dev libpng-dev libzstd-dev libopenblas-dev zstd
+APT_PKGS := build-essential pkg-config libjansson-dev libpng-dev libzstd-dev libopenblas-dev zstd \
+            libopenmpi-dev openmpi-bin
 
 NO_DEP_GOALS := deps clean lint
 ifeq ($(filter-out $(NO_DEP_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -21,7 +25,17 @@ endif
 endif
 
 CC ?= gcc
-BUILD ?= $(if $(SAN),build/san,$(if $(NO_OMP),build/noomp,build))
+ifneq ($(MPI),)
+ifeq ($(origin CC),default)
+CC := mpicc
+endif
+ifeq ($(filter $(NO_DEP_GOALS),$(MAKECMDGOALS)),)
+ifeq ($(shell command -v $(CC) 2>/dev/null),)
+$(error MPI=1 needs $(CC) (Open MPI); run 'make deps' or: apt-get install libopenmpi-dev openmpi-bin)
+endif
+endif
+endif
+BUILD ?= $(if $(SAN),build/san,$(if $(NO_OMP),build/noomp,$(if $(MPI),build/mpi,build)))
 BIN ?= $(if $(SAN),build/san/bin,$(if $(NO_OMP),build/noomp/bin,bin))
 
 OPT := $(if $(DEBUG),-O0,-O2)
@@ -41,20 +55,27 @@ ISA_avx512bf16 := $(ISA_avx512) -mavx512bf16
 ISA_shani := -msha -mssse3 -msse4.1
 isa_flags = $(if $(filter %_avx512bf16.c,$1),$(ISA_avx512bf16),$(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),$(if $(filter %_shani.c,$1),$(ISA_shani)))))
 
-LIB_SRC := $(sort $(filter-out src/cli/%,$(wildcard src/*/*.c)) $(wildcard plots/*.c))
+# one implementation of include/qs/dist.h per flavour (the only build-time switch)
+DIST_OFF := src/dist/$(if $(MPI),dist_single.c,dist_mpi.c)
+LIB_SRC := $(sort $(filter-out src/cli/% $(DIST_OFF),$(wildcard src/*/*.c)) $(wildcard plots/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := tests/runner.c $(sort $(wildcard tests/test_*.c tests/fuzz/fuzz_*.c))
 BENCH_SRC := $(sort $(wildcard tests/bench/bench_*.c))
 EXH_SRC := $(sort $(wildcard tests/exhaustive/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$1)
+# Programs in $(BIN) remember which object dir they were linked from: when it
+# changes (make, then make MPI=1, or back) every program relinks instead of
+# keeping the other flavour's binary.
+BIN_FLAVOR := $(BIN)/.flavor
+link_inputs = $(filter %.o %.a,$^)
 LIB := $(BUILD)/libqatscope.a
 QATSCOPE := $(BIN)/qatscope
 TEST_RUNNER := $(BIN)/test_runner
 BENCHES := $(patsubst tests/bench/%.c,$(BIN)/%,$(BENCH_SRC))
 EXHAUSTIVE := $(patsubst tests/exhaustive/%.c,$(BIN)/%,$(EXH_SRC))
 
-.PHONY: all test check test-noomp bench demo test-exhaustive fuzz deps lint clean
+.PHONY: all test check test-noomp test-mpi bench bench-dist demo test-exhaustive fuzz deps lint clean FORCE
 all: $(QATSCOPE)
 
 $(BUILD)/%.o: %.c
@@ -65,21 +86,25 @@ $(LIB): $(call obj,$(LIB_SRC))
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(QATSCOPE): $(call obj,$(CLI_SRC)) $(LIB)
+$(BIN_FLAVOR): FORCE
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	@[ "$$(cat $@ 2>/dev/null)" = "$(BUILD) $(CC)" ] || echo "$(BUILD) $(CC)" > $@
 
-$(TEST_RUNNER): $(call obj,$(TEST_SRC)) $(LIB)
+$(QATSCOPE): $(call obj,$(CLI_SRC)) $(LIB) $(BIN_FLAVOR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(link_inputs) $(LDLIBS)
 
-$(BIN)/bench_%: $(BUILD)/tests/bench/bench_%.o $(LIB)
+$(TEST_RUNNER): $(call obj,$(TEST_SRC)) $(LIB) $(BIN_FLAVOR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(link_inputs) $(LDLIBS)
 
-$(BIN)/%: $(BUILD)/tests/exhaustive/%.o $(LIB)
+$(BIN)/bench_%: $(BUILD)/tests/bench/bench_%.o $(LIB) $(BIN_FLAVOR)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(link_inputs) $(LDLIBS)
+
+$(BIN)/%: $(BUILD)/tests/exhaustive/%.o $(LIB) $(BIN_FLAVOR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(link_inputs) $(LDLIBS)
 
 # Tests run from the repository root; CLI tests find the binary through QS_BIN.
 test: $(TEST_RUNNER) $(QATSCOPE)
@@ -93,8 +118,20 @@ check:
 test-noomp:
 	$(MAKE) NO_OMP=1 test
 
+# The Open MPI binary in build/mpi/bin (bin/ keeps the default one), then the
+# suite with QS_MPI_BIN set, which runs tests/test_cli_dist.c under mpirun.
+test-mpi:
+	$(MAKE) MPI=1 BIN=build/mpi/bin build/mpi/bin/qatscope
+	QS_MPI_BIN=build/mpi/bin/qatscope $(MAKE) test T=$(or $(T),cli_dist)
+
 bench: $(BENCHES) $(QATSCOPE)
 	@for b in $(BENCHES); do echo "== $$b"; QS_BIN=$(QATSCOPE) $$b || exit 1; done
+
+# Data-parallel training: one process x 2 threads against mpirun -np 2 x 1 thread
+# (tests/bench/bench_dist.c, built in the MPI flavour; BENCH_DIST_ARGS="STEPS SHAPE").
+bench-dist:
+	$(MAKE) MPI=1 BIN=build/mpi/bin build/mpi/bin/bench_dist
+	sh tools/bench_dist.sh build/mpi/bin/bench_dist $(BENCH_DIST_ARGS)
 
 test-exhaustive: $(EXHAUSTIVE)
 	@for e in $(EXHAUSTIVE); do echo "== $$e"; $$e || exit 1; done

@@ -1,18 +1,22 @@
 /* curve_data.c: RUN_DIR/metrics.jsonl (+ events.jsonl) -> series for the curve plot.
  * "train" records give loss, lr and max_clip_rate per step; "eval" records give
  * per-task accuracy (acc_norm for hellaswag/arc when present, acc otherwise: the
- * gate's rule).  The QAT boundary is the events.jsonl phase event, else the first
- * train record in phase "qat".  A last line cut mid-write is ignored. */
+ * gate's rule) and the held-out val_loss / val_ppl.  The QAT boundary is the
+ * events.jsonl phase event, else the first train record in phase "qat" -- but
+ * only for a run that had quantizers (the phase event, or a quant.jsonl.zst in
+ * the run dir): a run without any has no QAT boundary, whatever its schedule's
+ * phase names say.  A last line cut mid-write is ignored. */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "plot_impl.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/resfile.h"
-#include "qs/zlog.h"
 
 void curve_run_free_impl(curve_run *r)
 {
@@ -24,12 +28,9 @@ void curve_run_free_impl(curve_run *r)
     qs_free(r->clip);
     qs_free(r->eval_step);
     qs_free(r->eval_acc);
+    qs_free(r->val_loss);
+    qs_free(r->val_ppl);
     memset(r, 0, sizeof *r);
-}
-
-static double num(json_t *v)
-{
-    return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
 static int grow(void **p, long n, size_t elem_bytes)
@@ -41,33 +42,40 @@ static int grow(void **p, long n, size_t elem_bytes)
     return 0;
 }
 
-static int add_train(curve_run *r, json_t *obj, long *cap)
+/* a logged number (null or absent: NaN) */
+static int num(const qs_json_at *o, const char *key, double *out, qs_diag *d)
 {
-    json_t *step = json_object_get(obj, "step");
-    if (!json_is_integer(step))
-        return QS_EFORMAT;
+    return qs_json_num_or(o, key, NAN, out, d);
+}
+
+static int add_train(curve_run *r, const qs_json_at *obj, long *cap, qs_diag *d)
+{
+    long long s;
+    const char *ph;
+    int rc;
+    if ((rc = qs_json_i64(obj, "step", LONG_MIN, LONG_MAX, &s, d)) ||
+        (rc = qs_json_str_or(obj, "phase", "", &ph, d)))
+        return rc;
     if (r->n_train == *cap) {
         long c = *cap ? 2 * *cap : 1024;
         if (grow((void **)&r->step, c, sizeof *r->step) || grow((void **)&r->loss, c, sizeof(double)) ||
             grow((void **)&r->lr, c, sizeof(double)) || grow((void **)&r->clip, c, sizeof(double)))
-            return QS_ENOMEM;
+            return diag_set(d, QS_ENOMEM, obj->file, obj->line, "out of memory");
         *cap = c;
     }
-    long s = (long)json_integer_value(step);
     while (r->n_train > 0 && r->step[r->n_train - 1] >= s)
         r->n_train--;   /* resumed run repeats steps: keep the newest */
     long i = r->n_train++;
-    r->step[i] = s;
-    r->loss[i] = num(json_object_get(obj, "loss"));
-    r->lr[i] = num(json_object_get(obj, "lr"));
-    r->clip[i] = num(json_object_get(obj, "max_clip_rate"));
-    json_t *ph = json_object_get(obj, "phase");
-    if (json_is_string(ph) && !strcmp(json_string_value(ph), "qat") && r->qat_step < 0)
-        r->qat_step = s;
+    r->step[i] = (long)s;
+    if ((rc = num(obj, "loss", &r->loss[i], d)) || (rc = num(obj, "lr", &r->lr[i], d)) ||
+        (rc = num(obj, "max_clip_rate", &r->clip[i], d)))
+        return rc;
+    if (!strcmp(ph, "qat") && r->qat_step < 0)
+        r->qat_step = (long)s;
     return 0;
 }
 
-static int task_index(curve_run *r, const char *task, json_t *tobj)
+static int task_index(curve_run *r, const char *task, const json_t *tobj)
 {
     for (int i = 0; i < r->n_tasks; i++)
         if (!strcmp(r->task[i], task))
@@ -82,58 +90,61 @@ static int task_index(curve_run *r, const char *task, json_t *tobj)
     return i;
 }
 
-static int add_eval(curve_run *r, json_t *obj, long *cap)
+static int add_eval(curve_run *r, const qs_json_at *obj, long *cap, qs_diag *d)
 {
-    json_t *step = json_object_get(obj, "step"), *tasks = json_object_get(obj, "tasks");
-    if (!json_is_integer(step) || !json_is_object(tasks))
-        return QS_EFORMAT;
+    qs_json_at tasks;
+    long long step;
+    int rc;
+    if ((rc = qs_json_i64(obj, "step", LONG_MIN, LONG_MAX, &step, d)) ||
+        (rc = qs_json_obj(obj, "tasks", &tasks, d)))
+        return rc;
     if (r->n_eval == *cap) {
         long c = *cap ? 2 * *cap : 64;
         if (grow((void **)&r->eval_step, c, sizeof *r->eval_step) ||
-            grow((void **)&r->eval_acc, c * CURVE_MAX_TASKS, sizeof(double)))
-            return QS_ENOMEM;
+            grow((void **)&r->eval_acc, c * CURVE_MAX_TASKS, sizeof(double)) ||
+            grow((void **)&r->val_loss, c, sizeof(double)) ||
+            grow((void **)&r->val_ppl, c, sizeof(double)))
+            return diag_set(d, QS_ENOMEM, obj->file, obj->line, "out of memory");
         *cap = c;
     }
     long e = r->n_eval++;
-    r->eval_step[e] = (long)json_integer_value(step);
+    r->eval_step[e] = (long)step;
+    if ((rc = num(obj, "val_loss", &r->val_loss[e], d)) ||
+        (rc = num(obj, "val_ppl", &r->val_ppl[e], d)))
+        return rc;
     for (int t = 0; t < CURVE_MAX_TASKS; t++)
         r->eval_acc[e * CURVE_MAX_TASKS + t] = NAN;
     const char *name;
     json_t *tobj;
-    json_object_foreach(tasks, name, tobj) {
+    json_object_foreach((json_t *)tasks.v, name, tobj) {
+        qs_json_at ta = qs_json_key(&tasks, name);
         int t = task_index(r, name, tobj);
-        if (t >= 0)
-            r->eval_acc[e * CURVE_MAX_TASKS + t] = num(json_object_get(tobj, r->metric[t]));
+        if (t >= 0 && (rc = num(&ta, r->metric[t], &r->eval_acc[e * CURVE_MAX_TASKS + t], d)))
+            return rc;
     }
     return 0;
 }
 
 static int read_metrics(curve_run *r, const char *path, qs_diag *d)
 {
-    zlog_reader *z;
-    int rc = zlog_reader_create(&z, path, d);
-    if (rc)
-        return rc;
-    const char *line;
-    size_t len;
-    long lineno = 0, cap_train = 0, cap_eval = 0;
-    while ((rc = zlog_next(z, &line, &len, &lineno, d)) == 1) {
-        json_t *obj = json_loadb(line, len, 0, NULL);
-        json_t *type = json_object_get(obj, "type");
-        const char *ty = json_is_string(type) ? json_string_value(type) : NULL;
-        rc = !ty ? QS_EFORMAT : !strcmp(ty, "train") ? add_train(r, obj, &cap_train)
-           : !strcmp(ty, "eval") ? add_eval(r, obj, &cap_eval) : 0;
-        json_decref(obj);
-        if (rc == QS_ENOMEM)
-            rc = diag_set(d, rc, path, lineno, "out of memory");
-        else if (rc)
-            rc = diag_set(d, rc, path, lineno,
-                          "expected a JSON object with \"type\" and an integer \"step\" "
-                          "(train/eval record, formats.md)");
-        if (rc)
-            break;
+    qs_jsonl jr;
+    qs_json_at o;
+    long cap_train = 0, cap_eval = 0;
+    int rc = qs_jsonl_open(&jr, path, 0, d);
+    while (!rc && (rc = qs_jsonl_next(&jr, &o, d)) == 1) {
+        const char *ty;
+        if (!(rc = qs_json_str(&o, "type", &ty, d)))
+            rc = !strcmp(ty, "train") ? add_train(r, &o, &cap_train, d)
+               : !strcmp(ty, "eval")  ? add_eval(r, &o, &cap_eval, d)
+                                      : 0;
     }
-    zlog_reader_destroy(z);
+    qs_jsonl_close(&jr);
+    if (rc == QS_EFORMAT) {   /* say what a record looks like and where it is documented */
+        char msg[QS_DIAG_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", d->msg);
+        diag_set(d, rc, d->path, d->line, "%s (a train/eval record: README '### run directory')",
+                 msg);
+    }
     return rc == QS_ETRUNC ? 0 : rc;
 }
 
@@ -142,36 +153,28 @@ static int read_events(curve_run *r, const char *path, qs_diag *d)
 {
     if (!fileio_exists(path))
         return 0;
-    zlog_reader *z;
-    int rc = zlog_reader_create(&z, path, d);
-    if (rc)
-        return rc;
-    const char *line;
-    size_t len;
-    long lineno = 0;
-    while ((rc = zlog_next(z, &line, &len, &lineno, d)) == 1) {
-        rc = 0;
-        json_t *obj = json_loadb(line, len, 0, NULL);
-        json_t *type = json_object_get(obj, "type"), *step = json_object_get(obj, "step");
-        if (!json_is_string(type) || !json_is_integer(step)) {
-            json_decref(obj);
-            rc = diag_set(d, QS_EFORMAT, path, lineno, "expected an event with \"type\" and integer \"step\"");
+    qs_jsonl jr;
+    qs_json_at o;
+    int rc = qs_jsonl_open(&jr, path, 0, d);
+    while (!rc && (rc = qs_jsonl_next(&jr, &o, d)) == 1) {
+        const char *ty, *ph, *task;
+        long long s;
+        if ((rc = qs_json_str(&o, "type", &ty, d)) ||
+            (rc = qs_json_i64(&o, "step", LONG_MIN, LONG_MAX, &s, d)) ||
+            (rc = qs_json_str_or(&o, "phase", "", &ph, d)) ||
+            (rc = qs_json_str_or(&o, "task", "?", &task, d)))
             break;
+        if (!strcmp(ty, "phase") && !strcmp(ph, "qat")) {
+            r->qat_step = (long)s;
+            r->has_quant = 1;
         }
-        const char *ty = json_string_value(type);
-        long s = (long)json_integer_value(step);
-        json_t *ph = json_object_get(obj, "phase"), *task = json_object_get(obj, "task");
-        if (!strcmp(ty, "phase") && json_is_string(ph) && !strcmp(json_string_value(ph), "qat"))
-            r->qat_step = s;
         if (!strcmp(ty, "forgetting") && r->n_forget < 64) {
-            r->forget_step[r->n_forget] = s;
-            snprintf(r->forget_task[r->n_forget], sizeof r->forget_task[0], "%s",
-                     json_is_string(task) ? json_string_value(task) : "?");
+            r->forget_step[r->n_forget] = (long)s;
+            snprintf(r->forget_task[r->n_forget], sizeof r->forget_task[0], "%s", task);
             r->n_forget++;
         }
-        json_decref(obj);
     }
-    zlog_reader_destroy(z);
+    qs_jsonl_close(&jr);
     return rc == QS_ETRUNC ? 0 : rc;
 }
 
@@ -197,6 +200,11 @@ int curve_run_load_impl(curve_run *r, const char *run_dir, qs_diag *d)
         rc = diag_set(d, QS_EFORMAT, path, -1, "no train or eval records");
     if (!rc && fileio_join(path, sizeof path, run_dir, "events.jsonl") == 0)
         rc = read_events(r, path, d);
+    if (!rc && !r->has_quant)
+        r->has_quant = fileio_join(path, sizeof path, run_dir, "quant.jsonl.zst") == 0 &&
+                       fileio_exists(path);
+    if (!rc && !r->has_quant)
+        r->qat_step = -1;   /* a schedule phase without quantizers is no QAT */
     if (rc)
         curve_run_free_impl(r);
     return rc;

@@ -4,10 +4,16 @@
  * input before weight.  Columns are logged steps; beyond max_cols they are binned
  * with the WORST value inside the bin (max for clip/underflow rates and amax
  * ratios, min for QSNR), so a single clipped step in a 10,000-step run stays
- * visible.  After a resume the log repeats steps: a later record replaces every
- * stored step >= its own.
+ * visible.  Each cell remembers whether its value came from a BF16-warmup step
+ * (observe mode: "would have clipped", nothing was quantized) so the renderer
+ * can draw those apart from real QAT values.  Logs of older versions repeat
+ * steps after a resume: a later record replaces every stored step >= its own.
+ * The input is a run directory (its quant.jsonl.zst) or the log file itself; a
+ * log cut mid-record is drawn up to its last complete record and flagged
+ * (plots_heatmap.truncated) for the caller to warn about.
  */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +21,11 @@
 
 #include "plot_impl.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/zlog.h"
 
-/* quant.jsonl layout this reader understands (formats.md; bumps on any change) */
+/* quant.jsonl layout this reader understands (README "### quant.jsonl.zst"; bumps on any change) */
 #define HEATMAP_QUANT_LOG_VERSION 1
 
 static const char *const metric_names[] = {"clip_rate", "amax_ratio", "underflow_rate", "qsnr"};
@@ -62,6 +69,7 @@ void plots_heatmap_free(plots_heatmap *hm)
     qs_free(hm->col_first);
     qs_free(hm->col_last);
     qs_free(hm->values);
+    qs_free(hm->cell_warmup);
     memset(hm, 0, sizeof *hm);
 }
 
@@ -112,6 +120,7 @@ typedef struct raw_log {
     int n_q;                /* quantizers in the header */
     char **names;           /* header order */
     long *steps;
+    unsigned char *qat;     /* (n_steps) 1: phase "qat" */
     float *vals;            /* (n_steps, n_q) */
     long n_steps, cap;
     long qat_step;
@@ -123,59 +132,66 @@ static void raw_free(raw_log *r)
         qs_free(r->names[i]);
     qs_free(r->names);
     qs_free(r->steps);
+    qs_free(r->qat);
     qs_free(r->vals);
 }
 
-static double num_or_nan(json_t *v)
+/* one quantizer's value of the metric (a logged null: NaN) */
+static int metric_value(const qs_json_at *q, int metric, float *out, qs_diag *d)
 {
-    return json_is_number(v) ? json_number_value(v) : NAN;
+    static const char *const keys[] = {"clip_rate", NULL, "under_rate", "qsnr_db"};
+    double a, p;
+    int rc;
+    if (metric != PLOTS_METRIC_AMAX_RATIO) {
+        rc = qs_json_num_or(q, keys[metric], NAN, &a, d);
+        *out = (float)a;
+        return rc;
+    }
+    if ((rc = qs_json_num_or(q, "amax", NAN, &a, d)) ||
+        (rc = qs_json_num_or(q, "pred_amax", NAN, &p, d)))
+        return rc;
+    *out = p > 0 && a >= 0 ? (float)(a / p) : NAN;
+    return 0;
 }
 
-static float metric_value(json_t *q, int metric)
+static int read_header(raw_log *r, plots_heatmap *hm, const qs_json_at *obj, qs_diag *d)
 {
-    switch (metric) {
-    case PLOTS_METRIC_CLIP_RATE: return (float)num_or_nan(json_object_get(q, "clip_rate"));
-    case PLOTS_METRIC_UNDERFLOW_RATE: return (float)num_or_nan(json_object_get(q, "under_rate"));
-    case PLOTS_METRIC_QSNR: return (float)num_or_nan(json_object_get(q, "qsnr_db"));
-    default: {
-        double a = num_or_nan(json_object_get(q, "amax")), p = num_or_nan(json_object_get(q, "pred_amax"));
-        return p > 0 && a >= 0 ? (float)(a / p) : NAN;
-    }
-    }
-}
-
-static int read_header(raw_log *r, plots_heatmap *hm, json_t *obj, const char *path, long line,
-                       qs_diag *d)
-{
-    json_t *qs = json_object_get(obj, "quantizers"), *v = json_object_get(obj, "v");
-    if (v && (!json_is_integer(v) || json_integer_value(v) != HEATMAP_QUANT_LOG_VERSION))
-        return diag_set(d, QS_EUNSUPPORTED, path, line,
-                        "header: expected layout \"v\":%d, found %s%lld (written by a newer "
-                        "or older qatscope?)",
-                        HEATMAP_QUANT_LOG_VERSION, json_is_integer(v) ? "" : "a non-integer ",
-                        json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
-    if (!json_is_array(qs) || json_array_size(qs) == 0)
-        return diag_set(d, QS_EFORMAT, path, line, "header: expected a non-empty \"quantizers\" array");
-    json_t *run = json_object_get(obj, "run");
-    json_t *est = json_object_get(json_object_get(obj, "recipe"), "estimator");
-    snprintf(hm->run, sizeof hm->run, "%s", json_is_string(run) ? json_string_value(run) : "run");
-    snprintf(hm->estimator, sizeof hm->estimator, "%s",
-             json_is_string(est) ? json_string_value(est) : "?");
+    const char *path = obj->file, *run, *est;
+    long line = obj->line;
+    qs_json_at qs, recipe = qs_json_key(obj, "recipe");
+    size_t nq;
+    int v, rc;
+    if ((rc = qs_json_int_or(obj, "v", INT_MIN, INT_MAX, HEATMAP_QUANT_LOG_VERSION, &v, d)))
+        return rc;
+    if (v != HEATMAP_QUANT_LOG_VERSION)
+        return qs_json_fail(obj, "v", QS_EUNSUPPORTED, d,
+                            "expected layout %d, found %d (written by a newer or older qatscope?)",
+                            HEATMAP_QUANT_LOG_VERSION, v);
+    if ((rc = qs_json_arr(obj, "quantizers", &qs, &nq, d)) ||
+        (rc = qs_json_str_or(obj, "run", "run", &run, d)) ||
+        (json_is_object(recipe.v) && (rc = qs_json_str_or(&recipe, "estimator", "?", &est, d))))
+        return rc;
+    if (!json_is_object(recipe.v))
+        est = "?";
+    if (nq == 0 || nq > INT_MAX)
+        return qs_json_fail(obj, "quantizers", QS_EFORMAT, d, "expected a non-empty array of names");
+    snprintf(hm->run, sizeof hm->run, "%s", run);
+    snprintf(hm->estimator, sizeof hm->estimator, "%s", est);
     if (r->names) {   /* resume: the header repeats and must match */
-        if ((int)json_array_size(qs) != r->n_q)
+        if ((int)nq != r->n_q)
             return diag_set(d, QS_EFORMAT, path, line,
-                            "header repeated with %zu quantizers, the first had %d",
-                            json_array_size(qs), r->n_q);
+                            "header repeated with %zu quantizers, the first had %d", nq, r->n_q);
         return 0;
     }
-    r->n_q = (int)json_array_size(qs);
+    r->n_q = (int)nq;
     if (!(r->names = qs_calloc((size_t)r->n_q, sizeof *r->names)))
         return diag_set(d, QS_ENOMEM, path, line, "%d quantizers", r->n_q);
     for (int i = 0; i < r->n_q; i++) {
-        json_t *s = json_array_get(qs, (size_t)i);
-        if (!json_is_string(s))
-            return diag_set(d, QS_EFORMAT, path, line, "header: quantizers[%d] is not a string", i);
-        if (!(r->names[i] = qs_strdup(json_string_value(s))))
+        qs_json_at e = qs_json_item(&qs, (size_t)i);
+        const char *name;
+        if ((rc = qs_json_str(&e, NULL, &name, d)))
+            return rc;
+        if (!(r->names[i] = qs_strdup(name)))
             return diag_set(d, QS_ENOMEM, path, line, "names");
     }
     return 0;
@@ -192,40 +208,51 @@ static int store_step(raw_log *r, long s, int is_qat, const float *vals, const c
         long *st = qs_realloc(r->steps, (size_t)cap * sizeof *st);
         if (st)
             r->steps = st;
-        float *v = st ? qs_realloc(r->vals, (size_t)cap * (size_t)r->n_q * sizeof *v) : NULL;
+        unsigned char *q = st ? qs_realloc(r->qat, (size_t)cap) : NULL;
+        if (q)
+            r->qat = q;
+        float *v = q ? qs_realloc(r->vals, (size_t)cap * (size_t)r->n_q * sizeof *v) : NULL;
         if (!v)
             return diag_set(d, QS_ENOMEM, path, line, "%ld steps", cap);
         r->vals = v;
         r->cap = cap;
     }
     memcpy(r->vals + (size_t)r->n_steps * (size_t)r->n_q, vals, (size_t)r->n_q * sizeof *vals);
+    r->qat[r->n_steps] = (unsigned char)(is_qat != 0);
     r->steps[r->n_steps++] = s;
     if (is_qat && (r->qat_step < 0 || s < r->qat_step))
         r->qat_step = s;
     return 0;
 }
 
-static int read_step(raw_log *r, json_t *obj, int metric, float *row, const char *path,
-                     long line, qs_diag *d)
+static int read_step(raw_log *r, const qs_json_at *obj, int metric, float *row, qs_diag *d)
 {
-    json_t *step = json_object_get(obj, "step"), *q = json_object_get(obj, "q");
+    const char *path = obj->file, *phase;
+    long line = obj->line;
     if (!r->names)
         return diag_set(d, QS_EFORMAT, path, line, "step record before the header");
-    if (!json_is_integer(step) || !json_is_array(q))
-        return diag_set(d, QS_EFORMAT, path, line, "step record: expected integer \"step\" and array \"q\"");
-    if ((int)json_array_size(q) != r->n_q)
+    qs_json_at q;
+    size_t nq;
+    long long step;
+    int rc;
+    if ((rc = qs_json_i64(obj, "step", LONG_MIN, LONG_MAX, &step, d)) ||
+        (rc = qs_json_arr(obj, "q", &q, &nq, d)) || (rc = qs_json_str_or(obj, "phase", "", &phase, d)))
+        return rc;
+    if ((int)nq != r->n_q)
         return diag_set(d, QS_EFORMAT, path, line, "step record has %zu quantizers, header has %d",
-                        json_array_size(q), r->n_q);
+                        nq, r->n_q);
     for (int i = 0; i < r->n_q; i++) {
-        json_t *e = json_array_get(q, (size_t)i), *nm = json_object_get(e, "name");
-        if (json_is_string(nm) && strcmp(json_string_value(nm), r->names[i]))
+        qs_json_at e = qs_json_item(&q, (size_t)i);
+        const char *nm;
+        if ((rc = qs_json_obj(&e, NULL, &e, d)) || (rc = qs_json_str_or(&e, "name", NULL, &nm, d)))
+            return rc;
+        if (nm && strcmp(nm, r->names[i]))
             return diag_set(d, QS_EFORMAT, path, line, "q[%d] is '%s', header order says '%s'", i,
-                            json_string_value(nm), r->names[i]);
-        row[i] = json_is_object(e) ? metric_value(e, metric) : NAN;
+                            nm, r->names[i]);
+        if ((rc = metric_value(&e, metric, &row[i], d)))
+            return rc;
     }
-    json_t *phase = json_object_get(obj, "phase");
-    int is_qat = json_is_string(phase) && !strcmp(json_string_value(phase), "qat");
-    return store_step(r, (long)json_integer_value(step), is_qat, row, path, line, d);
+    return store_step(r, (long)step, !strcmp(phase, "qat"), row, path, line, d);
 }
 
 static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric, qs_diag *d)
@@ -247,18 +274,18 @@ static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric,
                 break;
             continue;
         }
-        json_error_t jerr;
-        json_t *obj = json_loadb(line, len, 0, &jerr);
-        json_t *type = json_object_get(obj, "type");
-        if (!json_is_string(type)) {
-            rc = diag_set(d, QS_EFORMAT, path, lineno, obj ? "record without a \"type\""
-                                                           : "not valid JSON");
-        } else if (!strcmp(json_string_value(type), "header")) {
-            rc = read_header(r, hm, obj, path, lineno, d);
+        json_t *obj;
+        const char *type;
+        if ((rc = qs_json_load_text(line, len, path, lineno, QS_JSON_OBJECT, &obj, d)))
+            break;
+        qs_json_at o = qs_json_root(obj, path, lineno);
+        rc = qs_json_str(&o, "type", &type, d);
+        if (!rc && !strcmp(type, "header")) {
+            rc = read_header(r, hm, &o, d);
             if (!rc && !row && !(row = qs_malloc((size_t)r->n_q * sizeof *row)))
                 rc = diag_set(d, QS_ENOMEM, path, lineno, "%d quantizers", r->n_q);
-        } else if (!strcmp(json_string_value(type), "step")) {
-            rc = row ? read_step(r, obj, metric, row, path, lineno, d)
+        } else if (!rc && !strcmp(type, "step")) {
+            rc = row ? read_step(r, &o, metric, row, d)
                      : diag_set(d, QS_EFORMAT, path, lineno, "step record before the header");
         }
         json_decref(obj);
@@ -267,21 +294,28 @@ static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric,
     }
     qs_free(row);
     zlog_reader_destroy(z);
-    if (rc == QS_ETRUNC)
-        rc = 0;   /* run still being written: plot the complete records */
+    if (rc == QS_ETRUNC) {   /* cut mid-record (still being written, or killed): plot the
+                                complete records, and say so */
+        hm->truncated = 1;
+        if (d)
+            diag_format(d, hm->truncated_msg, sizeof hm->truncated_msg);
+        else
+            snprintf(hm->truncated_msg, sizeof hm->truncated_msg, "%s: truncated", path);
+        rc = 0;
+    }
     if (!rc && r->n_steps == 0)
         rc = diag_set(d, QS_EFORMAT, path, -1, "no step records (expected a header then one record per logged step)");
     return rc;
 }
 
-/* worse of two values for this metric; NAN loses to any number */
-static float worse(float a, float b, int metric)
+/* 1 if b is worse than a for this metric; NAN loses to any number */
+static int is_worse(float a, float b, int metric)
 {
-    if (isnan(a))
-        return b;
     if (isnan(b))
-        return a;
-    return metric == PLOTS_METRIC_QSNR ? (a < b ? a : b) : (a > b ? a : b);
+        return 0;
+    if (isnan(a))
+        return 1;
+    return metric == PLOTS_METRIC_QSNR ? b < a : b > a;
 }
 
 static int bin_matrix(plots_heatmap *hm, const raw_log *r, const plots_heatmap_opts *o,
@@ -305,9 +339,10 @@ static int bin_matrix(plots_heatmap *hm, const raw_log *r, const plots_heatmap_o
     hm->col_first = qs_malloc((size_t)hm->n_cols * sizeof *hm->col_first);
     hm->col_last = qs_malloc((size_t)hm->n_cols * sizeof *hm->col_last);
     hm->values = qs_malloc((n ? (size_t)n : 1) * (size_t)hm->n_cols * sizeof *hm->values);
+    hm->cell_warmup = qs_calloc((n ? (size_t)n : 1) * (size_t)hm->n_cols, 1);
     int rc = 0;
     if (!src || !sorted || !hm->row_names || !hm->row_layer || !hm->col_first || !hm->col_last ||
-        !hm->values)
+        !hm->values || !hm->cell_warmup)
         rc = diag_set(d, QS_ENOMEM, NULL, -1, "heatmap %d x %d", n, hm->n_cols);
     for (int i = 0; !rc && i < n; i++) {
         int mod, ten;
@@ -325,9 +360,16 @@ static int bin_matrix(plots_heatmap *hm, const raw_log *r, const plots_heatmap_o
         hm->col_last[c] = r->steps[b - 1];
         for (int i = 0; i < n; i++) {
             float v = NAN;
-            for (long s = a; s < b; s++)
-                v = worse(v, r->vals[(size_t)s * (size_t)r->n_q + (size_t)src[i]], o->metric);
+            unsigned char warm = 0;
+            for (long s = a; s < b; s++) {
+                float x = r->vals[(size_t)s * (size_t)r->n_q + (size_t)src[i]];
+                if (is_worse(v, x, o->metric)) {
+                    v = x;
+                    warm = !r->qat[s];
+                }
+            }
             hm->values[(size_t)i * (size_t)hm->n_cols + (size_t)c] = v;
+            hm->cell_warmup[(size_t)i * (size_t)hm->n_cols + (size_t)c] = warm;
         }
     }
     qs_free(src);
@@ -340,8 +382,13 @@ int plots_heatmap_load(plots_heatmap *hm, const char *run_dir, const plots_heatm
 {
     memset(hm, 0, sizeof *hm);
     char path[1024];
-    if (fileio_join(path, sizeof path, run_dir, "quant.jsonl.zst"))
+    if (!fileio_is_dir(run_dir) && fileio_exists(run_dir)) {   /* the log file itself */
+        if (strlen(run_dir) >= sizeof path)
+            return diag_set(d, QS_ERANGE, run_dir, -1, "path too long");
+        snprintf(path, sizeof path, "%s", run_dir);
+    } else if (fileio_join(path, sizeof path, run_dir, "quant.jsonl.zst")) {
         return diag_set(d, QS_ERANGE, run_dir, -1, "path too long");
+    }
     if (!fileio_exists(path))
         return diag_set(d, QS_ENOTFOUND, path, -1,
                         "not found (the saturation detector log that `qatscope train` writes)");

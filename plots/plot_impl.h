@@ -49,7 +49,9 @@ typedef struct curve_run {
     long n_eval;
     long *eval_step;             /* (n_eval) */
     double *eval_acc;            /* (n_eval, CURVE_MAX_TASKS) fractions; NAN = absent */
-    long qat_step;               /* -1 when the run never entered QAT */
+    double *val_loss, *val_ppl;  /* (n_eval) held-out loss / perplexity; NAN = absent */
+    long qat_step;               /* -1 when the run never entered QAT (or had no quantizers) */
+    int has_quant;               /* the run had quantizers: a phase event or a quant.jsonl.zst */
     long n_forget;
     long forget_step[64];        /* forgetting events (first 64) */
     char forget_task[64][64];

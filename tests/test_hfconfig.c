@@ -43,6 +43,13 @@ TEST(hfconfig, bias_conventions_per_architecture)
     ASSERT_OK(parse(&c, "{\"architectures\": [\"MistralForCausalLM\"], " BASE
                         ", \"sliding_window\": 4096, \"max_position_embeddings\": 32768}", &d), &d);
     ASSERT_EQ_INT(hfconfig_max_context(&c), 4096);
+    /* Mistral v0.2+ configs say "sliding_window": null (full attention); older ones omit it */
+    ASSERT_OK(parse(&c, "{\"architectures\": [\"MistralForCausalLM\"], " BASE
+                        ", \"sliding_window\": null, \"max_position_embeddings\": 32768}", &d), &d);
+    ASSERT_EQ_INT(hfconfig_max_context(&c), 32768);
+    ASSERT_OK(parse(&c, "{\"architectures\": [\"MistralForCausalLM\"], " BASE
+                        ", \"max_position_embeddings\": 32768}", &d), &d);
+    ASSERT_EQ_INT(hfconfig_max_context(&c), 32768);
 }
 
 TEST(hfconfig, unsupported_things_are_refused_by_name)
@@ -71,11 +78,11 @@ TEST(hfconfig, wrong_types_and_values_name_the_key)
     qs_diag d = {0};
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": \"64\"}", &d),
                   QS_EFORMAT);
-    ASSERT_EQ_STR(d.msg, "'hidden_size': expected an integer, found string");
+    ASSERT_EQ_STR(d.msg, "$.hidden_size: expected integer, found string");
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"num_key_value_heads\": 3}",
                         &d), QS_ERANGE);
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64}", &d), QS_EFORMAT);
-    ASSERT_EQ_STR(d.msg, "missing key 'intermediate_size'");
+    ASSERT_EQ_STR(d.msg, "$.intermediate_size: required key is missing");
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"rope_theta\": -1}", &d),
                   QS_ERANGE);
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": ", &d), QS_EFORMAT);

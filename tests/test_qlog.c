@@ -278,9 +278,9 @@ TEST(qlog, malformed_logs_name_file_and_line)
         long line;
     } cases[] = {
         {STEP(0, 1), "before the header", 1},
-        {"{\"v\":2,\"type\":\"header\"}\n", "expected \"v\":1, found 2", 1},
+        {"{\"v\":2,\"type\":\"header\"}\n", "$.v: expected version 1, found 2", 1},
         {HDR "{\"v\":1,\"type\":\"step\",\"step\":0,\"q\":[{\"name\":\"zz\"}]}\n", "'zz'", 2},
-        {HDR "not json\n", "expected a JSON object", 2},
+        {HDR "not json\n", "invalid JSON at column", 2},
         {HDR "{\"v\":1,\"type\":\"header\",\"recipe\":{},\"quantizers\":[\"a\"]}\n", "different", 2},
         {"", "no header", -1},
     };

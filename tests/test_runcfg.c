@@ -45,7 +45,7 @@ TEST(runcfg, wrong_json_type_names_expected_and_found)
     runcfg c;
     qs_diag d = {0};
     ASSERT_EQ_INT(runcfg_load_text(&c, "{\"steps\":\"ten\"}", "r.json", &d), QS_EINVAL);
-    ASSERT_TRUE(strstr(d.msg, "steps: expected an integer, found a string") != NULL);
+    ASSERT_TRUE(strstr(d.msg, "steps: expected integer, found string") != NULL);
     ASSERT_EQ_INT(runcfg_load_text(&c, "{\"steps\":2.5}", "r.json", &d), QS_EINVAL);
     ASSERT_EQ_INT(runcfg_load_text(&c, "{\"precision\":\"fp16\"}", "r.json", &d), QS_EINVAL);
     ASSERT_TRUE(strstr(d.msg, "fp32|bf16") != NULL);

@@ -63,10 +63,10 @@ TEST(task, bad_definition_names_key_and_file)
          "[\"a\"]}}", "template field '{questoin}' unknown"},
         {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"hook\":\"magic\",\"eval_split\":\"test\","
          "\"doc_to_text\":\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"acc\"],"
-         "\"data\":{\"eval\":[\"a\"]}}", "hook \"magic\""},
+         "\"data\":{\"eval\":[\"a\"]}}", "$.hook: the only named hook is hellaswag_preprocess, found \"magic\""},
         {"{\"task\":\"x\",\"version\":1,\"loader\":\"csv\",\"eval_split\":\"test\",\"doc_to_text\":"
          "\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"acc\"],\"data\":{\"eval\":"
-         "[\"a\"]}}", "loader \"csv\""},
+         "[\"a\"]}}", "$.loader: expected mmlu_csv, hellaswag or arc, found \"csv\""},
         {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"eval_split\":\"test\",\"doc_to_text\":"
          "\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"f1\"],\"data\":{\"eval\":"
          "[\"a\"]}}", "metrics[0]"},

@@ -82,7 +82,7 @@ TEST(tok_cli, bad_tokenizer_and_bad_id_exit_2_with_one_line)
     snprintf(cmd, sizeof cmd,
              "%s tokenize --tokenizer tests/data/tok/bad/unigram.json x 2>&1", bin);
     ASSERT_EQ_INT(run(cmd, out, sizeof out), 2);
-    ASSERT_TRUE(strstr(out, "unigram.json: model.type 'Unigram' is not supported") != NULL);
+    ASSERT_TRUE(strstr(out, "unigram.json: $.model.type: 'Unigram' is not supported") != NULL);
     ASSERT_TRUE(strchr(out, '\n') == out + strlen(out) - 1);
     snprintf(cmd, sizeof cmd,
              "%s detokenize --tokenizer tests/data/tok/tiny_spm.json 5 x7 2>&1", bin);

@@ -1,5 +1,6 @@
 /* test_trainstate.c: train_state.bin round trip and rejection of damaged files. */
 #include <stdio.h>
+#include <string.h>
 
 #include "qs/fileio.h"
 #include "qs/mem.h"
@@ -76,4 +77,70 @@ TEST(trainstate, truncated_or_corrupt_file_is_refused_by_name)
     ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EFORMAT);
     ASSERT_EQ_INT(ts_damage(ok, bad, -1, 8), 0);   /* version 1 -> 65 */
     ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EUNSUPPORTED);
+}
+
+/* version 1 (before the log-state sections) is still read; a newer one is refused
+ * with its number */
+TEST(trainstate, version_1_is_read_and_newer_versions_are_refused)
+{
+    char ok[512], other[512];
+    snprintf(ok, sizeof ok, "%s/ts_v.bin", test_tmp_dir());
+    snprintf(other, sizeof other, "%s/ts_v_other.bin", test_tmp_dir());
+    ASSERT_EQ_INT(ts_write(ok), 0);
+    trainstate_reader r;
+    qs_diag d = {0};
+    ASSERT_OK(trainstate_open(&r, ok, &d), &d);
+    ASSERT_EQ_INT(r.version, TRAINSTATE_VERSION);
+    ASSERT_EQ_INT(TRAINSTATE_VERSION, 2);
+    trainstate_close(&r);
+    char *buf;
+    size_t n;
+    ASSERT_OK(fileio_read_all(ok, &buf, &n, &d), &d);
+    buf[8] = 1;
+    ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
+    ASSERT_OK(trainstate_open(&r, other, &d), &d);
+    ASSERT_EQ_INT(r.version, 1);
+    trainstate_close(&r);
+    buf[8] = 3;
+    ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
+    ASSERT_EQ_INT(trainstate_open(&r, other, &d), QS_EUNSUPPORTED);
+    ASSERT_TRUE(strstr(d.msg, "version 3") && strstr(d.msg, "newer"));
+    buf[8] = 0;
+    ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
+    ASSERT_EQ_INT(trainstate_open(&r, other, &d), QS_EUNSUPPORTED);
+    qs_free(buf);
+}
+
+/* A section written in pieces (ZeRO-1 moments gathered from the ranks) is the
+ * file one write_section makes; pieces that miss the declared size are refused. */
+TEST(trainstate, streamed_section_equals_one_write)
+{
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/ts_ok.bin", test_tmp_dir());
+    snprintf(b, sizeof b, "%s/ts_streamed.bin", test_tmp_dir());
+    ASSERT_EQ_INT(ts_write(a), 0);
+    qs_diag d = {0};
+    trainstate_writer w;
+    float m[5] = {1, 2, 3, 4, 5};
+    ASSERT_OK(trainstate_write_begin(&w, b, 2, &d), &d);
+    ASSERT_OK(trainstate_write_section(&w, "meta", "{\"step\":3}", 10, &d), &d);
+    ASSERT_OK(trainstate_write_section_begin(&w, "adam_m", sizeof m, &d), &d);
+    ASSERT_OK(trainstate_write_section_part(&w, m, 8, &d), &d);
+    ASSERT_OK(trainstate_write_section_part(&w, m + 2, 12, &d), &d);
+    ASSERT_OK(trainstate_write_section_end(&w, &d), &d);
+    ASSERT_OK(trainstate_write_commit(&w, &d), &d);
+    char *x, *y;
+    size_t nx, ny;
+    ASSERT_OK(fileio_read_all(a, &x, &nx, &d), &d);
+    ASSERT_OK(fileio_read_all(b, &y, &ny, &d), &d);
+    int eq = nx == ny && !memcmp(x, y, nx);
+    qs_free(x);
+    qs_free(y);
+    ASSERT_TRUE(eq);
+    ASSERT_OK(trainstate_write_begin(&w, b, 1, &d), &d);
+    ASSERT_OK(trainstate_write_section_begin(&w, "adam_m", sizeof m, &d), &d);
+    ASSERT_OK(trainstate_write_section_part(&w, m, 8, &d), &d);
+    ASSERT_EQ_INT(trainstate_write_section_part(&w, m, 16, &d), QS_EINVAL);
+    ASSERT_EQ_INT(trainstate_write_section_end(&w, &d), QS_ETRUNC);
+    trainstate_write_abort(&w);
 }

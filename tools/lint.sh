@@ -34,6 +34,7 @@ done
 # cli (src/cli) may include any part.  A new part needs a row here.
 DEPS='
 base:
+dist: base
 kernels: base
 layers: base kernels
 model: base kernels layers
@@ -43,8 +44,8 @@ tok: base
 data: base tok
 gate: base
 plots: base gate
-eval: base kernels layers model quant run tok data
-train: base kernels layers model quant run tok data eval gate plots
+eval: base dist kernels layers model quant run tok data
+train: base dist kernels layers model quant run tok data eval gate plots
 '
 # include/qs/X.h belongs to the part whose folder holds X.c (X_test.h: that of
 # X.h); headers without a .c of their name are listed here.
@@ -56,6 +57,8 @@ model_infer.h: model
 plots.h: plots
 version.h: base
 json.h: base
+bytes.h: base
+dist.h: dist
 '
 INC_FILES=$(git ls-files -co --exclude-standard 'include/*.h' 'src/*.c' 'src/*.h' 'src/*.def' \
                          'plots/*.c' 'plots/*.h' 'tests/*.c' 'tests/*.h')

@@ -1,7 +1,8 @@
 /* digest.h: SHA-256 (FIPS 180-4) of buffers and files, for the provenance
  * recorded in results files (data file and model hashes, same values as
- * `sha256sum`).  Uses the x86 SHA extensions when the CPU has them (same
- * bits as the portable code; QS_CPU=scalar forces the portable code). */
+ * `sha256sum`); FNV-1a for fast non-cryptographic checksums and hash keys.
+ * SHA-256 uses the x86 SHA extensions when the CPU has them (same bits as the
+ * portable code; QS_CPU=scalar forces the portable code). */
 #ifndef QS_DIGEST_H
 #define QS_DIGEST_H
 
@@ -36,5 +37,22 @@ typedef struct digest_files_job digest_files_job;
 int digest_sha256_files_start(digest_files_job **out, const char *const *paths, int n,
                               qs_diag *d);
 int digest_sha256_files_finish(digest_files_job *j, char (*hex)[65], qs_diag *d);
+
+/* FNV-1a, 64 bits: per byte h = (h ^ byte) * 1099511628211.  Start from
+ * DIGEST_FNV1A64_SEED (the standard offset basis), or from an earlier h to hash
+ * a sequence piece by piece.  Not cryptographic: the checksums of train_state.bin
+ * sections, the data hash of a token stream, the tokenizer's hash tables and
+ * fingerprint (files and tests hold these values: never change the function). */
+#define DIGEST_FNV1A64_SEED 14695981039346656037ull
+
+static inline uint64_t digest_fnv1a64(uint64_t h, const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < bytes; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
 
 #endif

@@ -95,6 +95,13 @@ typedef void (*eval_progress_fn)(void *user, size_t done, size_t total);
 int eval_session_run(eval_session *s, const lm_scorer *lm, eval_progress_fn progress, void *user,
                      qs_diag *d);
 
+/* eval_session_run split over the ranks of an mpirun job (dist.h; one rank:
+ * eval_session_run): each rank scores every N-th item, rank 0 gathers them and
+ * alone ends with a complete session (rows and items as one process has them);
+ * progress is called on rank 0 only.  Every rank must call it. */
+int eval_session_run_dist(eval_session *s, const lm_scorer *lm, eval_progress_fn progress,
+                          void *user, qs_diag *d);
+
 int eval_session_n_tasks(const eval_session *s);
 const task_def *eval_session_task_def(const eval_session *s, int t);
 const task_data *eval_session_task_data(const eval_session *s, int t);

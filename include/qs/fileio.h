@@ -34,6 +34,9 @@ int fileio_mkdir_p(const char *path, qs_diag *d); /* like mkdir -p */
 
 /* Join a directory and a name into buf; returns QS_ERANGE if it does not fit. */
 int fileio_join(char *buf, size_t buf_bytes, const char *dir, const char *name);
+/* Removes dir and the plain files in it (a temp directory this program filled);
+ * best effort, no recursion: a subdirectory makes the final rmdir fail. */
+void fileio_dir_remove_flat(const char *dir);
 
 /* Atomic writer. */
 typedef struct afile {
@@ -46,5 +49,7 @@ int afile_commit(afile *af, qs_diag *d);  /* flush, close, rename; frees af */
 void afile_abort(afile *af);              /* close, unlink temp; safe on zeroed af */
 /* One-shot atomic write of a buffer. */
 int fileio_write_atomic(const char *path, const void *data, size_t bytes, qs_diag *d);
+/* Copies src to dst atomically (read whole, write tmp, rename). */
+int fileio_copy(const char *src, const char *dst, qs_diag *d);
 
 #endif

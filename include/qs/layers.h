@@ -111,6 +111,9 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
  * rows with ignored targets get 0).  scale is usually 1 / (number of non-ignored rows). */
 void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
                    float scale);
+/* One row's -log softmax(l)[target] in double by the reference loop (row max
+ * subtracted, libm exp, double sum): xent_forward's portable path, and ppl. */
+double xent_row_nll(const float *l, int V, int32_t target);
 
 /* xent_backward without the [N, V] output: rows are computed two at a time
  * into per-thread scratch and handed to put(ctx, n0, rows) for each even n0

@@ -23,7 +23,11 @@
  *    first (k = 1, 0, 3, 2, ...; an odd K ends with a zero term).  The
  *    AVX512-BF16 kernel, the AVX-512 and portable fallbacks and the no-scratch
  *    loop all follow it, so they agree bit for bit (unless results reach the
- *    fp32 denormal range, which the hardware flushes).  Error relative to the
+ *    fp32 denormal range, which the hardware flushes).  On AVX512-BF16 CPUs
+ *    whose vdpbf16ps is slow (Intel) the same bf16 operands are multiplied by
+ *    FMAs under FTZ/DAZ, which gives vdpbf16ps's bits, denormals included.
+ *    (AMX's TDPBF16PS sums each pair before adding it, so it is not used: see
+ *    tests/exhaustive/amx_bf16_order.c.)  Error relative to the
  *    exact product of the ROUNDED operands: <= (K + 1) u (|init| + sum|a_k b_k|),
  *    growing with K; relative to fp32 math the operand rounding dominates:
  *    up to about 2^-7 sum|a_k b_k|, typically ~sqrt(K) 2^-9 times the rms term.
@@ -40,8 +44,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qs/err.h"
+
 /* precision values (append only) */
 enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1, MATMUL_FP32_BLAS = 2 };
+
+/* The precision spellings users write (flags, run configs): "fp32" -> MATMUL_FP32,
+ * "bf16" -> MATMUL_BF16.  Anything else is QS_EINVAL with the one message
+ * "<what>: expected fp32 or bf16, got '<name>'" (what: the flag or key). */
+int matmul_precision_parse(const char *name, const char *what, int *precision, qs_diag *d);
+/* "fp32", "bf16" or "fp32-blas". */
+const char *matmul_precision_name(int precision);
 
 void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N, int IN,
                     int O, int precision);

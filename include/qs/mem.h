@@ -18,6 +18,14 @@ void *qs_calloc(size_t n, size_t elem_bytes); /* zeroed; overflow-checked */
 void *qs_realloc(void *p, size_t bytes);
 void qs_free(void *p);                        /* accepts NULL */
 char *qs_strdup(const char *s);
+/* Room for `need` elements of elem_bytes in a growing array p of capacity *cap:
+ * p itself when *cap >= need, else p reallocated to the first capacity of the
+ * doubling series from *cap (or from `first` when *cap is 0) that holds need,
+ * with *cap updated.  NULL on failure or overflow: p and *cap stay as they were.
+ *   item *grown = qs_grow(a->items, &a->cap, a->n + 1, sizeof *grown, 64);
+ *   if (!grown) return QS_ENOMEM;
+ *   a->items = grown; */
+void *qs_grow(void *p, size_t *cap, size_t need, size_t elem_bytes, size_t first);
 
 size_t qs_mem_live_bytes(void);   /* bytes currently allocated through qs_* */
 size_t qs_mem_peak_bytes(void);   /* high-water mark since start or last reset */

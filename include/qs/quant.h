@@ -95,11 +95,27 @@ quant *quant_set_find(quant_set *s, const char *name);   /* NULL if absent */
  * records (header order) into an internal array returned via *records, and reset. */
 void quant_set_step_end(quant_set *s, const quant_record **records);
 
+/* The step's record so far (all calls since the last step end), and its
+ * replacement: data-parallel training combines the ranks' records (amax MAX,
+ * counts summed, ...) into the record one process would have, before
+ * quant_set_step_end pushes its amax into the history. */
+void quant_step_record_get(const quant *q, quant_record *rec);
+void quant_step_record_set(quant *q, const quant_record *rec);
+/* Count n quantize() calls that ran elsewhere (another rank's micro-batches):
+ * the QSNR sample moves with the call count, so every rank samples where one
+ * process would have.  Records nothing. */
+void quant_set_skip_calls(quant_set *s, unsigned long n);
+
 const char *quant_name(const quant *q);
 const amax_history *quant_history(const quant *q);
 float quant_last_scale(const quant *q);    /* scale of the last quantize/observe, 0 before */
 /* Replace the history with vals[0..n) given oldest first (resume from a checkpoint). */
 void quant_history_restore(quant *q, const float *vals_oldest_first, int n);
+/* The QSNR sample cursor: quantize calls so far, which place each call's sample
+ * (quant_sample_range).  A checkpoint saves it so that a resumed run samples the
+ * same elements as an uninterrupted one (identical qsnr_db in the log). */
+unsigned long quant_qsnr_cursor(const quant *q);
+void quant_qsnr_cursor_set(quant *q, unsigned long calls);
 
 /* Record x's amax (and would-be clips) without quantizing.  QS_ENAN on NaN/Inf. */
 int quant_observe(quant *q, const float *x, size_t n, qs_diag *d);

@@ -25,4 +25,16 @@ void rng_shuffle_u32(rng *r, uint32_t *a, size_t n); /* Fisher-Yates, n < 2^32 *
 /* Independent stream for (seed, stream), e.g. one per epoch or per thread. */
 void rng_seed_stream(rng *r, uint64_t seed, uint64_t stream);
 
+/* splitmix64 (Steele, Lea, Flood): adds the golden-ratio increment to *state and
+ * returns the mixed value.  Seeds rng above; also the stand-alone generator of
+ * model init, sampling, bootstrap and subset draws, whose outputs tests and
+ * fixtures hold (never change it). */
+static inline uint64_t rng_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 #endif

@@ -52,6 +52,7 @@ typedef struct runcfg {
     long plot_every;                     /* heatmap.png + curves.png every N steps, 0 = off */
     int stop_on_forgetting;              /* bool */
     double forgetting_drop_points, forgetting_alpha;
+    long zero;                           /* 1: ZeRO-1 optimizer-state sharding across ranks */
     double max_memory_gb;                /* refuse runs estimated above this; 0 = available RAM */
 } runcfg;
 

@@ -102,6 +102,20 @@ typedef struct safetensors_entry {
 int safetensors_write(const char *path, const safetensors_entry *entries, int n_entries,
                       int dtype, const char *const *meta_kv, qs_diag *d);
 
+/* The same file written piece by piece, so memory does not grow with the
+ * tensors: create writes the header from entries (their data unused), append
+ * takes the next n values in entry order (crossing tensor boundaries freely;
+ * padding is inserted), commit checks that every declared value arrived, then
+ * renames (and frees s, also on failure); abort removes the temp file
+ * (NULL ok).  Same bytes as safetensors_write for the same values. */
+typedef struct safetensors_stream safetensors_stream;
+int safetensors_stream_create(safetensors_stream **s, const char *path,
+                              const safetensors_entry *entries, int n_entries, int dtype,
+                              const char *const *meta_kv, qs_diag *d);
+int safetensors_stream_append(safetensors_stream *s, const float *x, size_t n, qs_diag *d);
+int safetensors_stream_commit(safetensors_stream *s, qs_diag *d);
+void safetensors_stream_abort(safetensors_stream *s);
+
 /* Scalar conversions (exported for the writer and tests). */
 float safetensors_bf16_to_f32(uint16_t h);
 uint16_t safetensors_f32_to_bf16(float f);   /* round to nearest even; NaN stays NaN */

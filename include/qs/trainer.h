@@ -4,7 +4,9 @@
  * One optimizer step = grad_accum micro-batches of B x T tokens:
  *   for each micro-batch: batch -> model_forward (planned linears observe amax
  *   during the bf16 warmup, are fake-quantized after it) -> NaN check ->
- *   model_backward (STE) accumulating into the grads block
+ *   model_backward (STE) onto zeros, scaled 1 / grad_accum, added to the step's
+ *   gradient in micro-batch order (the first micro-batch in the grads block,
+ *   later ones via a scratch block: grad_scratch_bytes)
  *   -> global grad norm (NaN/Inf check) -> clip -> AdamW at schedule_lr(step)
  *   -> detector step end (quant.jsonl.zst, saturation alarms) -> metrics.jsonl.
  * Steps are numbered from 0; a checkpoint ckpt/step_N holds the state before
@@ -15,6 +17,9 @@
  * config.json, model.safetensors (F32), tokenizer files, + train_state.bin).
  * The library never prints: trainer_step() fills a train_step_info that the
  * CLI turns into a progress line.
+ * Under mpirun (dist.h) every rank creates a trainer and calls the same
+ * functions in the same order: the step is split over the ranks, only rank 0
+ * writes the run directory (src/train/trainer_dist.c).
  */
 #ifndef QS_TRAINER_H
 #define QS_TRAINER_H
@@ -61,6 +66,11 @@ typedef struct train_eval_hook {
     long every_steps;            /* 0: never */
     int (*run)(void *self, struct llama_model *m, long step, int quantized, char *metrics_line,
                size_t metrics_bytes, char *event_line, size_t event_bytes, qs_diag *d);
+    /* optional: the hook's state across a resume (train_state.bin "eval", e.g. the
+     * forgetting baselines).  save hands out qs_malloc'd bytes; restore gets them
+     * back (not aligned) from a checkpoint before any run() call. */
+    int (*save)(void *self, void **bytes, size_t *n, qs_diag *d);
+    int (*restore)(void *self, const void *bytes, size_t n, qs_diag *d);
 } train_eval_hook;
 
 /* The built-in hook: the evaluator (cfg eval_tasks on eval_data_dir, a fixed
@@ -100,6 +110,7 @@ typedef struct train_memory {
     size_t quant_bytes;        /* saved quantized operands + amax histories */
     size_t batch_bytes;        /* token/target buffers */
     size_t pack_bytes;         /* persistent weight packs + matmul workspace */
+    size_t grad_scratch_bytes; /* grad_accum > 1: later micro-batches' gradients (n_params x 4) */
     size_t total_bytes;
 } train_memory;
 
@@ -111,6 +122,11 @@ typedef struct trainer trainer;
 int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                    const trainer_options *opt, qs_diag *d);
 void trainer_destroy(trainer *t);   /* no checkpoint, closes logs; NULL ok */
+/* Can run_dir be resumed with cfg (its snapshot + overrides)?  Finds the latest
+ * checkpoint (*steps_done = its N; QS_ENOTFOUND without one) and refuses
+ * (QS_EINVAL) a cfg->steps that is not above it.  trainer_create runs it too;
+ * callers run it first to report this before checks of their own. */
+int trainer_resume_check(const runcfg *cfg, const char *run_dir, long *steps_done, qs_diag *d);
 
 /* One optimizer step (preceded by the baseline evaluation on the first call of
  * a fresh run, followed by an evaluation every eval->every_steps steps).

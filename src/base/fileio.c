@@ -2,6 +2,7 @@
 #include "qs/fileio.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
@@ -73,7 +74,9 @@ static int zstd_decompress_all(const char *path, const char *src, size_t src_byt
         rc = diag_set(d, QS_ENOMEM, path, -1, "out of memory decompressing");
         goto done;
     }
-    while (in.pos < in.size) {
+    /* until the input is used up and the decoder has flushed what it holds (ret ==
+     * 0: the last frame is complete; calling again would return a next-frame hint) */
+    while (in.pos < in.size || ret != 0) {
         if (cap - n < 65536) {
             char *no = qs_realloc(out, cap * 2 + 1);
             if (!no) {
@@ -92,29 +95,7 @@ static int zstd_decompress_all(const char *path, const char *src, size_t src_byt
         }
         n += ob.pos;
         if (ob.pos == 0 && in.pos == in.size)
-            break;
-    }
-    /* flush any remaining output held by the decoder (ret == 0: the last frame
-     * is complete and flushed; calling again would return a next-frame hint) */
-    while (ret != 0) {
-        if (cap - n < 65536) {
-            char *no = qs_realloc(out, cap * 2 + 1);
-            if (!no) {
-                rc = diag_set(d, QS_ENOMEM, path, -1, "out of memory decompressing");
-                goto done;
-            }
-            out = no;
-            cap *= 2;
-        }
-        ZSTD_outBuffer ob = {out + n, cap - n, 0};
-        ret = ZSTD_decompressStream(ds, &ob, &in);
-        if (ZSTD_isError(ret)) {
-            rc = diag_set(d, QS_EFORMAT, path, -1, "corrupt zstd data: %s", ZSTD_getErrorName(ret));
-            goto done;
-        }
-        n += ob.pos;
-        if (ob.pos == 0)
-            break;
+            break;   /* no progress and no input left */
     }
     if (ret != 0)
         rc = diag_set(d, QS_ETRUNC, path, -1, "zstd stream is truncated (file ends inside a frame)");
@@ -298,4 +279,31 @@ int fileio_write_atomic(const char *path, const void *data, size_t bytes, qs_dia
         return diag_set(d, QS_EIO, path, -1, "write failed");
     }
     return afile_commit(&af, d);
+}
+
+void fileio_dir_remove_flat(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return;
+    struct dirent *e;
+    char path[4400];
+    while ((e = readdir(dp)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            !fileio_join(path, sizeof path, dir, e->d_name))
+            unlink(path);
+    closedir(dp);
+    rmdir(dir);
+}
+
+int fileio_copy(const char *src, const char *dst, qs_diag *d)
+{
+    char *buf;
+    size_t n;
+    int rc = fileio_read_all(src, &buf, &n, d);
+    if (rc)
+        return rc;
+    rc = fileio_write_atomic(dst, buf, n, d);
+    qs_free(buf);
+    return rc;
 }

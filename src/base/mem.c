@@ -107,6 +107,24 @@ void qs_free(void *p)
     free((unsigned char *)p - MEM_ALIGN);
 }
 
+void *qs_grow(void *p, size_t *cap, size_t need, size_t elem_bytes, size_t first)
+{
+    if (need <= *cap)
+        return p;
+    size_t c = *cap ? *cap : first ? first : 1;
+    while (c < need) {
+        if (c > SIZE_MAX / 2)
+            return NULL;
+        c *= 2;
+    }
+    if (elem_bytes && c > SIZE_MAX / elem_bytes)
+        return NULL;
+    void *q = qs_realloc(p, c * elem_bytes);
+    if (q)
+        *cap = c;
+    return q;
+}
+
 char *qs_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

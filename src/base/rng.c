@@ -5,18 +5,10 @@
 
 #include <math.h>
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 void rng_seed(rng *r, uint64_t seed)
 {
     uint64_t x = seed;
-    r->state = splitmix64(&x);
+    r->state = rng_splitmix64(&x);
     if (r->state == 0)
         r->state = 0x9E3779B97F4A7C15ULL;
 }
@@ -24,7 +16,7 @@ void rng_seed(rng *r, uint64_t seed)
 void rng_seed_stream(rng *r, uint64_t seed, uint64_t stream)
 {
     uint64_t x = seed;
-    uint64_t a = splitmix64(&x);
+    uint64_t a = rng_splitmix64(&x);
     rng_seed(r, a ^ (stream * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL));
 }
 

@@ -9,12 +9,13 @@
 
 int cli_error(const char *fmt, ...)
 {
+    char line[QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 64];
     va_list ap;
     va_start(ap, fmt);
-    fputs("qatscope: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    if (!cli_dist_keep_error(line))   /* several ranks: rank 0 prints it at the end */
+        fprintf(stderr, "qatscope: %s\n", line);
     return CLI_EXIT_USAGE;
 }
 
@@ -64,4 +65,54 @@ const char *cli_flag_value(int argc, char **argv, int *i)
     }
     (*i)++;
     return argv[*i];
+}
+
+/* the table's option named by arg, or NULL */
+static const cli_opt *cli_opt_find(const cli_opt *opts, size_t n_opts, const char *arg)
+{
+    for (size_t k = 0; k < n_opts; k++)
+        if (opts[k].type == CLI_OPT_SWITCH ? !strcmp(arg, opts[k].flag)
+                                           : cli_flag_is(arg, opts[k].flag))
+            return &opts[k];
+    return NULL;
+}
+
+static int cli_opt_store(const cli_opt *o, int argc, char **argv, int *i)
+{
+    if (o->type == CLI_OPT_SWITCH) {
+        *(int *)o->out = 1;
+        return 0;
+    }
+    const char *v = cli_flag_value(argc, argv, i);
+    if (!v)
+        return CLI_EXIT_USAGE;
+    if (o->type == CLI_OPT_LONG)
+        return cli_parse_long(o->flag, v, o->min, o->max, o->out);
+    if (o->type == CLI_OPT_DOUBLE)
+        return cli_parse_double(o->flag, v, o->dmin, o->dmax, o->out);
+    *(const char **)o->out = v;
+    return 0;
+}
+
+int cli_args_parse(const char *cmd, const char *usage, int argc, char **argv, const cli_opt *opts,
+                   size_t n_opts, cli_arg_fn other, void *ctx)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage, stdout);
+            return -1;
+        }
+        const cli_opt *o = cli_opt_find(opts, n_opts, a);
+        int rc = o ? cli_opt_store(o, argc, argv, &i) : other ? other(ctx, argc, argv, &i) : -1;
+        if (rc > 0)
+            return rc;
+        if (rc == 0)
+            continue;
+        /* "-" (stdin) and negative numbers are not options */
+        int option = a[0] == '-' && a[1] && !(a[1] >= '0' && a[1] <= '9');
+        return cli_error("%s: %s '%s' (argument %d); see 'qatscope %s --help'", cmd,
+                         option ? "unknown option" : "unexpected argument", a, i, cmd);
+    }
+    return 0;
 }

@@ -5,9 +5,7 @@
  * Prints the decoded text and a newline.  Special tokens (BOS/EOS...) are skipped
  * unless --keep-special, so `detokenize $(tokenize --ids TEXT)` gives TEXT back.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -18,73 +16,65 @@
 static const char USAGE[] =
     "usage: qatscope detokenize (--model DIR | --tokenizer FILE) [--keep-special] IDS...|-\n";
 
-/* Parse whitespace-separated ids from s into ids[*n...]. */
-static int parse_ids(const char *s, const char *where, int32_t **ids, size_t *n, size_t *cap)
+/* ids of s[0..len) appended (tokenizer_ids_parse); 0 or an exit code */
+static int parse_ids(const char *s, size_t len, const char *where, int32_t **ids, size_t *n,
+                     size_t *cap)
 {
-    while (*s) {
-        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == ',')
-            s++;
-        if (!*s)
-            break;
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v > 0x7FFFFFFF ||
-            (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r' && *end != ','))
-            return cli_error("detokenize: %s: expected a token id (integer >= 0), got '%.20s'",
-                             where, s);
-        if (*n == *cap) {
-            size_t nc = *cap ? *cap * 2 : 256;
-            int32_t *ni = qs_realloc(*ids, nc * sizeof *ni);
-            if (!ni)
-                return cli_error("out of memory");
-            *ids = ni;
-            *cap = nc;
-        }
-        (*ids)[(*n)++] = (int32_t)v;
-        s = end;
-    }
+    qs_diag d = {0};
+    if (tokenizer_ids_parse(s, len, ids, n, cap, &d))
+        return cli_error("detokenize: %s: %s", where, d.msg);
     return 0;
+}
+
+/* IDS arguments ("-" = stdin), collected by cli_args_parse */
+typedef struct detok_ids {
+    int32_t *ids;
+    size_t n, cap;
+    int n_args;
+} detok_ids;
+
+static int detok_arg(void *ctx, int argc, char **argv, int *i)
+{
+    (void)argc;
+    detok_ids *di = ctx;
+    const char *a = argv[*i];
+    if (a[0] == '-' && a[1] && !(a[1] >= '0' && a[1] <= '9'))
+        return -1;   /* an option: not ours */
+    di->n_args++;
+    if (strcmp(a, "-")) {
+        char where[32];
+        snprintf(where, sizeof where, "argument %d", *i);
+        return parse_ids(a, strlen(a), where, &di->ids, &di->n, &di->cap);
+    }
+    char *text;
+    size_t len;
+    qs_diag rd = {0};
+    if (fileio_read_all("/dev/stdin", &text, &len, &rd))
+        return cli_diag_error(&rd);
+    int rc = parse_ids(text, len, "stdin", &di->ids, &di->n, &di->cap);
+    qs_free(text);
+    return rc;
 }
 
 int cmd_detokenize(int argc, char **argv)
 {
-    const char *model = NULL, *tok = NULL, *v;
-    int keep_special = 0, rc = 0, n_args = 0;
-    int32_t *ids = NULL;
-    size_t n = 0, cap = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(USAGE, stdout);
-            qs_free(ids);
-            return 0;
-        } else if (cli_flag_is(a, "--model")) {
-            rc = (v = cli_flag_value(argc, argv, &i)) ? (model = v, 0) : CLI_EXIT_USAGE;
-        } else if (cli_flag_is(a, "--tokenizer")) {
-            rc = (v = cli_flag_value(argc, argv, &i)) ? (tok = v, 0) : CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--keep-special")) {
-            keep_special = 1;
-        } else if (!strcmp(a, "-")) {
-            char *text;
-            size_t len;
-            n_args++;
-            qs_diag rd = {0};
-            if (fileio_read_all("/dev/stdin", &text, &len, &rd))
-                rc = cli_diag_error(&rd);
-            if (!rc) {
-                rc = parse_ids(text, "stdin", &ids, &n, &cap);
-                qs_free(text);
-            }
-        } else if (a[0] == '-' && !(a[1] >= '0' && a[1] <= '9')) {
-            rc = cli_error("detokenize: unknown option '%s' (argument %d); run 'qatscope detokenize --help'", a, i);
-        } else {
-            char where[32];
-            snprintf(where, sizeof where, "argument %d", i);
-            n_args++;
-            rc = parse_ids(a, where, &ids, &n, &cap);
-        }
+    const char *model = NULL, *tok = NULL;
+    int keep_special = 0;
+    detok_ids di = {0};
+    const cli_opt opts[] = {
+        {"--model", CLI_OPT_STR, .out = &model},
+        {"--tokenizer", CLI_OPT_STR, .out = &tok},
+        {"--keep-special", CLI_OPT_SWITCH, .out = &keep_special},
+    };
+    int rc = cli_args_parse("detokenize", USAGE, argc, argv, opts, sizeof opts / sizeof *opts,
+                            detok_arg, &di);
+    if (rc < 0) {
+        qs_free(di.ids);
+        return 0;
     }
+    int32_t *ids = di.ids;
+    size_t n = di.n;
+    int n_args = di.n_args;
     if (!rc && !!model == !!tok)
         rc = cli_error("detokenize: give exactly one of --model DIR or --tokenizer FILE");
     if (!rc && n_args == 0)

@@ -9,14 +9,19 @@
  *                 [--tasks-dir DIR] [--batch N] [--max-length N]
  *
  * Progress (items/s, ETA) goes to stderr only when stderr is a terminal; the
- * summary table goes to stdout at the end.
+ * summary table goes to stdout at the end.  --output and --log-samples are checked
+ * before any scoring (missing parent directories are created) and are published
+ * together: both are written under temp names and renamed only when both were.
+ * Under mpirun (a `make MPI=1`
+ * build) the items are split over the ranks and rank 0 alone writes and
+ * prints; the files equal the one-process files (eval_dist.c).
  *
  * The weights are loaded for inference (model_load_packed: packed once, in the
  * precision of the matmuls; hif8's fake-quantized weights once too) and the
  * model hash (model_sha256) is computed on a background thread that starts
  * after the load (whose threads it would slow down) and is collected when
  * results.json is written: it runs while the items are tokenized on one
- * thread and then alongside the scoring.
+ * thread and then alongside the scoring.  Only the rank that writes hashes.
  */
 #include <cblas.h>
 #include <dirent.h>
@@ -31,6 +36,7 @@
 
 #include "cli.h"
 #include "qs/digest.h"
+#include "qs/dist.h"
 #include "qs/eval.h"
 #include "qs/evalquant.h"
 #include "qs/fileio.h"
@@ -84,26 +90,6 @@ static void eval_progress_cb(void *user, size_t done, size_t total)
     if (done == total)
         fputc('\n', stderr);
     fflush(stderr);
-}
-
-/* tasks dir: --tasks-dir, else <binary dir>/../tasks, else ./tasks */
-static void eval_tasks_dir_find(char *out, size_t n)
-{
-    char exe[1024];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(out, n, "%s/../tasks", exe);
-            char probe[1200];
-            snprintf(probe, sizeof probe, "%s/mmlu.json", out);
-            if (fileio_exists(probe))
-                return;
-        }
-    }
-    snprintf(out, n, "tasks");
 }
 
 static int eval_name_cmp(const void *a, const void *b)
@@ -221,6 +207,7 @@ typedef struct eval_args {
     const char *model, *tasks, *data_dir, *output, *samples, *tasks_dir, *precision;
     const char *quant_modules, *quant_scaling;
     int scaling;   /* EVALQUANT_* */
+    int matmul, hif8;   /* from --precision: MATMUL_*, and 1 for the hif8 forms */
     long shots, limit, subset, subset_seed, threads, batch, max_length;
     int bos, subset_seed_set;
 } eval_args;
@@ -291,14 +278,19 @@ static int eval_args_parse(int argc, char **argv, eval_args *a)
         return cli_error("eval: --limit and --subset are exclusive");
     if (a->subset_seed_set && !a->subset)
         return cli_error("eval: --subset-seed needs --subset");
-    if (strcmp(a->precision, "fp32") && strcmp(a->precision, "bf16") &&
-        strcmp(a->precision, "hif8") && strcmp(a->precision, "hif8-fp32"))
+    /* hif8 = bf16 matmuls + HiF8 W8A8 fake-quant of the planned Linears; hif8-fp32
+     * the same over fp32 matmuls */
+    const char *mm = !strcmp(a->precision, "hif8")        ? "bf16"
+                     : !strcmp(a->precision, "hif8-fp32") ? "fp32"
+                                                          : a->precision;
+    a->hif8 = mm != a->precision;
+    if (matmul_precision_parse(mm, "--precision", &a->matmul, NULL))
         return cli_error("--precision: expected fp32, bf16, hif8 or hif8-fp32, got '%s'",
                          a->precision);
-    if (a->quant_modules && strncmp(a->precision, "hif8", 4))
+    if (a->quant_modules && !a->hif8)
         return cli_error("--quant-modules: only with --precision hif8 or hif8-fp32 (got %s)",
                          a->precision);
-    if (a->quant_scaling && strncmp(a->precision, "hif8", 4))
+    if (a->quant_scaling && !a->hif8)
         return cli_error("--quant-scaling: only with --precision hif8 or hif8-fp32 (got %s)",
                          a->precision);
     qs_diag d = {0};
@@ -329,8 +321,15 @@ int cmd_eval(int argc, char **argv)
     char tasks_dir[1100];
     if (a.tasks_dir)
         snprintf(tasks_dir, sizeof tasks_dir, "%s", a.tasks_dir);
-    else
-        eval_tasks_dir_find(tasks_dir, sizeof tasks_dir);
+    else   /* the tasks/ of the binary's tree (cli_install_path), else ./tasks */
+        cli_install_path("tasks", tasks_dir, sizeof tasks_dir);
+    /* the outputs are checked (and their directories made) before hours of scoring */
+    cli_outputs outs = {0};
+    if (a.samples && !strcmp(a.samples, a.output))
+        return cli_error("--log-samples: '%s' is also the --output file", a.samples);
+    if ((rc = cli_outputs_add(&outs, "--output", a.output)) ||
+        (a.samples && (rc = cli_outputs_add(&outs, "--log-samples", a.samples))))
+        return rc;
 #ifdef _OPENMP
     if (a.threads)
         omp_set_num_threads((int)a.threads);
@@ -349,19 +348,16 @@ int cmd_eval(int argc, char **argv)
     evalquant *eq = NULL;
     char model_hash[65] = "", state_hash[65] = "";
     eval_hash hash = {0};
-    /* hif8 = bf16 matmuls + HiF8 W8A8 fake-quant of the planned Linears */
-    int precision = strcmp(a.precision, "bf16") && strcmp(a.precision, "hif8") ? MATMUL_FP32
-                                                                               : MATMUL_BF16;
     if ((rc = tokenizer_create(&tok, a.model, &d)) ||
-        (rc = model_load_packed(&m, a.model, precision, &d)))
+        (rc = model_load_packed(&m, a.model, a.matmul, &d)))
         goto fail;
     double load_s = eval_seconds_since(&t0);
     /* the model files are hashed on a background thread from here on, while the
      * items are tokenized (one thread) and scored; results.json waits for it */
-    if ((rc = eval_model_hash_start(&hash, a.model, &d)))
+    if (dist_rank() == 0 && (rc = eval_model_hash_start(&hash, a.model, &d)))
         goto fail;
     evalquant_options qo = {a.quant_modules, a.scaling, a.model};
-    if (!strncmp(a.precision, "hif8", 4) && (rc = evalquant_create_opts(&eq, &m, &qo, &d)))
+    if (a.hif8 && (rc = evalquant_create_opts(&eq, &m, &qo, &d)))
         goto fail;
     /* the histories that set the scales: hashed now, before hours of scoring */
     if (evalquant_scaling(eq) == EVALQUANT_DELAYED) {
@@ -393,7 +389,8 @@ int cmd_eval(int argc, char **argv)
     eval_progress prog = {t0, isatty(2)};
     clock_gettime(CLOCK_MONOTONIC, &prog.t0);
     lm_scorer lm = model_lm_scorer(mlm);
-    if ((rc = eval_session_run(s, &lm, eval_progress_cb, &prog, &d)))
+    /* under mpirun: every rank scores a share, rank 0 writes and prints */
+    if ((rc = eval_session_run_dist(s, &lm, eval_progress_cb, &prog, &d)) || dist_rank() != 0)
         goto fail;
     double score_s = eval_seconds_since(&prog.t0);
     struct timespec th;
@@ -425,9 +422,14 @@ int cmd_eval(int argc, char **argv)
     if (!a.threads)
         meta.threads = omp_get_max_threads();
 #endif
-    if ((rc = results_json_write(a.output, s, &meta, &d)) ||
-        (a.samples && (rc = results_samples_write(a.samples, s, &d))))
+    /* both to their temp names; into place only when both were written */
+    if ((rc = results_json_write(cli_outputs_tmp(&outs, 0), s, &meta, &d)) ||
+        (a.samples && (rc = results_samples_write(cli_outputs_tmp(&outs, 1), s, &d))))
         goto fail;
+    if (cli_outputs_commit(&outs)) {
+        rc = QS_EIO;   /* already reported */
+        goto done;
+    }
     eval_summary_print(s);
     if (eq)
         printf("hif8 W8A8 on %d Linear modules, scaling %s: %s\n", evalquant_count(eq),
@@ -440,7 +442,9 @@ int cmd_eval(int argc, char **argv)
 fail:
     if (rc)
         cli_diag_error(&d);
+done:
     eval_model_hash_finish(&hash, NULL, NULL);
+    cli_outputs_discard(&outs);
     eval_session_destroy(s);
     model_lm_destroy(mlm);
     evalquant_destroy(eq);

@@ -143,7 +143,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
     double sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     fprintf(stderr, "generate: %zu prompt + %d new tokens in %.3f s (%.1f tokens/s), %s\n", n_ids,
             n_out, sec, sec > 0 ? (n_ids + n_out) / sec : 0.0,
-            precision == MATMUL_BF16 ? "bf16" : "fp32");
+            matmul_precision_name(precision));
     if (fflush(stdout))
         rc = cli_error("error writing stdout");
 done:
@@ -158,46 +158,30 @@ done:
 
 int cmd_generate(int argc, char **argv)
 {
-    const char *model = NULL, *prompt = NULL, *v;
+    const char *model = NULL, *prompt = NULL, *stop_arg = NULL, *prec_arg = NULL;
     long n = -1, seed = 42;
     double temp = 1.0, top_p = 0.9;
     int32_t stop[GEN_MAX_STOP];
-    int n_stop = -1, precision = MATMUL_FP32, rc = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(USAGE, stdout);
-            return 0;
-        }
-        int known = cli_flag_is(a, "--model") || cli_flag_is(a, "--prompt") ||
-                    cli_flag_is(a, "-n") || cli_flag_is(a, "--temperature") ||
-                    cli_flag_is(a, "--top-p") || cli_flag_is(a, "--seed") ||
-                    cli_flag_is(a, "--stop-ids") || cli_flag_is(a, "--precision");
-        if (!known)
-            return cli_error("generate: unexpected argument '%s' (argument %d)\n%s", a, i, USAGE);
-        if (!(v = cli_flag_value(argc, argv, &i)))
-            return CLI_EXIT_USAGE;
-        if (cli_flag_is(a, "--model"))
-            model = v;
-        else if (cli_flag_is(a, "--prompt"))
-            prompt = v;
-        else if (cli_flag_is(a, "-n"))
-            rc = cli_parse_long("-n", v, 0, 1L << 24, &n);
-        else if (cli_flag_is(a, "--temperature"))
-            rc = cli_parse_double("--temperature", v, 0, 100, &temp);
-        else if (cli_flag_is(a, "--top-p"))
-            rc = cli_parse_double("--top-p", v, 1e-9, 1, &top_p);
-        else if (cli_flag_is(a, "--seed"))
-            rc = cli_parse_long("--seed", v, 0, 0x7fffffffffffffffL, &seed);
-        else if (cli_flag_is(a, "--stop-ids"))
-            rc = gen_parse_ids(v, stop, &n_stop);
-        else if (!strcmp(v, "fp32") || !strcmp(v, "bf16"))
-            precision = !strcmp(v, "bf16") ? MATMUL_BF16 : MATMUL_FP32;
-        else
-            rc = cli_error("--precision: expected fp32 or bf16, got '%s'", v);
-    }
+    int n_stop = -1, precision = MATMUL_FP32;
+    const cli_opt opts[] = {
+        {"--model", CLI_OPT_STR, .out = &model},
+        {"--prompt", CLI_OPT_STR, .out = &prompt},
+        {"-n", CLI_OPT_LONG, .out = &n, .min = 0, .max = 1L << 24},
+        {"--temperature", CLI_OPT_DOUBLE, .out = &temp, .dmin = 0, .dmax = 100},
+        {"--top-p", CLI_OPT_DOUBLE, .out = &top_p, .dmin = 1e-9, .dmax = 1},
+        {"--seed", CLI_OPT_LONG, .out = &seed, .min = 0, .max = 0x7fffffffffffffffL},
+        {"--stop-ids", CLI_OPT_STR, .out = &stop_arg},
+        {"--precision", CLI_OPT_STR, .out = &prec_arg},
+    };
+    int rc = cli_args_parse("generate", USAGE, argc, argv, opts, sizeof opts / sizeof *opts, NULL,
+                            NULL);
     if (rc)
+        return rc < 0 ? 0 : rc;
+    qs_diag pd = {0};
+    if (stop_arg && (rc = gen_parse_ids(stop_arg, stop, &n_stop)))
         return rc;
+    if (prec_arg && matmul_precision_parse(prec_arg, "--precision", &precision, &pd))
+        return cli_diag_error(&pd);
     if (!model || !prompt || n < 0)
         return cli_error("generate: --model, --prompt and -n are required\n%s", USAGE);
     return gen_run(model, prompt, n, temp, top_p, seed, stop, n_stop, precision);

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
@@ -23,20 +24,6 @@
 static const char USAGE[] =
     "usage: qatscope ppl --model DIR --text FILE [--bos] [--window N --stride S] [--json]\n"
     "                    [--precision fp32|bf16]\n";
-
-static void ppl_json_string(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", *s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
 
 static int ppl_run(const char *dir, const char *path, int bos, long window, long stride, int json,
                    int precision)
@@ -82,15 +69,17 @@ static int ppl_run(const char *dir, const char *path, int bos, long window, long
     }
     double nll = r.nll_sum / (double)r.n_scored;
     if (json) {
-        printf("{\"model\": ");
-        ppl_json_string(dir);
-        printf(", \"text\": ");
-        ppl_json_string(path);
-        printf(", \"tokens\": %zu, \"scored\": %zu, \"windows\": %zu, \"window\": %ld, "
-               "\"stride\": %ld, \"bos\": %s, \"precision\": \"%s\", \"nll_per_token\": %.6f, "
-               "\"ppl\": %.6f}\n",
-               n_ids, r.n_scored, r.n_windows, window, stride, bos ? "true" : "false",
-               precision == MATMUL_BF16 ? "bf16" : "fp32", nll, exp(nll));
+        char *qdir = qs_json_quote_dup(dir), *qpath = qs_json_quote_dup(path);
+        if (qdir && qpath)
+            printf("{\"model\": %s, \"text\": %s, \"tokens\": %zu, \"scored\": %zu, \"windows\": %zu, "
+                   "\"window\": %ld, \"stride\": %ld, \"bos\": %s, \"precision\": \"%s\", "
+                   "\"nll_per_token\": %.6f, \"ppl\": %.6f}\n",
+                   qdir, qpath, n_ids, r.n_scored, r.n_windows, window, stride,
+                   bos ? "true" : "false", matmul_precision_name(precision), nll, exp(nll));
+        else
+            rc = cli_error("out of memory");
+        qs_free(qdir);
+        qs_free(qpath);
     } else {
         printf("%s: %zu tokens, %zu scored in %zu windows (window %ld, stride %ld)\n", path,
                n_ids, r.n_scored, r.n_windows, window, stride);
@@ -108,41 +97,24 @@ done:
 
 int cmd_ppl(int argc, char **argv)
 {
-    const char *model = NULL, *text = NULL, *v;
+    const char *model = NULL, *text = NULL, *prec_arg = NULL;
     long window = -1, stride = -1;
-    int bos = 0, json = 0, precision = MATMUL_FP32, rc = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(USAGE, stdout);
-            return 0;
-        } else if (!strcmp(a, "--bos")) {
-            bos = 1;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (cli_flag_is(a, "--model") || cli_flag_is(a, "--text") ||
-                   cli_flag_is(a, "--window") || cli_flag_is(a, "--stride") ||
-                   cli_flag_is(a, "--precision")) {
-            if (!(v = cli_flag_value(argc, argv, &i)))
-                return CLI_EXIT_USAGE;
-            if (cli_flag_is(a, "--model"))
-                model = v;
-            else if (cli_flag_is(a, "--text"))
-                text = v;
-            else if (cli_flag_is(a, "--window"))
-                rc = cli_parse_long("--window", v, 2, 1L << 24, &window);
-            else if (cli_flag_is(a, "--stride"))
-                rc = cli_parse_long("--stride", v, 1, 1L << 24, &stride);
-            else if (!strcmp(v, "fp32") || !strcmp(v, "bf16"))
-                precision = !strcmp(v, "bf16") ? MATMUL_BF16 : MATMUL_FP32;
-            else
-                rc = cli_error("--precision: expected fp32 or bf16, got '%s'", v);
-        } else {
-            rc = cli_error("ppl: unexpected argument '%s' (argument %d)\n%s", a, i, USAGE);
-        }
-    }
+    int bos = 0, json = 0, precision = MATMUL_FP32;
+    const cli_opt opts[] = {
+        {"--model", CLI_OPT_STR, .out = &model},
+        {"--text", CLI_OPT_STR, .out = &text},
+        {"--window", CLI_OPT_LONG, .out = &window, .min = 2, .max = 1L << 24},
+        {"--stride", CLI_OPT_LONG, .out = &stride, .min = 1, .max = 1L << 24},
+        {"--precision", CLI_OPT_STR, .out = &prec_arg},
+        {"--bos", CLI_OPT_SWITCH, .out = &bos},
+        {"--json", CLI_OPT_SWITCH, .out = &json},
+    };
+    int rc = cli_args_parse("ppl", USAGE, argc, argv, opts, sizeof opts / sizeof *opts, NULL, NULL);
     if (rc)
-        return rc;
+        return rc < 0 ? 0 : rc;
+    qs_diag pd = {0};
+    if (prec_arg && matmul_precision_parse(prec_arg, "--precision", &precision, &pd))
+        return cli_diag_error(&pd);
     if (!model || !text)
         return cli_error("ppl: --model and --text are required\n%s", USAGE);
     return ppl_run(model, text, bos, window, stride, json, precision);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qs/json.h"
 #include "qs/qlog.h"
 #include "qs/replay.h"
 
@@ -26,11 +27,6 @@ static const char replay_usage[] =
     "  --history N        amax history capacity (default: the run's)\n"
     "  --match S          only quantizers whose name contains S (e.g. .input, layers.7.)\n"
     "  --json             one JSON object on stdout, for scripts\n";
-
-static json_t *json_num_or_null(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
 
 static int replay_print_json(const char *path, const qlog_run *run, const replay_result *r, int n,
                              int select, int margin, int history)
@@ -57,11 +53,11 @@ static int replay_print_json(const char *path, const qlog_run *run, const replay
         json_object_set_new(e, "tensors_saturated", json_integer(r[i].tensors_saturated));
         json_object_set_new(e, "tensor_steps", json_integer(r[i].tensor_steps));
         json_object_set_new(e, "tensor_steps_saturated", json_integer(r[i].tensor_steps_saturated));
-        json_object_set_new(e, "worst_true_over_pred", json_num_or_null(r[i].worst_true_over_pred));
+        json_object_set_new(e, "worst_true_over_pred", qs_json_real_or_null(r[i].worst_true_over_pred));
         json_object_set_new(e, "worst_tensor",
                             r[i].worst_q >= 0 ? json_string(run->names[r[i].worst_q]) : json_null());
         json_object_set_new(e, "worst_step", r[i].worst_q >= 0 ? json_integer(r[i].worst_step) : json_null());
-        json_object_set_new(e, "mean_headroom_log2", json_num_or_null(r[i].mean_headroom_log2));
+        json_object_set_new(e, "mean_headroom_log2", qs_json_real_or_null(r[i].mean_headroom_log2));
         json_array_append_new(arr, e);
     }
     json_object_set_new(o, "estimators", arr);
@@ -110,35 +106,19 @@ static void replay_print_text(const char *path, const qlog_run *run, const repla
 int cmd_replay(int argc, char **argv)
 {
     const char *list = REPLAY_DEFAULT_ESTIMATORS;
-    cli_run_args ra = {NULL, NULL, QLOG_SELECT_QAT};
-    int json = 0, rc;
+    cli_run_args ra = {"replay", NULL, NULL, QLOG_SELECT_QAT};
+    int json = 0;
     long margin = -1, history = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(replay_usage, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (cli_flag_is(argv[i], "--estimators")) {
-            if (!(list = cli_flag_value(argc, argv, &i)))
-                return CLI_EXIT_USAGE;
-        } else if (cli_flag_is(argv[i], "--margin")) {
-            if (!(v = cli_flag_value(argc, argv, &i)) ||
-                cli_parse_long("--margin", v, 0, QUANT_MARGIN_MAX, &margin))
-                return CLI_EXIT_USAGE;
-        } else if (cli_flag_is(argv[i], "--history")) {
-            if (!(v = cli_flag_value(argc, argv, &i)) ||
-                cli_parse_long("--history", v, 1, 1 << 20, &history))
-                return CLI_EXIT_USAGE;
-        } else if ((rc = cli_run_arg("replay", argc, argv, &i, &ra)) >= 0) {
-            if (rc)
-                return rc;
-        } else {
-            return cli_error("replay: unknown option '%s' (argument %d); see 'qatscope replay --help'",
-                             argv[i], i);
-        }
-    }
+    const cli_opt opts[] = {
+        {"--estimators", CLI_OPT_STR, .out = &list},
+        {"--margin", CLI_OPT_LONG, .out = &margin, .min = 0, .max = QUANT_MARGIN_MAX},
+        {"--history", CLI_OPT_LONG, .out = &history, .min = 1, .max = 1 << 20},
+        {"--json", CLI_OPT_SWITCH, .out = &json},
+    };
+    int rc = cli_args_parse("replay", replay_usage, argc, argv, opts, sizeof opts / sizeof *opts,
+                            cli_run_arg, &ra);
+    if (rc)
+        return rc < 0 ? 0 : rc;
     if (!ra.dir)
         return cli_error("replay: missing RUN_DIR; usage: qatscope replay RUN_DIR --estimators LIST");
     amax_estimator est[REPLAY_MAX_ESTIMATORS];

@@ -1,6 +1,7 @@
 /* cmd_satstat.c: qatscope satstat RUN_DIR [--json] [--top N] [--phase P] [--threshold X]
  * Summarises a run's quant.jsonl.zst: per quantizer max/mean clip rate, steps
- * with saturation, worst predicted/true amax ratio; the N worst tensors. */
+ * with saturation, worst true/predicted amax ratio (> 1: the step clipped; the
+ * same ratio replay and `heatmap --metric amax_ratio` show); the N worst tensors. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qs/json.h"
 #include "qs/qlog.h"
 #include "qs/satsummary.h"
 
@@ -21,9 +23,10 @@ static const char satstat_usage[] =
     "  --match S      only quantizers whose name contains S (e.g. .input, layers.7.)\n"
     "  --json         one JSON object on stdout, for scripts\n";
 
-static json_t *json_num_or_null(double v)
+/* the summary keeps pred/true (smaller = worse); every command shows true/pred */
+static double satstat_true_over_pred(double pred_over_true)
 {
-    return isfinite(v) ? json_real(v) : json_null();
+    return pred_over_true > 0 ? 1.0 / pred_over_true : NAN;
 }
 
 static json_t *satstat_tensor_json(const qlog_run *run, const satsummary *s, int q)
@@ -34,13 +37,14 @@ static json_t *satstat_tensor_json(const qlog_run *run, const satsummary *s, int
     json_object_set_new(o, "steps", json_integer(t->steps));
     json_object_set_new(o, "sat_steps", json_integer(t->sat_steps));
     json_object_set_new(o, "alarm_steps", json_integer(t->alarm_steps));
-    json_object_set_new(o, "max_clip_rate", json_num_or_null(t->max_clip_rate));
+    json_object_set_new(o, "max_clip_rate", qs_json_real_or_null(t->max_clip_rate));
     json_object_set_new(o, "max_clip_step",
                         t->max_clip_step >= 0 ? json_integer(t->max_clip_step) : json_null());
-    json_object_set_new(o, "mean_clip_rate", json_num_or_null(t->mean_clip_rate));
-    json_object_set_new(o, "worst_pred_over_true", json_num_or_null(t->worst_pred_over_true));
+    json_object_set_new(o, "mean_clip_rate", qs_json_real_or_null(t->mean_clip_rate));
+    json_object_set_new(o, "worst_true_over_pred",
+                        qs_json_real_or_null(satstat_true_over_pred(t->worst_pred_over_true)));
     json_object_set_new(o, "worst_step", t->worst_step >= 0 ? json_integer(t->worst_step) : json_null());
-    json_object_set_new(o, "mean_qsnr_db", json_num_or_null(t->mean_qsnr_db));
+    json_object_set_new(o, "mean_qsnr_db", qs_json_real_or_null(t->mean_qsnr_db));
     return o;
 }
 
@@ -96,7 +100,7 @@ static void satstat_row(const qlog_run *run, const satsummary *s, int q, int ran
         strncat(maxc, step, sizeof maxc - strlen(maxc) - 1);
     }
     satstat_fmt(meanc, sizeof meanc, t->mean_clip_rate, "%.3e");
-    satstat_fmt(ratio, sizeof ratio, t->worst_pred_over_true, "%.4f");
+    satstat_fmt(ratio, sizeof ratio, satstat_true_over_pred(t->worst_pred_over_true), "%.4f");
     if (t->worst_step >= 0) {
         snprintf(step, sizeof step, " (%ld)", t->worst_step);
         strncat(ratio, step, sizeof ratio - strlen(ratio) - 1);
@@ -114,7 +118,7 @@ static void satstat_header(int w, int ranked)
 {
     printf(ranked ? "   #  " : "  ");
     printf("%-*s  %-22s  %-10s  %9s  %11s  %-22s  %9s\n", w, "tensor", "max clip rate (step)",
-           "mean clip", "sat steps", "alarm steps", "worst pred/true (step)", "mean QSNR");
+           "mean clip", "sat steps", "alarm steps", "worst true/pred (step)", "mean QSNR");
 }
 
 static void satstat_print_text(const char *path, const qlog_run *run, const satsummary *s, int top)
@@ -158,32 +162,19 @@ static void satstat_print_text(const char *path, const qlog_run *run, const sats
 
 int cmd_satstat(int argc, char **argv)
 {
-    cli_run_args ra = {NULL, NULL, QLOG_SELECT_QAT};
-    int json = 0, rc;
+    cli_run_args ra = {"satstat", NULL, NULL, QLOG_SELECT_QAT};
+    int json = 0;
     long top = 10;
     double threshold = 1e-4;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(satstat_usage, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (cli_flag_is(argv[i], "--top")) {
-            if (!(v = cli_flag_value(argc, argv, &i)) || cli_parse_long("--top", v, 0, 1000000, &top))
-                return CLI_EXIT_USAGE;
-        } else if (cli_flag_is(argv[i], "--threshold")) {
-            if (!(v = cli_flag_value(argc, argv, &i)) ||
-                cli_parse_double("--threshold", v, 0.0, 1.0, &threshold))
-                return CLI_EXIT_USAGE;
-        } else if ((rc = cli_run_arg("satstat", argc, argv, &i, &ra)) >= 0) {
-            if (rc)
-                return rc;
-        } else {
-            return cli_error("satstat: unknown option '%s' (argument %d); see 'qatscope satstat --help'",
-                             argv[i], i);
-        }
-    }
+    const cli_opt opts[] = {
+        {"--top", CLI_OPT_LONG, .out = &top, .min = 0, .max = 1000000},
+        {"--threshold", CLI_OPT_DOUBLE, .out = &threshold, .dmin = 0.0, .dmax = 1.0},
+        {"--json", CLI_OPT_SWITCH, .out = &json},
+    };
+    int rc = cli_args_parse("satstat", satstat_usage, argc, argv, opts, sizeof opts / sizeof *opts,
+                            cli_run_arg, &ra);
+    if (rc)
+        return rc < 0 ? 0 : rc;
     if (!ra.dir)
         return cli_error("satstat: missing RUN_DIR; usage: qatscope satstat RUN_DIR [--json] [--top N]");
     qlog_run run;

@@ -76,64 +76,73 @@ static int text_mode(const char *tok_path, const char *text_arg, int ids_only, i
     return fflush(stdout) ? cli_error("error writing stdout") : 0;
 }
 
+/* What cli_args_parse leaves to tokenize: data-mode options, --input FILES..., TEXT. */
+typedef struct tok_args {
+    shard_build_opts opts;
+    const char **inputs;
+    int n_inputs, data_flag;   /* data_flag: index of the last data-mode option */
+    const char *text;
+} tok_args;
+
+static int tok_arg(void *ctx, int argc, char **argv, int *i)
+{
+    tok_args *ta = ctx;
+    const char *a = argv[*i], *v;
+    long lv;
+    int rc;
+    if (cli_flag_is(a, "--val-fraction") || cli_flag_is(a, "--seed") ||
+        cli_flag_is(a, "--shard-tokens")) {
+        ta->data_flag = *i;
+        if (!(v = cli_flag_value(argc, argv, i)))
+            return CLI_EXIT_USAGE;
+        if (cli_flag_is(a, "--val-fraction"))
+            return cli_parse_double("--val-fraction", v, 0.0, 0.5, &ta->opts.val_fraction);
+        if (cli_flag_is(a, "--seed")) {
+            if (!(rc = cli_parse_long("--seed", v, 0, 0x7FFFFFFFFFFFFFFFL, &lv)))
+                ta->opts.seed = (uint64_t)lv;
+            return rc;
+        }
+        if (!(rc = cli_parse_long("--shard-tokens", v, 1024, 1L << 40, &lv)))
+            ta->opts.shard_tokens = (uint64_t)lv;
+        return rc;
+    }
+    if (!strcmp(a, "--input")) {
+        while (*i + 1 < argc && argv[*i + 1][0] != '-')
+            ta->inputs[ta->n_inputs++] = argv[++*i];
+        return ta->n_inputs ? 0 : cli_error("--input: expected at least one file (argument %d)", *i);
+    }
+    if (a[0] == '-' && a[1])
+        return -1;   /* an option: not ours */
+    if (ta->text)
+        return cli_error("tokenize: unexpected argument '%s' (argument %d): quote the text", a, *i);
+    ta->text = a;
+    return 0;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
-    const char *model = NULL, *tok = NULL, *text = NULL, *out = NULL;
-    int ids_only = 0, no_bos = 0, data_flag = 0;
-    shard_build_opts opts;
-    shard_build_opts_default(&opts);
-    const char **inputs = qs_calloc((size_t)argc + 1, sizeof *inputs);
-    int n_inputs = 0, rc = 0;
-    if (!inputs)
+    const char *model = NULL, *tok = NULL, *out = NULL;
+    int ids_only = 0, no_bos = 0;
+    tok_args ta = {.inputs = qs_calloc((size_t)argc + 1, sizeof *ta.inputs)};
+    if (!ta.inputs)
         return cli_error("out of memory");
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i], *v;
-        long lv;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(USAGE, stdout);
-            qs_free(inputs);
-            return 0;
-        } else if (cli_flag_is(a, "--model")) {
-            rc = (v = cli_flag_value(argc, argv, &i)) ? (model = v, 0) : CLI_EXIT_USAGE;
-        } else if (cli_flag_is(a, "--tokenizer")) {
-            rc = (v = cli_flag_value(argc, argv, &i)) ? (tok = v, 0) : CLI_EXIT_USAGE;
-        } else if (cli_flag_is(a, "--out")) {
-            rc = (v = cli_flag_value(argc, argv, &i)) ? (out = v, 0) : CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--ids")) {
-            ids_only = 1;
-        } else if (!strcmp(a, "--no-bos")) {
-            no_bos = 1;
-        } else if (cli_flag_is(a, "--val-fraction")) {
-            data_flag = i;
-            rc = (v = cli_flag_value(argc, argv, &i))
-                     ? cli_parse_double("--val-fraction", v, 0.0, 0.5, &opts.val_fraction)
-                     : CLI_EXIT_USAGE;
-        } else if (cli_flag_is(a, "--seed")) {
-            data_flag = i;
-            rc = (v = cli_flag_value(argc, argv, &i))
-                     ? cli_parse_long("--seed", v, 0, 0x7FFFFFFFFFFFFFFFL, &lv)
-                     : CLI_EXIT_USAGE;
-            opts.seed = rc ? 0 : (uint64_t)lv;
-        } else if (cli_flag_is(a, "--shard-tokens")) {
-            data_flag = i;
-            rc = (v = cli_flag_value(argc, argv, &i))
-                     ? cli_parse_long("--shard-tokens", v, 1024, 1L << 40, &lv)
-                     : CLI_EXIT_USAGE;
-            opts.shard_tokens = rc ? 0 : (uint64_t)lv;
-        } else if (!strcmp(a, "--input")) {
-            while (i + 1 < argc && argv[i + 1][0] != '-')
-                inputs[n_inputs++] = argv[++i];
-            if (n_inputs == 0)
-                rc = cli_error("--input: expected at least one file (argument %d)", i);
-        } else if (a[0] == '-' && a[1]) {
-            rc = cli_error("tokenize: unknown option '%s' (argument %d); run 'qatscope tokenize --help'", a, i);
-        } else if (!text) {
-            text = a;
-        } else {
-            rc = cli_error("tokenize: unexpected argument '%s' (argument %d): quote the text", a,
-                           i);
-        }
+    shard_build_opts_default(&ta.opts);
+    const cli_opt table[] = {
+        {"--model", CLI_OPT_STR, .out = &model},
+        {"--tokenizer", CLI_OPT_STR, .out = &tok},
+        {"--out", CLI_OPT_STR, .out = &out},
+        {"--ids", CLI_OPT_SWITCH, .out = &ids_only},
+        {"--no-bos", CLI_OPT_SWITCH, .out = &no_bos},
+    };
+    int rc = cli_args_parse("tokenize", USAGE, argc, argv, table, sizeof table / sizeof *table,
+                            tok_arg, &ta);
+    if (rc < 0) {
+        qs_free(ta.inputs);
+        return 0;
     }
+    const char **inputs = ta.inputs, *text = ta.text;
+    int n_inputs = ta.n_inputs, data_flag = ta.data_flag;
+    shard_build_opts opts = ta.opts;
     if (!rc && !!model == !!tok)
         rc = cli_error("tokenize: give exactly one of --model DIR or --tokenizer FILE");
     if (!rc && n_inputs > 0) {

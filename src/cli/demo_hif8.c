@@ -16,23 +16,16 @@
 #include "demo.h"
 #include "qs/hif8.h"
 #include "qs/mem.h"
+#include "qs/rng.h"
 
 #define DEMO_SEED 20240917u
 #define DEMO_ELEMS ((size_t)1 << 18)
 #define DEMO_SPIKE_ELEMS 24
 #define DEMO_SPIKE_GAIN 8.0 /* spike amplitude / previous step's amax */
 
-static uint64_t demo_rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static double demo_rng_uniform(uint64_t *s)
 {
-    return ((double)(demo_rng_next(s) >> 11) + 0.5) * 0x1p-53;
+    return ((double)(rng_splitmix64(s) >> 11) + 0.5) * 0x1p-53;
 }
 
 static double demo_rng_normal(uint64_t *s)
@@ -41,12 +34,12 @@ static double demo_rng_normal(uint64_t *s)
 }
 
 /* Activation-like values: Gaussian bulk with a Cauchy-like tail (5 %). */
-static void demo_activations_fill(float *x, size_t n, uint64_t *rng)
+static void demo_activations_fill(float *x, size_t n, uint64_t *state)
 {
     for (size_t i = 0; i < n; i++) {
-        double v = 0.5 * demo_rng_normal(rng);
-        if (demo_rng_uniform(rng) < 0.05)
-            v /= 0.1 + demo_rng_uniform(rng);
+        double v = 0.5 * demo_rng_normal(state);
+        if (demo_rng_uniform(state) < 0.05)
+            v /= 0.1 + demo_rng_uniform(state);
         x[i] = (float)v;
     }
 }
@@ -129,15 +122,15 @@ static int demo_saturation(void)
         qs_free(y);
         return cli_error("demo: out of memory for 3 x %zu floats", DEMO_ELEMS);
     }
-    uint64_t rng = DEMO_SEED;
-    demo_activations_fill(prev, DEMO_ELEMS, &rng);
-    demo_activations_fill(cur, DEMO_ELEMS, &rng);
+    uint64_t state = DEMO_SEED;
+    demo_activations_fill(prev, DEMO_ELEMS, &state);
+    demo_activations_fill(cur, DEMO_ELEMS, &state);
     hif8_stats st_prev;
     hif8_fakequant(prev, y, DEMO_ELEMS, 1.0f, 0, &st_prev);
     /* this step: an outlier spike the previous step did not have */
     for (int k = 0; k < DEMO_SPIKE_ELEMS; k++) {
-        size_t i = (size_t)(demo_rng_next(&rng) % DEMO_ELEMS);
-        double mag = DEMO_SPIKE_GAIN * st_prev.amax * (0.25 + 0.75 * demo_rng_uniform(&rng));
+        size_t i = (size_t)(rng_splitmix64(&state) % DEMO_ELEMS);
+        double mag = DEMO_SPIKE_GAIN * st_prev.amax * (0.25 + 0.75 * demo_rng_uniform(&state));
         cur[i] = (float)(k & 1 ? -mag : mag);
     }
     hif8_stats st_cur;

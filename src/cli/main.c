@@ -51,8 +51,17 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--version"))
         return cmd_version(argc - 1, argv + 1);
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name))
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name))
+            continue;
+        /* train and eval run as one job under mpirun (cli_dist.c); the others
+         * stay single-process programs */
+        if (strcmp(argv[1], "train") && strcmp(argv[1], "eval"))
             return commands[i].fn(argc - 1, argv + 1);
+        int rc = cli_dist_begin(&argc, &argv);
+        if (!rc)
+            rc = commands[i].fn(argc - 1, argv + 1);
+        return cli_dist_end(rc);
+    }
     return cli_error("unknown command '%s' (argument 1); run 'qatscope --help'", argv[1]);
 }

@@ -6,8 +6,9 @@
 #include "cli.h"
 #include "qs/qlog.h"
 
-int cli_run_arg(const char *cmd, int argc, char **argv, int *i, cli_run_args *a)
+int cli_run_arg(void *ctx, int argc, char **argv, int *i)
 {
+    cli_run_args *a = ctx;
     const char *arg = argv[*i];
     if (cli_flag_is(arg, "--match"))
         return (a->match = cli_flag_value(argc, argv, i)) ? 0 : CLI_EXIT_USAGE;
@@ -21,8 +22,8 @@ int cli_run_arg(const char *cmd, int argc, char **argv, int *i, cli_run_args *a)
     if (arg[0] == '-')
         return -1;
     if (a->dir)
-        return cli_error("%s: unexpected argument '%s' (argument %d), expected one RUN_DIR", cmd,
-                         arg, *i);
+        return cli_error("%s: unexpected argument '%s' (argument %d), expected one RUN_DIR",
+                         a->cmd, arg, *i);
     a->dir = arg;
     return 0;
 }

@@ -8,10 +8,14 @@
 #include "qs/dataloader.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/bytes.h"
+#include "qs/digest.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/rng.h"
 #include "qs/shard_build.h"
@@ -64,34 +68,59 @@ static int load_split(dataloader *dl, const char *dir, const char *split, uint64
         return diag_set(d, QS_ENOTFOUND, mpath, -1,
                         "not found: expected a shard directory written by 'qatscope tokenize "
                         "--input' (an interrupted run leaves no manifest)");
-    json_error_t jerr;
-    json_t *m = json_load_file(mpath, 0, &jerr);
-    if (!m)
-        return diag_set(d, QS_EFORMAT, mpath, jerr.line, "invalid JSON: %s", jerr.text);
-    json_t *sp = json_object_get(json_object_get(m, "splits"), split);
-    json_t *files = json_object_get(sp, "shards");
-    json_t *tok = json_object_get(sp, "tokens");
-    int rc = 0;
-    if (!json_is_array(files) || !json_is_integer(tok) || json_integer_value(tok) < 0) {
-        rc = diag_set(d, QS_EFORMAT, mpath, -1,
-                      "expected splits.%s with \"tokens\" and a \"shards\" list", split);
+    json_t *m;
+    int rc = qs_json_load_file(mpath, QS_JSON_OBJECT, &m, d);
+    if (rc)
+        return rc;
+    qs_json_at r = qs_json_root(m, mpath, -1), splits, sp, files;
+    size_t n_files;
+    long long tokens;
+    if ((rc = qs_json_obj(&r, "splits", &splits, d)) || (rc = qs_json_obj(&splits, split, &sp, d)) ||
+        (rc = qs_json_i64(&sp, "tokens", 0, LLONG_MAX, &tokens, d)) ||
+        (rc = qs_json_arr(&sp, "shards", &files, &n_files, d)))
+        goto done;
+    uint64_t want = (uint64_t)tokens, held = 0;
+    /* the shards' headers first: the manifest's count is only trusted once they
+     * agree with it, since it sizes the allocation (a wrapped count once
+     * overflowed it: tests/fuzz/corpus/manifest/tokens_wrap.json) */
+    for (size_t i = 0; i < n_files; i++) {
+        qs_json_at f = qs_json_item(&files, i);
+        const char *name;
+        if ((rc = qs_json_str(&f, NULL, &name, d)))
+            goto done;
+        if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
+            fileio_join(spath, sizeof spath, dir, name)) {
+            rc = qs_json_fail(&f, NULL, QS_EFORMAT, d, "expected a file name, found '%.200s'",
+                              name);
+            goto done;
+        }
+        shard_header h;
+        if ((rc = shard_header_read(spath, &h, d)))
+            goto done;
+        if (h.n_tokens > UINT64_MAX - held) {
+            rc = diag_set(d, QS_EFORMAT, spath, -1, "token counts of the shards overflow");
+            goto done;
+        }
+        held += h.n_tokens;
+    }
+    if (held != want) {
+        rc = diag_set(d, QS_EFORMAT, mpath, -1, "splits.%s: manifest says %llu tokens, shards hold %llu",
+                      split, (unsigned long long)want, (unsigned long long)held);
         goto done;
     }
-    uint64_t want = (uint64_t)json_integer_value(tok);
-    dl->tokens = qs_malloc((size_t)want * sizeof *dl->tokens + 4);
-    if (!dl->tokens) {
+    if (want > (SIZE_MAX - 4) / sizeof *dl->tokens ||
+        !(dl->tokens = qs_malloc((size_t)want * sizeof *dl->tokens + 4))) {
         rc = diag_set(d, QS_ENOMEM, mpath, -1, "out of memory for %llu tokens",
                       (unsigned long long)want);
         goto done;
     }
-    size_t i;
-    json_t *f;
-    json_array_foreach(files, i, f)
-    {
-        const char *name = json_string_value(f);
-        if (!name || strchr(name, '/') || fileio_join(spath, sizeof spath, dir, name)) {
-            rc = diag_set(d, QS_EFORMAT, mpath, -1, "splits.%s.shards[%zu]: expected a file name",
-                          split, i);
+    for (size_t i = 0; i < n_files; i++) {
+        qs_json_at f = qs_json_item(&files, i);
+        const char *name;
+        if ((rc = qs_json_str(&f, NULL, &name, d)))
+            goto done;
+        if (fileio_join(spath, sizeof spath, dir, name)) {
+            rc = diag_set(d, QS_ERANGE, mpath, -1, "path too long");
             goto done;
         }
         shard_header h;
@@ -140,7 +169,7 @@ int dataloader_create(dataloader **out, const char *shard_dir, const char *split
             rc = diag_set(d, QS_ERANGE, shard_dir, -1, "%llu windows: expected < 2^32",
                           (unsigned long long)dl->n_windows);
     }
-    uint64_t h = 14695981039346656037ULL;
+    uint64_t h = DIGEST_FNV1A64_SEED;   /* over each token's 4 little-endian bytes */
     for (uint64_t i = 0; !rc && i < dl->n_tokens; i++) {
         int32_t t = dl->tokens[i];
         if (o->vocab_size > 0 && t >= o->vocab_size) {
@@ -149,10 +178,9 @@ int dataloader_create(dataloader **out, const char *shard_dir, const char *split
                           (unsigned long long)i, (long)t, (long)o->vocab_size);
             break;
         }
-        for (int k = 0; k < 4; k++) {
-            h ^= (uint8_t)((uint32_t)t >> (8 * k));
-            h *= 1099511628211ULL;
-        }
+        unsigned char le[4];
+        bytes_put_u32le(le, (uint32_t)t);
+        h = digest_fnv1a64(h, le, sizeof le);
     }
     dl->data_hash = h;
     if (!rc && !(dl->order = qs_malloc((size_t)dl->n_windows * sizeof *dl->order)))
@@ -225,28 +253,14 @@ void dataloader_rewind(dataloader *dl)
     order_build(dl);
 }
 
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 void dataloader_pos_to_bytes(const dataloader_pos *pos, unsigned char out[DATALOADER_POS_BYTES])
 {
     memcpy(out, "QSDP", 4);
     out[4] = 1, out[5] = out[6] = out[7] = 0; /* version 1 */
-    put_u64(out + 8, pos->epoch);
-    put_u64(out + 16, pos->cursor);
-    put_u64(out + 24, pos->n_windows);
-    put_u64(out + 32, pos->data_hash);
+    bytes_put_u64le(out + 8, pos->epoch);
+    bytes_put_u64le(out + 16, pos->cursor);
+    bytes_put_u64le(out + 24, pos->n_windows);
+    bytes_put_u64le(out + 32, pos->data_hash);
 }
 
 int dataloader_pos_from_bytes(dataloader_pos *pos, const void *bytes, size_t n_bytes, qs_diag *d)
@@ -258,9 +272,9 @@ int dataloader_pos_from_bytes(dataloader_pos *pos, const void *bytes, size_t n_b
                         "data position: expected %d bytes starting \"QSDP\" version 1, found %zu "
                         "bytes",
                         DATALOADER_POS_BYTES, n_bytes);
-    pos->epoch = get_u64(p + 8);
-    pos->cursor = get_u64(p + 16);
-    pos->n_windows = get_u64(p + 24);
-    pos->data_hash = get_u64(p + 32);
+    pos->epoch = bytes_get_u64le(p + 8);
+    pos->cursor = bytes_get_u64le(p + 16);
+    pos->n_windows = bytes_get_u64le(p + 24);
+    pos->data_hash = bytes_get_u64le(p + 32);
     return 0;
 }

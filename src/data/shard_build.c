@@ -9,11 +9,15 @@
  */
 #include "qs/shard_build.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/rng.h"
 #include "qs/shards.h"
@@ -50,14 +54,10 @@ static int ends_with(const char *s, const char *suffix)
 
 static int doc_add(corpus *c, const char *text, size_t len, char *owned)
 {
-    if (c->n_docs == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 1024;
-        doc *nd = qs_realloc(c->docs, cap * sizeof *nd);
-        if (!nd)
-            return QS_ENOMEM;
-        c->docs = nd;
-        c->cap = cap;
-    }
+    doc *nd = qs_grow(c->docs, &c->cap, c->n_docs + 1, sizeof *nd, 1024);
+    if (!nd)
+        return QS_ENOMEM;
+    c->docs = nd;
     doc *dc = &c->docs[c->n_docs++];
     memset(dc, 0, sizeof *dc);
     dc->text = text;
@@ -112,17 +112,16 @@ static int docs_from_jsonl(corpus *c, const char *path, const char *buf, size_t 
         size_t line_end = nl ? (size_t)(nl - buf) : n;
         lineno++;
         if (!line_is_blank(buf + pos, line_end - pos)) {
-            json_error_t jerr;
-            json_t *o = json_loadb(buf + pos, line_end - pos, 0, &jerr);
-            json_t *t = json_object_get(o, "text");
-            if (!o || !json_is_string(t)) {
+            json_t *o;
+            const char *text;
+            int rc = qs_json_load_text(buf + pos, line_end - pos, path, lineno, QS_JSON_OBJECT, &o,
+                                       d);
+            qs_json_at rec = qs_json_root(o, path, lineno);
+            if (!rc && (rc = qs_json_str(&rec, "text", &text, d)))
                 json_decref(o);
-                return diag_set(d, QS_EFORMAT, path, lineno,
-                                "%s%s: expected one JSON object per line with a string field "
-                                "\"text\"",
-                                o ? "no string field \"text\"" : "invalid JSON: ",
-                                o ? "" : jerr.text);
-            }
+            if (rc)
+                return rc;
+            const json_t *t = qs_json_key(&rec, "text").v;
             size_t len = json_string_length(t);
             char *owned = len ? qs_malloc(len) : NULL;
             if (len && !owned) {
@@ -130,7 +129,7 @@ static int docs_from_jsonl(corpus *c, const char *path, const char *buf, size_t 
                 return diag_set(d, QS_ENOMEM, path, lineno, "out of memory");
             }
             if (len)
-                memcpy(owned, json_string_value(t), len);
+                memcpy(owned, text, len);
             json_decref(o);
             if (len && doc_add(c, owned, len, owned)) {
                 qs_free(owned);
@@ -356,6 +355,72 @@ static int write_manifest(const char *out_dir, const tokenizer *t, const char *t
     return rc;
 }
 
+/* ---- the output directory: new, empty, or an earlier build (replaced whole) ---- */
+
+/* A name an earlier build writes: manifest.json, {train,val}_NNNNNN.qst, or a temp
+ * file of either left by an interrupted write (NAME.tmp.<pid>). */
+static int shard_out_name_ours(const char *name)
+{
+    size_t n = strlen(name);
+    const char *tmp = strstr(name, ".tmp.");
+    if (tmp) {   /* NAME.tmp.<digits>: judge NAME */
+        const char *pid = tmp + 5;
+        if (!*pid || pid[strspn(pid, "0123456789")])
+            return 0;
+        n = (size_t)(tmp - name);
+    }
+    if (n == strlen(SHARD_MANIFEST_NAME) && !strncmp(name, SHARD_MANIFEST_NAME, n))
+        return 1;
+    size_t pre = !strncmp(name, "train_", 6) ? 6 : !strncmp(name, "val_", 4) ? 4 : 0;
+    size_t digits = pre ? strspn(name + pre, "0123456789") : 0;
+    return pre && digits >= 6 && n == pre + digits + 4 && !strncmp(name + pre + digits, ".qst", 4);
+}
+
+/* Creates OUT, or checks that everything in it is an earlier build's; nothing is
+ * removed yet (a bad input must not cost the old shards). */
+static int shard_out_check(const char *out_dir, qs_diag *d)
+{
+    int rc = fileio_mkdir_p(out_dir, d);
+    if (rc)
+        return rc;
+    DIR *dp = opendir(out_dir);
+    if (!dp)
+        return diag_set(d, QS_EIO, out_dir, -1, "cannot open the directory: %s", strerror(errno));
+    for (struct dirent *e; !rc && (e = readdir(dp));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !shard_out_name_ours(e->d_name))
+            rc = diag_set(d, QS_EINVAL, out_dir, -1,
+                          "not empty and not an earlier shard output (found '%s'); give a new "
+                          "or empty directory",
+                          e->d_name);
+    closedir(dp);
+    return rc;
+}
+
+/* Removes an earlier build, manifest first: interrupted from here on, OUT has no
+ * manifest and reads as incomplete, never as old and new shards mixed. */
+static int shard_out_clear(const char *out_dir, qs_diag *d)
+{
+    char path[1200];
+    if (fileio_join(path, sizeof path, out_dir, SHARD_MANIFEST_NAME))
+        return diag_set(d, QS_ERANGE, out_dir, -1, "path too long");
+    if (unlink(path) && errno != ENOENT)
+        return diag_set(d, QS_EIO, path, -1, "cannot remove the old manifest: %s", strerror(errno));
+    DIR *dp = opendir(out_dir);
+    if (!dp)
+        return diag_set(d, QS_EIO, out_dir, -1, "cannot open the directory: %s", strerror(errno));
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(dp));) {
+        if (!shard_out_name_ours(e->d_name))
+            continue;
+        if (fileio_join(path, sizeof path, out_dir, e->d_name))
+            rc = diag_set(d, QS_ERANGE, out_dir, -1, "path too long");
+        else if (unlink(path) && errno != ENOENT)
+            rc = diag_set(d, QS_EIO, path, -1, "cannot remove an old shard: %s", strerror(errno));
+    }
+    closedir(dp);
+    return rc;
+}
+
 int shard_build_run(const char *tok_path, const char *const *inputs, int n_inputs,
                     const char *out_dir, const shard_build_opts *opts, shard_build_summary *sum,
                     qs_diag *d)
@@ -376,7 +441,7 @@ int shard_build_run(const char *tok_path, const char *const *inputs, int n_input
         rc = diag_set(d, QS_EUNSUPPORTED, tok_path, -1,
                       "tokenizer has no EOS token: expected one to separate documents");
     if (!rc)
-        rc = fileio_mkdir_p(out_dir, d);
+        rc = shard_out_check(out_dir, d);
     if (!rc)
         rc = corpus_read(&c, inputs, n_inputs, d);
     if (!rc && c.n_docs == 0)
@@ -386,6 +451,8 @@ int shard_build_run(const char *tok_path, const char *const *inputs, int n_input
         rc = diag_set(d, rc, NULL, -1, "out of memory choosing validation documents");
     if (!rc)
         rc = tokenize_docs(&c, t, d);
+    if (!rc)   /* the inputs are good: only now does an earlier build go */
+        rc = shard_out_clear(out_dir, d);
     for (int i = 0; i < 2 && !rc; i++)
         rc = write_split(&c, i, t, out_dir, opts, &splits[i], d);
     if (!rc)

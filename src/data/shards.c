@@ -11,39 +11,12 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "qs/bytes.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
 
 static const char SHARD_MAGIC[8] = {'Q', 'S', 'T', 'O', 'K', 'S', 'H', '1'};
 #define SHARD_ZSTD_LEVEL 6
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
 
 int shard_token_bytes_for(int32_t vocab_size)
 {
@@ -79,7 +52,7 @@ int shard_write(const char *path, const int32_t *tokens, uint64_t n_tokens, int 
             raw[2 * i] = (unsigned char)t;
             raw[2 * i + 1] = (unsigned char)(t >> 8);
         } else {
-            put_u32(raw + 4 * i, (uint32_t)t);
+            bytes_put_u32le(raw + 4 * i, (uint32_t)t);
         }
     }
     ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, SHARD_ZSTD_LEVEL);
@@ -92,12 +65,12 @@ int shard_write(const char *path, const int32_t *tokens, uint64_t n_tokens, int 
     }
     memset(file, 0, SHARD_HEADER_BYTES);
     memcpy(file, SHARD_MAGIC, 8);
-    put_u32(file + 8, SHARD_VERSION);
-    put_u32(file + 12, (uint32_t)token_bytes);
-    put_u64(file + 16, n_tokens);
-    put_u64(file + 24, tokenizer_hash);
-    put_u64(file + 32, n_docs);
-    put_u64(file + 40, (uint64_t)z);
+    bytes_put_u32le(file + 8, SHARD_VERSION);
+    bytes_put_u32le(file + 12, (uint32_t)token_bytes);
+    bytes_put_u64le(file + 16, n_tokens);
+    bytes_put_u64le(file + 24, tokenizer_hash);
+    bytes_put_u64le(file + 32, n_docs);
+    bytes_put_u64le(file + 40, (uint64_t)z);
     rc = fileio_write_atomic(path, file, SHARD_HEADER_BYTES + z, d);
 done:
     ZSTD_freeCCtx(cc);
@@ -116,12 +89,12 @@ static int header_parse(const char *path, const unsigned char *p, size_t file_by
     if (memcmp(p, SHARD_MAGIC, 8))
         return diag_set(d, QS_EFORMAT, path, -1,
                         "bad magic: expected \"QSTOKSH1\" (a qatscope token shard)");
-    h->version = get_u32(p + 8);
-    h->token_bytes = get_u32(p + 12);
-    h->n_tokens = get_u64(p + 16);
-    h->tokenizer_hash = get_u64(p + 24);
-    h->n_docs = get_u64(p + 32);
-    h->payload_bytes = get_u64(p + 40);
+    h->version = bytes_get_u32le(p + 8);
+    h->token_bytes = bytes_get_u32le(p + 12);
+    h->n_tokens = bytes_get_u64le(p + 16);
+    h->tokenizer_hash = bytes_get_u64le(p + 24);
+    h->n_docs = bytes_get_u64le(p + 32);
+    h->payload_bytes = bytes_get_u64le(p + 40);
     if (h->version != SHARD_VERSION)
         return diag_set(d, QS_EUNSUPPORTED, path, -1, "shard version %u: expected %d",
                         h->version, SHARD_VERSION);
@@ -196,7 +169,7 @@ int shard_read(const char *path, const uint64_t *expect_hash, shard_header *h, i
     }
     for (uint64_t i = 0; i < h->n_tokens; i++)
         out[i] = h->token_bytes == 2 ? (int32_t)(raw[2 * i] | raw[2 * i + 1] << 8)
-                                     : (int32_t)get_u32(raw + 4 * i);
+                                     : (int32_t)bytes_get_u32le(raw + 4 * i);
     for (uint64_t i = 0; i < h->n_tokens && h->token_bytes == 4; i++)
         if (out[i] < 0) {
             rc = diag_set(d, QS_EFORMAT, path, -1, "token %llu is negative",

@@ -17,6 +17,7 @@
 #include "qs/mem.h"
 #include "qs/prompt.h"
 #include "qs/pyrand.h"
+#include "qs/rng.h"
 
 void eval_options_default(eval_options *o)
 {
@@ -25,14 +26,6 @@ void eval_options_default(eval_options *o)
     o->fewshot_seed = 1234;
     o->add_bos = -1;   /* TOKENIZER_BOS_DEFAULT */
     o->batch_items = 32;
-}
-
-static uint64_t eval_splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* sel[n] = 1 for the documents of task t that are evaluated. */
@@ -51,7 +44,7 @@ static int eval_select(const eval_options *o, const task_def *def, const task_da
         for (size_t i = 0; i < n; i++)
             idx[i] = i;
         for (size_t i = 0; i < k; i++) {   /* partial Fisher-Yates */
-            size_t j = i + (size_t)(eval_splitmix(&st) % (n - i));
+            size_t j = i + (size_t)(rng_splitmix64(&st) % (n - i));
             size_t tmp = idx[i];
             idx[i] = idx[j];
             idx[j] = tmp;
@@ -251,11 +244,11 @@ static int eval_task_add(eval_session *s, int t, qs_diag *d)
         s->reqs = nr;
     if (!rc && (!ni || !nr))
         rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
-    pyrand rng;
-    pyrand_seed(&rng, s->o.fewshot_seed);
+    pyrand shot_rng;
+    pyrand_seed(&shot_rng, s->o.fewshot_seed);
     for (size_t i = 0; i < td->n_docs && !rc; i++) {
         const task_doc *doc = &td->docs[i];
-        rc = prompt_shots_pick(def, td, doc, s->o.shots, &rng, shots, d);
+        rc = prompt_shots_pick(def, td, doc, s->o.shots, &shot_rng, shots, d);
         if (!rc && sel[i])
             rc = eval_item_build(s, t, doc, shots, s->o.shots, eval_rows_leaf_impl(s, t, doc), d);
     }
@@ -356,41 +349,61 @@ void eval_session_request(const eval_session *s, size_t i, lm_request *req)
     req->n_cont_tok = rq->n_cont;
 }
 
-int eval_session_run(eval_session *s, const lm_scorer *lm, eval_progress_fn progress, void *user,
-                     qs_diag *d)
+void eval_item_preds_impl(eval_item *it)
+{
+    scorer_item_preds(it->loglik, it->char_lens, it->n_choices, &it->pred, &it->pred_norm);
+    it->correct = it->pred == it->gold;
+    it->correct_norm = it->pred_norm == it->gold;
+}
+
+int eval_score_impl(eval_session *s, const lm_scorer *lm, size_t first, size_t stride,
+                    eval_progress_fn progress, void *user, qs_diag *d)
 {
     size_t b = (size_t)s->o.batch_items;
     lm_request *req = qs_calloc(b, sizeof *req);
     lm_result *res = qs_calloc(b, sizeof *res);
-    if (!req || !res) {
+    size_t *idx = qs_calloc(b, sizeof *idx);
+    if (!req || !res || !idx) {
         qs_free(req);
         qs_free(res);
+        qs_free(idx);
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     }
     int rc = 0;
-    for (size_t i0 = 0; i0 < s->n_items && !rc; i0 += b) {
-        size_t m = s->n_items - i0 < b ? s->n_items - i0 : b;
-        for (size_t j = 0; j < m; j++) {
-            eval_session_request(s, i0 + j, &req[j]);
-            res[j].loglik = s->items[i0 + j].loglik;
-            res[j].greedy = s->items[i0 + j].greedy;
+    size_t done = 0;
+    for (size_t next = first; next < s->n_items && !rc;) {
+        size_t m = 0;
+        for (; m < b && next < s->n_items; m++, next += stride) {
+            idx[m] = next;
+            eval_session_request(s, next, &req[m]);
+            res[m].loglik = s->items[next].loglik;
+            res[m].greedy = s->items[next].greedy;
         }
         rc = lm->score(lm->self, req, res, m, d);
         for (size_t j = 0; j < m && !rc; j++) {
-            eval_item *it = &s->items[i0 + j];
+            eval_item *it = &s->items[idx[j]];
             for (int c = 0; c < it->n_choices; c++)
                 if (!isfinite(it->loglik[c]))
                     rc = diag_set(d, QS_ENAN, NULL, -1, "%s doc %ld choice %d: log-likelihood is %g",
                                   s->defs[it->task].name, it->doc_id, c, it->loglik[c]);
-            scorer_item_preds(it->loglik, it->char_lens, it->n_choices, &it->pred, &it->pred_norm);
-            it->correct = it->pred == it->gold;
-            it->correct_norm = it->pred_norm == it->gold;
+            eval_item_preds_impl(it);
         }
+        done += m;
+        /* a share of every stride-th item: its progress stands for everyone's */
+        size_t shown = done * stride < s->n_items ? done * stride : s->n_items;
         if (!rc && progress)
-            progress(user, i0 + m, s->n_items);
+            progress(user, next >= s->n_items ? s->n_items : shown, s->n_items);
     }
     qs_free(req);
     qs_free(res);
+    qs_free(idx);
+    return rc;
+}
+
+int eval_session_run(eval_session *s, const lm_scorer *lm, eval_progress_fn progress, void *user,
+                     qs_diag *d)
+{
+    int rc = eval_score_impl(s, lm, 0, 1, progress, user, d);
     if (!rc)
         rc = eval_rows_compute_impl(s, d);
     return rc;

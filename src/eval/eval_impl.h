@@ -35,6 +35,13 @@ int eval_rows_leaf_impl(const eval_session *s, int t, const task_doc *doc);
 /* Fill every row's metrics from the scored items. */
 int eval_rows_compute_impl(eval_session *s, qs_diag *d);
 
+/* Score items first, first + stride, ... (batch_items per scorer call) and set
+ * their predictions; progress with done counts scaled by stride. */
+int eval_score_impl(eval_session *s, const lm_scorer *lm, size_t first, size_t stride,
+                    eval_progress_fn progress, void *user, qs_diag *d);
+/* pred / pred_norm / correct flags of a scored item. */
+void eval_item_preds_impl(eval_item *it);
+
 /* eval_pair_encode_impl (the harness tokenization split) is declared in
  * qs/eval_test.h, which the test includes too. */
 

@@ -13,6 +13,7 @@
  * run's next step would have used, constant for the whole evaluation.
  */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 
 #include "qs/evalquant.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/qplan.h"
@@ -235,15 +237,15 @@ static int evalquant_state_open(evalquant_state *st, const char *path, qs_diag *
     size_t n;
     if ((rc = trainstate_section(&st->r, "meta", &p, &n, d)))
         goto fail;
-    json_error_t je;
-    json_t *meta = json_loadb(p, n, 0, &je);
-    json_int_t step = -1;
-    if (!meta || json_unpack(meta, "{s:I}", "step", &step) || step < 0) {
-        json_decref(meta);
-        rc = diag_set(d, QS_EFORMAT, path, -1, "meta section: expected an object with \"step\" >= 0");
+    json_t *meta;
+    long long step;
+    if ((rc = qs_json_load_text(p, n, path, 0, QS_JSON_OBJECT, &meta, d)))
         goto fail;
-    }
+    qs_json_at m = qs_json_root(meta, path, -1);
+    rc = qs_json_i64(&m, "step", 0, LONG_MAX, &step, d);
     json_decref(meta);
+    if (rc)
+        goto fail;
     st->step = (long)step;
     if ((rc = trainstate_section(&st->r, "amax", &p, &n, d)))
         goto fail;

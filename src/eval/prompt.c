@@ -205,18 +205,12 @@ static void prompt_buf_add(prompt_buf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = b->cap ? b->cap : 256;
-        while (nc < b->n + n + 1)
-            nc *= 2;
-        char *p = qs_realloc(b->s, nc);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = nc;
+    char *p = qs_grow(b->s, &b->cap, b->n + n + 1, 1, 256);
+    if (!p) {
+        b->oom = 1;
+        return;
     }
+    b->s = p;
     memcpy(b->s + b->n, s, n);
     b->n += n;
     b->s[b->n] = 0;
@@ -312,6 +306,19 @@ static int prompt_template_walk(const char *tmpl, const task_def *def, const tas
     return 0;
 }
 
+/* Hands the built string to *out when rc is 0 and nothing failed to fit, else frees it. */
+static int prompt_buf_finish(prompt_buf *b, int rc, char **out, qs_diag *d)
+{
+    if (!rc && b->oom)
+        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory building a prompt");
+    if (rc) {
+        qs_free(b->s);
+        return rc;
+    }
+    *out = b->s;
+    return 0;
+}
+
 int prompt_template_check(const char *tmpl, const char *path, qs_diag *d)
 {
     return prompt_template_walk(tmpl, NULL, NULL, NULL, path, d);
@@ -324,14 +331,7 @@ static int prompt_template_expand(const char *tmpl, const task_def *def, const t
     prompt_buf b = {0};
     prompt_buf_add(&b, "", 0);
     int rc = prompt_template_walk(tmpl, def, doc, &b, def ? def->path : NULL, d);
-    if (!rc && b.oom)
-        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory building a prompt");
-    if (rc) {
-        qs_free(b.s);
-        return rc;
-    }
-    *out = b.s;
-    return 0;
+    return prompt_buf_finish(&b, rc, out, d);
 }
 
 const char *prompt_choice(const task_def *def, const task_doc *doc, int i)
@@ -390,12 +390,5 @@ int prompt_context_build(const task_def *def, const task_data *td, const task_do
         prompt_buf_str(&b, part);
         qs_free(part);
     }
-    if (!rc && b.oom)
-        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory building a prompt");
-    if (rc) {
-        qs_free(b.s);
-        return rc;
-    }
-    *out = b.s;
-    return 0;
+    return prompt_buf_finish(&b, rc, out, d);
 }

@@ -12,6 +12,7 @@
 
 #include "qs/digest.h"
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/prompt.h"
 #include "qs/task.h"
@@ -21,45 +22,46 @@ static const char *const task_known_keys[] = {
     "fewshot_sampler", "data", "description", "doc_to_text", "doc_to_choice",
     "target_delimiter", "fewshot_delimiter", "metrics", "subjects", "groups", "comment", NULL};
 
-static int task_str_get(const json_t *obj, const char *key, int required, const char *dflt,
-                        char **out, const char *path, qs_diag *d)
+/* A string member copied (qs_strdup); a version may be written as a number
+ * (1 -> "1", 1.0 -> "1.0").  Optional: absent or null -> dflt (NULL stays NULL). */
+static int task_str_get(const qs_json_at *obj, const char *key, int required, const char *dflt,
+                        char **out, qs_diag *d)
 {
-    json_t *v = json_object_get(obj, key);
-    if (!v) {
-        if (required)
-            return diag_set(d, QS_EFORMAT, path, -1, "missing key \"%s\"", key);
-        *out = dflt ? qs_strdup(dflt) : NULL;
-        return (dflt && !*out) ? diag_set(d, QS_ENOMEM, path, -1, "out of memory") : 0;
-    }
+    const json_t *v = qs_json_key(obj, key).v;
     char num[64];
-    const char *s;
-    if (json_is_string(v))
-        s = json_string_value(v);
-    else if (json_is_integer(v)) {
+    const char *s = num;
+    int rc = 0;
+    if (json_is_integer(v))
         snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
-        s = num;
-    } else if (json_is_real(v)) {
+    else if (json_is_real(v))
         snprintf(num, sizeof num, "%.1f", json_real_value(v));
-        s = num;
-    } else
-        return diag_set(d, QS_EFORMAT, path, -1, "key \"%s\": expected a string", key);
-    *out = qs_strdup(s);
-    return *out ? 0 : diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+    else
+        rc = required ? qs_json_str(obj, key, &s, d) : qs_json_str_or(obj, key, dflt, &s, d);
+    if (rc)
+        return rc;
+    *out = s ? qs_strdup(s) : NULL;
+    return s && !*out ? diag_set(d, QS_ENOMEM, obj->file, -1, "out of memory") : 0;
 }
 
-static int task_str_list(const json_t *arr, const char *what, char **out, int max, int *n,
-                         const char *path, qs_diag *d)
+/* member `key` of obj: an array of 1 to max strings, copied into out[0..*n) */
+static int task_str_list(const qs_json_at *obj, const char *key, char **out, int max, int *n,
+                         qs_diag *d)
 {
-    if (!json_is_array(arr) || json_array_size(arr) == 0 || (int)json_array_size(arr) > max)
-        return diag_set(d, QS_EFORMAT, path, -1, "%s: expected an array of 1 to %d strings", what,
-                        max);
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        json_t *s = json_array_get(arr, i);
-        if (!json_is_string(s))
-            return diag_set(d, QS_EFORMAT, path, -1, "%s[%zu]: expected a string", what, i);
-        out[i] = qs_strdup(json_string_value(s));
-        if (!out[i])
-            return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+    qs_json_at arr;
+    size_t len;
+    int rc = qs_json_arr(obj, key, &arr, &len, d);
+    if (rc)
+        return rc;
+    if (len == 0 || len > (size_t)max)
+        return qs_json_fail(obj, key, QS_EFORMAT, d, "expected 1 to %d strings, found %zu", max,
+                            len);
+    for (size_t i = 0; i < len; i++) {
+        qs_json_at e = qs_json_item(&arr, i);
+        const char *s;
+        if ((rc = qs_json_str(&e, NULL, &s, d)))
+            return rc;
+        if (!(out[i] = qs_strdup(s)))
+            return diag_set(d, QS_ENOMEM, obj->file, -1, "out of memory");
         *n = (int)i + 1;
     }
     return 0;
@@ -75,63 +77,68 @@ static int task_lookup(const char *s, const char *const *names, const int *vals,
     return -1;
 }
 
-static int task_def_groups(task_def *def, const json_t *root, const char *path, qs_diag *d)
+static int task_def_groups(task_def *def, const qs_json_at *r, qs_diag *d)
 {
-    json_t *subj = json_object_get(root, "subjects");
-    json_t *groups = json_object_get(root, "groups");
-    if (!subj && !groups)
+    const char *path = r->file;
+    if (!qs_json_key(r, "subjects").v && !qs_json_key(r, "groups").v)
         return 0;
-    if (!json_is_array(subj) || !json_is_array(groups))
-        return diag_set(d, QS_EFORMAT, path, -1, "\"subjects\" and \"groups\" must be arrays");
-    size_t ns = json_array_size(subj);
+    qs_json_at subj, groups;
+    size_t ns, ng;
+    int rc;
+    if ((rc = qs_json_arr(r, "subjects", &subj, &ns, d)) ||
+        (rc = qs_json_arr(r, "groups", &groups, &ng, d)))
+        return rc;
     def->subjects = qs_calloc(ns ? ns : 1, sizeof *def->subjects);
     if (!def->subjects)
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
     for (size_t i = 0; i < ns; i++) {
-        json_t *s = json_array_get(subj, i);
-        if (!json_is_string(s) || !json_string_length(s))
-            return diag_set(d, QS_EFORMAT, path, -1, "subjects[%zu]: expected a name", i);
-        def->subjects[i] = qs_strdup(json_string_value(s));
-        if (!def->subjects[i])
+        qs_json_at e = qs_json_item(&subj, i);
+        const char *s;
+        if ((rc = qs_json_str(&e, NULL, &s, d)))
+            return rc;
+        if (!*s)
+            return qs_json_fail(&e, NULL, QS_EFORMAT, d, "expected a name, found \"\"");
+        if (!(def->subjects[i] = qs_strdup(s)))
             return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
         def->n_subjects = (int)i + 1;
     }
-    if (json_array_size(groups) > TASK_MAX_GROUPS)
-        return diag_set(d, QS_EFORMAT, path, -1, "at most %d groups", TASK_MAX_GROUPS);
+    if (ng > TASK_MAX_GROUPS)
+        return qs_json_fail(r, "groups", QS_EFORMAT, d, "at most %d groups, found %zu",
+                            TASK_MAX_GROUPS, ng);
     int *owner = qs_calloc((size_t)def->n_subjects + 1, sizeof *owner);
     if (!owner)
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
-    int rc = 0;
-    for (size_t g = 0; g < json_array_size(groups) && !rc; g++) {
-        json_t *go = json_array_get(groups, g);
-        json_t *members = json_object_get(go, "subjects");
+    for (size_t g = 0; g < ng && !rc; g++) {
+        qs_json_at go = qs_json_item(&groups, g), members;
+        size_t nm;
         task_group *tg = &def->groups[g];
         def->n_groups = (int)g + 1;
-        if (!json_is_object(go) || !json_is_array(members)) {
-            rc = diag_set(d, QS_EFORMAT, path, -1, "groups[%zu]: expected {name, alias, subjects}", g);
+        if ((rc = qs_json_obj(&go, NULL, &go, d)) ||
+            (rc = qs_json_arr(&go, "subjects", &members, &nm, d)) ||
+            (rc = task_str_get(&go, "name", 1, NULL, &tg->name, d)) ||
+            (rc = task_str_get(&go, "alias", 0, NULL, &tg->alias, d)))
             break;
-        }
-        if ((rc = task_str_get(go, "name", 1, NULL, &tg->name, path, d)) ||
-            (rc = task_str_get(go, "alias", 0, NULL, &tg->alias, path, d)))
-            break;
-        tg->subjects = qs_calloc(json_array_size(members) + 1, sizeof *tg->subjects);
+        tg->subjects = qs_calloc(nm + 1, sizeof *tg->subjects);
         if (!tg->subjects) {
             rc = diag_set(d, QS_ENOMEM, path, -1, "out of memory");
             break;
         }
-        for (size_t m = 0; m < json_array_size(members); m++) {
-            const char *name = json_string_value(json_array_get(members, m));
+        for (size_t m = 0; m < nm; m++) {
+            qs_json_at e = qs_json_item(&members, m);
+            const char *name;
+            if ((rc = qs_json_str(&e, NULL, &name, d)))
+                break;
             int found = -1;
-            for (int s = 0; name && s < def->n_subjects; s++)
+            for (int s = 0; s < def->n_subjects; s++)
                 if (!strcmp(name, def->subjects[s]))
                     found = s;
             if (found < 0) {
-                rc = diag_set(d, QS_EFORMAT, path, -1, "group \"%s\": \"%s\" is not in \"subjects\"",
-                              tg->name, name ? name : "(not a string)");
+                rc = qs_json_fail(&e, NULL, QS_EFORMAT, d, "\"%s\" is not in $.subjects", name);
                 break;
             }
             if (owner[found]++) {
-                rc = diag_set(d, QS_EFORMAT, path, -1, "subject \"%s\" is in two groups", name);
+                rc = qs_json_fail(&e, NULL, QS_EFORMAT, d, "subject \"%s\" is in two groups",
+                                  name);
                 break;
             }
             tg->subjects[tg->n_subjects++] = found;
@@ -144,12 +151,12 @@ static int task_def_groups(task_def *def, const json_t *root, const char *path, 
     return rc;
 }
 
-static int task_def_parse(task_def *def, const json_t *root, const char *path, qs_diag *d)
+static int task_def_parse(task_def *def, const qs_json_at *r, qs_diag *d)
 {
     int rc;
-    const char *key;
+    const char *key, *path = r->file;
     json_t *val;
-    json_object_foreach((json_t *)root, key, val) {
+    json_object_foreach((json_t *)r->v, key, val) {
         int ok = 0;
         for (int i = 0; task_known_keys[i]; i++)
             ok |= !strcmp(key, task_known_keys[i]);
@@ -157,19 +164,19 @@ static int task_def_parse(task_def *def, const json_t *root, const char *path, q
             return diag_set(d, QS_EFORMAT, path, -1, "unknown key \"%s\"", key);
     }
     char *loader = NULL, *hook = NULL, *sampler = NULL;
-    if ((rc = task_str_get(root, "task", 1, NULL, &def->name, path, d)) ||
-        (rc = task_str_get(root, "version", 1, NULL, &def->version, path, d)) ||
-        (rc = task_str_get(root, "subtask_version", 0, NULL, &def->subtask_version, path, d)) ||
-        (rc = task_str_get(root, "eval_split", 1, NULL, &def->eval_split, path, d)) ||
-        (rc = task_str_get(root, "fewshot_split", 0, "train", &def->fewshot_split, path, d)) ||
-        (rc = task_str_get(root, "description", 0, "", &def->description, path, d)) ||
-        (rc = task_str_get(root, "doc_to_text", 1, NULL, &def->doc_to_text, path, d)) ||
-        (rc = task_str_get(root, "target_delimiter", 0, " ", &def->target_delimiter, path, d)) ||
-        (rc = task_str_get(root, "fewshot_delimiter", 0, "\n\n", &def->fewshot_delimiter, path, d)))
+    if ((rc = task_str_get(r, "task", 1, NULL, &def->name, d)) ||
+        (rc = task_str_get(r, "version", 1, NULL, &def->version, d)) ||
+        (rc = task_str_get(r, "subtask_version", 0, NULL, &def->subtask_version, d)) ||
+        (rc = task_str_get(r, "eval_split", 1, NULL, &def->eval_split, d)) ||
+        (rc = task_str_get(r, "fewshot_split", 0, "train", &def->fewshot_split, d)) ||
+        (rc = task_str_get(r, "description", 0, "", &def->description, d)) ||
+        (rc = task_str_get(r, "doc_to_text", 1, NULL, &def->doc_to_text, d)) ||
+        (rc = task_str_get(r, "target_delimiter", 0, " ", &def->target_delimiter, d)) ||
+        (rc = task_str_get(r, "fewshot_delimiter", 0, "\n\n", &def->fewshot_delimiter, d)))
         return rc;
-    if ((rc = task_str_get(root, "loader", 1, NULL, &loader, path, d)) ||
-        (rc = task_str_get(root, "hook", 0, "", &hook, path, d)) ||
-        (rc = task_str_get(root, "fewshot_sampler", 0, "random", &sampler, path, d)))
+    if ((rc = task_str_get(r, "loader", 1, NULL, &loader, d)) ||
+        (rc = task_str_get(r, "hook", 0, "", &hook, d)) ||
+        (rc = task_str_get(r, "fewshot_sampler", 0, "random", &sampler, d)))
         goto out;
     static const char *const loaders[] = {"mmlu_csv", "hellaswag", "arc", NULL};
     static const int loader_v[] = {TASK_LOADER_MMLU_CSV, TASK_LOADER_HELLASWAG, TASK_LOADER_ARC};
@@ -178,64 +185,64 @@ static int task_def_parse(task_def *def, const json_t *root, const char *path, q
     static const char *const samplers[] = {"first_n", "random", NULL};
     static const int sampler_v[] = {TASK_SAMPLER_FIRST_N, TASK_SAMPLER_RANDOM};
     if (task_lookup(loader, loaders, loader_v, &def->loader)) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "loader \"%s\": expected mmlu_csv, hellaswag or arc",
-                      loader);
+        rc = qs_json_fail(r, "loader", QS_EFORMAT, d,
+                          "expected mmlu_csv, hellaswag or arc, found \"%s\"", loader);
         goto out;
     }
     if (task_lookup(hook, hooks, hook_v, &def->hook)) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "hook \"%s\": the only named hook is "
-                      "hellaswag_preprocess", hook);
+        rc = qs_json_fail(r, "hook", QS_EFORMAT, d,
+                          "the only named hook is hellaswag_preprocess, found \"%s\"", hook);
         goto out;
     }
     if (task_lookup(sampler, samplers, sampler_v, &def->sampler)) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "fewshot_sampler \"%s\": expected first_n or random",
-                      sampler);
+        rc = qs_json_fail(r, "fewshot_sampler", QS_EFORMAT, d,
+                          "expected first_n or random, found \"%s\"", sampler);
         goto out;
     }
-    json_t *data = json_object_get(root, "data");
-    if (!json_is_object(data)) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "\"data\": expected {\"eval\": [...], \"fewshot\": [...]}");
+    qs_json_at data, metrics;
+    if ((rc = qs_json_obj(r, "data", &data, d)) ||
+        (rc = task_str_list(&data, "eval", def->eval_paths, TASK_MAX_PATHS, &def->n_eval_paths,
+                            d)))
         goto out;
-    }
-    if ((rc = task_str_list(json_object_get(data, "eval"), "data.eval", def->eval_paths,
-                            TASK_MAX_PATHS, &def->n_eval_paths, path, d)))
+    if (qs_json_key(&data, "fewshot").v &&
+        (rc = task_str_list(&data, "fewshot", def->fewshot_paths, TASK_MAX_PATHS,
+                            &def->n_fewshot_paths, d)))
         goto out;
-    if (json_object_get(data, "fewshot") &&
-        (rc = task_str_list(json_object_get(data, "fewshot"), "data.fewshot", def->fewshot_paths,
-                            TASK_MAX_PATHS, &def->n_fewshot_paths, path, d)))
-        goto out;
-    json_t *choice = json_object_get(root, "doc_to_choice");
+    const json_t *choice = qs_json_key(r, "doc_to_choice").v;
     if (json_is_array(choice)) {
         def->fixed_choices = qs_calloc(json_array_size(choice) + 1, sizeof *def->fixed_choices);
         if (!def->fixed_choices) {
             rc = diag_set(d, QS_ENOMEM, path, -1, "out of memory");
             goto out;
         }
-        if ((rc = task_str_list(choice, "doc_to_choice", def->fixed_choices, 64,
-                                &def->n_fixed_choices, path, d)))
+        if ((rc = task_str_list(r, "doc_to_choice", def->fixed_choices, 64,
+                                &def->n_fixed_choices, d)))
             goto out;
     } else if (!json_is_string(choice) || strcmp(json_string_value(choice), "{choices}")) {
-        rc = diag_set(d, QS_EFORMAT, path, -1,
-                      "doc_to_choice: expected \"{choices}\" or an array of strings");
+        rc = qs_json_fail(r, "doc_to_choice", QS_EFORMAT, d,
+                          "expected \"{choices}\" or an array of strings");
         goto out;
     }
-    json_t *metrics = json_object_get(root, "metrics");
-    if (!json_is_array(metrics) || !json_array_size(metrics)) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "metrics: expected [\"acc\"] or [\"acc\", \"acc_norm\"]");
+    size_t n_metrics;
+    if ((rc = qs_json_arr(r, "metrics", &metrics, &n_metrics, d)))
+        goto out;
+    if (!n_metrics) {
+        rc = qs_json_fail(r, "metrics", QS_EFORMAT, d, "expected [\"acc\"] or [\"acc\", \"acc_norm\"]");
         goto out;
     }
-    for (size_t i = 0; i < json_array_size(metrics); i++) {
-        const char *m = json_string_value(json_array_get(metrics, i));
-        if (m && !strcmp(m, "acc_norm"))
-            def->metric_acc_norm = 1;
-        else if (!m || strcmp(m, "acc")) {
-            rc = diag_set(d, QS_EFORMAT, path, -1, "metrics[%zu]: expected \"acc\" or \"acc_norm\"", i);
-            goto out;
-        }
+    for (size_t i = 0; i < n_metrics && !rc; i++) {
+        qs_json_at e = qs_json_item(&metrics, i);
+        const char *m = "";
+        if (!(rc = qs_json_str(&e, NULL, &m, d)) && strcmp(m, "acc") && strcmp(m, "acc_norm"))
+            rc = qs_json_fail(&e, NULL, QS_EFORMAT, d,
+                              "expected \"acc\" or \"acc_norm\", found \"%s\"", m);
+        def->metric_acc_norm |= !strcmp(m, "acc_norm");
     }
+    if (rc)
+        goto out;
     if ((rc = prompt_template_check(def->description, path, d)) ||
         (rc = prompt_template_check(def->doc_to_text, path, d)) ||
-        (rc = task_def_groups(def, root, path, d)))
+        (rc = task_def_groups(def, r, d)))
         goto out;
     if ((def->loader == TASK_LOADER_MMLU_CSV) != (def->n_subjects > 0))
         rc = diag_set(d, QS_EFORMAT, path, -1, "\"subjects\" is required by (and only by) mmlu_csv");
@@ -249,20 +256,12 @@ out:
 int task_def_load(task_def *def, const char *path, qs_diag *d)
 {
     memset(def, 0, sizeof *def);
-    char *text = NULL;
-    size_t bytes = 0;
-    int rc = fileio_read_all(path, &text, &bytes, d);
+    json_t *root;
+    int rc = qs_json_load_file(path, QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT, &root, d);
     if (rc)
         return rc;
-    json_error_t jerr;
-    json_t *root = json_loadb(text, bytes, JSON_REJECT_DUPLICATES, &jerr);
-    qs_free(text);
-    if (!root)
-        return diag_set(d, QS_EFORMAT, path, jerr.line, "invalid JSON: %s", jerr.text);
-    if (!json_is_object(root))
-        rc = diag_set(d, QS_EFORMAT, path, -1, "expected a JSON object");
-    else
-        rc = task_def_parse(def, root, path, d);
+    qs_json_at r = qs_json_root(root, path, -1);
+    rc = task_def_parse(def, &r, d);
     json_decref(root);
     if (!rc && !(def->path = qs_strdup(path)))
         rc = diag_set(d, QS_ENOMEM, path, -1, "out of memory");

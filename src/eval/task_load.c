@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/prompt.h"
 #include "qs/task.h"
@@ -36,14 +37,10 @@ void task_docs_free(task_doc *docs, size_t n_docs)
 /* Next slot of the growing doc array (zeroed), or NULL on OOM. */
 static task_doc *task_doc_push(task_doc **docs, size_t *n, size_t *cap)
 {
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 256;
-        task_doc *p = qs_realloc(*docs, nc * sizeof *p);
-        if (!p)
-            return NULL;
-        *docs = p;
-        *cap = nc;
-    }
+    task_doc *p = qs_grow(*docs, cap, *n + 1, sizeof *p, 256);
+    if (!p)
+        return NULL;
+    *docs = p;
     task_doc *t = &(*docs)[(*n)++];
     memset(t, 0, sizeof *t);
     t->subject = -1;
@@ -287,23 +284,21 @@ static int task_hellaswag_text(task_lines *tl, const char *path, task_doc **docs
     }
 }
 
-static const char *task_json_str(json_t *o, const char *key)
+static int task_hellaswag_doc(const qs_json_at *o, int apply_hook, task_doc *t, qs_diag *d)
 {
-    json_t *v = json_object_get(o, key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-static int task_hellaswag_doc(json_t *o, int apply_hook, task_doc *t, const char *path, long line,
-                              qs_diag *d)
-{
-    const char *act = task_json_str(o, "activity_label"), *a = task_json_str(o, "ctx_a"),
-               *b = task_json_str(o, "ctx_b");
-    json_t *endings = json_object_get(o, "endings"), *label = json_object_get(o, "label");
-    if (!act || !a || !b)
-        return diag_set(d, QS_EFORMAT, path, line,
-                        "expected string fields activity_label, ctx_a and ctx_b");
-    if (!json_is_array(endings) || json_array_size(endings) < 2)
-        return diag_set(d, QS_EFORMAT, path, line, "endings: expected an array of >= 2 strings");
+    const char *path = o->file, *act, *a, *b;
+    long line = o->line;
+    qs_json_at endings;
+    size_t n_endings;
+    int rc;
+    if ((rc = qs_json_str(o, "activity_label", &act, d)) || (rc = qs_json_str(o, "ctx_a", &a, d)) ||
+        (rc = qs_json_str(o, "ctx_b", &b, d)) ||
+        (rc = qs_json_arr(o, "endings", &endings, &n_endings, d)))
+        return rc;
+    if (n_endings < 2)
+        return qs_json_fail(o, "endings", QS_EFORMAT, d, "expected >= 2 strings, found %zu",
+                            n_endings);
+    const json_t *label = qs_json_key(o, "label").v;
     long gold = -1;
     if (json_is_integer(label))
         gold = (long)json_integer_value(label);
@@ -313,10 +308,13 @@ static int task_hellaswag_doc(json_t *o, int apply_hook, task_doc *t, const char
         if (*end)
             gold = -1;
     }
-    int n = (int)json_array_size(endings);
+    int n = (int)n_endings;
     if (gold < 0 || gold >= n)
-        return diag_set(d, QS_EFORMAT, path, line, "label: expected an index 0..%d, found %s", n - 1,
-                        json_is_string(label) ? json_string_value(label) : "none");
+        return json_is_string(label)
+                   ? qs_json_fail(o, "label", QS_EFORMAT, d, "expected an index 0..%d, found \"%s\"",
+                                  n - 1, json_string_value(label))
+                   : qs_json_fail(o, "label", QS_EFORMAT, d, "expected an index 0..%d, found %s",
+                                  n - 1, qs_json_type_name(label));
     if (task_doc_choices_alloc(t, n))
         return diag_set(d, QS_ENOMEM, path, line, "out of memory");
     t->gold = (int)gold;
@@ -337,9 +335,10 @@ static int task_hellaswag_doc(json_t *o, int apply_hook, task_doc *t, const char
     if (!t->question)
         return diag_set(d, QS_ENOMEM, path, line, "out of memory");
     for (int i = 0; i < n; i++) {
-        const char *e = json_string_value(json_array_get(endings, (size_t)i));
-        if (!e)
-            return diag_set(d, QS_EFORMAT, path, line, "endings[%d]: expected a string", i);
+        qs_json_at ei = qs_json_item(&endings, (size_t)i);
+        const char *e;
+        if ((rc = qs_json_str(&ei, NULL, &e, d)))
+            return rc;
         t->choices[i] = apply_hook ? prompt_hellaswag_preprocess(e) : qs_strdup(e);
         if (!t->choices[i])
             return diag_set(d, QS_ENOMEM, path, line, "out of memory");
@@ -349,33 +348,35 @@ static int task_hellaswag_doc(json_t *o, int apply_hook, task_doc *t, const char
 
 /* ---- ARC ---------------------------------------------------------------- */
 
-static int task_arc_doc(json_t *o, task_doc *t, const char *path, long line, qs_diag *d)
+static int task_arc_doc(const qs_json_at *o, task_doc *t, qs_diag *d)
 {
-    json_t *q = json_object_get(o, "question"), *texts = NULL, *labels = NULL, *list = NULL;
-    const char *stem;
-    if (json_is_string(q)) {   /* HF: question, choices {text: [], label: []} */
-        stem = json_string_value(q);
-        json_t *ch = json_object_get(o, "choices");
-        texts = json_object_get(ch, "text");
-        labels = json_object_get(ch, "label");
-        if (!json_is_array(texts) || !json_is_array(labels) ||
-            json_array_size(texts) != json_array_size(labels))
-            return diag_set(d, QS_EFORMAT, path, line,
-                            "choices: expected {\"text\": [...], \"label\": [...]} of equal length");
-    } else if (json_is_object(q)) {   /* AI2: question {stem, choices: [{text, label}]} */
-        stem = task_json_str(q, "stem");
-        list = json_object_get(q, "choices");
-        if (!json_is_array(list))
-            return diag_set(d, QS_EFORMAT, path, line, "question.choices: expected an array");
+    const char *path = o->file, *stem, *key;
+    long line = o->line;
+    qs_json_at q = qs_json_key(o, "question"), texts, labels, list, ch;
+    size_t n, n_labels;
+    int rc, ai2 = json_is_object(q.v);
+    if (json_is_string(q.v)) {   /* HF: question, choices {text: [], label: []} */
+        stem = json_string_value(q.v);
+        if ((rc = qs_json_obj(o, "choices", &ch, d)) ||
+            (rc = qs_json_arr(&ch, "text", &texts, &n, d)) ||
+            (rc = qs_json_arr(&ch, "label", &labels, &n_labels, d)))
+            return rc;
+        if (n != n_labels)
+            return qs_json_fail(&ch, NULL, QS_EFORMAT, d,
+                                "expected \"text\" and \"label\" of equal length, found %zu and %zu",
+                                n, n_labels);
+    } else if (ai2) {   /* AI2: question {stem, choices: [{text, label}]} */
+        if ((rc = qs_json_str(&q, "stem", &stem, d)) ||
+            (rc = qs_json_arr(&q, "choices", &list, &n, d)))
+            return rc;
     } else
-        return diag_set(d, QS_EFORMAT, path, line,
-                        "question: expected a string (HF layout) or an object (AI2 layout)");
-    if (!stem)
-        return diag_set(d, QS_EFORMAT, path, line, "question stem: expected a string");
-    const char *key = task_json_str(o, "answerKey");
-    if (!key || !*key)
-        return diag_set(d, QS_EFORMAT, path, line, "answerKey: expected a label string");
-    size_t n = list ? json_array_size(list) : json_array_size(texts);
+        return qs_json_fail(o, "question", QS_EFORMAT, d,
+                            "expected string (HF layout) or object (AI2 layout), found %s",
+                            qs_json_type_name(q.v));
+    if ((rc = qs_json_str(o, "answerKey", &key, d)))
+        return rc;
+    if (!*key)
+        return qs_json_fail(o, "answerKey", QS_EFORMAT, d, "expected a label, found \"\"");
     if (n < 2 || n > 16)
         return diag_set(d, QS_EFORMAT, path, line, "expected 2 to 16 choices, found %zu", n);
     if (task_doc_choices_alloc(t, (int)n))
@@ -384,14 +385,16 @@ static int task_arc_doc(json_t *o, task_doc *t, const char *path, long line, qs_
         return diag_set(d, QS_ENOMEM, path, line, "out of memory");
     t->gold = -1;
     for (size_t i = 0; i < n; i++) {
-        json_t *c = list ? json_array_get(list, i) : NULL;
-        const char *text = list ? task_json_str(c, "text")
-                                : json_string_value(json_array_get(texts, i));
-        const char *lab = list ? task_json_str(c, "label")
-                               : json_string_value(json_array_get(labels, i));
-        if (!text || !lab)
-            return diag_set(d, QS_EFORMAT, path, line, "choice %zu: expected text and label strings",
-                            i);
+        const char *text, *lab;
+        if (ai2) {
+            qs_json_at c = qs_json_item(&list, i);
+            if ((rc = qs_json_str(&c, "text", &text, d)) || (rc = qs_json_str(&c, "label", &lab, d)))
+                return rc;
+        } else {
+            qs_json_at ti = qs_json_item(&texts, i), li = qs_json_item(&labels, i);
+            if ((rc = qs_json_str(&ti, NULL, &text, d)) || (rc = qs_json_str(&li, NULL, &lab, d)))
+                return rc;
+        }
         if (!strcmp(lab, key)) {
             if (t->gold >= 0)
                 return diag_set(d, QS_EFORMAT, path, line, "label '%s' appears twice", lab);
@@ -421,22 +424,19 @@ static int task_jsonl_load(task_lines *tl, int kind, int apply_hook, const char 
             return diag_set(d, QS_EFORMAT, path, tl->line, "empty line (expected one JSON object)");
         if (strlen(l) != ln)
             return diag_set(d, QS_EFORMAT, path, tl->line, "NUL byte inside the line");
-        json_error_t jerr;
-        json_t *o = json_loadb(l, ln, 0, &jerr);
-        if (!json_is_object(o)) {
-            json_decref(o);
-            return diag_set(d, QS_EFORMAT, path, tl->line, "invalid JSON object: %s",
-                            o ? "not an object" : jerr.text);
-        }
+        json_t *o;
+        int rc = qs_json_load_text(l, ln, path, tl->line, QS_JSON_OBJECT, &o, d);
+        if (rc)
+            return rc;
+        qs_json_at rec = qs_json_root(o, path, tl->line);
         task_doc *t = task_doc_push(docs, n_docs, cap);
-        int rc;
         if (!t)
             rc = diag_set(d, QS_ENOMEM, path, tl->line, "out of memory");
         else {
             t->doc_id = doc_id++;
             t->line = tl->line;
-            rc = kind == TASK_JSONL_ARC ? task_arc_doc(o, t, path, tl->line, d)
-                                        : task_hellaswag_doc(o, apply_hook, t, path, tl->line, d);
+            rc = kind == TASK_JSONL_ARC ? task_arc_doc(&rec, t, d)
+                                        : task_hellaswag_doc(&rec, apply_hook, t, d);
         }
         json_decref(o);
         if (rc)

@@ -2,13 +2,16 @@
 #include "qs/forget.h"
 
 #include <jansson.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/json.h"
+#include "qs/bytes.h"
 #include "qs/mem.h"
 #include "qs/resfile.h"
 #include "qs/stats.h"
-#include "qs/zlog.h"
 
 void forget_opts_default(forget_opts *o)
 {
@@ -46,10 +49,12 @@ int forget_check(const char *task, long step, const unsigned char *base_correct,
                  "p=%.3g < %g on %zu items",
                  out->task, step, 100 * out->baseline, 100 * out->acc, out->drop_points,
                  o->max_drop_points, out->p_value, o->alpha, n_items);
+        char qtask[6 * sizeof out->task + 3];
+        qs_json_quote(qtask, sizeof qtask, out->task);
         snprintf(out->event_json, sizeof out->event_json,
-                 "{\"step\":%ld,\"type\":\"forgetting\",\"task\":\"%s\",\"baseline\":%.6g,"
+                 "{\"step\":%ld,\"type\":\"forgetting\",\"task\":%s,\"baseline\":%.6g,"
                  "\"acc\":%.6g,\"drop_points\":%.4g,\"p_value\":%.4g,\"n\":%zu}",
-                 step, out->task, out->baseline, out->acc, out->drop_points, out->p_value,
+                 step, qtask, out->baseline, out->acc, out->drop_points, out->p_value,
                  n_items);
     }
     return 0;
@@ -173,6 +178,88 @@ int forget_tracker_observe(forget_tracker *t, const char *task, long step,
     return rc;
 }
 
+int forget_tracker_save(const forget_tracker *t, void **bytes, size_t *n, qs_diag *d)
+{
+    size_t total = 4;
+    for (int i = 0; i < t->n_tasks; i++)
+        total += 12 + strlen(t->task[i]) + t->n_items[i];
+    unsigned char *buf = qs_malloc(total), *p = buf;
+    if (!buf)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "forgetting baselines: out of memory");
+    bytes_put_u32le(p, (uint32_t)t->n_tasks);
+    p += 4;
+    for (int i = 0; i < t->n_tasks; i++) {
+        size_t nl = strlen(t->task[i]);
+        bytes_put_u32le(p, (uint32_t)nl);
+        memcpy(p + 4, t->task[i], nl);
+        p += 4 + nl;
+        bytes_put_u64le(p, t->n_items[i]);
+        memcpy(p + 8, t->base[i], t->n_items[i]);
+        p += 8 + t->n_items[i];
+    }
+    *bytes = buf;
+    *n = total;
+    return 0;
+}
+
+static void tracker_clear(forget_tracker *t)
+{
+    for (int i = 0; i < t->n_tasks; i++) {
+        qs_free(t->task[i]);
+        qs_free(t->base[i]);
+    }
+    t->n_tasks = 0;
+}
+
+int forget_tracker_restore(forget_tracker *t, const void *bytes, size_t n, qs_diag *d)
+{
+    const unsigned char *p = bytes, *end = p + n;
+    char name[FORGET_TASK_MAX];
+    tracker_clear(t);
+    if (n < 4)
+        return diag_set(d, QS_EFORMAT, NULL, -1, "forgetting baselines: %zu bytes, expected a count", n);
+    uint64_t n_tasks = bytes_get_u32le(p);
+    p += 4;
+    int rc = 0;
+    for (uint64_t k = 0; !rc && k < n_tasks; k++) {
+        uint64_t nl = (size_t)(end - p) >= 4 ? bytes_get_u32le(p) : UINT64_MAX;
+        if (nl == UINT64_MAX || nl == 0 || nl >= sizeof name || (size_t)(end - p) - 4 < nl + 8) {
+            rc = diag_set(d, QS_EFORMAT, NULL, -1,
+                          "forgetting baselines: task %llu: expected a name of 1..%zu bytes and "
+                          "an item count", (unsigned long long)k, sizeof name - 1);
+            break;
+        }
+        memcpy(name, p + 4, (size_t)nl);
+        name[nl] = 0;
+        p += 4 + nl;
+        uint64_t ni = bytes_get_u64le(p);
+        p += 8;
+        if (ni == 0 || ni > (uint64_t)(end - p) || memchr(name, 0, (size_t)nl)) {
+            rc = diag_set(d, QS_EFORMAT, NULL, -1,
+                          "forgetting baselines: task %llu: %llu items, %zu bytes left",
+                          (unsigned long long)k, (unsigned long long)ni, (size_t)(end - p));
+            break;
+        }
+        for (int i = 0; !rc && i < t->n_tasks; i++)
+            if (!strcmp(t->task[i], name))
+                rc = diag_set(d, QS_EFORMAT, NULL, -1, "forgetting baselines: task '%s' twice", name);
+        for (uint64_t i = 0; !rc && i < ni; i++)
+            if (p[i] > 1)
+                rc = diag_set(d, QS_EFORMAT, NULL, -1,
+                              "forgetting baselines: task '%s' item %llu is %u, expected 0 or 1",
+                              name, (unsigned long long)i, p[i]);
+        if (!rc)
+            rc = tracker_add(t, name, p, (size_t)ni, d);
+        p += ni;
+    }
+    if (!rc && p != end)
+        rc = diag_set(d, QS_EFORMAT, NULL, -1, "forgetting baselines: %zu trailing bytes",
+                      (size_t)(end - p));
+    if (rc)
+        tracker_clear(t);
+    return rc;
+}
+
 /* the series read from metrics.jsonl: owned strings + 0/1 vectors */
 typedef struct series {
     forget_eval *evals;
@@ -206,31 +293,29 @@ static void series_free(series *s)
     qs_free(s->evals);
 }
 
-static int series_add_task(series *s, long step, const char *task, json_t *tobj,
-                           const char *metric, const char *path, long lineno, qs_diag *d)
+static int series_add_task(series *s, long step, const char *task, const qs_json_at *tobj,
+                           const char *metric, qs_diag *d)
 {
+    const char *path = tobj->file;
+    long lineno = tobj->line;
     const char *m = metric[0] ? metric
-                              : resfile_default_metric(task, json_object_get(tobj, "acc") != NULL,
-                                                       json_object_get(tobj, "acc_norm") != NULL);
+                              : resfile_default_metric(task, qs_json_key(tobj, "acc").v != NULL,
+                                                       qs_json_key(tobj, "acc_norm").v != NULL);
     char key[32];
     snprintf(key, sizeof key, "items_%s", m);
-    json_t *items = json_object_get(tobj, key);
-    if (!items)
-        return 0;
-    if (!json_is_string(items))
-        return diag_set(d, QS_EFORMAT, path, lineno, "tasks.%s.%s: expected a string of 0/1",
-                        task, key);
-    size_t n = json_string_length(items);
-    const char *txt = json_string_value(items);
+    const char *txt;
+    int rc = qs_json_str_or(tobj, key, NULL, &txt, d);
+    if (rc || !txt)
+        return rc;
+    size_t n = strlen(txt);
     unsigned char *v = series_own(s, qs_malloc(n ? n : 1));
     char *name = series_own(s, qs_strdup(task));
     if (!v || !name)
         return diag_set(d, QS_ENOMEM, path, lineno, "%zu items", n);
     for (size_t i = 0; i < n; i++) {
         if (txt[i] != '0' && txt[i] != '1')
-            return diag_set(d, QS_EFORMAT, path, lineno,
-                            "tasks.%s.%s: character %zu is '%c', expected '0' or '1'", task, key,
-                            i, txt[i]);
+            return qs_json_fail(tobj, key, QS_EFORMAT, d,
+                                "character %zu is '%c', expected '0' or '1'", i, txt[i]);
         v[i] = (unsigned char)(txt[i] - '0');
     }
     if (s->n == s->cap) {
@@ -247,45 +332,28 @@ static int series_add_task(series *s, long step, const char *task, json_t *tobj,
 
 static int series_read(series *s, const char *path, const char *metric, qs_diag *d)
 {
-    zlog_reader *r;
-    int rc = zlog_reader_create(&r, path, d);
-    if (rc)
-        return rc;
-    const char *line;
-    size_t len;
-    long lineno = 0;
-    while ((rc = zlog_next(r, &line, &len, &lineno, d)) == 1) {
-        rc = 0;
-        json_error_t jerr;
-        json_t *obj = json_loadb(line, len, 0, &jerr);
-        json_t *type = json_object_get(obj, "type");
-        if (!json_is_object(obj)) {
-            json_decref(obj);
-            rc = diag_set(d, QS_EFORMAT, path, lineno, "expected one JSON object per line");
+    qs_jsonl r;
+    qs_json_at obj;
+    int rc = qs_jsonl_open(&r, path, 0, d);
+    while (!rc && (rc = qs_jsonl_next(&r, &obj, d)) == 1) {
+        const char *type;
+        qs_json_at tasks;
+        long long step;
+        if ((rc = qs_json_str_or(&obj, "type", "", &type, d)) || strcmp(type, "eval"))
+            continue;
+        if ((rc = qs_json_i64(&obj, "step", LONG_MIN, LONG_MAX, &step, d)) ||
+            (rc = qs_json_obj(&obj, "tasks", &tasks, d)))
             break;
-        }
-        if (json_is_string(type) && !strcmp(json_string_value(type), "eval")) {
-            json_t *step = json_object_get(obj, "step"), *tasks = json_object_get(obj, "tasks");
-            if (!json_is_integer(step) || !json_is_object(tasks)) {
-                json_decref(obj);
-                rc = diag_set(d, QS_EFORMAT, path, lineno,
-                              "eval record: expected integer \"step\" and object \"tasks\"");
+        const char *task;
+        json_t *tv;
+        json_object_foreach((json_t *)tasks.v, task, tv) {
+            qs_json_at tobj = qs_json_key(&tasks, task);
+            if (json_is_object(tv) &&
+                (rc = series_add_task(s, (long)step, task, &tobj, metric, d)))
                 break;
-            }
-            const char *task;
-            json_t *tobj;
-            json_object_foreach(tasks, task, tobj) {
-                if (json_is_object(tobj) &&
-                    (rc = series_add_task(s, (long)json_integer_value(step), task, tobj, metric,
-                                          path, lineno, d)))
-                    break;
-            }
         }
-        json_decref(obj);
-        if (rc)
-            break;
     }
-    zlog_reader_destroy(r);
+    qs_jsonl_close(&r);
     return rc == QS_ETRUNC ? 0 : rc;   /* a run still being written ends mid-line */
 }
 

@@ -3,13 +3,14 @@
 
 #include <dirent.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
-#include "qs/zlog.h"
 
 void itemlog_free(itemlog *il)
 {
@@ -27,14 +28,10 @@ void itemlog_free(itemlog *il)
 static int item_push(itemlog *il, const char *task, const char *subject, long long doc_id,
                      int acc, int acc_norm)
 {
-    if (il->n_items == il->cap_items) {
-        size_t cap = il->cap_items ? il->cap_items * 2 : 1024;
-        itemlog_item *grown = qs_realloc(il->items, cap * sizeof *grown);
-        if (!grown)
-            return QS_ENOMEM;
-        il->items = grown;
-        il->cap_items = cap;
-    }
+    itemlog_item *grown = qs_grow(il->items, &il->cap_items, il->n_items + 1, sizeof *grown, 1024);
+    if (!grown)
+        return QS_ENOMEM;
+    il->items = grown;
     char key[512];
     snprintf(key, sizeof key, "%s|%s|%012lld", task, subject ? subject : "", doc_id);
     itemlog_item *it = &il->items[il->n_items];
@@ -59,7 +56,7 @@ static int item_push(itemlog *il, const char *task, const char *subject, long lo
 }
 
 /* 0/1 from a harness per-item metric (number or bool); -1 absent; -2 malformed */
-static int metric01(json_t *v)
+static int metric01(const json_t *v)
 {
     if (!v)
         return -1;
@@ -71,74 +68,52 @@ static int metric01(json_t *v)
     return x == 0.0 ? 0 : x == 1.0 ? 1 : -2;
 }
 
-typedef int (*line_fn)(itemlog *il, json_t *obj, const char *path, long lineno, const char *task,
-                       qs_diag *d);
+typedef int (*line_fn)(itemlog *il, const qs_json_at *obj, const char *task, qs_diag *d);
 
-static int qatscope_line(itemlog *il, json_t *obj, const char *path, long lineno,
-                         const char *unused, qs_diag *d)
+static int qatscope_line(itemlog *il, const qs_json_at *obj, const char *unused, qs_diag *d)
 {
     (void)unused;
-    json_t *task = json_object_get(obj, "task"), *doc = json_object_get(obj, "doc_id");
-    json_t *gold = json_object_get(obj, "gold");
-    if (!json_is_string(task) || !json_is_integer(doc) || !json_is_integer(gold))
-        return diag_set(d, QS_EFORMAT, path, lineno,
-                        "expected a sample with string \"task\" and integer \"doc_id\" and "
-                        "\"gold\"");
-    json_t *pred = json_object_get(obj, "pred"), *pred_norm = json_object_get(obj, "pred_norm");
-    if (!json_is_integer(pred))
-        return diag_set(d, QS_EFORMAT, path, lineno, "expected an integer \"pred\"");
-    long long g = json_integer_value(gold);
-    int acc_norm = json_is_integer(pred_norm) ? json_integer_value(pred_norm) == g : -1;
-    json_t *subj = json_object_get(obj, "subject");
-    int rc = item_push(il, json_string_value(task), json_is_string(subj) ? json_string_value(subj) : NULL,
-                       json_integer_value(doc), json_integer_value(pred) == g, acc_norm);
-    return rc ? diag_set(d, rc, path, lineno, "out of memory") : 0;
+    const char *task, *subj;
+    long long doc, gold, pred, pred_norm;
+    int rc;
+    if ((rc = qs_json_str(obj, "task", &task, d)) ||
+        (rc = qs_json_i64(obj, "doc_id", LLONG_MIN, LLONG_MAX, &doc, d)) ||
+        (rc = qs_json_i64(obj, "gold", LLONG_MIN, LLONG_MAX, &gold, d)) ||
+        (rc = qs_json_i64(obj, "pred", LLONG_MIN, LLONG_MAX, &pred, d)) ||
+        (rc = qs_json_i64_or(obj, "pred_norm", LLONG_MIN, LLONG_MAX, LLONG_MIN, &pred_norm, d)) ||
+        (rc = qs_json_str_or(obj, "subject", NULL, &subj, d)))
+        return rc;
+    int acc_norm = pred_norm == LLONG_MIN ? -1 : pred_norm == gold;
+    rc = item_push(il, task, subj, doc, pred == gold, acc_norm);
+    return rc ? diag_set(d, rc, obj->file, obj->line, "out of memory") : 0;
 }
 
-static int harness_line(itemlog *il, json_t *obj, const char *path, long lineno, const char *task,
-                        qs_diag *d)
+static int harness_line(itemlog *il, const qs_json_at *obj, const char *task, qs_diag *d)
 {
-    json_t *doc = json_object_get(obj, "doc_id");
-    if (!json_is_integer(doc))
-        return diag_set(d, QS_EFORMAT, path, lineno, "expected an integer \"doc_id\"");
-    int acc = metric01(json_object_get(obj, "acc"));
-    int acc_norm = metric01(json_object_get(obj, "acc_norm"));
+    long long doc;
+    int rc = qs_json_i64(obj, "doc_id", LLONG_MIN, LLONG_MAX, &doc, d);
+    if (rc)
+        return rc;
+    int acc = metric01(qs_json_key(obj, "acc").v);
+    int acc_norm = metric01(qs_json_key(obj, "acc_norm").v);
     if (acc == -2 || acc_norm == -2)
-        return diag_set(d, QS_EFORMAT, path, lineno,
+        return diag_set(d, QS_EFORMAT, obj->file, obj->line,
                         "expected per-item \"acc\"/\"acc_norm\" of 0 or 1");
     if (acc < 0 && acc_norm < 0)
-        return diag_set(d, QS_EFORMAT, path, lineno,
+        return diag_set(d, QS_EFORMAT, obj->file, obj->line,
                         "sample has neither \"acc\" nor \"acc_norm\" (not a multiple-choice log?)");
-    int rc = item_push(il, task, NULL, json_integer_value(doc), acc, acc_norm);
-    return rc ? diag_set(d, rc, path, lineno, "out of memory") : 0;
+    rc = item_push(il, task, NULL, doc, acc, acc_norm);
+    return rc ? diag_set(d, rc, obj->file, obj->line, "out of memory") : 0;
 }
 
 static int load_lines(itemlog *il, const char *path, const char *task, line_fn fn, qs_diag *d)
 {
-    zlog_reader *r;
-    int rc = zlog_reader_create(&r, path, d);
-    if (rc)
-        return rc;
-    const char *line;
-    size_t len;
-    long lineno = 0;
-    while ((rc = zlog_next(r, &line, &len, &lineno, d)) == 1) {
-        if (len == 0)
-            continue;
-        json_error_t jerr;
-        json_t *obj = json_loadb(line, len, 0, &jerr);
-        if (!json_is_object(obj)) {
-            json_decref(obj);
-            rc = diag_set(d, QS_EFORMAT, path, lineno, "expected one JSON object per line: %s",
-                          obj ? "found another JSON type" : jerr.text);
-            break;
-        }
-        rc = fn(il, obj, path, lineno, task, d);
-        json_decref(obj);
-        if (rc)
-            break;
-    }
-    zlog_reader_destroy(r);
+    qs_jsonl r;
+    qs_json_at obj;
+    int rc = qs_jsonl_open(&r, path, 0, d);
+    while (!rc && (rc = qs_jsonl_next(&r, &obj, d)) == 1)
+        rc = fn(il, &obj, task, d);
+    qs_jsonl_close(&r);
     if (rc == 0)
         il->n_files++;
     return rc;

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 
 /* aggregates that are tags, not groups (spec/tasks.md §3: ignore when comparing) */
@@ -63,45 +63,52 @@ const char *resfile_default_metric(const char *task, int has_acc, int has_acc_no
 }
 
 /* metric value of one results entry: "<m>,none" (0.4) or "<m>" (0.3); NAN when absent */
-static int read_metric(json_t *entry, const char *metric, const char *path, const char *task,
-                       double *out, int *layout, qs_diag *d)
+static int read_metric(const qs_json_at *entry, const char *metric, double *out, int *layout,
+                       qs_diag *d)
 {
     char key[64];
     snprintf(key, sizeof key, "%s,none", metric);
-    json_t *v = json_object_get(entry, key);
+    const json_t *v = qs_json_key(entry, key).v;
     int lay = RESFILE_LAYOUT_V04;
     if (!v) {
-        v = json_object_get(entry, metric);
+        v = qs_json_key(entry, metric).v;
         lay = RESFILE_LAYOUT_V03;
         snprintf(key, sizeof key, "%s", metric);
     }
     *out = NAN;
     if (!v || (json_is_string(v) && !strcmp(json_string_value(v), "N/A")))
         return 0;   /* absent, or not computed (a group without items) */
-    if (!json_is_number(v))
-        return diag_set(d, QS_EFORMAT, path, -1, "results.%s[\"%s\"]: expected a number, found %s",
-                        task, key, json_is_string(v) ? "a string" : "another JSON type");
-    double x = json_number_value(v);
+    double x;
+    int rc = qs_json_num(entry, key, &x, d);
+    if (rc)
+        return rc;
     if (!(x >= 0.0 && x <= 1.0))
-        return diag_set(d, QS_EFORMAT, path, -1,
-                        "results.%s[\"%s\"]: expected a fraction in [0, 1], found %g", task, key,
-                        x);
+        return qs_json_fail(entry, key, QS_EFORMAT, d, "expected a fraction in [0, 1], found %g",
+                            x);
     *out = x;
     if (!*layout)
         *layout = lay;
     return 0;
 }
 
-static long read_n_items(json_t *root, json_t *entry, const char *task)
+/* n-samples.<task>.effective, else results.<task>.n, else -1 (unknown); a
+ * negative count is malformed, not "unknown" */
+static int read_n_items(json_t *root, json_t *entry, const char *task, const char *path,
+                        long *out, qs_diag *d)
 {
     json_t *ns = json_object_get(json_object_get(root, "n-samples"), task);
-    json_t *eff = json_object_get(ns, "effective");
-    if (json_is_integer(eff))
-        return (long)json_integer_value(eff);
-    json_t *n = json_object_get(entry, "n");
-    if (json_is_integer(n))
-        return (long)json_integer_value(n);
-    return -1;
+    json_t *eff = json_object_get(ns, "effective"), *n = json_object_get(entry, "n");
+    int from_ns = json_is_integer(eff);
+    json_t *v = from_ns ? eff : n;
+    *out = -1;
+    if (!json_is_integer(v))
+        return 0;
+    if (json_integer_value(v) < 0)
+        return diag_set(d, QS_EFORMAT, path, -1, "%s.%s%s: expected an item count >= 0, got %lld",
+                        from_ns ? "n-samples" : "results", task, from_ns ? ".effective" : ".n",
+                        (long long)json_integer_value(v));
+    *out = (long)json_integer_value(v);
+    return 0;
 }
 
 /* append the leaves under `name` (recursively through group_subtasks) to t */
@@ -180,9 +187,12 @@ static int add_v03_mmlu_group(resfile *rf, const char *path, qs_diag *d)
     return 0;
 }
 
-static int parse_root(resfile *rf, json_t *root, const char *path, qs_diag *d)
+static int parse_root(resfile *rf, const qs_json_at *r, qs_diag *d)
 {
-    json_t *results = json_object_get(root, "results");
+    const char *path = r->file;
+    json_t *root = (json_t *)r->v;
+    qs_json_at res = qs_json_key(r, "results");
+    json_t *results = (json_t *)res.v;
     if (!json_is_object(results))
         return diag_set(d, QS_EFORMAT, path, -1,
                         "expected a results file with a \"results\" object (lm-evaluation-harness "
@@ -196,20 +206,23 @@ static int parse_root(resfile *rf, json_t *root, const char *path, qs_diag *d)
     const char *name;
     json_t *entry;
     json_object_foreach(results, name, entry) {
-        if (!json_is_object(entry))
-            return diag_set(d, QS_EFORMAT, path, -1, "results.%s: expected an object", name);
+        qs_json_at e;
+        int rc = qs_json_obj(&res, name, &e, d);
+        if (rc)
+            return rc;
         if (is_ignored_group(name))
             continue;
         resfile_task *t = &rf->tasks[rf->n_tasks];
         if (!(t->name = qs_strdup(name)))
             return diag_set(d, QS_ENOMEM, path, -1, "task name");
         rf->n_tasks++;
-        int rc = read_metric(entry, "acc", path, name, &t->acc, &rf->layout, d);
+        rc = read_metric(&e, "acc", &t->acc, &rf->layout, d);
         if (!rc)
-            rc = read_metric(entry, "acc_norm", path, name, &t->acc_norm, &rf->layout, d);
+            rc = read_metric(&e, "acc_norm", &t->acc_norm, &rf->layout, d);
         if (rc)
             return rc;
-        t->n_items = read_n_items(root, entry, name);
+        if ((rc = read_n_items(root, entry, name, path, &t->n_items, d)))
+            return rc;
         t->top_level = 1;
         json_t *kids = json_object_get(gs, name);
         t->is_group = (json_is_array(kids) && json_array_size(kids) > 0) ||
@@ -247,24 +260,15 @@ static int parse_root(resfile *rf, json_t *root, const char *path, qs_diag *d)
 int resfile_load(resfile *rf, const char *path, qs_diag *d)
 {
     memset(rf, 0, sizeof *rf);
-    char *text = NULL;
-    size_t bytes = 0;
-    int rc = fileio_read_all(path, &text, &bytes, d);
+    json_t *root;
+    int rc = qs_json_load_file(path, QS_JSON_OBJECT, &root, d);
     if (rc)
         return rc;
-    json_error_t jerr;
-    json_t *root = json_loadb(text, bytes, 0, &jerr);
-    qs_free(text);
-    if (!root)
-        return diag_set(d, QS_EFORMAT, path, jerr.line, "not valid JSON: %s", jerr.text);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return diag_set(d, QS_EFORMAT, path, -1, "expected a JSON object at the top level");
-    }
+    qs_json_at r = qs_json_root(root, path, -1);
     if (!(rf->path = qs_strdup(path)))
         rc = diag_set(d, QS_ENOMEM, path, -1, "path");
     else
-        rc = parse_root(rf, root, path, d);
+        rc = parse_root(rf, &r, d);
     json_decref(root);
     if (rc)
         resfile_free(rf);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "qs/mem.h"
+#include "qs/rng.h"
 
 int stats_pairs_count(const unsigned char *base_correct, const unsigned char *cand_correct,
                       size_t n_items, stats_pairs *out, qs_diag *d)
@@ -60,21 +61,13 @@ int stats_mcnemar_exact(long b, long c, double *p_value, qs_diag *d)
     return 0;
 }
 
-/* splitmix64: explicit-state, well-mixed, enough for resampling indices */
-static uint64_t rng_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* uniform index in [0, n) without modulo bias (reject the short last block) */
+/* uniform index in [0, n) without modulo bias (reject the short last block); splitmix64:
+ * explicit-state, well-mixed, enough for resampling indices */
 static size_t rng_index(uint64_t *state, size_t n)
 {
     uint64_t limit = (uint64_t)n, threshold = (0 - limit) % limit;
     for (;;) {
-        uint64_t r = rng_next(state);
+        uint64_t r = rng_splitmix64(state);
         if (r >= threshold)
             return (size_t)(r % limit);
     }

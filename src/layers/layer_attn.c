@@ -76,6 +76,15 @@ static float attn_lanes_sum(float *lane)
     return lane[0];
 }
 
+/* A saved attention row: the n exp values times inv (the probabilities), zeros up to width. */
+static void attn_probs_store(float *p, int n, int width, float inv)
+{
+    for (int j = 0; j < n; j++)
+        p[j] *= inv;
+    for (int j = n; j < width; j++)
+        p[j] = 0.0f;
+}
+
 /* Portable, one row, nothing stored but o (and p when saving att): scores are
  * computed in a max pass and again in the exp/sum/weighted-sum pass. */
 static void attn_row_ref(float *o, float *p, int width, const float *qr, const float *kb,
@@ -99,12 +108,8 @@ static void attn_row_ref(float *o, float *p, int width, const float *qr, const f
     const float inv = 1.0f / attn_lanes_sum(lane);
     for (int i = 0; i < hd; i++)
         o[i] *= inv;
-    if (!p)
-        return;
-    for (int j = 0; j < n; j++)
-        p[j] *= inv;
-    for (int j = n; j < width; j++)
-        p[j] = 0.0f;
+    if (p)
+        attn_probs_store(p, n, width, inv);
 }
 
 size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd)
@@ -113,22 +118,31 @@ size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd)
     return (size_t)B * KVH * hd * Tcap + (size_t)ATTN_SLOTS * ATTN_ROWS * Tcap;
 }
 
+/* y[0..m) = s * sum_{r < rows} a[r] * x[r * ld + (0..m)], accumulated row by row:
+ * the scores q . k_j over transposed keys (rows = hd) and the weighted sum of
+ * values (rows = n) are both this loop. */
+static void attn_rows_axpy(float *restrict y, const float *restrict a, const float *restrict x,
+                           int rows, size_t ld, int m, float s)
+{
+    for (int j = 0; j < m; j++)
+        y[j] = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        const float ar = a[r], *restrict xr = x + (size_t)r * ld;
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+        for (int j = 0; j < m; j++)
+            y[j] += ar * xr[j];
+    }
+    for (int j = 0; j < m; j++)
+        y[j] *= s;
+}
+
 /* p[j] = (q . k_j) * scale for j < n, keys transposed: kt[i * ld + j] */
 static void attn_scores_t(float *restrict p, const float *restrict qr, const float *restrict kt,
                           int n, size_t ld, int hd, float scale)
 {
-    for (int j = 0; j < n; j++)
-        p[j] = 0.0f;
-    for (int i = 0; i < hd; i++) {
-        const float qi = qr[i], *restrict kr = kt + (size_t)i * ld;
-#ifdef _OPENMP
-#pragma omp simd
-#endif
-        for (int j = 0; j < n; j++)
-            p[j] += qi * kr[j];
-    }
-    for (int j = 0; j < n; j++)
-        p[j] *= scale;
+    attn_rows_axpy(p, qr, kt, hd, ld, n, scale);
 }
 
 /* p[0..n) scores -> exp(s - max) in place; returns 1 / (lane-tree sum) */
@@ -148,17 +162,7 @@ static float attn_softmax_ref(float *p, int n)
 static void attn_weighted_sum(float *restrict o, const float *restrict e, float inv,
                               const float *restrict vb, int n, size_t kv_stride, int hd)
 {
-    memset(o, 0, (size_t)hd * sizeof *o);
-    for (int j = 0; j < n; j++) {
-        const float ej = e[j], *restrict vr = vb + (size_t)j * kv_stride;
-#ifdef _OPENMP
-#pragma omp simd
-#endif
-        for (int i = 0; i < hd; i++)
-            o[i] += ej * vr[i];
-    }
-    for (int i = 0; i < hd; i++)
-        o[i] *= inv;
+    attn_rows_axpy(o, e, vb, n, kv_stride, hd, inv);
 }
 
 static int attn_threads(double work)
@@ -246,12 +250,8 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
                     attn_scores_t(p, qr, ktb, n_keys, (size_t)Tcap, hd, scale);
                     const float inv = attn_softmax_ref(p, n_keys);
                     attn_weighted_sum(o, p, inv, vb, n_keys, kv_stride, hd);
-                    if (!att)
-                        continue;
-                    for (int j = 0; j < n_keys; j++)
-                        p[j] *= inv;
-                    for (int j = n_keys; j < Tcap; j++)
-                        p[j] = 0.0f;
+                    if (att)
+                        attn_probs_store(p, n_keys, Tcap, inv);
                 }
     }
     (void)n_thr;

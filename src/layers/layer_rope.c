@@ -69,41 +69,36 @@ void rope_table_free(rope_table *t)
     memset(t, 0, sizeof *t);
 }
 
-void rope_forward(float *x, const int32_t *pos, const rope_table *t, int N, int n_heads)
+/* Rotates each (x1, x2) half pair of every head by sign * angle:
+ * (x1 c - x2 sn, x2 c + x1 sn), sn = sign * s (exact for sign = +-1). */
+static void rope_rotate(float *x, const int32_t *pos, const rope_table *t, int N, int n_heads,
+                        float sign, int threaded)
 {
     int hd = t->head_dim, half = hd / 2;
+    (void)threaded;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (N > 16)
+#pragma omp parallel for schedule(static) if (threaded)
 #endif
     for (int n = 0; n < N; n++) {
         const float *c = t->cos + (size_t)pos[n] * half, *s = t->sin + (size_t)pos[n] * half;
         for (int h = 0; h < n_heads; h++) {
             float *v = x + ((size_t)n * n_heads + h) * hd;
             for (int i = 0; i < half; i++) {
-                float a = v[i], b = v[i + half];
-                v[i] = a * c[i] - b * s[i];
-                v[i + half] = b * c[i] + a * s[i];
+                float a = v[i], b = v[i + half], sn = sign * s[i];
+                v[i] = a * c[i] - b * sn;
+                v[i + half] = b * c[i] + a * sn;
             }
         }
     }
 }
 
+void rope_forward(float *x, const int32_t *pos, const rope_table *t, int N, int n_heads)
+{
+    rope_rotate(x, pos, t, N, n_heads, 1.0f, N > 16);
+}
+
 void rope_backward(float *dx, const int32_t *pos, const rope_table *t, int N, int n_heads)
 {
-    /* forward: (x1, x2) -> (x1 c - x2 s, x2 c + x1 s); its transpose rotates by -angle */
-    int hd = t->head_dim, half = hd / 2;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((size_t)N * n_heads * hd > 65536)
-#endif
-    for (int n = 0; n < N; n++) {
-        const float *cs = t->cos + (size_t)pos[n] * half, *sn = t->sin + (size_t)pos[n] * half;
-        for (int h = 0; h < n_heads; h++) {
-            float *v = dx + ((size_t)n * n_heads + h) * hd;
-            for (int i = 0; i < half; i++) {
-                float g1 = v[i], g2 = v[i + half];
-                v[i] = g1 * cs[i] + g2 * sn[i];
-                v[i + half] = g2 * cs[i] - g1 * sn[i];
-            }
-        }
-    }
+    /* the transpose of the rotation rotates by -angle */
+    rope_rotate(dx, pos, t, N, n_heads, -1.0f, (size_t)N * n_heads * t->head_dim > 65536);
 }

@@ -14,6 +14,12 @@
 
 enum { SWIGLU_CHUNK = 4096 };
 
+/* The portable forward of one element: silu(g) * u = g / (1 + e^-g) * u. */
+static inline float swiglu_ref(float g, float u)
+{
+    return g / (1.0f + expf(-g)) * u;
+}
+
 void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
 {
     if (cpu_level() >= CPU_LEVEL_AVX512) {
@@ -31,10 +37,8 @@ void swiglu_forward(float *out, const float *gate, const float *up, size_t n)
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = swiglu_ref(gate[i], up[i]);
 }
 
 static void swiglu_row(float *out, const float *gate, const float *up, int n, int simd)
@@ -43,10 +47,8 @@ static void swiglu_row(float *out, const float *gate, const float *up, int n, in
         swiglu_avx512_impl(out, gate, up, (size_t)n);
         return;
     }
-    for (int i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    for (int i = 0; i < n; i++)
+        out[i] = swiglu_ref(gate[i], up[i]);
 }
 
 void swiglu_forward_block(float *out, const float *gate, const float *up, int rows, int cols,

@@ -30,6 +30,13 @@ static double xent_row_sumexp_ref(const float *l, int V, float *mx)
     return s;
 }
 
+double xent_row_nll(const float *l, int V, int32_t target)
+{
+    float mx;
+    double s = xent_row_sumexp_ref(l, V, &mx);
+    return log(s) + mx - l[target];
+}
+
 double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V)
 {
     const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
@@ -47,9 +54,7 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
             losses[n] = xent_forward_row_avx512_impl(l, V, tg);
             continue;
         }
-        float mx;
-        double s = xent_row_sumexp_ref(l, V, &mx);
-        losses[n] = (float)(log(s) + mx - l[tg]);
+        losses[n] = (float)xent_row_nll(l, V, tg);
     }
     double sum = 0.0;   /* serial, in row order: the same bits for any thread count */
     long cnt = 0;

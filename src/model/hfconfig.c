@@ -1,7 +1,7 @@
 /* hfconfig.c: config.json -> llama_config (see include/qs/hfconfig.h).
  *
  * Every field is type- and range-checked; a wrong type names the key
- * ("config.json: 'num_attention_heads': expected a positive integer, found string").
+ * ("config.json: $.num_attention_heads: expected integer, found string").
  * Missing optional keys take Hugging Face's defaults for that architecture.
  */
 #include "qs/hfconfig.h"
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 
 static const struct {
@@ -22,85 +23,25 @@ static const struct {
     {"PanguEmbeddedForCausalLM", "PanguEmbedded", LLAMA_ARCH_PANGU},
 };
 
-static const char *hfc_type_name(const json_t *v)
+/* optional number > min: absent or null -> def */
+static int hfc_num(const qs_json_at *o, const char *key, double min, double def, double *out,
+                   qs_diag *d)
 {
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "object";
-    case JSON_ARRAY: return "array";
-    case JSON_STRING: return "string";
-    case JSON_INTEGER: return "integer";
-    case JSON_REAL: return "number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "boolean";
-    default: return "null";
-    }
+    int rc = qs_json_num_or(o, key, def, out, d);
+    if (!rc && !(*out > min))
+        rc = qs_json_fail(o, key, QS_ERANGE, d, "expected number > %g, found %g", min, *out);
+    return rc;
 }
 
-/* Integer key in [min, max]; absent (or null) -> def, or an error when def < min. */
-static int hfc_int(const json_t *o, const char *key, long min, long max, long def, int *out,
-                   const char *path, qs_diag *d)
+static int hfc_arch(llama_config *c, const qs_json_at *r, const char *path, qs_diag *d)
 {
-    const json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) {
-        if (def < min)
-            return diag_set(d, QS_EFORMAT, path, -1, "missing key '%s'", key);
-        *out = (int)def;
-        return 0;
-    }
-    if (!json_is_integer(v))
-        return diag_set(d, QS_EFORMAT, path, -1, "'%s': expected an integer, found %s", key,
-                        hfc_type_name(v));
-    json_int_t x = json_integer_value(v);
-    if (x < min || x > max)
-        return diag_set(d, QS_ERANGE, path, -1, "'%s': expected an integer in [%ld, %ld], found %lld",
-                        key, min, max, (long long)x);
-    *out = (int)x;
-    return 0;
-}
-
-static int hfc_num(const json_t *o, const char *key, double min, double def, double *out,
-                   const char *path, qs_diag *d)
-{
-    const json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return 0;
-    }
-    if (!json_is_number(v))
-        return diag_set(d, QS_EFORMAT, path, -1, "'%s': expected a number, found %s", key,
-                        hfc_type_name(v));
-    double x = json_number_value(v);
-    if (!(x > min))
-        return diag_set(d, QS_ERANGE, path, -1, "'%s': expected a number > %g, found %g", key,
-                        min, x);
-    *out = x;
-    return 0;
-}
-
-static int hfc_bool(const json_t *o, const char *key, int def, int *out, const char *path,
-                    qs_diag *d)
-{
-    const json_t *v = json_object_get(o, key);
-    if (!v || json_is_null(v)) {
-        *out = def;
-        return 0;
-    }
-    if (!json_is_boolean(v))
-        return diag_set(d, QS_EFORMAT, path, -1, "'%s': expected true or false, found %s", key,
-                        hfc_type_name(v));
-    *out = json_is_true(v);
-    return 0;
-}
-
-static int hfc_arch(llama_config *c, const json_t *root, const char *path, qs_diag *d)
-{
-    const json_t *archs = json_object_get(root, "architectures");
+    const json_t *archs = qs_json_key(r, "architectures").v;
     const char *name = NULL;
     int by_arch = 1;
     if (json_is_array(archs) && json_array_size(archs) > 0)
         name = json_string_value(json_array_get(archs, 0));
     if (!name) {
-        name = json_string_value(json_object_get(root, "model_type"));
+        name = json_string_value(qs_json_key(r, "model_type").v);
         by_arch = 0;
     }
     if (!name)
@@ -117,69 +58,66 @@ static int hfc_arch(llama_config *c, const json_t *root, const char *path, qs_di
                     name);
 }
 
-static int hfc_rope_scaling(llama_config *c, const json_t *root, const char *path, qs_diag *d)
+static int hfc_rope_scaling(llama_config *c, const qs_json_at *r, qs_diag *d)
 {
     rope_scaling *rs = &c->rope_scale;
     memset(rs, 0, sizeof *rs);
-    const json_t *o = json_object_get(root, "rope_scaling");
-    if (!o || json_is_null(o))
+    qs_json_at o = qs_json_key(r, "rope_scaling");
+    if (!o.v || json_is_null(o.v))
         return 0;
-    if (!json_is_object(o))
-        return diag_set(d, QS_EFORMAT, path, -1, "'rope_scaling': expected an object or null");
-    const char *type = json_string_value(json_object_get(o, "rope_type"));
-    if (!type)
-        type = json_string_value(json_object_get(o, "type"));
-    if (!type)
-        return diag_set(d, QS_EFORMAT, path, -1, "'rope_scaling': missing 'rope_type'");
-    if (!strcmp(type, "default"))
-        return 0;
-    int rc = hfc_num(o, "factor", 0.0, -1.0, &rs->factor, path, d);
+    const char *type = NULL;
+    int rc = qs_json_obj(r, "rope_scaling", &o, d);
+    if (!rc && !(rc = qs_json_str_or(&o, "rope_type", NULL, &type, d)) && !type)
+        rc = qs_json_str(&o, "type", &type, d);
     if (rc)
         return rc;
-    if (rs->factor <= 0)
-        return diag_set(d, QS_EFORMAT, path, -1, "'rope_scaling': missing 'factor'");
+    if (!strcmp(type, "default"))
+        return 0;
+    if ((rc = qs_json_num(&o, "factor", &rs->factor, d)))
+        return rc;
+    if (!(rs->factor > 0))
+        return qs_json_fail(&o, "factor", QS_ERANGE, d, "expected number > 0, found %g",
+                            rs->factor);
     if (!strcmp(type, "linear")) {
         rs->type = ROPE_SCALING_LINEAR;
         return 0;
     }
     if (strcmp(type, "llama3"))
-        return diag_set(d, QS_EUNSUPPORTED, path, -1,
-                        "'rope_scaling': type '%s' is not supported (supported: linear, llama3)",
-                        type);
+        return qs_json_fail(&o, NULL, QS_EUNSUPPORTED, d,
+                            "type '%s' is not supported (supported: linear, llama3)", type);
     rs->type = ROPE_SCALING_LLAMA3;
-    if ((rc = hfc_num(o, "low_freq_factor", 0.0, 1.0, &rs->low_freq_factor, path, d)) ||
-        (rc = hfc_num(o, "high_freq_factor", 0.0, 4.0, &rs->high_freq_factor, path, d)) ||
-        (rc = hfc_int(o, "original_max_position_embeddings", 1, 1 << 24, 8192,
-                      &rs->original_max_position, path, d)))
+    if ((rc = hfc_num(&o, "low_freq_factor", 0.0, 1.0, &rs->low_freq_factor, d)) ||
+        (rc = hfc_num(&o, "high_freq_factor", 0.0, 4.0, &rs->high_freq_factor, d)) ||
+        (rc = qs_json_int_or(&o, "original_max_position_embeddings", 1, 1 << 24, 8192,
+                             &rs->original_max_position, d)))
         return rc;
     if (rs->high_freq_factor <= rs->low_freq_factor)
-        return diag_set(d, QS_ERANGE, path, -1,
-                        "'rope_scaling': high_freq_factor %g must exceed low_freq_factor %g",
-                        rs->high_freq_factor, rs->low_freq_factor);
+        return qs_json_fail(&o, NULL, QS_ERANGE, d,
+                            "high_freq_factor %g must exceed low_freq_factor %g",
+                            rs->high_freq_factor, rs->low_freq_factor);
     return 0;
 }
 
-static int hfc_special_ids(llama_config *c, const json_t *root, const char *path, qs_diag *d)
+static int hfc_special_ids(llama_config *c, const qs_json_at *r, qs_diag *d)
 {
-    const json_t *b = json_object_get(root, "bos_token_id");
-    c->bos_id = -1;
-    if (b && !json_is_null(b)) {
-        int rc = hfc_int(root, "bos_token_id", 0, 1 << 30, 0, &c->bos_id, path, d);
-        if (rc)
-            return rc;
-    }
-    const json_t *e = json_object_get(root, "eos_token_id");
+    int rc = qs_json_int_or(r, "bos_token_id", 0, 1 << 30, -1, &c->bos_id, d);
+    if (rc)
+        return rc;
+    qs_json_at e = qs_json_key(r, "eos_token_id");
     c->n_eos = 0;
-    if (json_is_integer(e)) {
-        c->eos_ids[c->n_eos++] = (int)json_integer_value(e);
-    } else if (json_is_array(e)) {
-        for (size_t i = 0; i < json_array_size(e) && c->n_eos < LLAMA_MAX_EOS; i++) {
-            if (!json_is_integer(json_array_get(e, i)))
-                return diag_set(d, QS_EFORMAT, path, -1, "'eos_token_id': expected integers");
-            c->eos_ids[c->n_eos++] = (int)json_integer_value(json_array_get(e, i));
+    if (json_is_integer(e.v)) {
+        c->eos_ids[c->n_eos++] = (int)json_integer_value(e.v);
+    } else if (json_is_array(e.v)) {
+        for (size_t i = 0; i < json_array_size(e.v) && c->n_eos < LLAMA_MAX_EOS; i++) {
+            qs_json_at id = qs_json_item(&e, i);
+            if (!json_is_integer(id.v))
+                return qs_json_fail(&id, NULL, QS_EFORMAT, d, "expected integer, found %s",
+                                    qs_json_type_name(id.v));
+            c->eos_ids[c->n_eos++] = (int)json_integer_value(id.v);
         }
-    } else if (e && !json_is_null(e)) {
-        return diag_set(d, QS_EFORMAT, path, -1, "'eos_token_id': expected an integer or a list");
+    } else if (e.v && !json_is_null(e.v)) {
+        return qs_json_fail(&e, NULL, QS_EFORMAT, d, "expected integer or array, found %s",
+                            qs_json_type_name(e.v));
     }
     return 0;
 }
@@ -188,31 +126,26 @@ int hfconfig_parse(llama_config *c, const char *json_text, size_t len, const cha
                    qs_diag *d)
 {
     memset(c, 0, sizeof *c);
-    json_error_t je;
-    json_t *root = json_loadb(json_text, len, 0, &je);
-    if (!root)
-        return diag_set(d, QS_EFORMAT, path, je.line, "invalid JSON: %s", je.text);
-    int rc = 0;
-    if (!json_is_object(root)) {
-        rc = diag_set(d, QS_EFORMAT, path, -1, "expected a JSON object");
-        goto done;
-    }
+    json_t *root;
+    int rc = qs_json_load_text(json_text, len, path, 1, QS_JSON_OBJECT, &root, d);
+    if (rc)
+        return rc;
+    qs_json_at r = qs_json_root(root, path, -1);
     const long big = 1L << 24;
-    if ((rc = hfc_arch(c, root, path, d)) ||
-        (rc = hfc_int(root, "hidden_size", 1, big, -1, &c->dim, path, d)) ||
-        (rc = hfc_int(root, "intermediate_size", 1, big, -1, &c->hidden_dim, path, d)) ||
-        (rc = hfc_int(root, "num_hidden_layers", 1, 4096, -1, &c->n_layers, path, d)) ||
-        (rc = hfc_int(root, "num_attention_heads", 1, 4096, -1, &c->n_heads, path, d)) ||
-        (rc = hfc_int(root, "num_key_value_heads", 1, 4096, c->n_heads, &c->n_kv_heads, path,
-                      d)) ||
-        (rc = hfc_int(root, "vocab_size", 1, 1L << 30, -1, &c->vocab_size, path, d)) ||
-        (rc = hfc_int(root, "max_position_embeddings", 1, big, 2048, &c->max_pos, path, d)) ||
-        (rc = hfc_int(root, "head_dim", 2, 4096, c->dim / c->n_heads, &c->head_dim, path, d)))
+    if ((rc = hfc_arch(c, &r, path, d)) ||
+        (rc = qs_json_int(&r, "hidden_size", 1, big, &c->dim, d)) ||
+        (rc = qs_json_int(&r, "intermediate_size", 1, big, &c->hidden_dim, d)) ||
+        (rc = qs_json_int(&r, "num_hidden_layers", 1, 4096, &c->n_layers, d)) ||
+        (rc = qs_json_int(&r, "num_attention_heads", 1, 4096, &c->n_heads, d)) ||
+        (rc = qs_json_int_or(&r, "num_key_value_heads", 1, 4096, c->n_heads, &c->n_kv_heads, d)) ||
+        (rc = qs_json_int(&r, "vocab_size", 1, 1L << 30, &c->vocab_size, d)) ||
+        (rc = qs_json_int_or(&r, "max_position_embeddings", 1, big, 2048, &c->max_pos, d)) ||
+        (rc = qs_json_int_or(&r, "head_dim", 2, 4096, c->dim / c->n_heads, &c->head_dim, d)))
         goto done;
     double eps = 1e-6, theta = 10000.0;
-    if ((rc = hfc_num(root, "rms_norm_eps", 0.0, 1e-6, &eps, path, d)) ||
-        (rc = hfc_num(root, "rope_theta", 1.0, 10000.0, &theta, path, d)) ||
-        (rc = hfc_rope_scaling(c, root, path, d)) || (rc = hfc_special_ids(c, root, path, d)))
+    if ((rc = hfc_num(&r, "rms_norm_eps", 0.0, 1e-6, &eps, d)) ||
+        (rc = hfc_num(&r, "rope_theta", 1.0, 10000.0, &theta, d)) ||
+        (rc = hfc_rope_scaling(c, &r, d)) || (rc = hfc_special_ids(c, &r, d)))
         goto done;
     c->norm_eps = (float)eps;
     c->rope_theta = theta;
@@ -233,32 +166,35 @@ int hfconfig_parse(llama_config *c, const char *json_text, size_t len, const cha
                       approx);
         goto done;
     }
-    const char *act = json_string_value(json_object_get(root, "hidden_act"));
+    const char *act, *td;
+    if ((rc = qs_json_str_or(&r, "hidden_act", NULL, &act, d)) ||
+        (rc = qs_json_str_or(&r, "torch_dtype", "", &td, d)))
+        goto done;
     if (act && strcmp(act, "silu")) {
-        rc = diag_set(d, QS_EUNSUPPORTED, path, -1,
-                      "'hidden_act': '%s' is not supported (only silu: SwiGLU)", act);
+        rc = qs_json_fail(&r, "hidden_act", QS_EUNSUPPORTED, d,
+                          "'%s' is not supported (only silu: SwiGLU)", act);
         goto done;
     }
     int mlp_bias = 0, attn_bias = 0, pangu_bias = 0, use_sw = 0;
-    if ((rc = hfc_bool(root, "tie_word_embeddings", c->arch == LLAMA_ARCH_PANGU ? 0 : 1,
-                       &c->tied, path, d)) ||
-        (rc = hfc_bool(root, "mlp_bias", 0, &mlp_bias, path, d)) ||
-        (rc = hfc_bool(root, "attention_bias", 0, &attn_bias, path, d)) ||
-        (rc = hfc_bool(root, "bias", 0, &pangu_bias, path, d)) ||
-        (rc = hfc_bool(root, "use_sliding_window", 0, &use_sw, path, d)))
+    if ((rc = qs_json_bool_or(&r, "tie_word_embeddings", c->arch == LLAMA_ARCH_PANGU ? 0 : 1,
+                              &c->tied, d)) ||
+        (rc = qs_json_bool_or(&r, "mlp_bias", 0, &mlp_bias, d)) ||
+        (rc = qs_json_bool_or(&r, "attention_bias", 0, &attn_bias, d)) ||
+        (rc = qs_json_bool_or(&r, "bias", 0, &pangu_bias, d)) ||
+        (rc = qs_json_bool_or(&r, "use_sliding_window", 0, &use_sw, d)))
         goto done;
     /* HF's PretrainedConfig default is tie_word_embeddings=True; Llama/Mistral/Qwen2
      * configs written by transformers always state it, so the default rarely matters. */
     if (mlp_bias) {
-        rc = diag_set(d, QS_EUNSUPPORTED, path, -1, "'mlp_bias': true is not supported");
+        rc = qs_json_fail(&r, "mlp_bias", QS_EUNSUPPORTED, d, "true is not supported");
         goto done;
     }
     switch (c->arch) {
     case LLAMA_ARCH_QWEN2:
         c->qkv_bias = 1;
         if (use_sw) {
-            rc = diag_set(d, QS_EUNSUPPORTED, path, -1,
-                          "'use_sliding_window': true is not supported for Qwen2");
+            rc = qs_json_fail(&r, "use_sliding_window", QS_EUNSUPPORTED, d,
+                              "true is not supported for Qwen2");
             goto done;
         }
         break;
@@ -266,9 +202,8 @@ int hfconfig_parse(llama_config *c, const char *json_text, size_t len, const cha
     default: c->qkv_bias = c->o_bias = attn_bias; break;
     }
     if (c->arch == LLAMA_ARCH_MISTRAL &&
-        (rc = hfc_int(root, "sliding_window", 1, 1L << 30, 0, &c->sliding_window, path, d)))
+        (rc = qs_json_int_or(&r, "sliding_window", 1, 1L << 30, 0, &c->sliding_window, d)))
         goto done;
-    const char *td = json_string_value(json_object_get(root, "torch_dtype"));
     snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", td ? td : "");
 done:
     json_decref(root);

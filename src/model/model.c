@@ -14,6 +14,7 @@
 #include "model_impl.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
+#include "qs/rng.h"
 #include "qs/safetensors.h"
 
 /* Per-layer tensors in HF order.  rows/cols: 'C' dim, 'F' hidden, 'Q' H*hd,
@@ -430,14 +431,7 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
     return rc;
 }
 
-/* splitmix64 + Box-Muller: deterministic, independent of the thread count. */
-static uint64_t model_rand_u64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+/* splitmix64 (rng_splitmix64) + Box-Muller: deterministic, independent of the thread count. */
 
 void model_params_randomize(llama_model *m, uint64_t seed, float std)
 {
@@ -453,8 +447,8 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std)
                 p[j] = 1.0f;
                 continue;
             }
-            double u1 = ((model_rand_u64(&s) >> 11) + 1.0) / 9007199254740993.0;
-            double u2 = (model_rand_u64(&s) >> 11) / 9007199254740992.0;
+            double u1 = ((rng_splitmix64(&s) >> 11) + 1.0) / 9007199254740993.0;
+            double u2 = (rng_splitmix64(&s) >> 11) / 9007199254740992.0;
             p[j] = (float)(std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
         }
     }

@@ -1,22 +1,12 @@
 /* model_ppl.c: sliding-window perplexity (see include/qs/model_infer.h). */
 #include <math.h>
 
+#include "qs/layers.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "qs/model_infer.h"
 
 #define PPL_CHUNK_MAX 256
-
-static double ppl_nll(const float *row, int V, int32_t tok)
-{
-    float mx = row[0];
-    for (int v = 1; v < V; v++)
-        mx = row[v] > mx ? row[v] : mx;
-    double s = 0;
-    for (int v = 0; v < V; v++)
-        s += exp((double)row[v] - mx);
-    return log(s) + mx - row[tok];
-}
 
 int model_ppl_compute(llama_model *m, const int32_t *ids, size_t n_ids, int window, int stride,
                       model_ppl_result *r, qs_diag *d)
@@ -48,7 +38,7 @@ int model_ppl_compute(llama_model *m, const int32_t *ids, size_t n_ids, int wind
                 size_t tgt = c0 + (size_t)j + 1;   /* token predicted by this row */
                 if (tgt < first || tgt >= end)
                     continue;
-                r->nll_sum += ppl_nll(a.logits + (size_t)j * V, V, ids[tgt]);
+                r->nll_sum += xent_row_nll(a.logits + (size_t)j * V, V, ids[tgt]);
                 r->n_scored++;
             }
         }

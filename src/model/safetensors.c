@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qs/bytes.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 
 static const struct {
@@ -102,37 +104,34 @@ static void st_shape_str(const safetensors_tensor *t, char *buf, size_t n)
         snprintf(buf + w, n - w, "]");
 }
 
-/* One header entry -> t.  data_base: start of the data section; data_bytes: its size. */
-static int st_entry_parse(safetensors_tensor *t, const char *name, json_t *v,
+/* One header entry (at $[name]) -> t.  data_base: start of the data section;
+ * data_bytes: its size. */
+static int st_entry_parse(safetensors_tensor *t, const qs_json_at *hdr, const char *name,
                           const unsigned char *data_base, uint64_t data_bytes, const char *path,
                           qs_diag *d)
 {
-    if (!json_is_object(v))
-        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': header entry is not an object",
-                        name);
-    json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape"),
-           *jo = json_object_get(v, "data_offsets");
-    if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo))
-        return diag_set(d, QS_EFORMAT, path, -1,
-                        "tensor '%s': expected string 'dtype', array 'shape' and array "
-                        "'data_offsets'",
-                        name);
-    t->dtype = st_dtype_parse(json_string_value(jd));
+    qs_json_at ent, js, jo;
+    const char *dtype;
+    size_t nd, no;
+    long long x;
+    int rc;
+    if ((rc = qs_json_obj(hdr, name, &ent, d)) || (rc = qs_json_str(&ent, "dtype", &dtype, d)) ||
+        (rc = qs_json_arr(&ent, "shape", &js, &nd, d)) ||
+        (rc = qs_json_arr(&ent, "data_offsets", &jo, &no, d)))
+        return rc;
+    t->dtype = st_dtype_parse(dtype);
     if (t->dtype < 0)
-        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': unknown dtype '%s'", name,
-                        json_string_value(jd));
-    size_t nd = json_array_size(js);
+        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': unknown dtype '%s'", name, dtype);
     if (nd > SAFETENSORS_MAX_DIMS)
         return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': %zu dimensions (at most %d)",
                         name, nd, SAFETENSORS_MAX_DIMS);
     t->ndim = (int)nd;
     uint64_t n_elems = 1;
     for (size_t i = 0; i < nd; i++) {
-        json_t *e = json_array_get(js, i);
-        if (!json_is_integer(e) || json_integer_value(e) < 0)
-            return diag_set(d, QS_EFORMAT, path, -1,
-                            "tensor '%s': shape[%zu] is not a non-negative integer", name, i);
-        uint64_t s = (uint64_t)json_integer_value(e);
+        qs_json_at e = qs_json_item(&js, i);
+        if ((rc = qs_json_i64(&e, NULL, 0, INT64_MAX, &x, d)))
+            return rc;
+        uint64_t s = (uint64_t)x;
         t->shape[i] = (int64_t)s;
         if (s && n_elems > UINT64_MAX / s)
             return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': shape overflows", name);
@@ -141,13 +140,16 @@ static int st_entry_parse(safetensors_tensor *t, const char *name, json_t *v,
     uint64_t esz = st_dtypes[t->dtype].bytes;
     if (n_elems > UINT64_MAX / esz || n_elems > SIZE_MAX)
         return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': byte size overflows", name);
-    if (json_array_size(jo) != 2 || !json_is_integer(json_array_get(jo, 0)) ||
-        !json_is_integer(json_array_get(jo, 1)) || json_integer_value(json_array_get(jo, 0)) < 0 ||
-        json_integer_value(json_array_get(jo, 1)) < 0)
-        return diag_set(d, QS_EFORMAT, path, -1,
-                        "tensor '%s': data_offsets must be two non-negative integers", name);
-    uint64_t b = (uint64_t)json_integer_value(json_array_get(jo, 0));
-    uint64_t e = (uint64_t)json_integer_value(json_array_get(jo, 1));
+    long long off[2];
+    if (no != 2)
+        return qs_json_fail(&ent, "data_offsets", QS_EFORMAT, d,
+                            "expected [begin, end], found %zu elements", no);
+    for (size_t i = 0; i < 2; i++) {
+        qs_json_at e = qs_json_item(&jo, i);
+        if ((rc = qs_json_i64(&e, NULL, 0, INT64_MAX, &off[i], d)))
+            return rc;
+    }
+    uint64_t b = (uint64_t)off[0], e = (uint64_t)off[1];
     if (b > e || e > data_bytes)
         return diag_set(d, QS_EFORMAT, path, -1,
                         "tensor '%s': data_offsets [%llu, %llu] outside the data section of "
@@ -172,16 +174,18 @@ static int st_entry_parse(safetensors_tensor *t, const char *name, json_t *v,
 static int st_header_parse(safetensors_file *f, const char *hdr, size_t hdr_bytes,
                            const unsigned char *data_base, uint64_t data_bytes, qs_diag *d)
 {
-    json_error_t je;
-    json_t *root = json_loadb(hdr, hdr_bytes, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return diag_set(d, QS_EFORMAT, f->path, -1, "header is not valid JSON (byte %d): %s",
-                        je.position, je.text);
-    int rc = 0;
-    if (!json_is_object(root)) {
-        rc = diag_set(d, QS_EFORMAT, f->path, -1, "header is not a JSON object");
-        goto done;
+    json_t *root;
+    int rc = qs_json_load_text(hdr, hdr_bytes, f->path, 0, QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT,
+                               &root, d);
+    if (rc) {
+        if (rc == QS_EFORMAT && d) {   /* the JSON is the header, after the 8 length bytes */
+            char msg[QS_DIAG_MSG_MAX];
+            snprintf(msg, sizeof msg, "%s", d->msg);
+            snprintf(d->msg, sizeof d->msg, "header: %.500s", msg);
+        }
+        return rc;
     }
+    qs_json_at r = qs_json_root(root, f->path, -1);
     size_t n = json_object_size(root);
     f->tensors = qs_calloc(n ? n : 1, sizeof *f->tensors);
     if (!f->tensors) {
@@ -193,13 +197,12 @@ static int st_header_parse(safetensors_file *f, const char *hdr, size_t hdr_byte
     json_object_foreach(root, key, v)
     {
         if (!strcmp(key, "__metadata__")) {
-            if (!json_is_object(v)) {
-                rc = diag_set(d, QS_EFORMAT, f->path, -1, "'__metadata__' is not an object");
+            qs_json_at meta;
+            if ((rc = qs_json_obj(&r, key, &meta, d)))
                 goto done;
-            }
             continue;
         }
-        rc = st_entry_parse(&f->tensors[f->n_tensors], key, v, data_base, data_bytes, f->path, d);
+        rc = st_entry_parse(&f->tensors[f->n_tensors], &r, key, data_base, data_bytes, f->path, d);
         if (rc)
             goto done;
         f->n_tensors++;
@@ -233,9 +236,7 @@ int safetensors_open(safetensors_file *f, const char *path, qs_diag *d)
                       (unsigned long long)file_bytes);
         goto fail;
     }
-    uint64_t hdr_bytes = 0;
-    for (int i = 7; i >= 0; i--)
-        hdr_bytes = hdr_bytes << 8 | f->map.data[i];
+    uint64_t hdr_bytes = bytes_get_u64le(f->map.data);
     if (hdr_bytes > file_bytes - 8 || hdr_bytes > SAFETENSORS_MAX_HEADER_BYTES) {
         rc = diag_set(d, QS_EFORMAT, path, -1, "header claims %llu bytes, file has %llu after the "
                       "length field",
@@ -282,7 +283,7 @@ int safetensors_tensor_to_f32(const safetensors_tensor *t, float *out, const cha
     case SAFETENSORS_BF16:
     case SAFETENSORS_F16:
         for (size_t i = 0; i < n; i++) {
-            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            uint16_t h = bytes_get_u16le(p + 2 * i);
             out[i] = t->dtype == SAFETENSORS_BF16 ? safetensors_bf16_to_f32(h)
                                                   : safetensors_f16_to_f32(h);
         }

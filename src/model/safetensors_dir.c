@@ -8,14 +8,20 @@
 #include <jansson.h>
 #include <string.h>
 
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 
-static int sdir_add(safetensors_dir *sd, const char *path, qs_diag *d)
+/* Opens path once (a shard named twice is the same file); *f (may be NULL) gets it. */
+static int sdir_add(safetensors_dir *sd, const char *path, const safetensors_file **f,
+                    qs_diag *d)
 {
     for (int i = 0; i < sd->n_files; i++)
-        if (!strcmp(sd->files[i].path, path))
+        if (!strcmp(sd->files[i].path, path)) {
+            if (f)
+                *f = &sd->files[i];
             return 0;
+        }
     safetensors_file *nf = qs_realloc(sd->files, (size_t)(sd->n_files + 1) * sizeof *nf);
     if (!nf)
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
@@ -23,53 +29,53 @@ static int sdir_add(safetensors_dir *sd, const char *path, qs_diag *d)
     int rc = safetensors_open(&sd->files[sd->n_files], path, d);
     if (rc)
         return rc;
+    if (f)
+        *f = &sd->files[sd->n_files];
     sd->n_files++;
+    return 0;
+}
+
+/* One weight_map entry: the shard must be a file of dir, and hold the tensor. */
+static int sdir_map_entry(safetensors_dir *sd, const char *dir, const qs_json_at *wm,
+                          const char *name, qs_diag *d)
+{
+    const char *shard;
+    int rc = qs_json_str(wm, name, &shard, d);
+    if (rc)
+        return rc;
+    if (!shard[0] || strchr(shard, '/') || !strcmp(shard, ".."))
+        return qs_json_fail(wm, name, QS_EFORMAT, d,
+                            "expected a file name in the same directory, found '%s'", shard);
+    char path[4096];
+    if (fileio_join(path, sizeof path, dir, shard))
+        return diag_set(d, QS_ERANGE, wm->file, -1, "shard path too long");
+    const safetensors_file *f;
+    if ((rc = sdir_add(sd, path, &f, d)))
+        return rc;
+    if (!safetensors_find(f, name))
+        return diag_set(d, QS_ENOTFOUND, path, -1,
+                        "tensor '%s' listed in %s is missing from this shard", name,
+                        "model.safetensors.index.json");
     return 0;
 }
 
 static int sdir_open_index(safetensors_dir *sd, const char *dir, const char *index_path,
                            qs_diag *d)
 {
-    json_error_t je;
-    json_t *root = json_load_file(index_path, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return diag_set(d, QS_EFORMAT, index_path, je.line, "invalid JSON: %s", je.text);
-    int rc = 0;
-    json_t *wm = json_object_get(root, "weight_map");
-    if (!json_is_object(wm) || json_object_size(wm) == 0) {
-        rc = diag_set(d, QS_EFORMAT, index_path, -1, "expected a non-empty object 'weight_map'");
-        goto done;
-    }
+    json_t *root;
+    int rc = qs_json_load_file(index_path, QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT, &root, d);
+    if (rc)
+        return rc;
+    qs_json_at r = qs_json_root(root, index_path, -1), wm = {0};
+    if (!(rc = qs_json_obj(&r, "weight_map", &wm, d)) && json_object_size(wm.v) == 0)
+        rc = qs_json_fail(&wm, NULL, QS_EFORMAT, d, "expected a non-empty object");
     const char *name;
     json_t *v;
-    json_object_foreach(wm, name, v)
+    json_object_foreach((json_t *)wm.v, name, v)
     {
-        const char *shard = json_string_value(v);
-        if (!shard || !shard[0] || strchr(shard, '/') || !strcmp(shard, "..")) {
-            rc = diag_set(d, QS_EFORMAT, index_path, -1,
-                          "weight_map['%s']: expected a file name in the same directory", name);
-            goto done;
-        }
-        char path[4096];
-        if (fileio_join(path, sizeof path, dir, shard)) {
-            rc = diag_set(d, QS_ERANGE, index_path, -1, "shard path too long");
-            goto done;
-        }
-        rc = sdir_add(sd, path, d);
-        if (rc)
-            goto done;
-        const safetensors_file *f = NULL;
-        for (int i = 0; i < sd->n_files; i++)
-            if (!strcmp(sd->files[i].path, path))
-                f = &sd->files[i];
-        if (!f || !safetensors_find(f, name)) {
-            rc = diag_set(d, QS_ENOTFOUND, path, -1,
-                          "tensor '%s' listed in %s is missing from this shard", name,
-                          "model.safetensors.index.json");
-            goto done;
-        }
+        if (rc || (rc = sdir_map_entry(sd, dir, &wm, name, d)))
+            break;
     }
-done:
     json_decref(root);
     return rc;
 }
@@ -82,7 +88,7 @@ int safetensors_dir_open(safetensors_dir *sd, const char *dir, qs_diag *d)
         return diag_set(d, QS_ERANGE, dir, -1, "path too long");
     int rc;
     if (fileio_exists(path)) {
-        rc = sdir_add(sd, path, d);
+        rc = sdir_add(sd, path, NULL, d);
     } else {
         if (fileio_join(path, sizeof path, dir, "model.safetensors.index.json"))
             return diag_set(d, QS_ERANGE, dir, -1, "path too long");

@@ -4,11 +4,14 @@
  * (the header is padded with spaces so the data section starts aligned, as the
  * reference writer does).  The file appears under its final name only after a
  * complete, checked write (afile_*), so a crash never leaves a checkpoint that
- * looks whole.
+ * looks whole.  safetensors_stream_* writes the same bytes from values handed
+ * over in any number of pieces (memory independent of the tensor sizes);
+ * safetensors_write is that stream fed whole tensors.
  */
 #include <jansson.h>
 #include <string.h>
 
+#include "qs/bytes.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 
@@ -65,55 +68,146 @@ static char *sw_header(const safetensors_entry *entries, int n_entries, int dtyp
     return out;
 }
 
-int safetensors_write(const char *path, const safetensors_entry *entries, int n_entries,
-                      int dtype, const char *const *meta_kv, qs_diag *d)
+struct safetensors_stream {
+    afile af;
+    int dtype;
+    int n_entries;
+    size_t *n_elems;      /* [n_entries] values each tensor still expects, in order */
+    int cur;              /* tensor being written */
+    size_t done;          /* values of tensor cur written so far */
+};
+
+static int sw_write_pad(safetensors_stream *s, size_t nb)
 {
+    static const unsigned char zeros[8];
+    size_t pad = (nb + 7) / 8 * 8 - nb;
+    return !pad || fwrite(zeros, 1, pad, s->af.f) == pad;
+}
+
+/* Moves past tensors that are complete (padding each), so cur is the next one
+ * expecting values, or n_entries. */
+static int sw_advance(safetensors_stream *s)
+{
+    size_t esz = safetensors_dtype_bytes(s->dtype);
+    while (s->cur < s->n_entries && s->done == s->n_elems[s->cur]) {
+        if (!sw_write_pad(s, s->n_elems[s->cur] * esz))
+            return 0;
+        s->cur++;
+        s->done = 0;
+    }
+    return 1;
+}
+
+int safetensors_stream_create(safetensors_stream **out, const char *path,
+                              const safetensors_entry *entries, int n_entries, int dtype,
+                              const char *const *meta_kv, qs_diag *d)
+{
+    *out = NULL;
     if (dtype != SAFETENSORS_F32 && dtype != SAFETENSORS_BF16)
         return diag_set(d, QS_EUNSUPPORTED, path, -1, "writer stores F32 or BF16, not %s",
                         safetensors_dtype_name(dtype));
     size_t hdr_bytes = 0;
     char *hdr = sw_header(entries, n_entries, dtype, meta_kv, &hdr_bytes);
-    if (!hdr)
+    safetensors_stream *s = qs_calloc(1, sizeof *s);
+    if (s)
+        s->n_elems = qs_calloc((size_t)n_entries + 1, sizeof *s->n_elems);
+    if (!hdr || !s || !s->n_elems) {
+        qs_free(hdr);
+        if (s)
+            qs_free(s->n_elems);
+        qs_free(s);
         return diag_set(d, QS_ENOMEM, path, -1, "cannot build the header (out of memory or "
                         "duplicate tensor name)");
-    afile af;
-    int rc = afile_open(&af, path, d);
+    }
+    s->dtype = dtype;
+    s->n_entries = n_entries;
+    for (int i = 0; i < n_entries; i++)
+        s->n_elems[i] = sw_elems(&entries[i]);
+    int rc = afile_open(&s->af, path, d);
     if (rc) {
         qs_free(hdr);
+        qs_free(s->n_elems);
+        qs_free(s);
         return rc;
     }
     unsigned char len8[8];
-    for (int i = 0; i < 8; i++)
-        len8[i] = (unsigned char)((uint64_t)hdr_bytes >> (8 * i));
-    int ok = fwrite(len8, 1, 8, af.f) == 8 && fwrite(hdr, 1, hdr_bytes, af.f) == hdr_bytes;
+    bytes_put_u64le(len8, (uint64_t)hdr_bytes);
+    int ok = fwrite(len8, 1, 8, s->af.f) == 8 && fwrite(hdr, 1, hdr_bytes, s->af.f) == hdr_bytes;
     qs_free(hdr);
-    static const unsigned char zeros[8];
-    unsigned char buf[4096];
-    for (int i = 0; i < n_entries && ok; i++) {
-        const float *x = entries[i].data;
-        size_t n = sw_elems(&entries[i]), nb = 0;
-        if (dtype == SAFETENSORS_F32) {
-            nb = n * 4;
-            ok = fwrite(x, 4, n, af.f) == n;
-        } else {
-            for (size_t j = 0; j < n && ok; j += sizeof buf / 2) {
-                size_t m = n - j < sizeof buf / 2 ? n - j : sizeof buf / 2;
-                for (size_t k = 0; k < m; k++) {
-                    uint16_t h = safetensors_f32_to_bf16(x[j + k]);
-                    buf[2 * k] = (unsigned char)h;
-                    buf[2 * k + 1] = (unsigned char)(h >> 8);
-                }
-                ok = fwrite(buf, 2, m, af.f) == m;
-            }
-            nb = n * 2;
-        }
-        size_t pad = (nb + 7) / 8 * 8 - nb;
-        if (ok && pad)
-            ok = fwrite(zeros, 1, pad, af.f) == pad;
-    }
-    if (!ok) {
-        afile_abort(&af);
+    if (!ok || !sw_advance(s)) {
+        safetensors_stream_abort(s);
         return diag_set(d, QS_EIO, path, -1, "write failed");
     }
-    return afile_commit(&af, d);
+    *out = s;
+    return 0;
+}
+
+int safetensors_stream_append(safetensors_stream *s, const float *x, size_t n, qs_diag *d)
+{
+    unsigned char buf[4096];
+    int ok = 1;
+    while (n && ok) {
+        if (s->cur >= s->n_entries)
+            return diag_set(d, QS_EINVAL, s->af.final_path, -1,
+                            "%zu values more than the header declares", n);
+        size_t m = s->n_elems[s->cur] - s->done;
+        m = n < m ? n : m;
+        if (s->dtype == SAFETENSORS_F32) {
+            ok = fwrite(x, 4, m, s->af.f) == m;
+        } else {
+            for (size_t j = 0; j < m && ok; j += sizeof buf / 2) {
+                size_t k = m - j < sizeof buf / 2 ? m - j : sizeof buf / 2;
+                for (size_t i = 0; i < k; i++) {
+                    uint16_t h = safetensors_f32_to_bf16(x[j + i]);
+                    buf[2 * i] = (unsigned char)h;
+                    buf[2 * i + 1] = (unsigned char)(h >> 8);
+                }
+                ok = fwrite(buf, 2, k, s->af.f) == k;
+            }
+        }
+        s->done += m;
+        x += m;
+        n -= m;
+        ok = ok && sw_advance(s);
+    }
+    return ok ? 0 : diag_set(d, QS_EIO, s->af.final_path, -1, "write failed");
+}
+
+int safetensors_stream_commit(safetensors_stream *s, qs_diag *d)
+{
+    int rc = 0;
+    if (s->cur < s->n_entries) {
+        rc = diag_set(d, QS_EINVAL, s->af.final_path, -1,
+                      "incomplete: tensor %d of %d has %zu of %zu values", s->cur + 1,
+                      s->n_entries, s->done, s->n_elems[s->cur]);
+        afile_abort(&s->af);
+    } else {
+        rc = afile_commit(&s->af, d);
+    }
+    qs_free(s->n_elems);
+    qs_free(s);
+    return rc;
+}
+
+void safetensors_stream_abort(safetensors_stream *s)
+{
+    if (!s)
+        return;
+    afile_abort(&s->af);
+    qs_free(s->n_elems);
+    qs_free(s);
+}
+
+int safetensors_write(const char *path, const safetensors_entry *entries, int n_entries,
+                      int dtype, const char *const *meta_kv, qs_diag *d)
+{
+    safetensors_stream *s;
+    int rc = safetensors_stream_create(&s, path, entries, n_entries, dtype, meta_kv, d);
+    for (int i = 0; i < n_entries && !rc; i++)
+        rc = safetensors_stream_append(s, entries[i].data, sw_elems(&entries[i]), d);
+    if (rc) {
+        safetensors_stream_abort(s);
+        return rc;
+    }
+    return safetensors_stream_commit(s, d);
 }

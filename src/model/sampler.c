@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "qs/mem.h"
+#include "qs/rng.h"
 
 int sampler_init(sampler *s, int vocab_size, float temperature, float top_p, uint64_t seed,
                  qs_diag *d)
@@ -39,11 +40,7 @@ void sampler_free(sampler *s)
 /* splitmix64 -> uniform in [0, 1) */
 static double sampler_uniform(uint64_t *st)
 {
-    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (z >> 11) * (1.0 / 9007199254740992.0);
+    return (rng_splitmix64(st) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 static int sampler_cmp(const void *a, const void *b)

@@ -10,6 +10,7 @@
 #include "qs/qlog.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/zlog.h"
 
@@ -250,31 +252,6 @@ int qlog_float_format(char *buf, float f)
     return (int)(p - buf);
 }
 
-/* JSON string literal of s (quotes included): escapes '"', '\\' and control bytes;
- * other bytes (UTF-8) pass through.  qs_malloc'd. */
-char *qlog_string_quote(const char *s)
-{
-    size_t n = strlen(s);
-    char *out = qs_malloc(n * 6 + 3);
-    if (!out)
-        return NULL;
-    char *p = out;
-    *p++ = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\') {
-            *p++ = '\\';
-            *p++ = (char)*c;
-        } else if (*c < 0x20) {
-            p += sprintf(p, "\\u%04x", *c);
-        } else {
-            *p++ = (char)*c;
-        }
-    }
-    *p++ = '"';
-    *p = 0;
-    return out;
-}
-
 void qlog_writer_destroy(qlog_writer *w)
 {
     if (!w)
@@ -288,9 +265,29 @@ void qlog_writer_destroy(qlog_writer *w)
     qs_free(w);
 }
 
+/* Resume: which lines of the existing log stay (qlog_writer_create). */
+typedef struct qlog_cut {
+    long step;                /* records of steps >= this go */
+    const char *header;       /* the header this writer would write */
+    size_t header_len;
+    int n_kept;
+    int header_same;          /* the first kept line is exactly that header */
+} qlog_cut;
+
+static int qlog_cut_keep(void *ctx, const char *line, size_t len)
+{
+    qlog_cut *c = ctx;
+    long step;
+    int keep = zlog_line_string_is(line, len, "type", "header") ||
+               (zlog_line_long(line, len, "step", &step) && step < c->step);
+    if (keep && c->n_kept++ == 0)
+        c->header_same = len == c->header_len && !memcmp(line, c->header, len);
+    return keep;
+}
+
 int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name,
-                       const quant_recipe *r, const char *const *names, int n_quant, int append,
-                       qs_diag *d)
+                       const quant_recipe *r, const char *const *names, int n_quant,
+                       long resume_step, qs_diag *d)
 {
     *out = NULL;
     qlog_writer *w = qs_calloc(1, sizeof *w);
@@ -303,9 +300,9 @@ int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name
     w->buf = qs_malloc(w->cap);
     int rc = (!w->path || !w->names || !w->buf) ? QS_ENOMEM : 0;
     for (int i = 0; !rc && i < n_quant; i++)
-        if (!(w->names[i] = qlog_string_quote(names[i])))
+        if (!(w->names[i] = qs_json_quote_dup(names[i])))
             rc = QS_ENOMEM;
-    char *run_q = rc ? NULL : qlog_string_quote(run_name ? run_name : "");
+    char *run_q = rc ? NULL : qs_json_quote_dup(run_name ? run_name : "");
     if (!rc && !run_q)
         rc = QS_ENOMEM;
     if (rc) {
@@ -327,8 +324,12 @@ int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name
         qlog_writer_destroy(w);
         return diag_set(d, rc, path, -1, "out of memory");
     }
-    rc = zlog_writer_create(&w->z, path, append ? ZLOG_APPEND : ZLOG_TRUNCATE, d);
+    qlog_cut cut = {resume_step, w->buf, w->len, 0, 0};
+    if (resume_step >= 0)
+        rc = zlog_filter(path, qlog_cut_keep, &cut, d);
     if (!rc)
+        rc = zlog_writer_create(&w->z, path, resume_step >= 0 ? ZLOG_APPEND : ZLOG_TRUNCATE, d);
+    if (!rc && !cut.header_same)
         rc = zlog_write(w->z, w->buf, w->len, d);
     if (!rc)
         rc = zlog_flush(w->z, d);
@@ -404,58 +405,62 @@ void qlog_run_free(qlog_run *run)
     memset(run, 0, sizeof *run);
 }
 
-static int read_header(qlog_run *run, json_t *o, const char *path, long ln, qs_diag *d)
+static int read_header(qlog_run *run, const qs_json_at *o, qs_diag *d)
 {
-    json_t *rec = json_object_get(o, "recipe"), *qs = json_object_get(o, "quantizers");
-    const char *run_name = json_string_value(json_object_get(o, "run"));
-    if (!json_is_object(rec) || !json_is_array(qs) || json_array_size(qs) == 0)
-        return diag_set(d, QS_EFORMAT, path, ln,
-                        "header: expected \"recipe\" object and non-empty \"quantizers\" array");
-    const char *est = json_string_value(json_object_get(rec, "estimator"));
-    int n = (int)json_array_size(qs);
+    qs_json_at rec, qs;
+    size_t nq;
+    const char *run_name, *est;
+    int rc, saturate;
+    if ((rc = qs_json_obj(o, "recipe", &rec, d)) || (rc = qs_json_arr(o, "quantizers", &qs, &nq, d)) ||
+        (rc = qs_json_str_or(o, "run", "", &run_name, d)) ||
+        (rc = qs_json_str_or(&rec, "estimator", "", &est, d)))
+        return rc;
+    if (nq == 0 || nq > INT32_MAX)
+        return qs_json_fail(o, "quantizers", QS_EFORMAT, d, "expected a non-empty array of names");
+    int n = (int)nq;
     if (run->names) {   /* repeated after a resume: must describe the same quantizers */
         int same = n == run->n_quant;
         for (int i = 0; same && i < n; i++) {
-            const char *s = json_string_value(json_array_get(qs, (size_t)i));
+            const char *s = json_string_value(json_array_get(qs.v, (size_t)i));
             same = s && !strcmp(s, run->names[i]);
         }
         if (!same)
-            return diag_set(d, QS_EFORMAT, path, ln,
+            return diag_set(d, QS_EFORMAT, o->file, o->line,
                             "header repeated with a different quantizer list (expected %d names as in "
                             "the first header)", run->n_quant);
         return 0;
     }
-    snprintf(run->run, sizeof run->run, "%s", run_name ? run_name : "");
-    snprintf(run->recipe_est, sizeof run->recipe_est, "%s", est ? est : "");
-    run->margin = (int)json_integer_value(json_object_get(rec, "margin"));
-    run->history_steps = (int)json_integer_value(json_object_get(rec, "history"));
+    snprintf(run->run, sizeof run->run, "%s", run_name);
+    snprintf(run->recipe_est, sizeof run->recipe_est, "%s", est);
+    if ((rc = qs_json_int_or(&rec, "margin", INT32_MIN, INT32_MAX, 0, &run->margin, d)) ||
+        (rc = qs_json_int_or(&rec, "history", INT32_MIN, INT32_MAX, 0, &run->history_steps, d)) ||
+        (rc = qs_json_bool_or(&rec, "saturate", 1, &saturate, d)))
+        return rc;
     if (run->history_steps < 1)
         run->history_steps = AMAX_HISTORY_DEFAULT_STEPS;
-    run->saturate = !json_is_false(json_object_get(rec, "saturate"));
+    run->saturate = saturate;
     run->names = qs_calloc((size_t)n, sizeof *run->names);
     if (!run->names)
-        return diag_set(d, QS_ENOMEM, path, ln, "out of memory");
+        return diag_set(d, QS_ENOMEM, o->file, o->line, "out of memory");
     run->n_quant = n;
     for (int i = 0; i < n; i++) {
-        const char *s = json_string_value(json_array_get(qs, (size_t)i));
-        if (!s)
-            return diag_set(d, QS_EFORMAT, path, ln, "header: quantizers[%d] is not a string", i);
+        qs_json_at e = qs_json_item(&qs, (size_t)i);
+        const char *s;
+        if ((rc = qs_json_str(&e, NULL, &s, d)))
+            return rc;
         if (!(run->names[i] = qs_strdup(s)))
-            return diag_set(d, QS_ENOMEM, path, ln, "out of memory");
+            return diag_set(d, QS_ENOMEM, o->file, o->line, "out of memory");
     }
     return 0;
 }
 
-static float get_float(json_t *o, const char *key)
+/* a logged float (null: not measured -> NaN) */
+static int get_float(const qs_json_at *e, const char *key, float *out, qs_diag *d)
 {
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? (float)json_number_value(v) : NAN;
-}
-
-static long long get_count(json_t *o, const char *key)
-{
-    json_t *v = json_object_get(o, key);
-    return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+    double x;
+    int rc = qs_json_num_or(e, key, NAN, &x, d);
+    *out = (float)x;
+    return rc;
 }
 
 static int est_index(qlog_run *run, const char *est)
@@ -492,53 +497,57 @@ static int grow_steps(qlog_run *run, int *cap)
     return 0;
 }
 
-static int read_step(qlog_run *run, json_t *o, int *cap, const char *path, long ln, qs_diag *d)
+static int read_step(qlog_run *run, const qs_json_at *o, int *cap, qs_diag *d)
 {
+    const char *path = o->file, *ph;
+    long ln = o->line;
     if (!run->names)
         return diag_set(d, QS_EFORMAT, path, ln, "step record before the header line");
-    json_t *js = json_object_get(o, "step"), *q = json_object_get(o, "q");
-    const char *ph = json_string_value(json_object_get(o, "phase"));
-    if (!json_is_integer(js) || !json_is_array(q))
-        return diag_set(d, QS_EFORMAT, path, ln, "step record: expected integer \"step\" and array \"q\"");
-    long step = (long)json_integer_value(js);
+    qs_json_at q;
+    size_t nq;
+    long long step;
+    int rc;
+    if ((rc = qs_json_i64(o, "step", LONG_MIN, LONG_MAX, &step, d)) ||
+        (rc = qs_json_arr(o, "q", &q, &nq, d)) || (rc = qs_json_str_or(o, "phase", NULL, &ph, d)))
+        return rc;
     while (run->n_steps > 0 && run->steps[run->n_steps - 1] >= step)
         run->n_steps--;   /* resumed from an earlier checkpoint: the newer records win */
     if (grow_steps(run, cap))
         return diag_set(d, QS_ENOMEM, path, ln, "out of memory");
     int s = run->n_steps;
-    run->steps[s] = step;
+    run->steps[s] = (long)step;
     run->phases[s] = ph && !strcmp(ph, "qat") ? QLOG_PHASE_QAT : QLOG_PHASE_WARMUP;
     qlog_row *rows = &run->rows[(size_t)s * (size_t)run->n_quant];
     for (int i = 0; i < run->n_quant; i++) {
         rows[i] = (qlog_row){QUANT_MODE_NONE, -1, NAN, NAN, NAN, NAN, NAN, NAN, -1, -1, -1};
     }
-    for (size_t k = 0; k < json_array_size(q); k++) {
-        json_t *e = json_array_get(q, k);
-        const char *name = json_string_value(json_object_get(e, "name"));
-        if (!name)
-            return diag_set(d, QS_EFORMAT, path, ln, "step %ld: q[%zu] has no \"name\"", step, k);
+    for (size_t k = 0; k < nq; k++) {
+        qs_json_at e = qs_json_item(&q, k);
+        const char *name, *mode, *est;
+        if ((rc = qs_json_str(&e, "name", &name, d)) || (rc = qs_json_str_or(&e, "mode", NULL, &mode, d)) ||
+            (rc = qs_json_str_or(&e, "est", NULL, &est, d)))
+            return rc;
         int i = (k < (size_t)run->n_quant && !strcmp(run->names[k], name)) ? (int)k : -1;
         for (int j = 0; i < 0 && j < run->n_quant; j++)
             if (!strcmp(run->names[j], name))
                 i = j;
         if (i < 0)
             return diag_set(d, QS_EFORMAT, path, ln,
-                            "step %ld: quantizer '%s' is not in the header's list", step, name);
-        const char *mode = json_string_value(json_object_get(e, "mode"));
+                            "step %lld: quantizer '%s' is not in the header's list", step, name);
         qlog_row *r = &rows[i];
         r->mode = !mode ? QUANT_MODE_NONE
                   : !strcmp(mode, "quant") ? QUANT_MODE_QUANT
                   : !strcmp(mode, "observe") ? QUANT_MODE_OBSERVE : QUANT_MODE_NONE;
-        r->est_idx = est_index(run, json_string_value(json_object_get(e, "est")));
-        r->pred_amax = get_float(e, "pred_amax");
-        r->amax = get_float(e, "amax");
-        r->scale = get_float(e, "scale");
-        r->clip_rate = get_float(e, "clip_rate");
-        r->under_rate = get_float(e, "under_rate");
-        r->qsnr_db = get_float(e, "qsnr_db");
-        r->n = get_count(e, "n");
-        r->clip = get_count(e, "clip");
-        r->under = get_count(e, "under");
+        r->est_idx = est_index(run, est);
+        if ((rc = get_float(&e, "pred_amax", &r->pred_amax, d)) ||
+            (rc = get_float(&e, "amax", &r->amax, d)) || (rc = get_float(&e, "scale", &r->scale, d)) ||
+            (rc = get_float(&e, "clip_rate", &r->clip_rate, d)) ||
+            (rc = get_float(&e, "under_rate", &r->under_rate, d)) ||
+            (rc = get_float(&e, "qsnr_db", &r->qsnr_db, d)) ||
+            (rc = qs_json_i64_or(&e, "n", 0, LLONG_MAX, -1, &r->n, d)) ||
+            (rc = qs_json_i64_or(&e, "clip", 0, LLONG_MAX, -1, &r->clip, d)) ||
+            (rc = qs_json_i64_or(&e, "under", 0, LLONG_MAX, -1, &r->under, d)))
+            return rc;
     }
     run->n_steps++;
     return 0;
@@ -547,39 +556,29 @@ static int read_step(qlog_run *run, json_t *o, int *cap, const char *path, long 
 int qlog_read(const char *path, qlog_run *run, qs_diag *d)
 {
     memset(run, 0, sizeof *run);
-    zlog_reader *z;
-    int rc = zlog_reader_create(&z, path, d);
+    qs_jsonl r;
+    int rc = qs_jsonl_open(&r, path, 0, d);
     if (rc)
         return rc;
-    int cap = 0;
-    const char *line;
-    size_t len;
-    long ln = 0;
-    while ((rc = zlog_next(z, &line, &len, &ln, d)) == 1) {
-        json_error_t je;
-        json_t *o = json_loadb(line, len, 0, &je);
-        if (!json_is_object(o)) {
-            json_decref(o);
-            rc = diag_set(d, QS_EFORMAT, path, ln, "expected a JSON object: %s", je.text);
+    int cap = 0, v;
+    qs_json_at o;
+    while ((rc = qs_jsonl_next(&r, &o, d)) == 1) {
+        const char *type;
+        if ((rc = qs_json_int(&o, "v", INT32_MIN, INT32_MAX, &v, d)) ||
+            (rc = qs_json_str_or(&o, "type", NULL, &type, d)))
             break;
-        }
-        json_t *v = json_object_get(o, "v");
-        const char *type = json_string_value(json_object_get(o, "type"));
-        if (!json_is_integer(v) || json_integer_value(v) != QLOG_VERSION) {
-            rc = diag_set(d, QS_EFORMAT, path, ln, "expected \"v\":%d, found %s%lld", QLOG_VERSION,
-                          json_is_integer(v) ? "" : "no integer ",
-                          json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
+        if (v != QLOG_VERSION) {
+            rc = qs_json_fail(&o, "v", QS_EFORMAT, d, "expected version %d, found %d", QLOG_VERSION, v);
         } else if (type && !strcmp(type, "header")) {
-            rc = read_header(run, o, path, ln, d);
+            rc = read_header(run, &o, d);
             run->version = QLOG_VERSION;
         } else if (type && !strcmp(type, "step")) {
-            rc = read_step(run, o, &cap, path, ln, d);
+            rc = read_step(run, &o, &cap, d);
         } /* other record types: ignored (forward compatible) */
-        json_decref(o);
         if (rc)
             break;
     }
-    zlog_reader_destroy(z);
+    qs_jsonl_close(&r);
     if (rc == QS_ETRUNC) {
         run->truncated = 1;
         if (!run->names) {

@@ -176,6 +176,15 @@ void quant_set_step_end(quant_set *s, const quant_record **records)
     *records = s->records;
 }
 
+void quant_step_record_get(const quant *q, quant_record *rec) { *rec = q->acc; }
+void quant_step_record_set(quant *q, const quant_record *rec) { q->acc = *rec; }
+
+void quant_set_skip_calls(quant_set *s, unsigned long n)
+{
+    for (int i = 0; i < s->n_quant; i++)
+        s->q[i].n_calls += n;
+}
+
 const char *quant_name(const quant *q) { return q->name; }
 const amax_history *quant_history(const quant *q) { return &q->hist; }
 float quant_last_scale(const quant *q) { return q->last_scale; }
@@ -186,6 +195,14 @@ void quant_history_restore(quant *q, const float *vals_oldest_first, int n)
     q->last_ok = 0;
     for (int i = 0; i < n; i++)
         amax_history_push(&q->hist, vals_oldest_first[i]);
+}
+
+unsigned long quant_qsnr_cursor(const quant *q) { return q->n_calls; }
+
+void quant_qsnr_cursor_set(quant *q, unsigned long calls)
+{
+    q->n_calls = calls;
+    q->last_ok = 0;
 }
 
 /* One read of x: amax over non-NaN values, NaN count, count of |x*scale| > 32768
@@ -363,25 +380,42 @@ static void quant_fused_pass(quant *q, const float *x, float *y, size_t n, float
     st->n_nan += a.n_nan + b.n_nan;
 }
 
-int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d)
+/* What every fake-quant call does: refuse non-saturating in place, pick the scale
+ * from the history, y = Q(x) (the fused pass with its QSNR sample when `record`,
+ * which also counts the call), check for NaN/Inf, fix up clipped elements when
+ * not saturating. */
+static int quant_fake(quant *q, const float *x, float *y, size_t n, int record, float *scale,
+                      float *pred, int *fallback, hif8_stats *st, qs_diag *d)
 {
     const quant_recipe *r = q->r;
     if (!r->saturate && x == y)
         return diag_set(d, QS_EINVAL, NULL, -1,
                         "tensor '%s': non-saturating fake-quant cannot run in place", q->name);
-    float scale, pred, amax_now;
+    float amax_now;
+    int rc = quant_pick_scale(q, x, n, scale, pred, fallback, &amax_now, d);
+    if (rc)
+        return rc;
+    if (record) {
+        quant_fused_pass(q, x, y, n, *scale, st);
+        q->n_calls++;
+    } else {
+        hif8_fakequant(x, y, n, *scale, 0, st);
+    }
+    if ((rc = quant_bad_values(q, st->n_nan, st->amax, d)))
+        return rc;
+    if (!r->saturate && st->n_clipped)
+        quant_apply_nonsat(x, y, n, *scale);
+    return 0;
+}
+
+int quant_quantize(quant *q, const float *x, float *y, size_t n, qs_diag *d)
+{
+    float scale, pred;
     int fallback;
-    int rc = quant_pick_scale(q, x, n, &scale, &pred, &fallback, &amax_now, d);
-    if (rc)
-        return rc;
     hif8_stats st;
-    quant_fused_pass(q, x, y, n, scale, &st);
-    q->n_calls++;
-    rc = quant_bad_values(q, st.n_nan, st.amax, d);
+    int rc = quant_fake(q, x, y, n, 1, &scale, &pred, &fallback, &st, d);
     if (rc)
         return rc;
-    if (!r->saturate && st.n_clipped)
-        quant_apply_nonsat(x, y, n, scale);
     q->last_scale = scale;
     q->last_ok = 1;
     q->last_fallback = fallback;
@@ -444,20 +478,8 @@ void quant_ste_backward(int mode, const float *x, float scale, float *grad, size
 
 int quant_apply(quant *q, const float *x, float *y, size_t n, qs_diag *d)
 {
-    const quant_recipe *r = q->r;
-    if (!r->saturate && x == y)
-        return diag_set(d, QS_EINVAL, NULL, -1,
-                        "tensor '%s': non-saturating fake-quant cannot run in place", q->name);
-    float scale, pred, amax_now;
+    float scale, pred;
     int fallback;
-    int rc = quant_pick_scale(q, x, n, &scale, &pred, &fallback, &amax_now, d);
-    if (rc)
-        return rc;
     hif8_stats st;
-    hif8_fakequant(x, y, n, scale, 0, &st);
-    if ((rc = quant_bad_values(q, st.n_nan, st.amax, d)))
-        return rc;
-    if (!r->saturate && st.n_clipped)
-        quant_apply_nonsat(x, y, n, scale);
-    return 0;
+    return quant_fake(q, x, y, n, 0, &scale, &pred, &fallback, &st, d);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 
 struct satstats {
@@ -36,6 +37,7 @@ void satstats_config_default(satstats_config *c)
     c->clip_threshold = 1e-4;
     c->alarm_steps = 1;
     c->log_interval_steps = 1;
+    c->resume_step = -1;
 }
 
 void satstats_destroy(satstats *s)
@@ -89,7 +91,7 @@ int satstats_create(satstats **out, const satstats_config *c, quant_set *set, qs
             rc = diag_set(d, rc, s->run_dir, -1, "run dir path too long");
         else
             rc = qlog_writer_create(&s->log, path, c->run_name, quant_set_recipe(set), names,
-                                    s->n_quant, c->resume, d);
+                                    s->n_quant, c->resume_step, d);
         qs_free(names);
         if (rc) {
             satstats_destroy(s);
@@ -106,17 +108,15 @@ static int satstats_event_append(satstats *s, long step, const char *name, const
     char path[QS_DIAG_PATH_MAX];
     if (fileio_join(path, sizeof path, s->run_dir, SATSTATS_EVENTS_FILE))
         return diag_set(d, QS_ERANGE, s->run_dir, -1, "run dir path too long");
-    char *qname = qlog_string_quote(name);
-    if (!qname)
-        return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
-    char line[1024];
+    char qname[600], line[1024];
+    if (qs_json_quote(qname, sizeof qname, name) >= sizeof qname)
+        return diag_set(d, QS_ERANGE, path, -1, "tensor name '%.60s...' too long to log", name);
     int len = snprintf(line, sizeof line,
                        "{\"step\":%ld,\"type\":\"saturation\",\"tensor\":%s,\"clip_rate\":%.6g,"
                        "\"pred_amax\":%.9g,\"amax\":%.9g,\"clip\":%lld,\"n\":%lld,"
                        "\"consecutive_steps\":%d}\n",
                        step, qname, (double)r->clip_rate, (double)r->pred_amax, (double)r->amax,
                        r->clip, r->n, s->cfg.alarm_steps);
-    qs_free(qname);
     FILE *f = fopen(path, "ab");
     if (!f)
         return diag_set(d, QS_EIO, path, -1, "cannot append: %s", strerror(errno));
@@ -189,6 +189,17 @@ const char *satstats_warning(const satstats *s, int i)
     return i >= 0 && i < s->n_warnings ? s->warnings[i] : NULL;
 }
 int satstats_stop_requested(const satstats *s) { return s->stop_requested; }
+
+int satstats_episode_steps(const satstats *s, int i)
+{
+    return i >= 0 && i < s->n_quant ? s->consec_steps[i] : 0;
+}
+
+void satstats_episode_restore(satstats *s, const int *steps, int n)
+{
+    for (int i = 0; i < s->n_quant; i++)
+        s->consec_steps[i] = i < n && steps[i] > 0 ? steps[i] : 0;
+}
 
 int satstats_close(satstats *s, qs_diag *d)
 {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qs/json.h"
 #include "qs/mem.h"
 
 typedef struct runcfg_row {
@@ -56,13 +57,14 @@ static const runcfg_row runcfg_rows[] = {
     {{"eval_every", RUNCFG_INT, "0", "[0, 1e9]", "In-loop evaluation every N steps (plus the baseline before step 0); 0 = off."}, RC_NUM(eval_every), 0, 1e9},
     {{"eval_tasks", RUNCFG_LIST, "arc_easy", "task names", "Tasks of the in-loop evaluation (tasks/<name>.json: mmlu, hellaswag, arc_easy, arc_challenge)."}, RC_STR(eval_tasks), 0, 0},
     {{"eval_data_dir", RUNCFG_STRING, "", "", "Benchmark data root for the in-loop evaluation (mmlu/, hellaswag/, arc/ below it; see ### eval)."}, RC_STR(eval_data_dir), 0, 0},
-    {{"eval_tasks_dir", RUNCFG_STRING, "tasks", "", "Directory of the task definitions."}, RC_STR(eval_tasks_dir), 0, 0},
+    {{"eval_tasks_dir", RUNCFG_STRING, "", "", "Directory of the task definitions; default: the tasks/ folder of the qatscope tree the binary lives in (as `qatscope eval`), whatever the current directory."}, RC_STR(eval_tasks_dir), 0, 0},
     {{"eval_subset", RUNCFG_INT, "200", "[0, 1e9]", "Documents per task, a fixed seeded subset (the same items at every evaluation); 0 = all."}, RC_NUM(eval_subset), 0, 1e9},
     {{"eval_val_batches", RUNCFG_INT, "8", "[0, 1e6]", "Held-out perplexity at each in-loop evaluation: val_loss / val_ppl over the first N batch_size x seq_len batches of train_data's `val` split (tokenize --val-fraction), the same batches every time; 0 = off."}, RC_NUM(eval_val_batches), 0, 1e6},
     {{"plot_every", RUNCFG_INT, "0", "[0, 1e9]", "Write RUN_DIR/heatmap.png (clip rate) and RUN_DIR/curves.png every N steps and at the end (atomic replace); 0 = off."}, RC_NUM(plot_every), 0, 1e9},
     {{"stop_on_forgetting", RUNCFG_BOOL, "false", "true|false", "Stop the run (checkpoint, event `stop`/`forgetting`, exit 1) on a forgetting alarm."}, RC_NUM(stop_on_forgetting), 0, 1},
     {{"forgetting_drop_points", RUNCFG_DOUBLE, "2", "[0, 100]", "Forgetting alarm: accuracy drop vs the step-0 baseline above this many points ..."}, RC_NUM(forgetting_drop_points), 0, 100},
     {{"forgetting_alpha", RUNCFG_DOUBLE, "0.05", "(0, 1]", "... and McNemar p-value below this (paired on the same items)."}, RC_NUM(forgetting_alpha), 1e-12, 1},
+    {{"zero", RUNCFG_INT, "0", "[0, 1]", "Data-parallel runs (mpirun): 1 = ZeRO stage 1, each rank keeps only its shard of the Adam moments and updates only its shard of the fp32 parameters, which are then all-gathered (the same bits as 0); 0 = every rank keeps and updates everything."}, RC_NUM(zero), 0, 1},
     {{"max_memory_gb", RUNCFG_DOUBLE, "0", "[0, 1e6]", "Refuse to start when the estimated memory exceeds this; 0 = the machine's available memory."}, RC_NUM(max_memory_gb), 0, 1e6},
 };
 
@@ -156,23 +158,12 @@ void runcfg_defaults(runcfg *c)
             runcfg_field_parse(c, &runcfg_rows[i], runcfg_rows[i].key.dflt, NULL, NULL);
 }
 
-static const char *runcfg_json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE: case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
-static int runcfg_json_set(runcfg *c, const runcfg_row *r, const json_t *v, const char *path,
-                           qs_diag *d)
+static int runcfg_json_set(runcfg *c, const runcfg_row *r, const qs_json_at *root,
+                           const char *path, qs_diag *d)
 {
     const char *name = r->key.name;
+    qs_json_at at = qs_json_key(root, name);
+    const json_t *v = at.v;
     char buf[RUNCFG_STR_MAX];
     switch (r->key.type) {
     case RUNCFG_INT:
@@ -194,17 +185,16 @@ static int runcfg_json_set(runcfg *c, const runcfg_row *r, const json_t *v, cons
     case RUNCFG_LIST: {
         if (!json_is_array(v))
             break;
-        size_t i, used = 0;
-        json_t *e;
+        size_t used = 0;
         buf[0] = 0;
-        json_array_foreach(v, i, e) {
-            if (!json_is_string(e))
-                return diag_set(d, QS_EINVAL, path, -1, "%s[%zu]: expected a string, found %s",
-                                name, i, runcfg_json_type_name(e));
-            const char *s = json_string_value(e);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            qs_json_at e = qs_json_item(&at, i);
+            const char *s;
+            int rc = qs_json_str(&e, NULL, &s, d);
+            if (rc)
+                return rc;
             if (strchr(s, ','))
-                return diag_set(d, QS_EINVAL, path, -1, "%s[%zu]: ',' is not allowed in '%s'",
-                                name, i, s);
+                return qs_json_fail(&e, NULL, QS_EINVAL, d, "',' is not allowed in '%s'", s);
             size_t n = strlen(s);
             if (used + n + 2 > sizeof buf)
                 return diag_set(d, QS_ERANGE, path, -1, "%s: list longer than %zu bytes", name,
@@ -217,18 +207,15 @@ static int runcfg_json_set(runcfg *c, const runcfg_row *r, const json_t *v, cons
         return runcfg_field_parse(c, r, buf, path, d);
     }
     }
-    static const char *const want[] = {"an integer", "a number", "true or false", "a string",
-                                       "a string", "an array of strings"};
-    return diag_set(d, QS_EINVAL, path, -1, "%s: expected %s, found %s", name, want[r->key.type],
-                    runcfg_json_type_name(v));
+    static const char *const want[] = {"integer", "number", "boolean", "string", "string",
+                                       "array of strings"};
+    return qs_json_fail(root, name, QS_EINVAL, d, "expected %s, found %s", want[r->key.type],
+                        qs_json_type_name(v));
 }
 
 static int runcfg_load_json(runcfg *c, json_t *root, const char *path, qs_diag *d)
 {
-    runcfg_defaults(c);
-    if (!json_is_object(root))
-        return diag_set(d, QS_EFORMAT, path, -1, "expected a JSON object, found %s",
-                        runcfg_json_type_name(root));
+    qs_json_at at = qs_json_root(root, path, -1);
     const char *k;
     json_t *v;
     json_object_foreach(root, k, v) {
@@ -236,7 +223,7 @@ static int runcfg_load_json(runcfg *c, json_t *root, const char *path, qs_diag *
         if (!r)
             return diag_set(d, QS_EINVAL, path, -1,
                             "unknown key '%s' (see `qatscope train --help-config`)", k);
-        int rc = runcfg_json_set(c, r, v, path, d);
+        int rc = runcfg_json_set(c, r, &at, path, d);
         if (rc)
             return rc;
     }
@@ -245,28 +232,23 @@ static int runcfg_load_json(runcfg *c, json_t *root, const char *path, qs_diag *
 
 int runcfg_load_text(runcfg *c, const char *text, const char *path, qs_diag *d)
 {
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        runcfg_defaults(c);
-        return diag_set(d, QS_EFORMAT, path, je.line, "invalid JSON: %s", je.text);
-    }
-    int rc = runcfg_load_json(c, root, path, d);
+    json_t *root;
+    runcfg_defaults(c);
+    int rc = qs_json_load_text(text, strlen(text), path, 1,
+                               QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT, &root, d);
+    if (!rc)
+        rc = runcfg_load_json(c, root, path, d);
     json_decref(root);
     return rc;
 }
 
 int runcfg_load(runcfg *c, const char *path, qs_diag *d)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    if (!root) {
-        runcfg_defaults(c);
-        if (je.position == 0 && je.line <= 0)
-            return diag_set(d, QS_ENOTFOUND, path, -1, "cannot read the run config: %s", je.text);
-        return diag_set(d, QS_EFORMAT, path, je.line, "invalid JSON: %s", je.text);
-    }
-    int rc = runcfg_load_json(c, root, path, d);
+    json_t *root;
+    runcfg_defaults(c);
+    int rc = qs_json_load_file(path, QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT, &root, d);
+    if (!rc)
+        rc = runcfg_load_json(c, root, path, d);
     json_decref(root);
     return rc;
 }

@@ -4,46 +4,19 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/bytes.h"
+#include "qs/digest.h"
+
 static const char trainstate_magic[8] = {'Q', 'S', 'T', 'R', 'A', 'I', 'N', '1'};
 
-/* FNV-1a 64 */
+/* The section checksum: FNV-1a from 1469598103934665603, the standard offset
+ * basis short of its last digit; every train_state.bin written holds checksums
+ * from this start, so it stays. */
+#define TRAINSTATE_HASH_SEED 1469598103934665603ull
+
 static uint64_t trainstate_hash(const void *data, size_t bytes)
 {
-    const unsigned char *p = data;
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < bytes; i++) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-static void trainstate_put_u32(unsigned char *b, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void trainstate_put_u64(unsigned char *b, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t trainstate_get_u32(const unsigned char *b)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | b[i];
-    return v;
-}
-
-static uint64_t trainstate_get_u64(const unsigned char *b)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | b[i];
-    return v;
+    return digest_fnv1a64(TRAINSTATE_HASH_SEED, data, bytes);
 }
 
 static int trainstate_fwrite(trainstate_writer *w, const void *p, size_t n, qs_diag *d)
@@ -61,25 +34,74 @@ int trainstate_write_begin(trainstate_writer *w, const char *path, int n_section
         return rc;
     unsigned char hdr[16];
     memcpy(hdr, trainstate_magic, 8);
-    trainstate_put_u32(hdr + 8, TRAINSTATE_VERSION);
-    trainstate_put_u32(hdr + 12, (uint32_t)n_sections);
+    bytes_put_u32le(hdr + 8, TRAINSTATE_VERSION);
+    bytes_put_u32le(hdr + 12, (uint32_t)n_sections);
     if ((rc = trainstate_fwrite(w, hdr, sizeof hdr, d)))
         afile_abort(&w->af);
     return rc;
 }
 
-int trainstate_write_section(trainstate_writer *w, const char *tag, const void *data,
-                             size_t bytes, qs_diag *d)
+/* A section header: tag (zero-padded), byte count, checksum (filled by the caller). */
+static int trainstate_section_header(unsigned char hdr[TRAINSTATE_TAG_BYTES + 16],
+                                     const char *tag, size_t bytes, qs_diag *d)
 {
-    unsigned char hdr[TRAINSTATE_TAG_BYTES + 16] = {0};
     size_t n = strlen(tag);
     if (n >= TRAINSTATE_TAG_BYTES)
         return diag_set(d, QS_EINVAL, NULL, -1, "section tag '%s' too long", tag);
+    memset(hdr, 0, TRAINSTATE_TAG_BYTES + 16);
     memcpy(hdr, tag, n);
-    trainstate_put_u64(hdr + TRAINSTATE_TAG_BYTES, bytes);
-    trainstate_put_u64(hdr + TRAINSTATE_TAG_BYTES + 8, trainstate_hash(data, bytes));
-    int rc = trainstate_fwrite(w, hdr, sizeof hdr, d);
+    bytes_put_u64le(hdr + TRAINSTATE_TAG_BYTES, bytes);
+    return 0;
+}
+
+int trainstate_write_section(trainstate_writer *w, const char *tag, const void *data,
+                             size_t bytes, qs_diag *d)
+{
+    unsigned char hdr[TRAINSTATE_TAG_BYTES + 16];
+    int rc = trainstate_section_header(hdr, tag, bytes, d);
+    if (rc)
+        return rc;
+    bytes_put_u64le(hdr + TRAINSTATE_TAG_BYTES + 8, trainstate_hash(data, bytes));
+    rc = trainstate_fwrite(w, hdr, sizeof hdr, d);
     return rc ? rc : trainstate_fwrite(w, data, bytes, d);
+}
+
+int trainstate_write_section_begin(trainstate_writer *w, const char *tag, size_t bytes, qs_diag *d)
+{
+    unsigned char hdr[TRAINSTATE_TAG_BYTES + 16];
+    int rc = trainstate_section_header(hdr, tag, bytes, d);
+    if (rc)
+        return rc;
+    w->part_pos = ftell(w->af.f);
+    w->part_hash = trainstate_hash(NULL, 0);
+    w->part_left = bytes;
+    if (w->part_pos < 0)
+        return diag_set(d, QS_EIO, w->af.final_path, -1, "cannot tell the write position");
+    return trainstate_fwrite(w, hdr, sizeof hdr, d);
+}
+
+int trainstate_write_section_part(trainstate_writer *w, const void *data, size_t bytes, qs_diag *d)
+{
+    if (bytes > w->part_left)
+        return diag_set(d, QS_EINVAL, w->af.final_path, -1,
+                        "section part of %zu bytes, only %zu declared bytes left", bytes, w->part_left);
+    w->part_left -= bytes;
+    w->part_hash = digest_fnv1a64(w->part_hash, data, bytes);
+    return trainstate_fwrite(w, data, bytes, d);
+}
+
+int trainstate_write_section_end(trainstate_writer *w, qs_diag *d)
+{
+    if (w->part_left)
+        return diag_set(d, QS_ETRUNC, w->af.final_path, -1, "section ended %zu bytes short",
+                        w->part_left);
+    unsigned char h[8];
+    bytes_put_u64le(h, w->part_hash);
+    long end = ftell(w->af.f);
+    if (end < 0 || fseek(w->af.f, w->part_pos + TRAINSTATE_TAG_BYTES + 8, SEEK_SET) ||
+        fwrite(h, 1, 8, w->af.f) != 8 || fseek(w->af.f, end, SEEK_SET))
+        return diag_set(d, QS_EIO, w->af.final_path, -1, "write failed (section checksum)");
+    return 0;
 }
 
 int trainstate_write_commit(trainstate_writer *w, qs_diag *d)
@@ -105,21 +127,23 @@ int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
         rc = diag_set(d, QS_EFORMAT, path, -1, "not a qatscope training state (magic 'QSTRAIN1' missing)");
         goto fail;
     }
-    uint32_t version = trainstate_get_u32(b + 8);
-    if (version != TRAINSTATE_VERSION) {
-        rc = diag_set(d, QS_EUNSUPPORTED, path, -1, "training state version %u, this build reads %d",
-                      version, TRAINSTATE_VERSION);
+    uint32_t version = bytes_get_u32le(b + 8);
+    if (version < TRAINSTATE_VERSION_MIN || version > TRAINSTATE_VERSION) {
+        rc = diag_set(d, QS_EUNSUPPORTED, path, -1,
+                      "training state version %u, this build reads versions %d to %d%s", version,
+                      TRAINSTATE_VERSION_MIN, TRAINSTATE_VERSION,
+                      version > TRAINSTATE_VERSION ? " (written by a newer qatscope)" : "");
         goto fail;
     }
-    uint32_t n = trainstate_get_u32(b + 12);
+    uint32_t n = bytes_get_u32le(b + 12);
     size_t off = 16;
     for (uint32_t i = 0; i < n; i++) {
         if (size - off < TRAINSTATE_TAG_BYTES + 16) {
             rc = diag_set(d, QS_ETRUNC, path, -1, "section %u header: file ends at byte %zu", i, size);
             goto fail;
         }
-        uint64_t bytes = trainstate_get_u64(b + off + TRAINSTATE_TAG_BYTES);
-        uint64_t hash = trainstate_get_u64(b + off + TRAINSTATE_TAG_BYTES + 8);
+        uint64_t bytes = bytes_get_u64le(b + off + TRAINSTATE_TAG_BYTES);
+        uint64_t hash = bytes_get_u64le(b + off + TRAINSTATE_TAG_BYTES + 8);
         off += TRAINSTATE_TAG_BYTES + 16;
         if (bytes > size - off) {
             rc = diag_set(d, QS_ETRUNC, path, -1, "section '%.16s' claims %llu bytes, %zu remain",
@@ -139,6 +163,7 @@ int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
         goto fail;
     }
     r->n_sections = (int)n;
+    r->version = (int)version;
     return 0;
 fail:
     fileio_unmap(&r->map);
@@ -151,7 +176,7 @@ int trainstate_section(const trainstate_reader *r, const char *tag, const void *
     const unsigned char *b = r->map.data;
     size_t off = 16;
     for (int i = 0; i < r->n_sections; i++) {
-        uint64_t n = trainstate_get_u64(b + off + TRAINSTATE_TAG_BYTES);
+        uint64_t n = bytes_get_u64le(b + off + TRAINSTATE_TAG_BYTES);
         if (strncmp((const char *)b + off, tag, TRAINSTATE_TAG_BYTES) == 0) {
             *data = b + off + TRAINSTATE_TAG_BYTES + 16;
             *bytes = (size_t)n;

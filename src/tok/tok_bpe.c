@@ -12,8 +12,10 @@
  * Normalizer NFC (Qwen2) is applied first (tok_nfc.c).
  */
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "tok_impl.h"
 
@@ -37,29 +39,18 @@ typedef struct loader {
     size_t buf_cap;
 } loader;
 
-static const char *str_of(json_t *o, const char *key)
+/* "type" of a pipeline step ("" when absent) */
+static int type_of(loader *L, const qs_json_at *o, const char **ty)
 {
-    return json_string_value(json_object_get(o, key));
-}
-
-static const char *type_of(json_t *o)
-{
-    const char *s = str_of(o, "type");
-    return s ? s : "";
+    return qs_json_str_or(o, "type", "", ty, L->d);
 }
 
 static int scratch_reserve(loader *L, size_t n)
 {
-    if (n <= L->buf_cap)
-        return 0;
-    size_t cap = L->buf_cap ? L->buf_cap : 256;
-    while (cap < n)
-        cap *= 2;
-    char *nb = qs_realloc(L->buf, cap);
+    char *nb = qs_grow(L->buf, &L->buf_cap, n, 1, 256);
     if (!nb)
         return QS_ENOMEM;
     L->buf = nb;
-    L->buf_cap = cap;
     return 0;
 }
 
@@ -100,12 +91,15 @@ static int fail(loader *L, int code, const char *what)
 
 /* ---- pipeline: which family, which options ---- */
 
-static int pretok_regex(loader *L, json_t *split)
+static int pretok_regex(loader *L, const qs_json_at *split)
 {
-    json_t *pat = json_object_get(split, "pattern");
-    const char *re = str_of(pat, "Regex");
-    if (!re)
-        re = str_of(pat, "String");
+    qs_json_at pat = qs_json_key(split, "pattern");
+    const char *re = NULL;
+    int rc = qs_json_str_or(&pat, "Regex", NULL, &re, L->d);
+    if (!rc && !re && json_is_object(pat.v))
+        rc = qs_json_str_or(&pat, "String", NULL, &re, L->d);
+    if (rc)
+        return rc;
     if (re && !strcmp(re, RE_GPT2))
         return TOK_PRETOK_GPT2;
     if (re && !strcmp(re, RE_LLAMA3))
@@ -118,15 +112,37 @@ static int pretok_regex(loader *L, json_t *split)
                     re ? re : "?");
 }
 
-static int pretok_one(loader *L, json_t *p, int *saw_bytelevel)
+/* Metaspace's prepend rule: prepend_scheme, else the older add_prefix_space */
+static int metaspace_prepend(loader *L, const qs_json_at *p, int *prepend)
+{
+    const char *scheme;
+    int aps, rc;
+    if ((rc = qs_json_str_or(p, "prepend_scheme", NULL, &scheme, L->d)) ||
+        (rc = qs_json_bool_or(p, "add_prefix_space", 1, &aps, L->d)))
+        return rc;
+    if (scheme)
+        *prepend = !strcmp(scheme, "always")  ? TOK_PREPEND_ALWAYS
+                   : !strcmp(scheme, "first") ? TOK_PREPEND_FIRST
+                                              : TOK_PREPEND_NEVER;
+    else
+        *prepend = aps ? TOK_PREPEND_ALWAYS : TOK_PREPEND_NEVER;
+    return 0;
+}
+
+static int pretok_one(loader *L, const qs_json_at *p, int *saw_bytelevel)
 {
     struct tokenizer *t = L->t;
-    const char *ty = type_of(p);
+    const char *ty, *rep;
+    int rc = type_of(L, p, &ty);
+    if (rc)
+        return rc;
     if (!strcmp(ty, "ByteLevel")) {
+        int use_regex;
         *saw_bytelevel = 1;
-        t->bl_add_prefix_space = json_is_true(json_object_get(p, "add_prefix_space"));
-        json_t *ur = json_object_get(p, "use_regex");
-        if ((!ur || json_is_true(ur)) && t->pretok == TOK_PRETOK_NONE)
+        if ((rc = qs_json_bool_or(p, "add_prefix_space", 0, &t->bl_add_prefix_space, L->d)) ||
+            (rc = qs_json_bool_or(p, "use_regex", 1, &use_regex, L->d)))
+            return rc;
+        if (use_regex && t->pretok == TOK_PRETOK_NONE)
             t->pretok = TOK_PRETOK_GPT2;
         return 0;
     }
@@ -138,20 +154,14 @@ static int pretok_one(loader *L, json_t *p, int *saw_bytelevel)
         return 0;
     }
     if (!strcmp(ty, "Metaspace")) {
-        const char *rep = str_of(p, "replacement");
+        if ((rc = qs_json_str_or(p, "replacement", NULL, &rep, L->d)))
+            return rc;
         if (rep && strcmp(rep, METASPACE))
             return fail(L, QS_EUNSUPPORTED, "pre_tokenizer Metaspace: only replacement '\xE2\x96\x81' "
                                             "is supported");
-        const char *scheme = str_of(p, "prepend_scheme");
-        json_t *aps = json_object_get(p, "add_prefix_space");
-        if (scheme)
-            t->meta_prepend = !strcmp(scheme, "always")  ? TOK_PREPEND_ALWAYS
-                              : !strcmp(scheme, "first") ? TOK_PREPEND_FIRST
-                                                         : TOK_PREPEND_NEVER;
-        else
-            t->meta_prepend = (!aps || json_is_true(aps)) ? TOK_PREPEND_ALWAYS : TOK_PREPEND_NEVER;
-        json_t *split = json_object_get(p, "split");
-        t->meta_split = !split || json_is_true(split);
+        if ((rc = metaspace_prepend(L, p, &t->meta_prepend)) ||
+            (rc = qs_json_bool_or(p, "split", 1, &t->meta_split, L->d)))
+            return rc;
         t->norm_replace_space = 1;
         return 0;
     }
@@ -161,38 +171,51 @@ static int pretok_one(loader *L, json_t *p, int *saw_bytelevel)
                     ty);
 }
 
-static int parse_pretok(loader *L, json_t *root, int *saw_bytelevel)
+/* One step, or each step of a {"type": "Sequence", list_key: [...]} */
+typedef int (*step_fn)(loader *L, const qs_json_at *step, int *arg);
+static int each_step(loader *L, const qs_json_at *root, const char *key, const char *list_key,
+                     step_fn fn, int *arg)
 {
-    json_t *p = json_object_get(root, "pre_tokenizer");
-    if (!p || json_is_null(p))
+    qs_json_at p = qs_json_key(root, key), list;
+    const char *ty;
+    size_t n;
+    int rc;
+    if (!p.v || json_is_null(p.v))
         return 0;
-    if (!strcmp(type_of(p), "Sequence")) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(p, "pretokenizers"), i, e)
-        {
-            int rc = pretok_one(L, e, saw_bytelevel);
-            if (rc)
-                return rc;
-        }
-        return 0;
+    if ((rc = type_of(L, &p, &ty)))
+        return rc;
+    if (strcmp(ty, "Sequence"))
+        return fn(L, &p, arg);
+    if ((rc = qs_json_arr(&p, list_key, &list, &n, L->d)))
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        qs_json_at e = qs_json_item(&list, i);
+        rc = fn(L, &e, arg);
     }
-    return pretok_one(L, p, saw_bytelevel);
+    return rc;
 }
 
-static int normalizer_one(loader *L, json_t *n)
+static int normalizer_one(loader *L, const qs_json_at *n, int *unused)
 {
-    const char *ty = type_of(n);
+    (void)unused;
+    const char *ty, *s = NULL, *to = NULL;
+    qs_json_at pat = qs_json_key(n, "pattern");
+    int rc = type_of(L, n, &ty);
+    if (rc)
+        return rc;
     if (!strcmp(ty, "Prepend")) {
-        if (!str_of(n, "prepend") || strcmp(str_of(n, "prepend"), METASPACE))
+        if ((rc = qs_json_str_or(n, "prepend", NULL, &s, L->d)))
+            return rc;
+        if (!s || strcmp(s, METASPACE))
             return fail(L, QS_EUNSUPPORTED, "normalizer Prepend: only '\xE2\x96\x81' is supported");
         L->t->norm_prepend = 1;
         return 0;
     }
     if (!strcmp(ty, "Replace")) {
-        const char *from = str_of(json_object_get(n, "pattern"), "String");
-        const char *to = str_of(n, "content");
-        if (!from || !to || strcmp(from, " ") || strcmp(to, METASPACE))
+        if ((json_is_object(pat.v) && (rc = qs_json_str_or(&pat, "String", NULL, &s, L->d))) ||
+            (rc = qs_json_str_or(n, "content", NULL, &to, L->d)))
+            return rc;
+        if (!s || !to || strcmp(s, " ") || strcmp(to, METASPACE))
             return fail(L, QS_EUNSUPPORTED,
                         "normalizer Replace: only ' ' -> '\xE2\x96\x81' is supported");
         L->t->norm_replace_space = 1;
@@ -207,48 +230,31 @@ static int normalizer_one(loader *L, json_t *n)
                     ty);
 }
 
-static int parse_normalizer(loader *L, json_t *root)
+/* decoders: Strip(start >= 1) or Metaspace(prepend) drop the leading space */
+static int decoder_one(loader *L, const qs_json_at *e, int *unused)
 {
-    json_t *n = json_object_get(root, "normalizer");
-    if (!n || json_is_null(n))
-        return 0;
-    if (strcmp(type_of(n), "Sequence"))
-        return normalizer_one(L, n);
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(n, "normalizers"), i, e)
-    {
-        int rc = normalizer_one(L, e);
-        if (rc)
+    (void)unused;
+    const char *ty;
+    int rc = type_of(L, e, &ty), start, prepend;
+    if (rc)
+        return rc;
+    if (!strcmp(ty, "Strip")) {
+        if ((rc = qs_json_int_or(e, "start", 0, INT32_MAX, 0, &start, L->d)))
             return rc;
+        if (start >= 1)
+            L->t->decode_strip_space = 1;
+    }
+    if (!strcmp(ty, "Metaspace")) {
+        if ((rc = metaspace_prepend(L, e, &prepend)))
+            return rc;
+        L->t->decode_strip_space = prepend != TOK_PREPEND_NEVER;
     }
     return 0;
 }
 
-static void parse_decoder(loader *L, json_t *root)
+static int pretok_step(loader *L, const qs_json_at *p, int *saw_bytelevel)
 {
-    json_t *dec = json_object_get(root, "decoder");
-    json_t *list = json_array();
-    if (!strcmp(type_of(dec), "Sequence"))
-        json_array_extend(list, json_object_get(dec, "decoders"));
-    else if (dec)
-        json_array_append(list, dec);
-    size_t i;
-    json_t *e;
-    json_array_foreach(list, i, e)
-    {
-        const char *ty = type_of(e);
-        json_t *start = json_object_get(e, "start");
-        if (!strcmp(ty, "Strip") && json_integer_value(start) >= 1)
-            L->t->decode_strip_space = 1;
-        if (!strcmp(ty, "Metaspace")) {
-            const char *scheme = str_of(e, "prepend_scheme");
-            json_t *aps = json_object_get(e, "add_prefix_space");
-            L->t->decode_strip_space = scheme ? strcmp(scheme, "never") != 0
-                                              : (!aps || json_is_true(aps));
-        }
-    }
-    json_decref(list);
+    return pretok_one(L, p, saw_bytelevel);
 }
 
 /* TemplateProcessing: a SpecialToken before $A means BOS by default, after it EOS. */
@@ -256,13 +262,14 @@ static void parse_post(loader *L, json_t *pp)
 {
     if (!pp || json_is_null(pp))
         return;
-    if (!strcmp(type_of(pp), "Sequence")) {
+    const char *ty = json_string_value(json_object_get(pp, "type"));
+    if (ty && !strcmp(ty, "Sequence")) {
         size_t i;
         json_t *e;
         json_array_foreach(json_object_get(pp, "processors"), i, e) parse_post(L, e);
         return;
     }
-    if (strcmp(type_of(pp), "TemplateProcessing"))
+    if (!ty || strcmp(ty, "TemplateProcessing"))
         return;
     json_t *single = json_object_get(pp, "single"), *specials = json_object_get(pp, "special_tokens");
     int seen_seq = 0;
@@ -274,7 +281,7 @@ static void parse_post(loader *L, json_t *pp)
             seen_seq = 1;
             continue;
         }
-        const char *name = str_of(json_object_get(e, "SpecialToken"), "id");
+        const char *name = json_string_value(json_object_get(json_object_get(e, "SpecialToken"), "id"));
         json_t *ids = json_object_get(json_object_get(specials, name ? name : ""), "ids");
         if (!name || json_array_size(ids) != 1)
             continue;
@@ -293,37 +300,35 @@ static void parse_post(loader *L, json_t *pp)
 
 /* ---- vocabulary, added tokens, merges ---- */
 
-static int load_vocab(loader *L, json_t *vocab, json_t *added)
+#define TOK_JSON_MAX_ID (INT32_MAX / 2 - 1)
+
+static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *added_at)
 {
     struct tokenizer *t = L->t;
-    json_int_t max_id = -1;
+    json_t *vocab = (json_t *)vocab_at->v, *added = (json_t *)added_at->v;
+    long long max_id = -1, idv;
     const char *key;
     json_t *v;
+    int rc;
     json_object_foreach(vocab, key, v)
     {
-        json_int_t id = json_integer_value(v);
-        if (!json_is_integer(v) || id < 0 || id >= INT32_MAX / 2)
-            return diag_set(L->d, QS_EFORMAT, L->path, -1,
-                            "model.vocab['%.100s']: expected an id in [0, 2^30), found %s", key,
-                            json_is_integer(v) ? "an out-of-range integer" : "a non-integer");
-        if (id > max_id)
-            max_id = id;
+        if ((rc = qs_json_i64(vocab_at, key, 0, TOK_JSON_MAX_ID, &idv, L->d)))
+            return rc;
+        if (idv > max_id)
+            max_id = idv;
     }
-    size_t i;
-    json_t *a;
-    json_array_foreach(added, i, a)
-    {
-        json_int_t id = json_integer_value(json_object_get(a, "id"));
-        if (!json_is_string(json_object_get(a, "content")) || id < 0 || id >= INT32_MAX / 2)
-            return diag_set(L->d, QS_EFORMAT, L->path, -1,
-                            "added_tokens[%zu]: expected {\"id\": >= 0, \"content\": string}", i);
-        if (id > max_id)
-            max_id = id;
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        qs_json_at a = qs_json_item(added_at, i);
+        const char *content;
+        if ((rc = qs_json_i64(&a, "id", 0, TOK_JSON_MAX_ID, &idv, L->d)) ||
+            (rc = qs_json_str(&a, "content", &content, L->d)))
+            return rc;
+        if (idv > max_id)
+            max_id = idv;
     }
     if (max_id < 0)
         return fail(L, QS_EFORMAT, "model.vocab is empty (expected a vocabulary)");
-    int rc = tok_vocab_alloc_impl(t, (int32_t)max_id + 1);
-    if (rc)
+    if ((rc = tok_vocab_alloc_impl(t, (int32_t)max_id + 1)))
         return fail(L, rc, "out of memory for the vocabulary");
     json_object_foreach(vocab, key, v)
     {
@@ -335,6 +340,8 @@ static int load_vocab(loader *L, json_t *vocab, json_t *added)
     t->added = qs_calloc(json_array_size(added) + 1, sizeof *t->added);
     if (!t->added)
         return fail(L, QS_ENOMEM, "out of memory for added tokens");
+    size_t i;
+    json_t *a;
     json_array_foreach(added, i, a)
     {
         int32_t id = (int32_t)json_integer_value(json_object_get(a, "id"));
@@ -380,9 +387,10 @@ static int merge_sides(json_t *m, const char **a, size_t *a_len, const char **b,
     return 1;
 }
 
-static int load_merges(loader *L, json_t *merges)
+static int load_merges(loader *L, const qs_json_at *merges_at)
 {
     struct tokenizer *t = L->t;
+    json_t *merges = (json_t *)merges_at->v;
     size_t n = json_array_size(merges);
     if (n > INT32_MAX / 2)
         return fail(L, QS_ERANGE, "model.merges: too many merges");
@@ -394,9 +402,11 @@ static int load_merges(loader *L, json_t *merges)
     {
         const char *a, *b;
         size_t a_len, b_len, ra, rb;
+        qs_json_at at = qs_json_item(merges_at, i);
         if (!merge_sides(m, &a, &a_len, &b, &b_len))
-            return diag_set(L->d, QS_EFORMAT, L->path, -1,
-                            "model.merges[%zu]: expected \"left right\" or [left, right]", i);
+            return qs_json_fail(&at, NULL, QS_EFORMAT, L->d,
+                                "expected \"left right\" or [left, right], found %s",
+                                qs_json_type_name(m));
         /* raw(a) raw(b) side by side in L->buf: a, b and a+b are all slices */
         int32_t ia, ib, im;
         if (t->kind == TOK_KIND_BYTELEVEL) {
@@ -413,34 +423,39 @@ static int load_merges(loader *L, json_t *merges)
         ib = tok_lookup_impl(t, L->buf + ra, rb);
         im = tok_lookup_impl(t, L->buf, ra + rb);
         if (ia < 0 || ib < 0 || im < 0)
-            return diag_set(L->d, QS_EFORMAT, L->path, -1,
-                            "model.merges[%zu]: '%.*s' + '%.*s': expected both parts and their "
-                            "concatenation in model.vocab",
-                            i, (int)(a_len < 60 ? a_len : 60), a, (int)(b_len < 60 ? b_len : 60),
-                            b);
+            return qs_json_fail(&at, NULL, QS_EFORMAT, L->d,
+                                "'%.*s' + '%.*s': expected both parts and their concatenation in "
+                                "$.model.vocab",
+                                (int)(a_len < 60 ? a_len : 60), a, (int)(b_len < 60 ? b_len : 60),
+                                b);
         tok_pairmap_put_impl(&t->merges, ia, ib, (int32_t)i, im);
     }
     return 0;
 }
 
-static int load_root(loader *L, json_t *root)
+static int load_root(loader *L, const qs_json_at *r)
 {
     struct tokenizer *t = L->t;
-    json_t *model = json_object_get(root, "model");
-    if (!json_is_object(model))
-        return fail(L, QS_EFORMAT, "no \"model\" object (expected a Hugging Face tokenizer.json)");
-    const char *mt = str_of(model, "type");
-    if (mt && strcmp(mt, "BPE"))
-        return diag_set(L->d, QS_EUNSUPPORTED, L->path, -1,
-                        "model.type '%.60s' is not supported (expected BPE)", mt);
-    json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
-    if (!json_is_object(vocab) || !json_is_array(merges))
-        return fail(L, QS_EFORMAT,
-                    "model.vocab (object) and model.merges (array) are required for BPE");
+    qs_json_at model, vocab, merges, added = qs_json_key(r, "added_tokens");
+    const char *mt, *unk, *dec_ty;
     int saw_bytelevel = 0, rc;
-    if ((rc = parse_pretok(L, root, &saw_bytelevel)) || (rc = parse_normalizer(L, root)))
+    if ((rc = qs_json_obj(r, "model", &model, L->d)) ||
+        (rc = qs_json_str_or(&model, "type", NULL, &mt, L->d)))
         return rc;
-    if (!strcmp(type_of(json_object_get(root, "decoder")), "ByteLevel"))
+    if (mt && strcmp(mt, "BPE"))
+        return qs_json_fail(&model, "type", QS_EUNSUPPORTED, L->d,
+                            "'%.60s' is not supported (expected BPE)", mt);
+    if ((rc = qs_json_obj(&model, "vocab", &vocab, L->d)) ||
+        (rc = qs_json_arr(&model, "merges", &merges, NULL, L->d)) ||
+        (added.v && !json_is_null(added.v) && (rc = qs_json_arr(r, "added_tokens", &added, NULL, L->d))))
+        return rc;
+    if ((rc = each_step(L, r, "pre_tokenizer", "pretokenizers", pretok_step, &saw_bytelevel)) ||
+        (rc = each_step(L, r, "normalizer", "normalizers", normalizer_one, NULL)))
+        return rc;
+    qs_json_at dec = qs_json_key(r, "decoder");
+    if (json_is_object(dec.v) && (rc = type_of(L, &dec, &dec_ty)))
+        return rc;
+    if (json_is_object(dec.v) && !strcmp(dec_ty, "ByteLevel"))
         saw_bytelevel = 1;
     if (saw_bytelevel) {
         t->kind = TOK_KIND_BYTELEVEL;
@@ -453,25 +468,26 @@ static int load_root(loader *L, json_t *root)
     }
     if (t->kind == TOK_KIND_BYTELEVEL && (t->norm_prepend || t->norm_replace_space))
         return fail(L, QS_EUNSUPPORTED, "ByteLevel mixed with a metaspace normalizer");
-    json_t *added = json_object_get(root, "added_tokens");
-    if ((rc = load_vocab(L, vocab, added)) != 0)
+    if ((rc = load_vocab(L, &vocab, &added)) != 0)
         return rc;
     if ((rc = tok_strmap_build_impl(t)) != 0)
         return fail(L, rc, "out of memory for the vocabulary index");
-    if ((rc = load_merges(L, merges)) != 0)
+    if ((rc = load_merges(L, &merges)) != 0)
         return rc;
-    t->byte_fallback = json_is_true(json_object_get(model, "byte_fallback"));
-    t->fuse_unk = json_is_true(json_object_get(model, "fuse_unk"));
-    t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
-    const char *unk = str_of(model, "unk_token");
+    if ((rc = qs_json_bool_or(&model, "byte_fallback", 0, &t->byte_fallback, L->d)) ||
+        (rc = qs_json_bool_or(&model, "fuse_unk", 0, &t->fuse_unk, L->d)) ||
+        (rc = qs_json_bool_or(&model, "ignore_merges", 0, &t->ignore_merges, L->d)) ||
+        (rc = qs_json_str_or(&model, "unk_token", NULL, &unk, L->d)))
+        return rc;
     t->unk_id = unk ? tok_lookup_impl(t, unk, strlen(unk)) : -1;
     tok_byte_ids_find_impl(t);
     if (t->byte_fallback)
         for (int b = 0; b < 256; b++)
             if (t->byte_id[b] >= 0 && t->type[t->byte_id[b]] == TOK_TYPE_NORMAL)
                 t->type[t->byte_id[b]] = TOK_TYPE_BYTE;
-    parse_decoder(L, root);
-    parse_post(L, json_object_get(root, "post_processor"));
+    if ((rc = each_step(L, r, "decoder", "decoders", decoder_one, NULL)))
+        return rc;
+    parse_post(L, (json_t *)qs_json_key(r, "post_processor").v);
     if (t->kind == TOK_KIND_BPE_SPM)
         tok_ms_cut_check_impl(t);
     return 0;
@@ -479,19 +495,22 @@ static int load_root(loader *L, json_t *root)
 
 int tok_json_load_impl(struct tokenizer *t, const char *path, qs_diag *d)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root)
-        return diag_set(d, QS_EFORMAT, path, jerr.line,
-                        "invalid JSON: %s (expected a Hugging Face tokenizer.json)", jerr.text);
+    json_t *root;
+    int rc = qs_json_load_file(path, QS_JSON_OBJECT, &root, d);
+    if (rc) {
+        if (rc == QS_EFORMAT && d) {   /* not JSON, or not an object: say what was wanted */
+            size_t n = strlen(d->msg);
+            snprintf(d->msg + n, sizeof d->msg - n, " (expected a Hugging Face tokenizer.json)");
+        }
+        return rc;
+    }
     loader L = {.t = t, .path = path, .d = d};
     for (int i = 0; i < 0x144; i++)
         L.cp_to_byte[i] = -1;
     for (int b = 0; b < 256; b++)
         L.cp_to_byte[tok_byte_to_cp_impl((uint8_t)b)] = (int16_t)b;
-    int rc = json_is_object(root) ? load_root(&L, root)
-                                  : fail(&L, QS_EFORMAT, "top level is not a JSON object "
-                                                         "(expected a tokenizer.json)");
+    qs_json_at r = qs_json_root(root, path, -1);
+    rc = load_root(&L, &r);
     qs_free(L.buf);
     json_decref(root);
     return rc;

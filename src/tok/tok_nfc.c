@@ -27,14 +27,10 @@ typedef struct cp_buf {
 
 static int cp_push(cp_buf *b, uint32_t cp)
 {
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 64;
-        uint32_t *nv = qs_realloc(b->v, cap * sizeof *nv);
-        if (!nv)
-            return QS_ENOMEM;
-        b->v = nv;
-        b->cap = cap;
-    }
+    uint32_t *nv = qs_grow(b->v, &b->cap, b->n + 1, sizeof *nv, 64);
+    if (!nv)
+        return QS_ENOMEM;
+    b->v = nv;
     b->v[b->n++] = cp;
     return 0;
 }

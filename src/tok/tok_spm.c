@@ -16,6 +16,7 @@
  */
 #include <string.h>
 
+#include "qs/bytes.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "tok_impl.h"
@@ -72,14 +73,30 @@ static int pb_field(pb *b, uint32_t *field, int *wire, pb *sub, uint64_t *v)
     case 5: {
         if (b->end - b->p < 4)
             return QS_ETRUNC;
-        uint32_t bits = (uint32_t)b->p[0] | (uint32_t)b->p[1] << 8 | (uint32_t)b->p[2] << 16 |
-                        (uint32_t)b->p[3] << 24;
-        *v = bits;
+        *v = bytes_get_u32le(b->p);
         b->p += 4;
         return 0;
     }
     default: return QS_EFORMAT;
     }
+}
+
+/* One field: number, wire type, payload (wire 2) or value (wires 0 and 5). */
+typedef struct pb_fld {
+    uint32_t f;
+    int w;
+    pb sub;
+    uint64_t v;
+} pb_fld;
+
+/* The next field of b: 1, 0 at the end of b, or a negative code (b stops where it broke). */
+static int pb_next(pb *b, pb_fld *x)
+{
+    if (b->p >= b->end)
+        return 0;
+    x->v = 0;
+    int rc = pb_field(b, &x->f, &x->w, &x->sub, &x->v);
+    return rc ? rc : 1;
 }
 
 typedef struct spm_spec {
@@ -99,14 +116,13 @@ static int bad(const char *path, pb *b, int rc, const char *what, qs_diag *d)
 
 static int parse_specs(pb b, spm_spec *s, int which, const char *path, qs_diag *d)
 {
-    while (b.p < b.end) {
-        uint32_t f;
-        int w;
-        pb sub;
-        uint64_t v = 0;
-        int rc = pb_field(&b, &f, &w, &sub, &v);
-        if (rc)
-            return bad(path, &b, rc, which == 2 ? "broken trainer_spec" : "broken normalizer_spec", d);
+    pb_fld x;
+    int rc;
+    while ((rc = pb_next(&b, &x)) == 1) {
+        uint32_t f = x.f;
+        int w = x.w;
+        pb sub = x.sub;
+        uint64_t v = x.v;
         if (which == 2 && w == 0) {
             if (f == 3) s->model_type = (int64_t)v;
             if (f == 24) s->ws_suffix = (int64_t)v;
@@ -126,7 +142,8 @@ static int parse_specs(pb b, spm_spec *s, int which, const char *path, qs_diag *
             if (f == 5 && w == 0) s->escape_ws = (int64_t)v;
         }
     }
-    return 0;
+    return rc ? bad(path, &b, rc, which == 2 ? "broken trainer_spec" : "broken normalizer_spec", d)
+              : 0;
 }
 
 /* One SentencePiece message -> piece, score, type. */
@@ -136,27 +153,22 @@ static int parse_piece(pb b, const unsigned char **s, size_t *len, float *score,
     *len = 0;
     *score = 0;
     *type = TOK_TYPE_NORMAL;
-    while (b.p < b.end) {
-        uint32_t f;
-        int w;
-        pb sub;
-        uint64_t v = 0;
-        int rc = pb_field(&b, &f, &w, &sub, &v);
-        if (rc)
-            return rc;
-        if (f == 1 && w == 2) {
-            *s = sub.p;
-            *len = (size_t)(sub.end - sub.p);
-        } else if (f == 2 && w == 5) {
-            uint32_t bits = (uint32_t)v;
+    pb_fld x;
+    int rc;
+    while ((rc = pb_next(&b, &x)) == 1) {
+        if (x.f == 1 && x.w == 2) {
+            *s = x.sub.p;
+            *len = (size_t)(x.sub.end - x.sub.p);
+        } else if (x.f == 2 && x.w == 5) {
+            uint32_t bits = (uint32_t)x.v;
             memcpy(score, &bits, sizeof *score);
-        } else if (f == 3 && w == 0) {
-            if (v < 1 || v > 6)
+        } else if (x.f == 3 && x.w == 0) {
+            if (x.v < 1 || x.v > 6)
                 return QS_EFORMAT;
-            *type = (int)v;
+            *type = (int)x.v;
         }
     }
-    return *s ? 0 : QS_EFORMAT;
+    return rc ? rc : *s ? 0 : QS_EFORMAT;
 }
 
 static int load_pieces(struct tokenizer *t, const fileio_map *m, const char *path, qs_diag *d,
@@ -164,19 +176,18 @@ static int load_pieces(struct tokenizer *t, const fileio_map *m, const char *pat
 {
     pb top = {m->data, m->data + m->bytes, m->data};
     int32_t n = 0;
-    for (pb b = top; b.p < b.end;) { /* pass 1: count pieces, read the specs */
-        uint32_t f;
-        int w;
-        pb sub;
-        uint64_t v;
-        int rc = pb_field(&b, &f, &w, &sub, &v);
-        if (rc)
-            return bad(path, &b, rc, rc == QS_ETRUNC ? "file ends inside a field" : "bad field", d);
-        if (f == 1 && w == 2 && n < INT32_MAX / 2)
+    pb b = top;
+    pb_fld x;
+    int rc;
+    while ((rc = pb_next(&b, &x)) == 1) { /* pass 1: count pieces, read the specs */
+        if (x.f == 1 && x.w == 2 && n < INT32_MAX / 2)
             n++;
-        if ((f == 2 || f == 3) && w == 2 && (rc = parse_specs(sub, spec, (int)f, path, d)) != 0)
+        if ((x.f == 2 || x.f == 3) && x.w == 2 &&
+            (rc = parse_specs(x.sub, spec, (int)x.f, path, d)) != 0)
             return rc;
     }
+    if (rc)
+        return bad(path, &b, rc, rc == QS_ETRUNC ? "file ends inside a field" : "bad field", d);
     if (n == 0)
         return diag_set(d, QS_EFORMAT, path, -1,
                         "no pieces found (expected a SentencePiece ModelProto)");
@@ -188,20 +199,17 @@ static int load_pieces(struct tokenizer *t, const fileio_map *m, const char *pat
         return diag_set(d, QS_EUNSUPPORTED, path, -1,
                         "treat_whitespace_as_suffix is not supported (expected a prefix "
                         "\xE2\x96\x81 as in Llama-style models)");
-    int rc = tok_vocab_alloc_impl(t, n);
+    rc = tok_vocab_alloc_impl(t, n);
     t->score = qs_calloc((size_t)n, sizeof *t->score);
     t->added = qs_calloc((size_t)n, sizeof *t->added);
     if (rc || !t->score || !t->added)
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory for %d pieces", n);
     int32_t id = 0;
-    for (pb b = top; b.p < b.end;) {
-        uint32_t f;
-        int w, type;
-        pb sub;
-        uint64_t v;
-        pb_field(&b, &f, &w, &sub, &v); /* checked in pass 1 */
-        if (!(f == 1 && w == 2))
+    for (b = top; pb_next(&b, &x) == 1;) { /* broken fields were refused in pass 1 */
+        if (!(x.f == 1 && x.w == 2))
             continue;
+        pb sub = x.sub;
+        int type;
         const unsigned char *s;
         size_t len;
         float score;

@@ -13,6 +13,7 @@
  */
 #include <string.h>
 
+#include "qs/bytes.h"
 #include "qs/mem.h"
 #include "tok_impl.h"
 
@@ -28,8 +29,7 @@ int tok_spm_charsmap_load_impl(struct tokenizer *t, const unsigned char *blob, s
     if (n < 4)
         return diag_set(d, QS_EFORMAT, path, -1, "precompiled_charsmap of %zu bytes: expected "
                                                  "a trie size and a trie", n);
-    uint32_t trie_bytes = (uint32_t)blob[0] | (uint32_t)blob[1] << 8 | (uint32_t)blob[2] << 16 |
-                          (uint32_t)blob[3] << 24;
+    uint32_t trie_bytes = bytes_get_u32le(blob);
     if (trie_bytes % 4 || trie_bytes == 0 || trie_bytes > n - 4)
         return diag_set(d, QS_EFORMAT, path, -1,
                         "precompiled_charsmap: trie of %u bytes in a %zu-byte map (expected a "
@@ -41,11 +41,8 @@ int tok_spm_charsmap_load_impl(struct tokenizer *t, const unsigned char *blob, s
     t->cm_norm = qs_malloc(t->cm_norm_bytes + 1);
     if (!t->cm_units || !t->cm_norm)
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory for the charsmap");
-    for (size_t i = 0; i < t->cm_n_units; i++) {
-        const unsigned char *p = blob + 4 + 4 * i;
-        t->cm_units[i] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                         (uint32_t)p[3] << 24;
-    }
+    for (size_t i = 0; i < t->cm_n_units; i++)
+        t->cm_units[i] = bytes_get_u32le(blob + 4 + 4 * i);
     memcpy(t->cm_norm, blob + 4 + trie_bytes, t->cm_norm_bytes);
     t->cm_norm[t->cm_norm_bytes] = 0; /* a last string without its NUL still ends */
     return 0;

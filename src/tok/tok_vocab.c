@@ -6,20 +6,9 @@
  */
 #include <string.h>
 
+#include "qs/digest.h"
 #include "qs/mem.h"
 #include "tok_impl.h"
-
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-#define TOK_FNV_SEED 14695981039346656037ULL
 
 int tok_vocab_alloc_impl(struct tokenizer *t, int32_t n_vocab)
 {
@@ -43,16 +32,10 @@ int tok_vocab_alloc_impl(struct tokenizer *t, int32_t n_vocab)
 
 int tok_arena_add_impl(struct tokenizer *t, const char *s, size_t len, size_t *off)
 {
-    if (t->arena_bytes + len + 1 > t->arena_cap) {
-        size_t cap = t->arena_cap ? t->arena_cap : 1 << 16;
-        while (cap < t->arena_bytes + len + 1)
-            cap *= 2;
-        char *na = qs_realloc(t->arena, cap);
-        if (!na)
-            return QS_ENOMEM;
-        t->arena = na;
-        t->arena_cap = cap;
-    }
+    char *na = qs_grow(t->arena, &t->arena_cap, t->arena_bytes + len + 1, 1, 1 << 16);
+    if (!na)
+        return QS_ENOMEM;
+    t->arena = na;
     memcpy(t->arena + t->arena_bytes, s, len);
     t->arena[t->arena_bytes + len] = 0;
     *off = t->arena_bytes;
@@ -99,7 +82,7 @@ int tok_strmap_build_impl(struct tokenizer *t)
         if (t->piece_off[id] == SIZE_MAX)
             continue;
         const char *s = tok_raw(t, id);
-        size_t h = (size_t)fnv1a(TOK_FNV_SEED, s, t->raw_len[id]) & mask;
+        size_t h = (size_t)digest_fnv1a64(DIGEST_FNV1A64_SEED, s, t->raw_len[id]) & mask;
         for (;; h = (h + 1) & mask) {
             int32_t v = t->vocab.slots[h];
             if (v == 0) {
@@ -117,7 +100,7 @@ int tok_strmap_build_impl(struct tokenizer *t)
 int32_t tok_lookup_impl(const struct tokenizer *t, const char *s, size_t len)
 {
     size_t mask = t->vocab.cap - 1;
-    size_t h = (size_t)fnv1a(TOK_FNV_SEED, s, len) & mask;
+    size_t h = (size_t)digest_fnv1a64(DIGEST_FNV1A64_SEED, s, len) & mask;
     for (;; h = (h + 1) & mask) {
         int32_t v = t->vocab.slots[h];
         if (v == 0)
@@ -147,21 +130,28 @@ int tok_pairmap_init_impl(tok_pairmap *m, size_t n)
     return 0;
 }
 
+/* The slot of pair (a, b): where it is stored, or the empty slot that ends its
+ * probe run (keys[] == UINT64_MAX).  *key gets the pair's key. */
+static size_t pair_slot(const tok_pairmap *m, int32_t a, int32_t b, uint64_t *key)
+{
+    *key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    size_t mask = m->cap - 1, h = pair_hash(*key, mask);
+    while (m->keys[h] != *key && m->keys[h] != UINT64_MAX)
+        h = (h + 1) & mask;
+    return h;
+}
+
 /* The first (lowest-rank) entry for a pair wins, as in HF's merge map. */
 int tok_pairmap_put_impl(tok_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t merged)
 {
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    size_t mask = m->cap - 1;
-    for (size_t h = pair_hash(key, mask);; h = (h + 1) & mask) {
-        if (m->keys[h] == key)
-            return 0;
-        if (m->keys[h] == UINT64_MAX) {
-            m->keys[h] = key;
-            m->rank[h] = rank;
-            m->merged[h] = merged;
-            return 0;
-        }
+    uint64_t key;
+    size_t h = pair_slot(m, a, b, &key);
+    if (m->keys[h] == UINT64_MAX) {
+        m->keys[h] = key;
+        m->rank[h] = rank;
+        m->merged[h] = merged;
     }
+    return 0;
 }
 
 int tok_pairmap_get_impl(const tok_pairmap *m, int32_t a, int32_t b, int32_t *rank,
@@ -169,17 +159,13 @@ int tok_pairmap_get_impl(const tok_pairmap *m, int32_t a, int32_t b, int32_t *ra
 {
     if (!m->cap)
         return 0;
-    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    size_t mask = m->cap - 1;
-    for (size_t h = pair_hash(key, mask);; h = (h + 1) & mask) {
-        if (m->keys[h] == UINT64_MAX)
-            return 0;
-        if (m->keys[h] == key) {
-            *rank = m->rank[h];
-            *merged = m->merged[h];
-            return 1;
-        }
-    }
+    uint64_t key;
+    size_t h = pair_slot(m, a, b, &key);
+    if (m->keys[h] == UINT64_MAX)
+        return 0;
+    *rank = m->rank[h];
+    *merged = m->merged[h];
+    return 1;
 }
 
 /* Chains added tokens by first byte, longest first, so matching tries the
@@ -224,43 +210,39 @@ void tok_byte_ids_find_impl(struct tokenizer *t)
 
 uint64_t tok_hash_compute_impl(const struct tokenizer *t)
 {
-    uint64_t h = TOK_FNV_SEED;
+    uint64_t h = DIGEST_FNV1A64_SEED;
     int32_t hdr[2] = {t->kind, t->n_vocab};
-    h = fnv1a(h, hdr, sizeof hdr);
+    h = digest_fnv1a64(h, hdr, sizeof hdr);
     for (int32_t id = 0; id < t->n_vocab; id++) {
         uint32_t len = t->raw_len[id];
-        h = fnv1a(h, &len, sizeof len);
-        h = fnv1a(h, tok_raw(t, id), len);
-        h = fnv1a(h, &t->type[id], 1);
+        h = digest_fnv1a64(h, &len, sizeof len);
+        h = digest_fnv1a64(h, tok_raw(t, id), len);
+        h = digest_fnv1a64(h, &t->type[id], 1);
         if (t->score)
-            h = fnv1a(h, &t->score[id], sizeof t->score[id]);
+            h = digest_fnv1a64(h, &t->score[id], sizeof t->score[id]);
     }
     for (size_t i = 0; i < t->merges.cap; i++) {
         if (t->merges.keys[i] == UINT64_MAX)
             continue;
         /* slot order depends only on the key set, so this is deterministic */
-        h = fnv1a(h, &t->merges.keys[i], sizeof t->merges.keys[i]);
-        h = fnv1a(h, &t->merges.rank[i], sizeof t->merges.rank[i]);
+        h = digest_fnv1a64(h, &t->merges.keys[i], sizeof t->merges.keys[i]);
+        h = digest_fnv1a64(h, &t->merges.rank[i], sizeof t->merges.rank[i]);
     }
     if (t->cm_units) { /* the normalizer changes ids too */
-        h = fnv1a(h, t->cm_units, t->cm_n_units * sizeof *t->cm_units);
-        h = fnv1a(h, t->cm_norm, t->cm_norm_bytes);
+        h = digest_fnv1a64(h, t->cm_units, t->cm_n_units * sizeof *t->cm_units);
+        h = digest_fnv1a64(h, t->cm_norm, t->cm_norm_bytes);
     }
     int flags[5] = {t->norm_prepend, t->norm_replace_space, t->remove_extra_ws, t->byte_fallback,
                     t->norm_nfc};
-    return fnv1a(h, flags, sizeof flags);
+    return digest_fnv1a64(h, flags, sizeof flags);
 }
 
 int tok_ids_push_impl(tok_ids *v, int32_t id)
 {
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 256;
-        int32_t *nv = qs_realloc(v->v, cap * sizeof *nv);
-        if (!nv)
-            return QS_ENOMEM;
-        v->v = nv;
-        v->cap = cap;
-    }
+    int32_t *nv = qs_grow(v->v, &v->cap, v->n + 1, sizeof *nv, 256);
+    if (!nv)
+        return QS_ENOMEM;
+    v->v = nv;
     v->v[v->n++] = id;
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/json.h"
 #include "qs/mem.h"
 #include "tok_impl.h"
 
@@ -52,8 +53,11 @@ static const char *config_token(json_t *cfg, const char *key)
  * Tokens the tokenizer file does not already list as added (typical of a
  * tokenizer.model plus chat/control tokens declared only here) are added, as
  * HF's slow tokenizers do. */
-static int config_added_tokens(tokenizer *t, json_t *decoder, const char *cfg_path, qs_diag *d)
+static int config_added_tokens(tokenizer *t, const qs_json_at *cfg, qs_diag *d)
 {
+    const char *cfg_path = cfg->file;
+    qs_json_at dec = qs_json_key(cfg, "added_tokens_decoder");
+    json_t *decoder = (json_t *)dec.v;
     size_t n_new = json_object_size(decoder);
     if (n_new == 0)
         return 0;
@@ -69,10 +73,10 @@ static int config_added_tokens(tokenizer *t, json_t *decoder, const char *cfg_pa
         long id = strtol(key, &end, 10);
         json_t *c = json_object_get(v, "content");
         if (*end || end == key || id < 0 || id >= t->n_vocab || !json_is_string(c))
-            return diag_set(d, QS_EFORMAT, cfg_path, -1,
-                            "added_tokens_decoder['%.40s']: expected an id below the vocabulary "
-                            "size %d with a string \"content\"",
-                            key, t->n_vocab);
+            return qs_json_fail(&dec, key, QS_EFORMAT, d,
+                                "expected an id below the vocabulary size %d with a string "
+                                "\"content\"",
+                                t->n_vocab);
         int known = 0;
         for (int i = 0; i < t->n_added && !known; i++)
             known = t->added[i].id == (int32_t)id;
@@ -98,11 +102,12 @@ static int config_added_tokens(tokenizer *t, json_t *decoder, const char *cfg_pa
 
 static int read_config(tokenizer *t, const char *cfg_path, qs_diag *d)
 {
-    json_error_t jerr;
-    json_t *cfg = json_load_file(cfg_path, 0, &jerr);
-    if (!cfg)
-        return diag_set(d, QS_EFORMAT, cfg_path, jerr.line, "invalid JSON: %s", jerr.text);
-    int rc = config_added_tokens(t, json_object_get(cfg, "added_tokens_decoder"), cfg_path, d);
+    json_t *cfg;
+    int rc = qs_json_load_file(cfg_path, 0, &cfg, d);
+    if (rc)
+        return rc;
+    qs_json_at r = qs_json_root(cfg, cfg_path, -1);
+    rc = config_added_tokens(t, &r, d);
     const char *keys[2] = {"bos_token", "eos_token"};
     int32_t *dst[2] = {&t->bos_id, &t->eos_id};
     for (int k = 0; k < 2 && !rc; k++) {
@@ -111,15 +116,14 @@ static int read_config(tokenizer *t, const char *cfg_path, qs_diag *d)
             continue;
         int32_t id = find_token(t, name);
         if (id < 0)
-            rc = diag_set(d, QS_EFORMAT, cfg_path, -1, "%s '%.100s' is not in the vocabulary",
-                          keys[k], name);
+            rc = qs_json_fail(&r, keys[k], QS_EFORMAT, d, "'%.100s' is not in the vocabulary",
+                              name);
         *dst[k] = id;
     }
-    json_t *ab = json_object_get(cfg, "add_bos_token"), *ae = json_object_get(cfg, "add_eos_token");
-    if (json_is_boolean(ab))
-        t->add_bos = json_is_true(ab);
-    if (json_is_boolean(ae))
-        t->add_eos = json_is_true(ae);
+    if (!rc)
+        rc = qs_json_bool_or(&r, "add_bos_token", t->add_bos, &t->add_bos, d);
+    if (!rc)
+        rc = qs_json_bool_or(&r, "add_eos_token", t->add_eos, &t->add_eos, d);
     json_decref(cfg);
     return rc;
 }

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "qs/vecops.h"
+#include "qs/dist.h"
 #include "qs/fileio.h"
 #include "qs/hfconfig.h"
 #include "qs/matmul.h"
@@ -22,20 +24,32 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
 {
     llama_config c;
     memset(mem, 0, sizeof *mem);
-    int rc = hfconfig_load(&c, cfg->model, d);
-    if (rc)
+    quant_recipe r;
+    int precision, rc = trainer_recipe_from_cfg(cfg, &r, d);
+    if (rc || (rc = matmul_precision_parse(cfg->precision, "precision", &precision, d)) ||
+        (rc = hfconfig_load(&c, cfg->model, d)))
         return rc;
+    if (cfg->seq_len > hfconfig_max_context(&c))   /* name the key, not an activation size */
+        return diag_set(d, QS_ERANGE, cfg->model, -1,
+                        "seq_len %ld exceeds the model's context of %d tokens "
+                        "(max_position_embeddings in config.json%s); lower seq_len",
+                        cfg->seq_len, hfconfig_max_context(&c),
+                        c.sliding_window ? ", or its sliding_window" : "");
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
     model_memory_estimate(&c, B, T, T, &mm);
     mem->model_train_bytes = mm.train_bytes;
     mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
-    mem->quant_bytes = trainer_quant_bytes(&c, cfg, &n_slots, d);
+    mem->quant_bytes = trainer_quant_bytes(&c, cfg, precision, &n_slots, d);
     mem->batch_bytes = 2 * (size_t)B * T * sizeof(int32_t);
-    mem->pack_bytes = model_packs_bytes_estimate(
-        &c, strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16, B * T, n_slots);
+    mem->pack_bytes = model_packs_bytes_estimate(&c, precision, B * T, n_slots);
+    /* micro-batches after a rank's first are computed into a scratch block */
+    mem->grad_scratch_bytes = cfg->grad_accum > 1 ? mm.grads_bytes : 0;
+    int n_ranks = dist_size();
+    if (cfg->zero && n_ranks > 1)   /* ZeRO-1: this rank's part of the Adam moments */
+        mem->model_train_bytes -= mm.adam_bytes - mm.adam_bytes / (size_t)n_ranks;
     mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + mem->quant_bytes +
-                       mem->batch_bytes + mem->pack_bytes;
+                       mem->batch_bytes + mem->pack_bytes + mem->grad_scratch_bytes;
     return 0;
 }
 
@@ -44,6 +58,8 @@ static int trainer_open_logs(struct trainer *t, int resume, qs_diag *d)
     char path[TRAINER_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/metrics.jsonl", t->run_dir);
     int rc;
+    if (t->rank != 0)   /* only rank 0 writes the run directory */
+        goto detector;
     if (resume) {
         if ((rc = trainer_log_truncate(path, t->step, d)))
             return rc;
@@ -55,6 +71,7 @@ static int trainer_open_logs(struct trainer *t, int resume, qs_diag *d)
     t->metrics = fopen(path, "a");
     if (!t->metrics)
         return diag_set(d, QS_EIO, path, -1, "cannot open for appending: %s", strerror(errno));
+detector:
     if (!t->qset)
         return 0;
     satstats_config sc;
@@ -62,14 +79,20 @@ static int trainer_open_logs(struct trainer *t, int resume, qs_diag *d)
     sc.clip_threshold = t->cfg.saturation_clip_rate;
     sc.alarm_steps = (int)t->cfg.saturation_alarm_steps;
     sc.log_interval_steps = (int)t->cfg.log_every;
-    sc.run_dir = t->run_dir;
+    sc.run_dir = t->rank == 0 ? t->run_dir : NULL;
     sc.run_name = t->cfg.run_name;
-    sc.resume = resume;
-    return satstats_create(&t->sat, &sc, t->qset, d);
+    sc.resume_step = resume ? t->step : -1;
+    if ((rc = satstats_create(&t->sat, &sc, t->qset, d)))
+        return rc;
+    if (t->alarm_restored)
+        satstats_episode_restore(t->sat, t->alarm_restored, t->n_alarm_restored);
+    return 0;
 }
 
 static int trainer_fresh_dir(struct trainer *t, qs_diag *d)
 {
+    if (t->rank != 0)
+        return 0;
     char path[TRAINER_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/metrics.jsonl", t->run_dir);
     if (fileio_exists(path))
@@ -93,7 +116,7 @@ static int trainer_alloc(struct trainer *t, qs_diag *d)
     const llama_config *c = &t->m.cfg;
     int B = (int)t->cfg.batch_size, T = (int)t->cfg.seq_len;
     int rc = model_acts_init(&t->a, c, B, T, T, 1, d);
-    if (rc || (rc = model_grad_acts_init(&t->g, c, B, T, d)))
+    if (rc || (rc = model_grad_acts_init(&t->g, c, B, T, d)) || (rc = trainer_dist_init(t, d)))
         return rc;
     t->grads = qs_calloc(t->m.n_params, sizeof *t->grads);
     t->grads_zeroed = 1;
@@ -101,9 +124,26 @@ static int trainer_alloc(struct trainer *t, qs_diag *d)
     t->tokens = qs_malloc((size_t)B * T * sizeof *t->tokens);
     t->targets = qs_malloc((size_t)B * T * sizeof *t->targets);
     if (!t->grads || !t->gw.layer || !t->tokens || !t->targets ||
-        adamw_init(&t->opt, t->m.n_params))
+        adamw_init(&t->opt, trainer_dist_opt_elems(t)))
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for gradients and optimizer state");
     return model_weights_point(&t->gw, &t->m, t->grads);
+}
+
+int trainer_resume_check(const runcfg *cfg, const char *run_dir, long *steps_done, qs_diag *d)
+{
+    char ck_dir[TRAINER_PATH_MAX + 64];
+    *steps_done = 0;
+    if (!trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, steps_done))
+        return diag_set(d, QS_ENOTFOUND, run_dir, -1,
+                        "no checkpoint to resume from (expected ckpt/step_N/train_state.bin)");
+    long done = *steps_done;
+    if (cfg->steps <= done)   /* nothing left to run: say so instead of doing nothing */
+        return diag_set(d, QS_EINVAL, run_dir, -1,
+                        "steps %ld: the latest checkpoint ckpt/step_%ld has %ld steps done%s; to "
+                        "continue, resume with --set steps=N above %ld",
+                        cfg->steps, done, done, cfg->steps == done ? " (the run is complete)" : "",
+                        done);
+    return 0;
 }
 
 int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
@@ -119,11 +159,12 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     if (opt->mem_limit_bytes && mem.total_bytes > opt->mem_limit_bytes)
         return diag_set(d, QS_ERANGE, NULL, -1,
                         "run needs %.1f MiB (model+grads+Adam+activations %.1f, backward scratch "
-                        "%.1f, quantized operands %.1f, weight packs %.1f) but %.1f MiB are "
-                        "allowed; lower batch_size/seq_len or raise max_memory_gb",
+                        "%.1f, quantized operands %.1f, weight packs %.1f, gradient scratch "
+                        "%.1f) but %.1f MiB are allowed; lower batch_size/seq_len or raise "
+                        "max_memory_gb",
                         mem.total_bytes / 1048576.0, mem.model_train_bytes / 1048576.0,
                         mem.grad_acts_bytes / 1048576.0, mem.quant_bytes / 1048576.0,
-                        mem.pack_bytes / 1048576.0,
+                        mem.pack_bytes / 1048576.0, mem.grad_scratch_bytes / 1048576.0,
                         opt->mem_limit_bytes / 1048576.0);
     struct trainer *t = qs_calloc(1, sizeof *t);
     if (!t)
@@ -140,15 +181,18 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     }
     long ck_step = 0;
     char ck_dir[TRAINER_PATH_MAX + 64];
-    if (opt->resume_dir && !trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, &ck_step)) {
-        rc = diag_set(d, QS_ENOTFOUND, run_dir, -1,
-                      "no checkpoint to resume from (expected ckpt/step_N/train_state.bin)");
-        goto fail;
+    if (opt->resume_dir) {
+        if ((rc = trainer_resume_check(cfg, run_dir, &ck_step, d)))
+            goto fail;
+        if (!trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, &ck_step)) {   /* gone since */
+            rc = diag_set(d, QS_ENOTFOUND, run_dir, -1, "the latest checkpoint disappeared");
+            goto fail;
+        }
     }
     snprintf(t->model_dir, sizeof t->model_dir, "%s", opt->resume_dir ? ck_dir : cfg->model);
-    if ((rc = model_load_dir(&t->m, t->model_dir, d)))
+    if ((rc = model_load_dir(&t->m, t->model_dir, d)) ||
+        (rc = matmul_precision_parse(cfg->precision, "precision", &t->m.precision, d)))
         goto fail;
-    t->m.precision = strcmp(cfg->precision, "bf16") ? MATMUL_FP32 : MATMUL_BF16;
     if ((rc = trainer_alloc(t, d)))
         goto fail;
     t->hp = (adamw_hparams){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay};
@@ -156,6 +200,8 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                           schedule_decay_parse(cfg->lr_decay), cfg->qat, cfg->bf16_warmup_steps};
     if ((rc = schedule_validate(&t->sched, d)) || (rc = trainer_quant_init(t, d)))
         goto fail;
+    if (opt->eval)   /* before the restore: it hands the hook its saved state */
+        t->eval = *opt->eval;
     if (opt->resume_dir)
         rc = trainer_ckpt_restore(t, ck_dir, d);
     else
@@ -165,8 +211,6 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->step0 = t->step;
-    if (opt->eval)
-        t->eval = *opt->eval;
     t->t_start = trainer_now_s();
     *out = t;
     return 0;
@@ -185,59 +229,91 @@ void trainer_destroy(trainer *t)
     model_acts_free(&t->a);
     model_grad_acts_free(&t->g);
     adamw_free(&t->opt);
+    trainer_dist_free(t);
     qs_free(t->grads);
     qs_free(t->gw.layer);
     qs_free(t->tokens);
     qs_free(t->targets);
+    qs_free(t->alarm_restored);
     model_free(&t->m);
     qs_free(t);
 }
 
 static int trainer_stop_nan(struct trainer *t, const char *what, qs_diag *d)
 {
-    char line[512], last[64] = "none yet";
+    char last[64] = "none yet";
     if (t->last_ckpt_step >= 0)
         snprintf(last, sizeof last, "ckpt/step_%ld", t->last_ckpt_step);
-    snprintf(line, sizeof line,
-             "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"nan\",\"msg\":\"%s\"}", t->step, what);
-    trainer_event_append(t->run_dir, line, NULL);
+    trainer_event(t->run_dir, t->step, "stop", NULL, "reason", "nan", "msg", what, NULL);
     return diag_set(d, QS_ENAN, t->run_dir, -1,
                     "step %ld: %s; run stopped, weights not updated (last good checkpoint: %s)",
                     t->step, what, last);
 }
 
-static int trainer_micro_batches(struct trainer *t, double *loss, qs_diag *d)
+/* This rank's micro-batches of the step (trainer_dist.c: rank r owns the
+ * step's micro-batches r*grad_accum .. r*grad_accum + grad_accum - 1 and skips
+ * the others' batches); *loss_sum = their losses added in order.  Each
+ * micro-batch's gradient is computed onto zeros and added to the sum in order,
+ * the bits N ranks produce between them.  A NaN returns QS_ENAN with the reason
+ * in d->msg (trainer_stop_nan runs once every rank knows). */
+static int trainer_micro_batches(struct trainer *t, double *loss_sum, qs_diag *d)
 {
     int B = (int)t->cfg.batch_size, T = (int)t->cfg.seq_len, rc;
+    long ga = t->cfg.grad_accum, before = t->rank * ga, after = (t->n_ranks - 1 - t->rank) * ga;
+    int qat = t->qset && t->phase == SCHEDULE_PHASE_QAT;
     model_linear_bwd_hook bwd = trainer_bwd_hook_proto;
     bwd.self = t;
     double sum = 0.0;
     if (!t->grads_zeroed)   /* a step stopped before AdamW consumed them */
         memset(t->grads, 0, t->m.n_params * sizeof *t->grads);
     t->grads_zeroed = 0;
-    for (long mb = 0; mb < t->cfg.grad_accum; mb++) {
+    if ((rc = trainer_data_skip(t, before, d)))
+        return rc;
+    if (qat)   /* every quantizer runs once per micro-batch forward */
+        quant_set_skip_calls(t->qset, (unsigned long)before);
+    for (long mb = 0; mb < ga; mb++) {
         if ((rc = t->data->next(t->data->self, t->tokens, t->targets, B, T, d)))
             return rc;
         rc = model_forward(&t->m, &t->a, t->tokens, t->targets, B, T, 0, d);
         if (rc == QS_ENAN || (!rc && !isfinite(t->a.loss)))
-            return trainer_stop_nan(t, rc ? "NaN/Inf in a quantized tensor" : "loss is NaN/Inf", d);
+            return diag_set(d, QS_ENAN, NULL, -1, "%s",
+                            rc ? "NaN/Inf in a quantized tensor" : "loss is NaN/Inf");
         if (rc)
             return rc;
         sum += t->a.loss;
-        if ((rc = model_backward(&t->m, &t->a, &t->g, &t->gw, t->tokens, t->targets, B, T,
-                                 1.0f / (float)t->cfg.grad_accum, t->qset ? &bwd : NULL, d)))
+        if (mb > 0)
+            memset(t->grad_scratch, 0, t->m.n_params * sizeof *t->grad_scratch);
+        if ((rc = model_backward(&t->m, &t->a, &t->g, mb ? &t->gsw : &t->gw, t->tokens,
+                                 t->targets, B, T, 1.0f / (float)(ga * t->n_ranks),
+                                 t->qset ? &bwd : NULL, d)))
             return rc;
+        if (mb > 0)
+            vecops_add_f32(t->grads, t->grad_scratch, t->m.n_params);
     }
-    *loss = sum / (double)t->cfg.grad_accum;
+    if ((rc = trainer_data_skip(t, after, d)))
+        return rc;
+    if (qat)
+        quant_set_skip_calls(t->qset, (unsigned long)after);
+    *loss_sum = sum;
     return 0;
 }
 
 static int trainer_eval_write(struct trainer *t, const char *line, const char *event, int rc,
                               qs_diag *d);
 
+static int trainer_eval_run_here(struct trainer *t, qs_diag *d);
+
+/* The evaluation runs on rank 0 (the others wait in the agreement), whose
+ * verdict (go on, stop, error) every rank then follows. */
+static int trainer_eval_run(struct trainer *t, qs_diag *d)
+{
+    int rc = t->rank == 0 ? trainer_eval_run_here(t, d) : 0;
+    return t->n_ranks > 1 ? dist_agree(rc, 0, NULL, d) : rc;
+}
+
 /* The eval seam: the model as trained (frozen fake-quant after a QAT step,
  * hook off otherwise), metrics/event lines written; 1 = stop. */
-static int trainer_eval_run(struct trainer *t, qs_diag *d)
+static int trainer_eval_run_here(struct trainer *t, qs_diag *d)
 {
     enum { LINE_BYTES = 1 << 20, EVENT_BYTES = 1 << 14 };
     char *line = qs_calloc(LINE_BYTES + EVENT_BYTES, 1), *event = line + LINE_BYTES;
@@ -275,10 +351,7 @@ static int trainer_eval_write(struct trainer *t, const char *line, const char *e
 
 static int trainer_stop_forgetting(struct trainer *t, train_step_info *info, qs_diag *d)
 {
-    char line[160];
-    snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"forgetting\"}",
-             t->step);
-    trainer_event_append(t->run_dir, line, NULL);
+    trainer_event(t->run_dir, t->step, "stop", NULL, "reason", "forgetting", NULL);
     int rc = trainer_ckpt_write(t, d);
     if (rc)
         return rc;
@@ -302,23 +375,31 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     double t0 = trainer_now_s();
     t->phase = schedule_phase(&t->sched, t->step);
     if (t->qset && t->phase == SCHEDULE_PHASE_QAT && t->step == t->sched.bf16_warmup_steps) {
-        char line[160];
-        snprintf(line, sizeof line,
-                 "{\"step\":%ld,\"type\":\"phase\",\"phase\":\"qat\",\"msg\":\"QAT on\"}", t->step);
-        if ((rc = trainer_event_append(t->run_dir, line, d)))
+        if ((rc = trainer_event(t->run_dir, t->step, "phase", d, "phase", "qat", "msg", "QAT on",
+                                NULL)))
             return rc;
         info->phase_changed = 1;
     }
-    double loss = 0.0;
-    if ((rc = trainer_micro_batches(t, &loss, d)))
+    double loss_sum = 0.0;
+    rc = trainer_micro_batches(t, &loss_sum, d);
+    if (t->n_ranks > 1)   /* every rank's micro-batches went well, or all stop here */
+        rc = dist_agree(rc, 0, NULL, d);
+    if (rc == QS_ENAN) {
+        char what[QS_DIAG_MSG_MAX];
+        snprintf(what, sizeof what, "%s", d->msg);
+        return trainer_stop_nan(t, what, d);
+    }
+    if (rc || (rc = trainer_dist_reduce(t, &loss_sum, d)))
         return rc;
+    double loss = loss_sum / (double)(t->cfg.grad_accum * t->n_ranks);
     double norm = optim_grad_norm(t->grads, t->m.n_params);
     if (!isfinite(norm))
         return trainer_stop_nan(t, "gradient norm is NaN/Inf", d);
     /* clip and AdamW in one pass, which also zeroes the gradients for the next step */
     float clip = optim_grad_clip_factor(norm, t->cfg.grad_clip);
     double lr = schedule_lr(&t->sched, t->step);
-    adamw_step_scaled(&t->opt, t->m.params, t->grads, clip, 1, lr, &t->hp);
+    if ((rc = trainer_dist_update(t, clip, lr, d)))
+        return rc;
     t->grads_zeroed = 1;
     model_packs_refresh(&t->m);
 
@@ -338,22 +419,21 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     info->loss = loss;
     info->lr = lr;
     info->grad_norm = norm;
-    info->tok_per_s = (double)t->cfg.batch_size * t->cfg.seq_len * t->cfg.grad_accum / (t1 - t0);
+    info->tok_per_s = (double)t->cfg.batch_size * t->cfg.seq_len * t->cfg.grad_accum *
+                      t->n_ranks / (t1 - t0);
     info->elapsed_s = t1 - t->t_start;
-    fprintf(t->metrics,
-            "{\"type\":\"train\",\"step\":%ld,\"phase\":\"%s\",\"loss\":%.9g,\"lr\":%.9g,"
-            "\"grad_norm\":%.9g,\"tok_per_s\":%.6g,\"max_clip_rate\":%.6g,\"elapsed_s\":%.6g}\n",
-            t->step, schedule_phase_name(t->phase), loss, lr, norm, info->tok_per_s,
-            info->max_clip_rate, info->elapsed_s);
-    if (fflush(t->metrics) != 0)
+    if (t->metrics)   /* rank 0 */
+        fprintf(t->metrics,
+                "{\"type\":\"train\",\"step\":%ld,\"phase\":\"%s\",\"loss\":%.9g,\"lr\":%.9g,"
+                "\"grad_norm\":%.9g,\"tok_per_s\":%.6g,\"max_clip_rate\":%.6g,\"elapsed_s\":%.6g}\n",
+                t->step, schedule_phase_name(t->phase), loss, lr, norm, info->tok_per_s,
+                info->max_clip_rate, info->elapsed_s);
+    if (t->metrics && fflush(t->metrics) != 0)
         return diag_set(d, QS_EIO, t->run_dir, -1, "metrics.jsonl: write failed");
     t->step++;
 
     if (t->sat && t->cfg.stop_on_saturation && satstats_stop_requested(t->sat)) {
-        char line[160];
-        snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"saturation\"}",
-                 t->step - 1);
-        trainer_event_append(t->run_dir, line, NULL);
+        trainer_event(t->run_dir, t->step - 1, "stop", NULL, "reason", "saturation", NULL);
         if ((rc = trainer_ckpt_write(t, d)))
             return rc;
         info->checkpointed = 1;
@@ -367,7 +447,8 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
         if (rc)
             return trainer_stop_forgetting(t, info, d);
     }
-    if (t->cfg.plot_every > 0 && (t->step % t->cfg.plot_every == 0 || t->step >= t->cfg.steps) &&
+    if (t->rank == 0 && t->cfg.plot_every > 0 &&
+        (t->step % t->cfg.plot_every == 0 || t->step >= t->cfg.steps) &&
         (rc = trainer_plots_write(t, d)))
         return rc;
     if (t->cfg.ckpt_every && t->step % t->cfg.ckpt_every == 0 && t->step < t->cfg.steps) {
@@ -395,17 +476,14 @@ int trainer_finish(trainer *t, const char *reason, qs_diag *d)
     int rc = 0;
     if (t->last_ckpt_step != t->step)
         rc = trainer_ckpt_write(t, d);
-    if (!rc) {
-        char line[160];
-        snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"stop\",\"reason\":\"%s\"}", t->step,
-                 reason);
-        rc = trainer_event_append(t->run_dir, line, d);
-    }
+    if (!rc)
+        rc = trainer_event(t->run_dir, t->step, "stop", d, "reason", reason, NULL);
     if (!rc && t->sat) {
         rc = satstats_close(t->sat, d);
         t->sat = NULL;
     }
-    if (!rc && t->cfg.plot_every > 0 && t->step % t->cfg.plot_every && t->step < t->cfg.steps)
+    if (!rc && t->rank == 0 && t->cfg.plot_every > 0 && t->step % t->cfg.plot_every &&
+        t->step < t->cfg.steps)
         rc = trainer_plots_write(t, d);   /* stopped early: the last state in pictures */
     trainer_destroy(t);
     return rc;

@@ -6,8 +6,9 @@
  * metrics.jsonl gets {"type":"eval","step":N,"quantized":b,"val_loss":..,
  * "val_ppl":..,"tasks":{name:{"acc":..,"acc_norm":..,"n":..,
  * "items_acc":"0101.."}}} and the per-item correctness to the forgetting
- * tracker (baseline = the step-0 evaluation); an alarm becomes an events.jsonl
- * line and, with stop_on_forgetting, a stop request. */
+ * tracker (baseline = the step-0 evaluation, carried across a resume in
+ * train_state.bin); an alarm becomes an events.jsonl line and, with
+ * stop_on_forgetting, a stop request. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -134,6 +135,19 @@ static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, i
     return stop;
 }
 
+/* The state a resume needs: the forgetting baselines (the step-0 evaluation is
+ * not repeated after a resume, so without them the first evaluation after it
+ * would become the baseline). */
+static int trainer_eval_save(void *self, void **bytes, size_t *n, qs_diag *d)
+{
+    return forget_tracker_save(((struct trainer_eval *)self)->forget, bytes, n, d);
+}
+
+static int trainer_eval_restore(void *self, const void *bytes, size_t n, qs_diag *d)
+{
+    return forget_tracker_restore(((struct trainer_eval *)self)->forget, bytes, n, d);
+}
+
 int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
 {
     memset(out, 0, sizeof *out);
@@ -152,6 +166,11 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
     if (!n_tasks) {
         qs_free(e);
         return diag_set(d, QS_EINVAL, NULL, -1, "eval_tasks: empty while eval_every > 0");
+    }
+    if (!cfg->eval_tasks_dir[0]) {   /* the CLI fills in the binary's tasks/; no ./tasks guess */
+        qs_free(e);
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "eval_tasks_dir: empty; give the directory of the task definitions");
     }
     eval_options o;
     eval_options_default(&o);
@@ -203,6 +222,8 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
     out->self = e;
     out->every_steps = cfg->eval_every;
     out->run = trainer_eval_run_hook;
+    out->save = trainer_eval_save;
+    out->restore = trainer_eval_restore;
     return 0;
 fail:
     out->self = e;

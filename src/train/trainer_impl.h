@@ -15,6 +15,8 @@
 #include "qs/satstats.h"
 #include "qs/schedule.h"
 #include "qs/trainer.h"
+#include "qs/trainer_test.h"
+#include "qs/trainstate.h"
 
 #define TRAINER_PATH_MAX 1024
 
@@ -62,12 +64,42 @@ struct trainer {
     int ste;                            /* QUANT_STE_* */
     int phase;                          /* SCHEDULE_PHASE_* of the current step */
     int frozen;                         /* 1: in-loop eval, fake-quant without recording */
+    int *alarm_restored;                /* [n_alarm_restored] saturation episodes from the
+                                           checkpoint, for the detector trainer_open_logs makes */
+    int n_alarm_restored;
+    /* ranks (trainer_dist.c) */
+    int rank, n_ranks;                  /* dist_rank() / dist_size() at create */
+    float *grad_scratch;                /* [n_params] a micro-batch after the rank's first */
+    llama_weights gsw;                  /* views over grad_scratch */
+    size_t *shard_lo;                   /* [n_ranks + 1] ZeRO-1 parts of the parameter block; NULL: off */
+    size_t *shard_bytes;                /* [n_ranks] their moment bytes (inside shard_lo's block) */
 };
+
+/* trainer_dist.c */
+int trainer_dist_init(struct trainer *t, qs_diag *d);   /* rank, shards, scratch; no collective */
+void trainer_dist_free(struct trainer *t);
+size_t trainer_dist_opt_elems(const struct trainer *t);  /* Adam moments this rank keeps */
+size_t trainer_dist_opt_first(const struct trainer *t);  /* their first parameter index */
+int trainer_data_skip(struct trainer *t, long n_batches, qs_diag *d);
+/* Sum gradients, the loss sum and the quantizer records over the ranks (no-op on one). */
+int trainer_dist_reduce(struct trainer *t, double *loss_sum, qs_diag *d);
+/* AdamW (clip factor, lr) on this rank's part, zero the gradients, all-gather (ZeRO-1). */
+int trainer_dist_update(struct trainer *t, float clip, double lr, qs_diag *d);
+/* One fp32 [n_params] moment section of train_state.bin: rank 0 writes it to w
+ * (NULL: takes and drops the other ranks' parts, after a failure), the other
+ * ranks send their part; every rank must call it in the same order. */
+int trainer_dist_moment_write(struct trainer *t, trainstate_writer *w, const char *tag,
+                              const float *mine, qs_diag *d);
 
 /* trainer_quant.c */
 int trainer_quant_init(struct trainer *t, qs_diag *d);
+/* The quantizer recipe of cfg (amax_estimator, amax_history, amax_margin), checked as a
+ * quantizer checks it; errors name the config keys.  Run by trainer_memory_estimate, so
+ * a bad recipe is refused before anything is loaded, whether or not qat is on. */
+int trainer_recipe_from_cfg(const runcfg *cfg, quant_recipe *r, qs_diag *d);
 void trainer_quant_free(struct trainer *t);
-size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int *n_slots, qs_diag *d);
+size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
+                           qs_diag *d);
 extern const model_linear_bwd_hook trainer_bwd_hook_proto;
 
 /* trainer_ckpt.c */
@@ -75,10 +107,13 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d);
 /* Finds the latest ckpt/step_N of run_dir: 1 and the path, 0 if none. */
 int trainer_ckpt_latest(const char *run_dir, char *path, size_t path_bytes, long *step);
 int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d);
-/* Keep only the lines of a JSONL log whose "step" is < step, plus eval lines
- * of that step (resume). */
-int trainer_log_truncate(const char *path, long step, qs_diag *d);
+/* trainer_state_read, trainer_log_truncate: qs/trainer_test.h */
+/* Append one ready-made line (no '\n') to RUN_DIR/events.jsonl. */
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d);
+/* The trainer's own events: {"step":S,"type":"TYPE","KEY":"VALUE",...} with the
+ * NULL-terminated KEY, VALUE string pairs in order (values JSON-quoted). */
+int trainer_event(const char *run_dir, long step, const char *type, qs_diag *d, ...)
+    __attribute__((sentinel));
 
 /* trainer_plots.c: heatmap.png + curves.png of the run dir (atomic). */
 int trainer_plots_write(struct trainer *t, qs_diag *d);

@@ -13,17 +13,7 @@
 
 static void trainer_plots_event(struct trainer *t, const char *file, const char *msg)
 {
-    char line[768], esc[512];
-    size_t k = 0;
-    for (const char *s = msg; *s && k + 2 < sizeof esc; s++) {
-        if (*s == '"' || *s == '\\')
-            esc[k++] = '\\';
-        esc[k++] = (*s == '\n' || *s == '\t') ? ' ' : *s;
-    }
-    esc[k] = 0;
-    snprintf(line, sizeof line, "{\"step\":%ld,\"type\":\"plot_error\",\"file\":\"%s\",\"msg\":\"%s\"}",
-             t->step, file, esc);
-    trainer_event_append(t->run_dir, line, NULL);
+    trainer_event(t->run_dir, t->step, "plot_error", NULL, "file", file, "msg", msg, NULL);
 }
 
 int trainer_plots_write(struct trainer *t, qs_diag *d)
