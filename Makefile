@@ -98,6 +98,10 @@ $(TEST_RUNNER): $(call obj,$(TEST_SRC)) $(LIB) $(BIN_FLAVOR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(link_inputs) $(LDLIBS)
 
+# bench headers are optional sections (bench_scale includes bench_scale_train.h
+# when present): a header that appears must rebuild the benches
+$(patsubst %.c,$(BUILD)/%.o,$(BENCH_SRC)): $(wildcard tests/bench/*.h)
+
 $(BIN)/bench_%: $(BUILD)/tests/bench/bench_%.o $(LIB) $(BIN_FLAVOR)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(link_inputs) $(LDLIBS)

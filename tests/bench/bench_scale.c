@@ -1,8 +1,7 @@
 /* bench_scale.c: the paper's model size on this machine: a random-init
  * openPangu-Embedded-1B-shaped checkpoint (data/configs/openpangu-1b.json,
  * BF16, Llama-2 tokenizer), built with `qatscope init` under build/scale when
- * absent.  Sections, one function each (a training-step section can be added
- * the same way):
+ * absent.  Sections, one function each:
  *   load     in process: model_load_packed (bf16), and the model hash alone
  *            (SHA-256 of every file, as eval computes it on a background thread
  *            that starts after the load: what it costs the eval is the slowdown
@@ -23,6 +22,9 @@
  *            preloaded when installed, OMP_WAIT_POLICY=PASSIVE; the setup used
  *            is printed), and the GEMM roofline: the model's own packed Linears
  *            alone on 512 rows (bench_matmul's kernel at this shape).
+ *   train    a QAT training step (time, peak RSS): scale_train_section() of
+ *            tests/bench/bench_scale_train.h (branch i13-train), compiled in
+ *            when that file is in the tree; otherwise the bench says so.
  * Then PASS/MISS for issue 13's targets: forward >= 1.5x PyTorch bf16, >= 60%
  * of the GEMM roofline; ARC-Easy test (2,376 items) 0-shot bf16 <= 10 min,
  * extrapolated from the 100 items (load + 23.76 x their scoring time) unless
@@ -31,7 +33,7 @@
  * message.  Several GB: on a shared machine run it under the memory lock
  * (flock /work/notes/bigmem.lock make bench).  Timings are wall clock with the
  * load average printed before and after each section.
- *   usage: bench_scale [full] [notorch]
+ *   usage: bench_scale [full] [notorch] [notrain]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,7 +75,7 @@
 
 typedef struct scale_ctx {
     char shared[512], bin[512], data[600], tokdir[600];
-    int full, torch;
+    int full, torch, train;
     /* results (0 = not measured) */
     double load_s, hash_s, hash_added_s, hash_wait_s;
     double arc_s, arc_load_s, arc_score_s, arc_tokens, mmlu_items, mmlu_score_s, mmlu_tokens;
@@ -294,9 +296,8 @@ static void scale_eval_section(scale_ctx *x, tokenizer *tok)
                r.wall_s, l, s, x->hash_wait_s, ARC_ITEMS / s, x->arc_tokens / s,
                r.maxrss_kb / 1e6 * 1.024);
     }
-    x->mmlu_tokens = scale_session_tokens(x, tok, "mmlu", 2, NULL);
     eval_session *ms = NULL;
-    scale_session_tokens(x, tok, "mmlu", 2, &ms);
+    x->mmlu_tokens = scale_session_tokens(x, tok, "mmlu", 2, &ms);
     size_t n_mmlu = 0;
     if (ms)
         eval_session_items(ms, &n_mmlu);
@@ -611,6 +612,50 @@ static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_sessi
     scale_batches_free(bt, nb);
 }
 
+/* ---- train: a QAT training step (issue 13 item 6) ----
+ * The section lives in tests/bench/bench_scale_train.h (branch i13-train:
+ * scale_train, scale_train_section, scale_train_targets; it uses the helpers
+ * above).  Compiled in when the file is present, so merging it is all the
+ * wiring needed. */
+#if defined(__has_include)
+#if __has_include("bench_scale_train.h")
+#include "bench_scale_train.h"
+#define SCALE_HAVE_TRAIN 1
+#endif
+#endif
+
+#ifdef SCALE_HAVE_TRAIN
+typedef scale_train scale_train_result;
+#else
+typedef int scale_train_result;
+#endif
+
+static void scale_train_run(const scale_ctx *x, scale_train_result *r)
+{
+    memset(r, 0, sizeof *r);
+#ifdef SCALE_HAVE_TRAIN
+    if (x->train)
+        scale_train_section(x->bin, x->shared, r);
+    else
+        printf("\n== train: skipped (notrain)\n");
+#else
+    (void)x;
+    printf("\n== train: not in this build (tests/bench/bench_scale_train.h absent)\n");
+#endif
+}
+
+static void scale_train_report(const scale_ctx *x, const scale_train_result *r)
+{
+#ifdef SCALE_HAVE_TRAIN
+    if (x->train)
+        scale_train_targets(r);
+#else
+    (void)x;
+    (void)r;
+    printf("  1B QAT training step: not in this build\n");
+#endif
+}
+
 static void scale_targets(const scale_ctx *x)
 {
     printf("\n== targets (issue 13)\n");
@@ -648,10 +693,11 @@ int main(int argc, char **argv)
 {
     scale_ctx x;
     memset(&x, 0, sizeof x);
-    x.torch = 1;
+    x.torch = x.train = 1;
     for (int i = 1; i < argc; i++) {
         x.full |= !strcmp(argv[i], "full");
         x.torch &= strcmp(argv[i], "notorch") != 0;
+        x.train &= strcmp(argv[i], "notrain") != 0;
     }
     const char *sh = getenv("QS_SHARED"), *bin = getenv("QS_BIN");
     snprintf(x.shared, sizeof x.shared, "%s", sh ? sh : "../shared");
@@ -705,6 +751,9 @@ int main(int argc, char **argv)
     model_free(&m);
     eval_session_destroy(s);
     tokenizer_destroy(tok);
+    scale_train_result tr;   /* after the in-process model is freed: its own child */
+    scale_train_run(&x, &tr);
     scale_targets(&x);
+    scale_train_report(&x, &tr);
     return 0;
 }
