@@ -693,6 +693,7 @@ int main(int argc, char **argv)
 {
     scale_ctx x;
     memset(&x, 0, sizeof x);
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* sections show as they finish, also into a file */
     x.torch = x.train = 1;
     for (int i = 1; i < argc; i++) {
         x.full |= !strcmp(argv[i], "full");
