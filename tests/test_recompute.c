@@ -133,7 +133,11 @@ static int rc_run(const char *dir, int precision, int packed, int hook_kind, int
     model_linear_bwd_hook bwd = {&h, rc_operands, NULL};
     if (hook_kind) {   /* 1: stateful with replay, 2: stateless without */
         h.stateless = hook_kind == 2;
-        m.hook = (model_linear_hook){&h, rc_fn, rc_planned, hook_kind == 1 ? rc_replay : NULL};
+        m.hook = (model_linear_hook){0};
+        m.hook.self = &h;
+        m.hook.fn = rc_fn;
+        m.hook.planned = rc_planned;
+        m.hook.replay = hook_kind == 1 ? rc_replay : NULL;
     }
     int32_t tok[RC_B * RC_T], tgt[RC_B * RC_T];
     for (int i = 0; i < RC_B * RC_T; i++) {

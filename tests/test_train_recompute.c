@@ -1,7 +1,8 @@
 /* test_train_recompute.c: the trainer with recompute = true runs the same bits
  * as with recompute = false on the demo model: HiF8 QAT after a bf16 warmup,
- * grad_accum > 1, pass and masked STE, fp32 and bf16 (weights, AdamW state,
- * amax histories, every quantizer record, losses); a run killed and resumed
+ * grad_accum > 1, pass and masked STE, fp32 and bf16, the spike injector on
+ * (weights, AdamW state, amax histories, every quantizer record, losses,
+ * events); a run killed and resumed
  * with the other setting continues bit-exactly and its logs (metrics.jsonl
  * without timing, events.jsonl, quant.jsonl.zst with the QSNR) are the straight
  * run's byte for byte; recompute's estimate is smaller and the library's
@@ -52,8 +53,10 @@ static int trc_restore(void *self, const void *bytes, size_t n, qs_diag *d)
 
 /* QAT from step 2 on a plan mixing hooked and unhooked Linears of one group
  * (layers 2-7 quantized, block 4's attention not), most-recent amax so the
- * weights' growth clips (masked STE has work to do). */
-static int trc_cfg(runcfg *c, const char *run, int recompute, const char *prec, const char *ste)
+ * weights' growth clips (masked STE has work to do); spike: a spike_rate
+ * setting (NULL: off). */
+static int trc_cfg(runcfg *c, const char *run, int recompute, const char *prec, const char *ste,
+                   const char *spike)
 {
     qs_diag d = {0};
     char set[3][64];
@@ -68,6 +71,7 @@ static int trc_cfg(runcfg *c, const char *run, int recompute, const char *prec, 
                                 "lr=3e-3", "lr_warmup_steps=2", "bf16_warmup_steps=2",
                                 "amax_estimator=most-recent",
                                 "quant_modules=layers.2-7.*,!layers.4.self_attn.*",
+                                "spike_scale=64", spike ? spike : "spike_rate=0",
                                 set[0], set[1], set[2]};
     for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
         if (runcfg_set(c, sets[i], &d)) {
@@ -180,14 +184,14 @@ static int trc_train(const runcfg *c)
     return rc;
 }
 
-static void trc_compare(const char *prec, const char *ste)
+static void trc_compare(const char *prec, const char *ste, const char *spike)
 {
     runcfg keep, rec;
     char na[64], nb[64];
-    snprintf(na, sizeof na, "keep_%s_%s", prec, ste);
-    snprintf(nb, sizeof nb, "rec_%s_%s", prec, ste);
-    ASSERT_EQ_INT(trc_cfg(&keep, na, 0, prec, ste), 0);
-    ASSERT_EQ_INT(trc_cfg(&rec, nb, 1, prec, ste), 0);
+    snprintf(na, sizeof na, "keep_%s_%s%s", prec, ste, spike ? "_spike" : "");
+    snprintf(nb, sizeof nb, "rec_%s_%s%s", prec, ste, spike ? "_spike" : "");
+    ASSERT_EQ_INT(trc_cfg(&keep, na, 0, prec, ste, spike), 0);
+    ASSERT_EQ_INT(trc_cfg(&rec, nb, 1, prec, ste, spike), 0);
     ASSERT_EQ_INT(trc_train(&keep), 0);
     ASSERT_EQ_INT(trc_train(&rec), 0);
     trc_same_runs(&keep, &rec);
@@ -195,17 +199,33 @@ static void trc_compare(const char *prec, const char *ste)
 
 TEST(train_recompute, fp32_qat_run_is_the_same_bits_with_recompute)
 {
-    trc_compare("fp32", "pass");
+    trc_compare("fp32", "pass", NULL);
 }
 
 TEST(train_recompute, bf16_qat_run_is_the_same_bits_with_recompute)
 {
-    trc_compare("bf16", "pass");
+    trc_compare("bf16", "pass", NULL);
 }
 
 TEST(train_recompute, masked_ste_run_is_the_same_bits_with_recompute)
 {
-    trc_compare("bf16", "masked");
+    trc_compare("bf16", "masked", NULL);
+}
+
+/* spiked rows are injected again when a recomputed block replays its quantizers */
+TEST(train_recompute, spike_injected_run_is_the_same_bits_with_recompute)
+{
+    trc_compare("bf16", "pass", "spike_rate=0.25");
+    char keep[700], rec[700], *events;
+    size_t n;
+    qs_diag d = {0};
+    snprintf(keep, sizeof keep, "%s/trc_keep_bf16_pass_spike", test_tmp_dir());
+    snprintf(rec, sizeof rec, "%s/trc_rec_bf16_pass_spike", test_tmp_dir());
+    ASSERT_TRUE(trc_same_file(keep, rec, "events.jsonl"));
+    snprintf(keep + strlen(keep), sizeof keep - strlen(keep), "/events.jsonl");
+    ASSERT_OK(fileio_read_all(keep, &events, &n, &d), &d);
+    ASSERT_TRUE(strstr(events, "\"type\":\"spike\"") != NULL);
+    qs_free(events);
 }
 
 /* a run killed after its step-4 checkpoint, resumed with the other setting */
@@ -215,8 +235,8 @@ static void trc_resume_toggled(int first)
     char na[64], nb[64];
     snprintf(na, sizeof na, "straight_%d", first);
     snprintf(nb, sizeof nb, "toggled_%d", first);
-    ASSERT_EQ_INT(trc_cfg(&straight, na, !first, "bf16", "pass"), 0);
-    ASSERT_EQ_INT(trc_cfg(&b, nb, first, "bf16", "pass"), 0);
+    ASSERT_EQ_INT(trc_cfg(&straight, na, !first, "bf16", "pass", NULL), 0);
+    ASSERT_EQ_INT(trc_cfg(&b, nb, first, "bf16", "pass", NULL), 0);
     qs_diag d = {0};
     ASSERT_OK(runcfg_set(&b, "ckpt_every=4", &d), &d);
     ASSERT_OK(runcfg_set(&straight, "run_name=cmp", &d), &d);   /* quant.jsonl's header names it */
@@ -254,7 +274,7 @@ TEST(train_recompute, estimate_is_smaller_and_within_ten_percent_of_the_peak)
             runcfg c;
             char name[32], set[40];
             snprintf(name, sizeof name, "mem_%d_%d", r, warm);
-            ASSERT_EQ_INT(trc_cfg(&c, name, r, "bf16", "pass"), 0);
+            ASSERT_EQ_INT(trc_cfg(&c, name, r, "bf16", "pass", NULL), 0);
             qs_diag d = {0};
             snprintf(set, sizeof set, "bf16_warmup_steps=%d", warm);
             ASSERT_OK(runcfg_set(&c, "seq_len=128", &d), &d);

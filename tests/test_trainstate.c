@@ -171,7 +171,7 @@ TEST(trainstate, large_section_is_copied_out_exactly_after_its_pages_are_release
     ASSERT_EQ_INT(n, n_floats * sizeof(float));
     trainstate_copy_out(&r, back, p, n);
     ASSERT_TRUE(memcmp(big, back, n) == 0);
-    fileio_map_release(&r.map, 0, r.map.bytes);
+    fileio_map_release(&r.map, r.map.data, r.map.bytes);
     ASSERT_TRUE(memcmp(big, p, n) == 0);   /* read again from the file */
     trainstate_close(&r);
     qs_free(big);

@@ -21,7 +21,13 @@
  *            else current.
  *
  * The hook is installed on the model (m->hook); the model must outlive the
- * evalquant and not be hooked by anything else meanwhile.
+ * evalquant and not be hooked by anything else meanwhile.  Weights are
+ * constant in an evaluation: when the model has packs (model_load_packed,
+ * model_packs_create) each planned weight is fake-quantized once, here, and
+ * its pack holds the result (model_packs_substitute; the same bits as
+ * quantizing on every forward), and only the inputs are quantized per call.
+ * After evalquant_destroy such a model's forwards refuse to run until its
+ * packs are re-created (model_packs_create) or it is reloaded.
  */
 #ifndef QS_EVALQUANT_H
 #define QS_EVALQUANT_H

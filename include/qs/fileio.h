@@ -23,10 +23,10 @@ typedef struct fileio_map {
 } fileio_map;
 int fileio_map_open(fileio_map *m, const char *path, qs_diag *d);
 void fileio_unmap(fileio_map *m);
-/* The whole pages of [off, off + len) leave the process's resident set (a
- * large file read once, e.g. a checkpoint's optimizer state); the mapping stays
- * valid and reads the same bytes again from the page cache if touched. */
-void fileio_map_release(const fileio_map *m, size_t off, size_t len);
+/* Drop the whole pages of [p, p + bytes) (inside m) from the process's memory:
+ * they are read again from the file if touched (a loader that is done with a
+ * tensor keeps its resident memory to what it made of it). */
+void fileio_map_release(const fileio_map *m, const void *p, size_t bytes);
 
 int fileio_exists(const char *path);          /* 1 if path exists (any type) */
 int fileio_is_dir(const char *path);          /* 1 if path is a directory */

@@ -11,6 +11,12 @@
  *  - activations and the forward pass: qs/model_acts.h.
  *  - backward (training): qs/model_train.h.
  *  - generation, perplexity, the lm.h scorer (inference): qs/model_infer.h.
+ *  - inference models (model_load_packed): every Linear weight, the lm_head and
+ *    the embedding live ONLY in frozen packs (matmul.h) in the precision of the
+ *    forwards, one copy (a bf16 checkpoint scored in bf16: 2 bytes per weight,
+ *    no fp32 copy; the embedding of a tied model is read back out of the
+ *    lm_head's pack); the params block holds the norms and biases alone and
+ *    the views of the packed tensors are NULL.  Forward only.
  *
  * Quantization seam: every Linear in model_forward goes through one call of
  * the optional model_linear_hook (layer, module) before its matmul, which may
@@ -81,6 +87,15 @@ typedef struct model_linear_hook {
      * statistics).  NULL: fn is called again (right for hooks without state). */
     int (*replay)(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
                   const float *w, float *wq, int O);
+    /* Optional, for hooks whose weight substitute is constant (evaluation: frozen
+     * scales, fixed weights): writes the substitute of w[O, IN] to wq and returns
+     * 0 (or a negative QS_E*).  model_packs_substitute() then packs it once, and
+     * fn is called with w = wq = NULL for that Linear (it substitutes x only). */
+    int (*weight)(void *self, int layer, int module, const float *w, float *wq, int O, int IN);
+    /* Nonzero: fn treats the rows of x independently (a row's substitute
+     * depends on that row alone), so unrelated sequences may share a forward
+     * (the lm scorer batches requests only then). */
+    int rows_independent;
 } model_linear_hook;
 
 typedef struct llama_model {
@@ -97,7 +112,11 @@ typedef struct llama_model {
     struct matmul_wpack **packs; /* NULL, or [L * MODEL_LIN_COUNT + 1] (last: lm_head) */
     int packs_precision;     /* precision the packs were made for */
     struct matmul_ws *ws;    /* NULL, or the workspace of dW packs and unpacked weights
-                              * (model_packs_create, or model_ws_create alone) */
+                              * (with packs, or model_ws_create alone) */
+    int weights_packed;      /* 1: Linear weights, lm_head and embedding only in (frozen) packs */
+    struct matmul_wpack *embed_pack; /* weights_packed and untied: embed_tokens (rows read back) */
+    int packs_substituted;   /* model_packs_substitute ran: the planned Linears' packs hold
+                              * hook.weight's substitutes */
 } llama_model;
 
 /* Size table + block (uninitialised) + views + RoPE table for cfg. */
@@ -107,6 +126,18 @@ int model_init(llama_model *m, const llama_config *cfg, qs_diag *d);
  * NaN/Inf refused naming the tensor. */
 int model_load_dir(llama_model *m, const char *dir, qs_diag *d);
 void model_free(llama_model *m);   /* safe on a zeroed model */
+/* Inference load for forwards in `precision` (MATMUL_FP32 or MATMUL_BF16): as
+ * model_load_dir (same checks and errors), but every Linear weight, the lm_head
+ * and the embedding go from the checkpoint straight into frozen packs, one
+ * copy, mapped pages released tensor by tensor (peak memory ~ the packs); the
+ * params block keeps the norms and biases.  Exact: fp32 packs hold any stored
+ * value; bf16 packs are used only where the checkpoint stores those tensors
+ * as BF16 without subnormal values.  Otherwise (F32/F16 weights in bf16, a
+ * subnormal, or no packed format on this CPU) the model is loaded as
+ * model_load_dir does and packed by model_packs_create (fp32 block + packs).
+ * Either way m->precision = precision and the packs exist on return; forwards
+ * give the same bits as model_load_dir + model_packs_create. */
+int model_load_packed(llama_model *m, const char *dir, int precision, qs_diag *d);
 /* Views of the table laid over any block of n_params floats (grads, Adam m/v). */
 int model_weights_point(llama_weights *w, const llama_model *m, float *block);
 /* Deterministic N(0, std^2) weights, norms = 1 (tests, benchmarks). */
@@ -144,6 +175,15 @@ int model_ws_create(llama_model *m, qs_diag *d);
 /* Bytes of that workspace after training steps over N rows per micro-batch
  * (an upper bound: it counts the lm_head's dout rows, which only packs use). */
 size_t model_ws_bytes_estimate(const llama_config *c, int precision, int N);
+/* Constant weight substitutes (evaluation): for every Linear the hook plans (all
+ * when hook.planned is NULL), the pack is re-made from hook.weight(w) once,
+ * instead of substituting the weight on every forward; w is read from the fp32
+ * block, or from the pack itself for a packed model (exact there).  Needs packs
+ * and hook.weight.  One way: a packed model keeps only the substitutes (its
+ * forwards then refuse to run without the hook); with an fp32 block,
+ * model_packs_create restores the plain packs.  Same bits as the per-call
+ * substitution. */
+int model_packs_substitute(llama_model *m, qs_diag *d);
 
 /* Memory estimates in bytes (what inspect prints; the trainer checks its real
  * peak against train_bytes). */

@@ -3,8 +3,8 @@
 
 #include <errno.h>
 #include <dirent.h>
-#include <stdint.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -154,25 +154,24 @@ int fileio_map_open(fileio_map *m, const char *path, qs_diag *d)
     return 0;
 }
 
-void fileio_map_release(const fileio_map *m, size_t off, size_t len)
-{
-    long page = sysconf(_SC_PAGESIZE);
-    if (!m->data || page <= 0 || off >= m->bytes)
-        return;
-    len = len < m->bytes - off ? len : m->bytes - off;
-    uintptr_t lo = (uintptr_t)(m->data + off), hi = lo + len, pg = (uintptr_t)page;
-    lo = (lo + pg - 1) / pg * pg;   /* whole pages inside the range only */
-    hi = hi / pg * pg;
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
-}
-
 void fileio_unmap(fileio_map *m)
 {
     if (m->data && m->bytes)
         munmap((void *)m->data, m->bytes);
     m->data = NULL;
     m->bytes = 0;
+}
+
+void fileio_map_release(const fileio_map *m, const void *p, size_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (!m->data || page <= 0 || (const unsigned char *)p < m->data ||
+        bytes > m->bytes - (size_t)((const unsigned char *)p - m->data))
+        return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    uintptr_t hi = ((uintptr_t)p + bytes) / (uintptr_t)page * (uintptr_t)page;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);   /* advice: failure is harmless */
 }
 
 int fileio_exists(const char *path)

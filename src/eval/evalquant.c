@@ -86,9 +86,23 @@ static int evalquant_hook(void *self, int layer, int module, const float *x, flo
     } else if (quant_apply(qi, x, xq, (size_t)N * IN, &d)) {
         return QS_ENAN;
     }
-    if (quant_apply(quant_set_get(q->qs, 2 * s + 1), w, wq, (size_t)O * IN, &d))
+    /* w NULL: the packs hold the substitute already (evalquant_weight, once) */
+    if (w && quant_apply(quant_set_get(q->qs, 2 * s + 1), w, wq, (size_t)O * IN, &d))
         return QS_ENAN;
     return 1;
+}
+
+/* The weight's fake-quantized copy: constant during an evaluation (frozen
+ * scale, fixed weight), so model_packs_substitute packs it once. */
+static int evalquant_weight(void *self, int layer, int module, const float *w, float *wq, int O,
+                            int IN)
+{
+    evalquant *q = self;
+    int s = q->slot_of[layer * MODEL_LIN_COUNT + module];
+    qs_diag d = {0};
+    if (s < 0)
+        return QS_EINVAL;
+    return quant_apply(quant_set_get(q->qs, 2 * s + 1), w, wq, (size_t)O * IN, &d) ? QS_ENAN : 0;
 }
 
 static int evalquant_plan(qplan *p, const char *patterns, qs_diag *d)
@@ -408,7 +422,15 @@ done:
     m->hook.self = q;
     m->hook.fn = evalquant_hook;
     m->hook.planned = evalquant_planned;
+    m->hook.weight = evalquant_weight;
+    m->hook.rows_independent = 1;   /* per-row scales (current) or frozen ones (delayed) */
     *out = q;
+    /* with packs: the planned weights are fake-quantized and packed once, here */
+    if (m->packs && (rc = model_packs_substitute(m, d))) {
+        evalquant_destroy(q);
+        *out = NULL;
+        return rc;
+    }
     return 0;
 }
 
@@ -426,6 +448,8 @@ void evalquant_destroy(evalquant *q)
         q->m->hook.self = NULL;
         q->m->hook.fn = NULL;
         q->m->hook.planned = NULL;
+        q->m->hook.weight = NULL;
+        q->m->hook.rows_independent = 0;
     }
     quant_set_destroy(q->qs);
     qs_free(q->slot_of);

@@ -12,19 +12,22 @@
  */
 #include "qs/matmul.h"
 
+#include <assert.h>
 #include <cblas.h>
 #include <string.h>
 
 #include "matmul_impl.h"
 #include "qs/cpu.h"
+#include "qs/err.h"
 #include "qs/mem.h"
 
 struct matmul_wpack {
-    const float *w; /* [O, IN], owned by the caller */
+    const float *w; /* [O, IN], owned by the caller; NULL when frozen */
     int IN, O, precision;
     mm_bpack fwd;   /* B = w^T, K = IN, N = O */
     mm_bpack bwd;   /* B = w,   K = O,  N = IN */
     int fwd_fresh, bwd_fresh;
+    int frozen;     /* forward form only, made once (matmul_wpack_create_frozen*) */
 };
 
 /* Kernel choice for a public precision at the current cpu_level(); -1 = use sgemm. */
@@ -38,6 +41,13 @@ static int mm_kernel_select(int precision)
                : level >= CPU_LEVEL_AVX512   ? MM_KERNEL_AVX512
                                              : MM_KERNEL_C;
     return level >= CPU_LEVEL_AVX512 ? MM_KERNEL_AVX512 : -1;
+}
+
+/* The kernel a pack's products run on: a frozen pack keeps the format it was
+ * made in (it cannot be re-packed), others follow the precision. */
+static int mm_pack_kernel(const matmul_wpack *pk, int precision)
+{
+    return pk && pk->frozen ? (int)pk->fwd.kernel : mm_kernel_select(precision);
 }
 
 /* ---- OpenBLAS reference path (shapes already checked >= 1) ---- */
@@ -118,7 +128,7 @@ static void mm_forward_gemm(float *out, const float *x, const float *w, const fl
 {
     mm_view wt = {w, 1, IN}, xa = {x, IN, 1};
     mm_init init = bias ? MM_INIT_BIAS : MM_INIT_ZERO;
-    int kernel = mm_kernel_select(precision);
+    int kernel = mm_pack_kernel(pk, precision);
     if (kernel >= 0) {
         mm_bpack tmp = {0};
         int fresh = 0;
@@ -141,7 +151,7 @@ static void mm_forward_run(float *out, const float *x, const float *w, const flo
                            int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws)
 {
     mm_bpack tmp = {0};
-    mm_bpack *xp = mm_forward_xpack(mm_kernel_select(precision), N, IN, ws, &tmp);
+    mm_bpack *xp = mm_forward_xpack(mm_pack_kernel(pk, precision), N, IN, ws, &tmp);
     mm_forward_gemm(out, x, w, bias, N, IN, O, precision, pk, ws, xp);
     mm_bpack_free_impl(&tmp);
 }
@@ -272,7 +282,7 @@ matmul_wpack *matmul_wpack_create(const float *w, int IN, int O, int precision)
 
 void matmul_wpack_refresh(matmul_wpack *pk)
 {
-    if (pk)
+    if (pk && !pk->frozen)   /* a frozen pack has no source to re-read */
         pk->fwd_fresh = pk->bwd_fresh = 0;
 }
 
@@ -304,9 +314,12 @@ static int mm_forward_group(float *const *out, const float *x, matmul_wpack *con
                             const matmul_epilogue *ep)
 {
     int IN = pk[0]->IN, precision = pk[0]->precision;
-    int kernel = mm_kernel_select(precision);
+    int kernel = mm_pack_kernel(pk[0], precision);
     if (kernel < 0)
         return -1;
+    for (int i = 1; i < n; i++)
+        if (mm_pack_kernel(pk[i], precision) != kernel)
+            return -1;
     const mm_bpack *bp[4];
     ptrdiff_t ldc[4];
     mm_init init[4];
@@ -359,6 +372,7 @@ void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wp
 void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
                                const float *x, matmul_wpack *pk, int N, matmul_ws *ws)
 {
+    assert(!pk->frozen || !dx);   /* frozen packs have no backward form (matmul.h) */
     mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk, ws);
 }
 
@@ -466,4 +480,84 @@ void matmul_ws_destroy(matmul_ws *ws)
 size_t matmul_ws_bytes(const matmul_ws *ws)
 {
     return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes + ws->xpack.bytes : 0;
+}
+
+/* ---- frozen packs (inference) ---- */
+
+int matmul_frozen_available(int precision) { return mm_kernel_select(precision) >= 0; }
+
+int matmul_rows_independent(int precision) { return mm_kernel_select(precision) >= 0; }
+
+/* A frozen pack of the right shape, its forward form filled by fill (0 or QS_ENOMEM). */
+static matmul_wpack *mm_frozen_new(int IN, int O, int precision)
+{
+    if (IN < 1 || O < 1 || mm_kernel_select(precision) < 0)
+        return NULL;
+    matmul_wpack *pk = qs_calloc(1, sizeof *pk);
+    if (!pk)
+        return NULL;
+    pk->IN = IN;
+    pk->O = O;
+    pk->precision = precision;
+    pk->frozen = 1;
+    return pk;
+}
+
+matmul_wpack *matmul_wpack_create_frozen(const float *w, int IN, int O, int precision)
+{
+    matmul_wpack *pk = w ? mm_frozen_new(IN, O, precision) : NULL;
+    if (pk && matmul_wpack_frozen_set(pk, w)) {
+        matmul_wpack_destroy(pk);
+        return NULL;
+    }
+    return pk;
+}
+
+matmul_wpack *matmul_wpack_create_frozen_bf16(const uint16_t *w, int IN, int O, int precision)
+{
+    matmul_wpack *pk = w ? mm_frozen_new(IN, O, precision) : NULL;
+    if (!pk)
+        return NULL;
+    int kernel = mm_kernel_select(precision);
+    if (mm_bpack_fill_bf16_impl(&pk->fwd, w, IN, O, (mm_kernel)kernel,
+                                precision == MATMUL_BF16)) {
+        matmul_wpack_destroy(pk);
+        return NULL;
+    }
+    pk->fwd_fresh = 1;
+    return pk;
+}
+
+int matmul_wpack_frozen_set(matmul_wpack *pk, const float *w)
+{
+    if (!pk || !pk->frozen || !w)
+        return QS_EINVAL;
+    int kernel = pk->fwd_fresh ? (int)pk->fwd.kernel : mm_kernel_select(pk->precision);
+    mm_view wt = {w, 1, pk->IN};
+    pk->fwd_fresh = mm_bpack_fill_impl(&pk->fwd, wt, pk->IN, pk->O, (mm_kernel)kernel,
+                                       pk->precision == MATMUL_BF16) == 0;
+    return pk->fwd_fresh ? 0 : QS_ENOMEM;
+}
+
+int matmul_wpack_frozen(const matmul_wpack *pk) { return pk && pk->frozen; }
+
+void matmul_wpack_row(matmul_wpack *pk, int o, float *out)
+{
+    if (!pk->frozen) {   /* the forward form as the next product would build it */
+        int kernel = mm_kernel_select(pk->precision);
+        mm_view wt = {pk->w, 1, pk->IN};
+        if (kernel < 0 ||
+            mm_pack_ready(&pk->fwd, &pk->fwd_fresh, wt, pk->IN, pk->O, kernel, pk->precision)) {
+            for (int i = 0; i < pk->IN; i++)   /* no pack: what sgemm / the loop read */
+                out[i] = pk->precision == MATMUL_BF16 ? mm_bf16_round(pk->w[(size_t)o * pk->IN + i])
+                                                      : pk->w[(size_t)o * pk->IN + i];
+            return;
+        }
+    }
+    mm_bpack_col_impl(&pk->fwd, o, out);
+}
+
+size_t matmul_wpack_frozen_bytes_estimate(int IN, int O, int precision)
+{
+    return sizeof(matmul_wpack) + mm_bpack_bytes_for(IN, O, precision);
 }

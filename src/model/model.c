@@ -11,16 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model_impl.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/rng.h"
 #include "qs/safetensors.h"
-
-enum {
-    MK_WTE, MK_NORM, MK_LM_HEAD,
-    MK_ATTN_NORM, MK_WQ, MK_BQ, MK_WK, MK_BK, MK_WV, MK_BV, MK_WO, MK_BO,
-    MK_MLP_NORM, MK_GATE, MK_UP, MK_DOWN
-};
 
 /* Per-layer tensors in HF order.  rows/cols: 'C' dim, 'F' hidden, 'Q' H*hd,
  * 'K' KVH*hd, 0 = 1-D. */
@@ -150,7 +145,7 @@ int model_weights_point(llama_weights *w, const llama_model *m, float *block)
 {
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *e = &m->tensors[i];
-        float *p = block + e->offset_elems;
+        float *p = e->offset_elems == MODEL_OFFSET_PACKED ? NULL : block + e->offset_elems;
         llama_layer_weights *lw = e->layer >= 0 ? &w->layer[e->layer] : NULL;
         switch (e->kind) {
         case MK_WTE: w->wte = p; break;
@@ -177,21 +172,60 @@ int model_weights_point(llama_weights *w, const llama_model *m, float *block)
     return 0;
 }
 
-int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
+int model_kind_is_packed_impl(int kind)
+{
+    switch (kind) {
+    case MK_WTE: case MK_LM_HEAD: case MK_WQ: case MK_WK: case MK_WV: case MK_WO:
+    case MK_GATE: case MK_UP: case MK_DOWN:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int model_kind_module_impl(int kind)
+{
+    switch (kind) {
+    case MK_WQ: return MODEL_LIN_Q;
+    case MK_WK: return MODEL_LIN_K;
+    case MK_WV: return MODEL_LIN_V;
+    case MK_WO: return MODEL_LIN_O;
+    case MK_GATE: return MODEL_LIN_GATE;
+    case MK_UP: return MODEL_LIN_UP;
+    case MK_DOWN: return MODEL_LIN_DOWN;
+    default: return -1;
+    }
+}
+
+/* packed: the matrices get no room in the block (MODEL_OFFSET_PACKED), the
+ * other tensors are laid out compactly in table order. */
+static int model_init_layout(llama_model *m, const llama_config *cfg, int packed, qs_diag *d)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->n_tensors = model_table_build(cfg, NULL, &m->n_params);
     m->tensors = qs_calloc((size_t)m->n_tensors, sizeof *m->tensors);
     m->w.layer = qs_calloc((size_t)cfg->n_layers, sizeof *m->w.layer);
-    m->params = qs_malloc(m->n_params * sizeof *m->params);
+    if (m->tensors)
+        model_table_build(cfg, m->tensors, &m->n_params);
+    if (m->tensors && packed) {
+        size_t off = 0;
+        for (int i = 0; i < m->n_tensors; i++) {
+            model_tensor *e = &m->tensors[i];
+            e->offset_elems = model_kind_is_packed_impl(e->kind) ? MODEL_OFFSET_PACKED : off;
+            off += e->offset_elems == MODEL_OFFSET_PACKED ? 0 : (e->n_elems + 15) / 16 * 16;
+        }
+        m->n_params = off;
+        m->weights_packed = 1;
+    }
+    m->params = qs_malloc((m->n_params ? m->n_params : 1) * sizeof *m->params);
     if (!m->tensors || !m->w.layer || !m->params) {
+        size_t n = m->n_params;
         model_free(m);
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for %zu parameters (%.1f MiB)",
-                        m->n_params, m->n_params * 4.0 / (1 << 20));
+                        n, n * 4.0 / (1 << 20));
     }
     memset(m->params, 0, m->n_params * sizeof *m->params);   /* alignment padding too */
-    model_table_build(cfg, m->tensors, &m->n_params);
     model_weights_point(&m->w, m, m->params);
     int rc = rope_table_init(&m->rope, hfconfig_max_context(cfg), cfg->head_dim, cfg->rope_theta,
                              &cfg->rope_scale);
@@ -201,6 +235,16 @@ int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
     }
     m->precision = MATMUL_FP32;
     return 0;
+}
+
+int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
+{
+    return model_init_layout(m, cfg, 0, d);
+}
+
+int model_init_packed_impl(llama_model *m, const llama_config *cfg, qs_diag *d)
+{
+    return model_init_layout(m, cfg, 1, d);
 }
 
 static const float *model_linear_weight(const llama_layer_weights *lw, int module)
@@ -218,6 +262,9 @@ static const float *model_linear_weight(const llama_layer_weights *lw, int modul
 
 int model_packs_create(llama_model *m, qs_diag *d)
 {
+    if (m->weights_packed)
+        return diag_set(d, QS_EINVAL, NULL, -1, "the weights live in their packs (model_load_packed): "
+                        "nothing to pack them from");
     model_packs_destroy(m);
     const llama_config *c = &m->cfg;
     int n = c->n_layers * MODEL_LIN_COUNT + 1;
@@ -291,10 +338,14 @@ void model_packs_destroy(llama_model *m)
         matmul_wpack_destroy(m->packs[i]);
     qs_free(m->packs);
     m->packs = NULL;
+    m->packs_substituted = 0;
 }
 
 int model_ws_create(llama_model *m, qs_diag *d)
 {
+    if (m->weights_packed)
+        return diag_set(d, QS_EINVAL, NULL, -1, "the weights live in their packs (model_load_packed): "
+                        "a training workspace needs the fp32 weights");
     model_packs_destroy(m);
     m->ws = matmul_ws_create();
     return m->ws ? 0 : diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for the matmul workspace");
@@ -318,6 +369,7 @@ size_t model_ws_bytes_estimate(const llama_config *c, int precision, int N)
 void model_free(llama_model *m)
 {
     model_packs_destroy(m);
+    matmul_wpack_destroy(m->embed_pack);
     qs_free(m->tensors);
     qs_free(m->w.layer);
     qs_free(m->params);
@@ -325,7 +377,7 @@ void model_free(llama_model *m)
     memset(m, 0, sizeof *m);
 }
 
-static void model_note_dtype(llama_model *m, int dtype)
+void model_note_dtype_impl(llama_model *m, int dtype)
 {
     const char *n = safetensors_dtype_name(dtype);
     char *p = m->dtypes;
@@ -340,36 +392,46 @@ static void model_note_dtype(llama_model *m, int dtype)
         snprintf(p + len, sizeof m->dtypes - len, "%s%s", len ? "+" : "", n);
 }
 
+int model_tensor_find_impl(const safetensors_dir *sd, const model_tensor *e, const char *dir,
+                           const safetensors_tensor **out, const char **file, qs_diag *d)
+{
+    const safetensors_tensor *t = safetensors_dir_find(sd, e->name, file);
+    *out = t;
+    if (!t)
+        return diag_set(d, QS_ENOTFOUND, dir, -1,
+                        "tensor '%s' [%lld%s%.0lld] is missing from the checkpoint",
+                        e->name, (long long)e->shape[0], e->ndim == 2 ? ", " : "",
+                        e->ndim == 2 ? (long long)e->shape[1] : 0LL);
+    int ok = t->ndim == e->ndim && t->shape[0] == e->shape[0] &&
+             (e->ndim == 1 || t->shape[1] == e->shape[1]);
+    if (ok)
+        return 0;
+    char found[96] = "[";
+    for (int k = 0; k < t->ndim; k++)
+        snprintf(found + strlen(found), sizeof found - strlen(found), "%s%lld", k ? ", " : "",
+                 (long long)t->shape[k]);
+    snprintf(found + strlen(found), sizeof found - strlen(found), "]");
+    if (e->ndim == 2)
+        return diag_set(d, QS_ESHAPE, *file, -1, "tensor '%s': expected [%lld, %lld], found %s",
+                        e->name, (long long)e->shape[0], (long long)e->shape[1], found);
+    return diag_set(d, QS_ESHAPE, *file, -1, "tensor '%s': expected [%lld], found %s", e->name,
+                    (long long)e->shape[0], found);
+}
+
 static int model_load_tensors(llama_model *m, const safetensors_dir *sd, const char *dir,
                               qs_diag *d)
 {
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *e = &m->tensors[i];
         const char *file = NULL;
-        const safetensors_tensor *t = safetensors_dir_find(sd, e->name, &file);
-        if (!t)
-            return diag_set(d, QS_ENOTFOUND, dir, -1,
-                            "tensor '%s' [%lld%s%.0lld] is missing from the checkpoint",
-                            e->name, (long long)e->shape[0], e->ndim == 2 ? ", " : "",
-                            e->ndim == 2 ? (long long)e->shape[1] : 0LL);
-        int ok = t->ndim == e->ndim && t->shape[0] == e->shape[0] &&
-                 (e->ndim == 1 || t->shape[1] == e->shape[1]);
-        if (!ok) {
-            char found[96] = "[";
-            for (int k = 0; k < t->ndim; k++)
-                snprintf(found + strlen(found), sizeof found - strlen(found), "%s%lld",
-                         k ? ", " : "", (long long)t->shape[k]);
-            snprintf(found + strlen(found), sizeof found - strlen(found), "]");
-            if (e->ndim == 2)
-                return diag_set(d, QS_ESHAPE, file, -1, "tensor '%s': expected [%lld, %lld], found %s",
-                                e->name, (long long)e->shape[0], (long long)e->shape[1], found);
-            return diag_set(d, QS_ESHAPE, file, -1, "tensor '%s': expected [%lld], found %s",
-                            e->name, (long long)e->shape[0], found);
-        }
-        int rc = safetensors_tensor_to_f32(t, m->params + e->offset_elems, file, d);
+        const safetensors_tensor *t;
+        int rc = model_tensor_find_impl(sd, e, dir, &t, &file, d);
         if (rc)
             return rc;
-        model_note_dtype(m, t->dtype);
+        rc = safetensors_tensor_to_f32(t, m->params + e->offset_elems, file, d);
+        if (rc)
+            return rc;
+        model_note_dtype_impl(m, t->dtype);
     }
     return 0;
 }
@@ -401,6 +463,8 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std)
     uint64_t s = seed;
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *e = &m->tensors[i];
+        if (e->offset_elems == MODEL_OFFSET_PACKED)
+            continue;
         float *p = m->params + e->offset_elems;
         int is_norm = e->kind == MK_NORM || e->kind == MK_ATTN_NORM || e->kind == MK_MLP_NORM;
         for (size_t j = 0; j < e->n_elems; j++) {
@@ -417,6 +481,8 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std)
 
 int model_save_safetensors(const llama_model *m, const char *path, int dtype, qs_diag *d)
 {
+    if (m->weights_packed)
+        return diag_set(d, QS_EINVAL, path, -1, "an inference model (weights in packs) cannot be saved");
     safetensors_entry *e = qs_calloc((size_t)m->n_tensors, sizeof *e);
     if (!e)
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory");

@@ -29,11 +29,19 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
                         int replay)
 {
     if (m->hook.fn && (!m->hook.planned || m->hook.planned(m->hook.self, layer, module))) {
+        /* substituted packs already hold the hook's weight: it substitutes x only */
+        const int sub = m->packs_substituted;
         int (*fn)(void *, int, int, const float *, float *, int, int, const float *, float *,
                   int) = replay && m->hook.replay ? m->hook.replay : m->hook.fn;
-        int r = fn(m->hook.self, layer, module, x, a->xq, N, IN, w, a->wq, O);
+        int r = fn(m->hook.self, layer, module, x, a->xq, N, IN, sub ? NULL : w,
+                   sub ? NULL : a->wq, O);
         if (r < 0)
             return r;
+        if (r == 1 && sub) {
+            matmul_forward_packed_ws(out, a->xq, m->packs[layer * MODEL_LIN_COUNT + module], bias,
+                                     N, m->ws);
+            return 0;
+        }
         if (r == 1) {
             matmul_forward_ws(out, a->xq, a->wq, bias, N, IN, O, m->precision, m->ws);
             return 0;
@@ -92,6 +100,12 @@ static void model_swiglu_block(void *ctx, int row0, int rows, int col0, int cols
     swiglu_forward_block(s->hb + off, s->gate + off, s->up + off, rows, cols, (size_t)s->F);
 }
 
+/* Start position of sequence b in this call. */
+static inline int model_seq_p0(const llama_acts *a, int pos0, int b)
+{
+    return a->seq_pos0 ? a->seq_pos0[b] : pos0;
+}
+
 static int model_forward_check(const llama_model *m, const llama_acts *a, const int32_t *tokens,
                                int B, int T, int pos0, qs_diag *d)
 {
@@ -100,14 +114,35 @@ static int model_forward_check(const llama_model *m, const llama_acts *a, const 
         return diag_set(d, QS_EINVAL, NULL, -1,
                         "forward of B=%d x T=%d tokens does not fit activations sized B=%d x T=%d",
                         B, T, a->B, a->T);
-    if (pos0 < 0 || pos0 + T > a->Tcap || (a->training && pos0 != 0))
-        return diag_set(d, QS_ERANGE, NULL, -1,
-                        "positions %d..%d exceed the KV cache of %d positions%s", pos0,
-                        pos0 + T - 1, a->Tcap, a->training ? " (training needs pos0 = 0)" : "");
-    if (pos0 + T > hfconfig_max_context(c))
-        return diag_set(d, QS_ERANGE, NULL, -1, "position %d exceeds the model's context of %d%s",
-                        pos0 + T - 1, hfconfig_max_context(c),
-                        c->sliding_window ? " (sliding_window)" : "");
+    if (a->training && (a->seq_pos0 || a->kv_prefix))
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: seq_pos0/kv_prefix are for inference");
+    for (int b = 0; b < (a->seq_pos0 ? B : 1); b++) {
+        const int p0 = model_seq_p0(a, pos0, b);
+        if (p0 < 0 || p0 + T > a->Tcap || (a->training && p0 != 0))
+            return diag_set(d, QS_ERANGE, NULL, -1,
+                            "positions %d..%d exceed the KV cache of %d positions%s", p0,
+                            p0 + T - 1, a->Tcap, a->training ? " (training needs pos0 = 0)" : "");
+        if (p0 + T > hfconfig_max_context(c))
+            return diag_set(d, QS_ERANGE, NULL, -1,
+                            "position %d exceeds the model's context of %d%s", p0 + T - 1,
+                            hfconfig_max_context(c), c->sliding_window ? " (sliding_window)" : "");
+        if (p0 > 0 && a->kv_shared && !a->kv_prefix)
+            return diag_set(d, QS_EINVAL, NULL, -1, "forward: a one-layer KV arena keeps no "
+                            "earlier positions: positions from %d need kv_prefix", p0);
+        if (a->kv_prefix) {
+            const llama_acts *src = a->kv_prefix->src;
+            int s = a->kv_prefix->src_seq[b];
+            if (s < 0 || s >= src->B || p0 > src->Tcap || src->kv_shared || src->recompute)
+                return diag_set(d, QS_EINVAL, NULL, -1, "forward: kv_prefix of sequence %d: "
+                                "source sequence %d, %d positions do not fit its arena", b, s, p0);
+        }
+    }
+    if (m->weights_packed && m->precision != m->packs_precision)
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: the weights are packed for %s only",
+                        m->packs_precision == MATMUL_BF16 ? "bf16" : "fp32");
+    if (m->packs_substituted && !m->hook.fn)
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: the packs hold a quantization hook's "
+                        "weights but the hook is gone (re-create the packs or reload)");
     for (size_t i = 0; i < (size_t)B * T; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return diag_set(d, QS_ERANGE, NULL, -1, "token %zu is %d, expected 0..%d", i,
@@ -115,16 +150,48 @@ static int model_forward_check(const llama_model *m, const llama_acts *a, const 
     return 0;
 }
 
-/* Copies this call's rotated k, v rows into the cache at positions pos0.. */
-static void model_kv_store(float *kc, float *vc, const float *knew, const float *vnew, int B,
-                           int T, int pos0, int Tcap, size_t KD)
+/* Copies this call's rotated k, v rows into the cache at each sequence's positions. */
+static void model_kv_store(float *kc, float *vc, const float *knew, const float *vnew,
+                           const llama_acts *a, int B, int T, int pos0, size_t KD)
 {
+    const int Tcap = a->Tcap;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            size_t dst = ((size_t)b * Tcap + pos0 + t) * KD, src = ((size_t)b * T + t) * KD;
+            size_t dst = ((size_t)b * Tcap + model_seq_p0(a, pos0, b) + t) * KD;
+            size_t src = ((size_t)b * T + t) * KD;
             memcpy(kc + dst, knew + src, KD * sizeof *kc);
             memcpy(vc + dst, vnew + src, KD * sizeof *vc);
         }
+}
+
+/* Sequence b's cache positions 0 .. p0(b)-1 of layer l from the prefix source. */
+static void model_kv_prefix_copy(const llama_acts *a, float *kc, float *vc, int l, int B,
+                                 int pos0, size_t KD)
+{
+    const llama_acts *src = a->kv_prefix->src;
+    const size_t s_layer = (size_t)src->B * src->Tcap * KD;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (B >= 4)
+#endif
+    for (int b = 0; b < B; b++) {
+        size_t n = (size_t)model_seq_p0(a, pos0, b) * KD;
+        size_t so = (size_t)l * s_layer + (size_t)a->kv_prefix->src_seq[b] * src->Tcap * KD;
+        memcpy(kc + (size_t)b * a->Tcap * KD, src->kcache + so, n * sizeof *kc);
+        memcpy(vc + (size_t)b * a->Tcap * KD, src->vcache + so, n * sizeof *vc);
+    }
+}
+
+/* The embedding rows of tokens read back out of their pack (packed models). */
+static void model_embed_packed(const llama_model *m, float *x, const int32_t *tokens, int N)
+{
+    matmul_wpack *pk = m->embed_pack ? m->embed_pack
+                                     : m->packs[m->cfg.n_layers * MODEL_LIN_COUNT];
+    const int C = m->cfg.dim;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (N >= 64)
+#endif
+    for (int i = 0; i < N; i++)
+        matmul_wpack_row(pk, tokens[i], x + (size_t)i * C);
 }
 
 model_strides model_strides_impl(const llama_model *m, const llama_acts *a)
@@ -138,7 +205,7 @@ model_strides model_strides_impl(const llama_model *m, const llama_acts *a)
     s.N = tr * NA;
     s.Q = tr * NA * QD;
     s.F = tr * NA * c->hidden_dim;
-    s.KV = a->recompute ? 0 : (size_t)a->B * a->Tcap * KD;
+    s.KV = a->recompute || a->kv_shared ? 0 : (size_t)a->B * a->Tcap * KD;
     s.att = tr * a->B * c->n_heads * (size_t)a->T * a->Tcap;
     return s;
 }
@@ -160,9 +227,10 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
     float *ln1 = a->ln1 + l * st.C, *q = a->q + l * st.Q, *atty = a->atty + l * st.Q;
     float *kc = a->kcache + l * st.KV, *vc = a->vcache + l * st.KV;
     /* k, v straight into the cache when this call's rows are contiguous there */
-    const int kv_direct = B == 1 || (pos0 == 0 && T == a->Tcap);
-    float *knew = kv_direct ? kc + (size_t)pos0 * KD : a->kv_new;
-    float *vnew = kv_direct ? vc + (size_t)pos0 * KD : a->kv_new + (size_t)N * KD;
+    const int kv_direct = B == 1 || (!a->seq_pos0 && pos0 == 0 && T == a->Tcap);
+    const int p0_first = model_seq_p0(a, pos0, 0);
+    float *knew = kv_direct ? kc + (size_t)p0_first * KD : a->kv_new;
+    float *vnew = kv_direct ? vc + (size_t)p0_first * KD : a->kv_new + (size_t)N * KD;
     float *x_mid = a->resid_mid + l * st.C, *ln2 = a->ln2 + l * st.C;
     float *gate = a->gate + l * st.F, *up = a->up + l * st.F, *hb = a->hb + l * st.F;
     int rc;
@@ -179,10 +247,16 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
         return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
     rope_forward(q, a->pos, &m->rope, N, H);
     rope_forward(knew, a->pos, &m->rope, N, KVH);
+    if (a->kv_prefix)
+        model_kv_prefix_copy(a, kc, vc, l, B, pos0, (size_t)KD);
     if (!kv_direct)
-        model_kv_store(kc, vc, knew, vnew, B, T, pos0, a->Tcap, (size_t)KD);
-    attn_forward(atty, a->training ? a->att + l * st.att : NULL, q, kc, vc, B, T, pos0,
-                 a->Tcap, H, KVH, hd, a->attn_scratch);
+        model_kv_store(kc, vc, knew, vnew, a, B, T, pos0, (size_t)KD);
+    if (a->seq_pos0)
+        attn_forward_seq(atty, q, kc, vc, B, T, a->seq_pos0, a->Tcap, H, KVH, hd,
+                         a->attn_scratch);
+    else
+        attn_forward(atty, a->training ? a->att + l * st.att : NULL, q, kc, vc, B, T, pos0,
+                     a->Tcap, H, KVH, hd, a->attn_scratch);
     if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C,
                            recompute)))
         return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
@@ -228,17 +302,31 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
                         a->logits_rows ? ", logits_rows set" : "");
     if (a->logits_rows && a->training)
         return diag_set(d, QS_EINVAL, NULL, -1, "forward: logits_rows is for inference only");
-    for (int b = 0; a->logits_rows && b < B; b++)
-        if (a->logits_rows[b] < 0 || a->logits_rows[b] > T)
-            return diag_set(d, QS_EINVAL, NULL, -1, "forward: logits_rows[%d] = %d, expected "
-                            "0..%d", b, a->logits_rows[b], T);
+    long n_logits = a->logits_tail > 0 && a->logits_tail < T ? (long)B * a->logits_tail
+                                                               : (long)B * T;
+    if (a->logits_rows)
+        n_logits = 0;
+    for (int b = 0; a->logits_rows && b < B; b++) {
+        int first = a->logits_first ? a->logits_first[b] : 0;
+        if (a->logits_rows[b] < 0 || first < 0 || first + a->logits_rows[b] > T)
+            return diag_set(d, QS_EINVAL, NULL, -1, "forward: logits_rows[%d] = %d from row %d, "
+                            "expected within rows 0..%d", b, a->logits_rows[b], first, T - 1);
+        n_logits += a->logits_rows[b];
+    }
+    const long logits_cap = a->logits_cap ? a->logits_cap : (long)a->B * a->T;
+    if (n_logits > logits_cap)
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: %ld logits rows, the arena holds %ld",
+                        n_logits, logits_cap);
     const llama_config *c = &m->cfg;
     const int N = B * T, C = c->dim, V = c->vocab_size;
 
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
-            a->pos[b * T + t] = pos0 + t;
-    embed_forward(a->resid, tokens, m->w.wte, N, C);
+            a->pos[b * T + t] = model_seq_p0(a, pos0, b) + t;
+    if (m->w.wte)
+        embed_forward(a->resid, tokens, m->w.wte, N, C);
+    else
+        model_embed_packed(m, a->resid, tokens, N);
     if (c->n_layers > 0)
         rmsnorm_forward(a->ln1, a->ln1_rstd, a->resid, m->w.layer[0].attn_norm, N, C, c->norm_eps);
     else
@@ -253,11 +341,13 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         /* rows b*T + [0, rows_b) of every sequence, packed: move them to the front of
          * lnf (destinations never pass their sources), then ONE lm_head product */
         int rows = 0;
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < a->logits_rows[b]; t++, rows++)
+        for (int b = 0; b < B; b++) {
+            const int first = a->logits_first ? a->logits_first[b] : 0;
+            for (int t = first; t < first + a->logits_rows[b]; t++, rows++)
                 if ((size_t)rows != (size_t)b * T + t)
                     memmove(a->lnf + (size_t)rows * C, a->lnf + ((size_t)b * T + t) * C,
                             (size_t)C * sizeof *a->lnf);
+        }
         if (rows > 0 && head_pk)
             matmul_forward_packed_ws(a->logits, a->lnf, head_pk, NULL, rows, m->ws);
         else if (rows > 0)

@@ -1,16 +1,42 @@
-/* model_impl.h: internals shared by model_forward.c and model_backward.c (not API). */
+/* model_impl.h: internals shared by the model's files (not API): the size
+ * table's kinds for model.c and model_packed.c, the arena strides and the
+ * block recomputation for model_forward.c and model_backward.c. */
 #ifndef QS_MODEL_IMPL_H
 #define QS_MODEL_IMPL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "qs/err.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
+#include "qs/safetensors.h"
+
+/* Tensor kinds of the size table (internal, never on disk). */
+enum {
+    MK_WTE, MK_NORM, MK_LM_HEAD,
+    MK_ATTN_NORM, MK_WQ, MK_BQ, MK_WK, MK_BK, MK_WV, MK_BV, MK_WO, MK_BO,
+    MK_MLP_NORM, MK_GATE, MK_UP, MK_DOWN
+};
+
+/* offset_elems of a tensor that has no room in the params block (its pack holds it) */
+#define MODEL_OFFSET_PACKED SIZE_MAX
+
+/* 1 for the kinds a packed model keeps in packs: every Linear weight, embed_tokens, lm_head. */
+int model_kind_is_packed_impl(int kind);
+/* MODEL_LIN_* of a Linear weight kind, -1 for the others. */
+int model_kind_module_impl(int kind);
+/* model_init with a params block of the non-packed tensors only (weights_packed = 1). */
+int model_init_packed_impl(llama_model *m, const llama_config *cfg, qs_diag *d);
+/* The checkpoint tensor for table row e, its shape checked (*file: its shard). */
+int model_tensor_find_impl(const safetensors_dir *sd, const model_tensor *e, const char *dir,
+                           const safetensors_tensor **out, const char **file, qs_diag *d);
+void model_note_dtype_impl(llama_model *m, int dtype);
 
 /* Per-layer strides (floats) of the arena's tensors: layer l's tensor starts at
- * base + l * stride; 0 where one buffer serves every layer (inference; with
- * recompute all but the residual stream). */
+ * base + l * stride; 0 where one buffer serves every layer (inference, except
+ * the KV cache of an arena without kv_shared; with recompute all but the
+ * residual stream). */
 typedef struct model_strides {
     size_t resid;   /* resid */
     size_t C;       /* ln1, resid_mid, ln2 */

@@ -124,7 +124,7 @@ static uint64_t trainstate_hash_released(const trainstate_reader *r, size_t off,
     for (size_t done = 0; done < bytes;) {
         size_t n = bytes - done < TRAINSTATE_PIECE ? bytes - done : TRAINSTATE_PIECE;
         h = digest_fnv1a64(h, r->map.data + off + done, n);
-        fileio_map_release(&r->map, off + done, n);
+        fileio_map_release(&r->map, r->map.data + off + done, n);
         done += n;
     }
     return h;
@@ -133,11 +133,10 @@ static uint64_t trainstate_hash_released(const trainstate_reader *r, size_t off,
 void trainstate_copy_out(const trainstate_reader *r, void *dst, const void *src, size_t bytes)
 {
     enum { TRAINSTATE_PIECE = 64 << 20 };
-    size_t off = (size_t)((const unsigned char *)src - r->map.data);
     for (size_t done = 0; done < bytes;) {
         size_t n = bytes - done < TRAINSTATE_PIECE ? bytes - done : TRAINSTATE_PIECE;
         memcpy((unsigned char *)dst + done, (const unsigned char *)src + done, n);
-        fileio_map_release(&r->map, off + done, n);
+        fileio_map_release(&r->map, (const unsigned char *)src + done, n);
         done += n;
     }
 }

@@ -16,10 +16,14 @@
  * serves every micro-batch's backward); the STE passes gradients through
  * unchanged, or (ste = masked) zeroes them where the forward clipped, judged on
  * the unquantized operand with the forward's scale.
+ * Spike injector (spike_rate > 0, include/qs/spike.h): on a picked (step,
+ * Linear) the quantizer gets a copy of the input with one token row multiplied
+ * by spike_scale (observe or quantize), and the quantized row is divided back.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/json.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "trainer_impl.h"
@@ -97,7 +101,7 @@ size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precisi
     *master_pack_bytes = 0;
     if (trainer_plan_build(&p, c, cfg, d))
         return 0;
-    size_t N = (size_t)cfg->batch_size * cfg->seq_len, total = 0;
+    size_t N = (size_t)cfg->batch_size * cfg->seq_len, total = 0, spike_bytes = 0;
     int kind_used[MODEL_LIN_COUNT] = {0};
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_LIN_COUNT; k++)
@@ -114,10 +118,12 @@ size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precisi
                     total += matmul_wpack_bytes_estimate(IN, O, precision) / 2;
                 total += 2 * (size_t)cfg->amax_history * sizeof(float);
                 *master_pack_bytes += matmul_wpack_bytes_estimate(IN, O, precision);
+                if (cfg->spike_rate > 0 && N * IN * sizeof(float) > spike_bytes)
+                    spike_bytes = N * IN * sizeof(float);
                 (*n_slots)++;
             }
     qplan_free(&p);
-    return total;
+    return total + spike_bytes;
 }
 
 static int trainer_hook_planned(void *self, int layer, int module)
@@ -144,14 +150,27 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
     }
     sl->x = x;
     sl->w = w;
+    const float *xin = x;   /* what the input quantizer sees */
+    int row = -1;
+    if (t->spike_x && spike_pick(&t->spike, t->step, layer * MODEL_LIN_COUNT + module, N, &row)) {
+        memcpy(t->spike_x, x, nx * sizeof *x);
+        float amax = spike_row_mul(t->spike_x, row, IN, t->spike.scale);
+        if (sl->spike_step != t->step || amax > sl->spike_amax)
+            sl->spike_amax = amax;
+        sl->spike_step = t->step;
+        sl->spike_row = row;
+        xin = t->spike_x;
+    }
     if (t->phase != SCHEDULE_PHASE_QAT) {
         sl->quantized = 0;
-        if (quant_observe(qi, x, nx, &d) || quant_observe(qw, w, nw, &d))
+        if (quant_observe(qi, xin, nx, &d) || quant_observe(qw, w, nw, &d))
             return QS_ENAN;
         return 0;
     }
-    if (quant_quantize(qi, x, sl->xq, nx, &d))
+    if (quant_quantize(qi, xin, sl->xq, nx, &d))
         return QS_ENAN;
+    if (row >= 0)
+        spike_row_div(sl->xq, row, IN, t->spike.scale);
     /* a later micro-batch: same weight, same scale (with recompute only while the
      * module's shared buffer still holds this slot's wq) */
     if (sl->w_step == t->step && (!t->cfg.recompute || t->mod_owner[module] == s)) {
@@ -175,12 +194,24 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
 }
 
 /* Recompute: slot s's operands back into its module's buffers, fake-quantized
- * at the scales of the forward (x: the recomputed input, same values). */
-static void trainer_slot_replay(struct trainer *t, int s, int module, const float *x, size_t nx,
-                                size_t nw)
+ * at the scales of the forward (x[N, IN]: the recomputed input, same values);
+ * a spike the forward injected is injected again (spike_pick is a pure
+ * function of the step and the Linear), its amax not recorded again. */
+static void trainer_slot_replay(struct trainer *t, int s, int layer, int module, const float *x,
+                                int N, int IN, int O)
 {
     trainer_qslot *sl = &t->slots[s];
-    quant_replay(quant_set_get(t->qset, sl->q_input), x, sl->xq, nx, sl->x_scale);
+    size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
+    const float *xin = x;
+    int row = -1;
+    if (t->spike_x && spike_pick(&t->spike, t->step, layer * MODEL_LIN_COUNT + module, N, &row)) {
+        memcpy(t->spike_x, x, nx * sizeof *x);
+        (void)spike_row_mul(t->spike_x, row, IN, t->spike.scale);
+        xin = t->spike_x;
+    }
+    quant_replay(quant_set_get(t->qset, sl->q_input), xin, sl->xq, nx, sl->x_scale);
+    if (row >= 0)
+        spike_row_div(sl->xq, row, IN, t->spike.scale);
     quant_replay(quant_set_get(t->qset, sl->q_weight), sl->w, sl->wq, nw, sl->w_scale);
     sl->x = x;
     t->mod_owner[module] = s;
@@ -198,7 +229,7 @@ static int trainer_replay_hook(void *self, int layer, int module, const float *x
     trainer_qslot *sl = &t->slots[s];
     size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
     (void)w;
-    trainer_slot_replay(t, s, module, x, nx, nw);
+    trainer_slot_replay(t, s, layer, module, x, N, IN, O);
     memcpy(xq, sl->xq, nx * sizeof *xq);
     memcpy(wq, sl->wq, nw * sizeof *wq);
     return 1;
@@ -214,8 +245,8 @@ static int trainer_bwd_operands(void *self, int layer, int module, const float *
     if (t->cfg.recompute && t->mod_owner[module] != s) {   /* not replayed by the block */
         int IN, O;
         trainer_linear_shape(&t->m.cfg, module, &IN, &O);
-        size_t N = (size_t)t->cfg.batch_size * t->cfg.seq_len;
-        trainer_slot_replay(t, s, module, t->slots[s].x, N * IN, (size_t)O * IN);
+        trainer_slot_replay(t, s, layer, module, t->slots[s].x,
+                            (int)(t->cfg.batch_size * t->cfg.seq_len), IN, O);
     }
     *x_used = t->slots[s].xq;
     *w_used = t->slots[s].wq;
@@ -263,13 +294,14 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
         qs_free(ptrs);
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     }
+    size_t N = (size_t)t->cfg.batch_size * t->cfg.seq_len, spike_elems = 0;
     for (int k = 0; k < MODEL_LIN_COUNT; k++)
         t->mod_owner[k] = -1;
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_LIN_COUNT; k++) {
             if (!qplan_is_on(&t->plan, l, k))
                 continue;
-            int s = t->n_slots++;
+            int s = t->n_slots++, IN, O;
             trainer_qslot *sl = &t->slots[s];
             char mod[96];
             qplan_module_name(mod, sizeof mod, l, k);
@@ -280,10 +312,20 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
             sl->q_input = 2 * s;
             sl->q_weight = 2 * s + 1;
             sl->w_step = -1;
+            sl->spike_step = -1;
             sl->w = trainer_master_weight(&t->m, l, k);
+            trainer_linear_shape(c, k, &IN, &O);
+            if (t->cfg.spike_rate > 0 && N * IN > spike_elems)
+                spike_elems = N * IN;
             t->slot_of[l * MODEL_LIN_COUNT + k] = s;
         }
-    rc = quant_set_create(&t->qset, &r, ptrs, 2 * n, d);
+    if (!rc && spike_elems) {
+        t->spike = (spike_plan){(uint64_t)t->cfg.seed, t->cfg.spike_rate, (float)t->cfg.spike_scale};
+        if (!(t->spike_x = qs_malloc(spike_elems * sizeof *t->spike_x)))
+            rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for the spike injector");
+    }
+    if (!rc)
+        rc = quant_set_create(&t->qset, &r, ptrs, 2 * n, d);
     qs_free(names);
     qs_free(ptrs);
     if (rc)
@@ -356,8 +398,29 @@ void trainer_quant_free(struct trainer *t)
     }
     qs_free(t->slots);
     qs_free(t->slot_of);
+    qs_free(t->spike_x);
+    t->spike_x = NULL;
     t->slots = NULL;
     t->slot_of = NULL;
     t->n_slots = 0;
     qplan_free(&t->plan);
+}
+
+int trainer_spike_events(struct trainer *t, qs_diag *d)
+{
+    for (int s = 0; t->spike_x && s < t->n_slots; s++) {
+        const trainer_qslot *sl = &t->slots[s];
+        if (sl->spike_step != t->step)
+            continue;
+        char line[2 * QUANT_NAME_MAX + 160], name[2 * QUANT_NAME_MAX + 8];
+        qs_json_quote(name, sizeof name, quant_name(quant_set_get(t->qset, sl->q_input)));
+        snprintf(line, sizeof line,
+                 "{\"step\":%ld,\"type\":\"spike\",\"tensor\":%s,\"row\":%d,\"scale\":%.9g,"
+                 "\"amax\":%.9g}", t->step, name, sl->spike_row, (double)t->spike.scale,
+                 (double)sl->spike_amax);
+        int rc = trainer_event_append(t->run_dir, line, d);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
