@@ -281,7 +281,7 @@ TEST(trainer, eval_seam_runs_baseline_then_every_k_and_can_stop)
     mem_data dm = {0, 512};
     train_data src = {&dm, mem_next, mem_save, mem_restore};
     fake_eval fe = {0};
-    train_eval_hook hook = {&fe, 2, fake_eval_run};
+    train_eval_hook hook = {.self = &fe, .every_steps = 2, .run = fake_eval_run};
     trainer_options opt = {NULL, 0, &hook};
     trainer *t;
     qs_diag d = {0};

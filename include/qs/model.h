@@ -100,6 +100,9 @@ int model_init(llama_model *m, const llama_config *cfg, qs_diag *d);
  * NaN/Inf refused naming the tensor. */
 int model_load_dir(llama_model *m, const char *dir, qs_diag *d);
 void model_free(llama_model *m);   /* safe on a zeroed model */
+/* The checkpoint's identity: sha256 over "name sha256\n" of config.json and
+ * every *.safetensors file of dir, in name order (results.json's model_sha256). */
+int model_dir_sha256(const char *dir, char hex[65], qs_diag *d);
 /* Views of the table laid over any block of n_params floats (grads, Adam m/v). */
 int model_weights_point(llama_weights *w, const llama_model *m, float *block);
 /* Deterministic N(0, std^2) weights, norms = 1 (tests, benchmarks). */

@@ -61,6 +61,11 @@ typedef struct model_compare_row {
  * finite (then *r is unspecified). */
 int model_compare_row_stats(const float *logits, const float *logits_ref, int V, int32_t target,
                             model_compare_row *r);
+/* rows positions at once (OpenMP over rows): logits[rows, V], logits_ref[rows,
+ * V], targets[rows] (NULL: none) -> out[rows].  QS_ENAN with *bad_row = the
+ * first row with a non-finite logit. */
+int model_compare_rows(const float *logits, const float *logits_ref, int V,
+                       const int32_t *targets, int rows, model_compare_row *out, int *bad_row);
 
 /* Summary over every scored position (the windows of model_ppl_compute): mean,
  * sample standard error, median, 99th percentile and maximum of kl (percentile

@@ -139,25 +139,33 @@ typedef struct compare_walk {
     int V;
 } compare_walk;
 
-static int compare_rows(void *ctx, const float *logits, const float *logits_ref,
-                        const int32_t *targets, int rows, qs_diag *d)
+int model_compare_rows(const float *logits, const float *logits_ref, int V,
+                       const int32_t *targets, int rows, model_compare_row *out, int *bad_row)
 {
-    compare_walk *w = ctx;
-    model_compare_row *out = w->rows + w->n;
     int bad = -1;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((size_t)rows * w->V > 65536)
+#pragma omp parallel for schedule(static) if ((size_t)rows * V > 65536)
 #endif
     for (int j = 0; j < rows; j++) {
-        const size_t off = (size_t)j * w->V;
-        if (model_compare_row_stats(logits + off, logits_ref + off, w->V, targets[j], &out[j])) {
+        const size_t off = (size_t)j * V;
+        if (model_compare_row_stats(logits + off, logits_ref + off, V, targets ? targets[j] : -1,
+                                    &out[j])) {
 #ifdef _OPENMP
 #pragma omp critical(compare_bad)
 #endif
             bad = bad < 0 || j < bad ? j : bad;
         }
     }
-    if (bad >= 0)
+    *bad_row = bad;
+    return bad >= 0 ? QS_ENAN : 0;
+}
+
+static int compare_rows(void *ctx, const float *logits, const float *logits_ref,
+                        const int32_t *targets, int rows, qs_diag *d)
+{
+    compare_walk *w = ctx;
+    int bad;
+    if (model_compare_rows(logits, logits_ref, w->V, targets, rows, w->rows + w->n, &bad))
         return diag_set(d, QS_ENAN, NULL, -1,
                         "compare: non-finite logits at scored position %zu (of the model or "
                         "the reference)", w->n + (size_t)bad + 1);
