@@ -19,6 +19,11 @@
  *            selected quantizer must have a non-empty stored history.
  *   auto     delayed when DIR/train_state.bin exists and holds amax histories,
  *            else current.
+ *   stored   (always, for a HiF8 checkpoint: m->hif8, qs/model_hif8.h) the
+ *            checkpoint's modules and scales: its weights are loaded as
+ *            decode(code) / weight_scale already, inputs are fake-quantized at
+ *            the stored static input scales, or per token as current does;
+ *            no patterns or scaling may be given.
  *
  * The hook is installed on the model (m->hook); the model must outlive the
  * evalquant and not be hooked by anything else meanwhile.
@@ -26,12 +31,14 @@
 #ifndef QS_EVALQUANT_H
 #define QS_EVALQUANT_H
 
+#include <stddef.h>
+
 #include "qs/err.h"
 
 struct llama_model;
 typedef struct evalquant evalquant;
 
-enum { EVALQUANT_CURRENT = 0, EVALQUANT_DELAYED = 1, EVALQUANT_AUTO = 2 };
+enum { EVALQUANT_CURRENT = 0, EVALQUANT_DELAYED = 1, EVALQUANT_AUTO = 2, EVALQUANT_STORED = 3 };
 
 /* "current" | "delayed" | "auto"; QS_EINVAL naming the accepted values. */
 int evalquant_scaling_parse(const char *name, int *scaling, qs_diag *d);
@@ -50,11 +57,21 @@ void evalquant_destroy(evalquant *q);   /* removes the hook; NULL ok */
 int evalquant_count(const evalquant *q); /* quantized Linear modules */
 /* Name of the i-th quantized module ("layers.3.mlp.up_proj"). */
 const char *evalquant_module(const evalquant *q, int i);
+/* The i-th quantized module as (layer, MODEL_LIN_*). */
+void evalquant_module_at(const evalquant *q, int i, int *layer, int *module);
+/* The scale module i's weight w[n] is quantized with, as the hook does it
+ * (delayed: the stored history's estimate; current: w's own amax), recording
+ * nothing: codes = hif8_encode(w * scale, HIF8_SAT).  0 or QS_ENAN. */
+int evalquant_weight_scale(evalquant *q, int i, const float *w, size_t n, float *scale,
+                           qs_diag *d);
+/* Module i's input scale when it is fixed for the whole evaluation (delayed
+ * scaling): 1 and *scale; 0 when it is made per call (current: per token). */
+int evalquant_input_scale(const evalquant *q, int i, float *scale);
 /* If dir holds train_state.bin: validate it (checksums, meta, every amax
  * history) and return 1 with its step and number of histories; 0 if there is
  * none; a negative code naming the file if it is unusable. */
 int evalquant_state_info(const char *dir, long *step, int *n_hist, qs_diag *d);
-/* EVALQUANT_CURRENT or EVALQUANT_DELAYED (auto resolved). */
+/* EVALQUANT_CURRENT, EVALQUANT_DELAYED (auto resolved) or EVALQUANT_STORED. */
 int evalquant_scaling(const evalquant *q);
 /* "current" or "delayed (train_state step N)" */
 const char *evalquant_scaling_name(const evalquant *q);

@@ -91,13 +91,16 @@ typedef struct llama_model {
     struct matmul_wpack **packs; /* NULL, or [L * MODEL_LIN_COUNT + 1] (last: lm_head) */
     int packs_precision;     /* precision the packs were made for */
     struct matmul_ws *ws;    /* with packs: the workspace of dW packs and unpacked weights */
+    struct model_hif8 *hif8; /* NULL, or a HiF8 W8A8 checkpoint's quantized Linears
+                              * (qs/model_hif8.h): their dequantized weights are in params */
 } llama_model;
 
 /* Size table + block (uninitialised) + views + RoPE table for cfg. */
 int model_init(llama_model *m, const llama_config *cfg, qs_diag *d);
 /* config.json + (sharded) safetensors from an HF directory: every expected
  * tensor must be present with its shape; F32/BF16/F16 converted once;
- * NaN/Inf refused naming the tensor. */
+ * NaN/Inf refused naming the tensor.  A HiF8 checkpoint (quantization_config,
+ * qs/model_hif8.h) sets m->hif8 and its coded weights load dequantized. */
 int model_load_dir(llama_model *m, const char *dir, qs_diag *d);
 void model_free(llama_model *m);   /* safe on a zeroed model */
 /* The checkpoint's identity: sha256 over "name sha256\n" of config.json and

@@ -26,7 +26,9 @@ int cli_model_open(cli_model *cm, const char *dir, const char *precision, const 
         return rc;
     cm->precision = precision;
     cm->m.precision = matmul;
-    evalquant_options qo = {patterns, scaling, dir};
+    /* a HiF8 checkpoint carries its modules and scales (EVALQUANT_STORED) */
+    evalquant_options qo = {cm->m.hif8 ? NULL : patterns, cm->m.hif8 ? EVALQUANT_AUTO : scaling,
+                            dir};
     if ((hif8 && (rc = evalquant_create_opts(&cm->eq, &cm->m, &qo, d))) ||
         (rc = model_packs_create(&cm->m, d))) {
         cli_model_close(cm);

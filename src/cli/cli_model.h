@@ -22,7 +22,8 @@ typedef struct cli_model {
  * QS_EINVAL naming `what` (the flag) otherwise. */
 int cli_precision_parse(const char *name, const char *what, int *matmul, int *hif8, qs_diag *d);
 /* Loads dir, packs the weights for the precision and installs the fake-quant
- * (patterns NULL = the default / the run's, scaling EVALQUANT_*). */
+ * (patterns NULL = the default / the run's, scaling EVALQUANT_*; a HiF8
+ * checkpoint uses its stored modules and scales, and ignores both). */
 int cli_model_open(cli_model *cm, const char *dir, const char *precision, const char *patterns,
                    int scaling, qs_diag *d);
 void cli_model_close(cli_model *cm);   /* safe on a zeroed cli_model */

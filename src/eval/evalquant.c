@@ -23,7 +23,9 @@
 #include "qs/fileio.h"
 #include "qs/json.h"
 #include "qs/mem.h"
+#include "qs/hif8.h"
 #include "qs/model.h"
+#include "qs/model_hif8.h"
 #include "qs/qplan.h"
 #include "qs/quant.h"
 #include "qs/runcfg.h"
@@ -35,7 +37,8 @@ struct evalquant {
     int n;                 /* quantized modules */
     int *slot_of;          /* [L * MODEL_LIN_COUNT] module index or -1 */
     char (*names)[QUANT_NAME_MAX];   /* [n] module names */
-    int scaling;           /* EVALQUANT_CURRENT | EVALQUANT_DELAYED */
+    int scaling;           /* EVALQUANT_CURRENT | EVALQUANT_DELAYED | EVALQUANT_STORED */
+    float *in_scale;       /* [n] EVALQUANT_STORED: the stored static input scale, 0 = per token */
     char scaling_name[64];
     char recipe_text[QS_DIAG_PATH_MAX + 256];
 };
@@ -77,6 +80,20 @@ static int evalquant_hook(void *self, int layer, int module, const float *x, flo
         return 0;
     qs_diag d = {0};
     quant *qi = quant_set_get(q->qs, 2 * s);
+    if (q->scaling == EVALQUANT_STORED) {
+        /* a HiF8 checkpoint: its weights load as decode(code) / scale, the
+         * fake-quantized weights already; inputs at the stored scales */
+        hif8_stats st;
+        if (q->in_scale[s] > 0.0f)
+            hif8_fakequant(x, xq, (size_t)N * IN, q->in_scale[s], 0, &st);
+        for (int r = 0; q->in_scale[s] == 0.0f && r < N; r++)
+            if (quant_apply(qi, x + (size_t)r * IN, xq + (size_t)r * IN, (size_t)IN, &d))
+                return QS_ENAN;
+        if (q->in_scale[s] > 0.0f && st.n_nan)
+            return QS_ENAN;
+        memcpy(wq, w, (size_t)O * IN * sizeof *wq);
+        return 1;
+    }
     if (q->scaling == EVALQUANT_CURRENT) {
         /* per token: a row's scale from that row alone, so a choice's score does not
          * depend on which rows (siblings, padding, batch) share the forward */
@@ -366,6 +383,50 @@ static int evalquant_create_current(evalquant *q, struct llama_model *m, const c
     return 0;
 }
 
+/* A HiF8 checkpoint (m->hif8): its modules and its stored input scales; the
+ * quantizers only serve the per-token inputs of dynamic scaling (current). */
+static int evalquant_create_stored(evalquant *q, struct llama_model *m, const evalquant_options *o,
+                                   qs_diag *d)
+{
+    const model_hif8 *h = m->hif8;
+    if ((o->patterns && o->patterns[0]) || o->scaling != EVALQUANT_AUTO)
+        return diag_set(d, QS_EINVAL, o->model_dir, -1, "a HiF8 checkpoint: its quantized "
+                        "modules and scales are stored (no --quant-modules, --quant-scaling)");
+    size_t cap = (size_t)h->n * 40 + 1;
+    char *pat = qs_malloc(cap);
+    if (!pat)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    pat[0] = 0;
+    for (int i = 0, used = 0; i < h->n; i++) {
+        char name[QUANT_NAME_MAX];
+        qplan_module_name(name, sizeof name, h->lin[i].layer, h->lin[i].module);
+        used += snprintf(pat + used, cap - (size_t)used, "%s%s", i ? "," : "", name);
+    }
+    quant_recipe r;
+    quant_recipe_default(&r);
+    r.margin = 0;
+    r.saturate = 1;
+    r.want_qsnr = 0;
+    int rc = evalquant_build(q, m, pat, &r, d);
+    qs_free(pat);
+    if (rc)
+        return rc;
+    if (!(q->in_scale = qs_calloc((size_t)q->n, sizeof *q->in_scale)))
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    for (int i = 0; i < h->n; i++) {
+        const model_hif8_linear *l = &h->lin[i];
+        q->in_scale[q->slot_of[l->layer * MODEL_LIN_COUNT + l->module]] = l->input_scale;
+    }
+    q->scaling = EVALQUANT_STORED;
+    snprintf(q->scaling_name, sizeof q->scaling_name, "stored (%s)",
+             h->dynamic ? "dynamic per token" : "static");
+    snprintf(q->recipe_text, sizeof q->recipe_text,
+             "the HiF8 checkpoint's scales: weights decode(code) / weight_scale, inputs %s",
+             h->dynamic ? "per token at their own amax (current, margin 0)"
+                        : "at the stored input_scales");
+    return 0;
+}
+
 int evalquant_create_opts(evalquant **out, struct llama_model *m, const evalquant_options *o,
                           qs_diag *d)
 {
@@ -377,6 +438,10 @@ int evalquant_create_opts(evalquant **out, struct llama_model *m, const evalquan
     memset(&st, 0, sizeof st);
     int have_state = 0, rc = 0, scaling = o->scaling;
     char path[QS_DIAG_PATH_MAX];
+    if (m->hif8) {
+        rc = evalquant_create_stored(q, m, o, d);
+        goto done;
+    }
     if (scaling != EVALQUANT_CURRENT) {
         snprintf(path, sizeof path, "%.480s/train_state.bin", o->model_dir ? o->model_dir : ".");
         if (fileio_exists(path)) {
@@ -428,6 +493,7 @@ void evalquant_destroy(evalquant *q)
         q->m->hook.planned = NULL;
     }
     quant_set_destroy(q->qs);
+    qs_free(q->in_scale);
     qs_free(q->slot_of);
     qs_free(q->names);
     qs_free(q);
@@ -456,4 +522,28 @@ const char *evalquant_scaling_name(const evalquant *q)
 const char *evalquant_recipe_text(const evalquant *q)
 {
     return q ? q->recipe_text : "";
+}
+
+void evalquant_module_at(const evalquant *q, int i, int *layer, int *module)
+{
+    *layer = *module = -1;
+    for (int k = 0; q && i >= 0 && i < q->n && k < q->m->cfg.n_layers * MODEL_LIN_COUNT; k++)
+        if (q->slot_of[k] == i) {
+            *layer = k / MODEL_LIN_COUNT;
+            *module = k % MODEL_LIN_COUNT;
+            return;
+        }
+}
+
+int evalquant_weight_scale(evalquant *q, int i, const float *w, size_t n, float *scale,
+                           qs_diag *d)
+{
+    return quant_apply_scale(quant_set_get(q->qs, 2 * i + 1), w, n, scale, d);
+}
+
+int evalquant_input_scale(const evalquant *q, int i, float *scale)
+{
+    /* current scaling is per token: never one scale, whatever the history holds */
+    return q->scaling == EVALQUANT_DELAYED &&
+           quant_static_scale(quant_set_get(q->qs, 2 * i), scale);
 }

@@ -13,6 +13,7 @@
 
 #include "qs/matmul.h"
 #include "qs/mem.h"
+#include "qs/model_hif8.h"
 #include "qs/rng.h"
 #include "qs/safetensors.h"
 
@@ -296,6 +297,7 @@ void model_packs_destroy(llama_model *m)
 void model_free(llama_model *m)
 {
     model_packs_destroy(m);
+    model_hif8_free(m->hif8);
     qs_free(m->tensors);
     qs_free(m->w.layer);
     qs_free(m->params);
@@ -318,6 +320,36 @@ static void model_note_dtype(llama_model *m, int dtype)
         snprintf(p + len, sizeof m->dtypes - len, "%s%s", len ? "+" : "", n);
 }
 
+/* MODEL_LIN_* of a Linear weight kind, else -1 */
+static int model_kind_module(int kind)
+{
+    switch (kind) {
+    case MK_WQ: return MODEL_LIN_Q;
+    case MK_WK: return MODEL_LIN_K;
+    case MK_WV: return MODEL_LIN_V;
+    case MK_WO: return MODEL_LIN_O;
+    case MK_GATE: return MODEL_LIN_GATE;
+    case MK_UP: return MODEL_LIN_UP;
+    case MK_DOWN: return MODEL_LIN_DOWN;
+    default: return -1;
+    }
+}
+
+/* A HiF8 checkpoint's coded weight: codes kept, dequantized into the block. */
+static int model_load_hif8_weight(llama_model *m, const safetensors_dir *sd,
+                                  const model_tensor *e, const safetensors_tensor *t,
+                                  const char *file, qs_diag *d)
+{
+    char name[sizeof e->name + 8];
+    snprintf(name, sizeof name, "%s_scale", e->name);
+    int rc = model_hif8_load_weight(m->hif8, e->layer, model_kind_module(e->kind), t,
+                                    safetensors_dir_find(sd, name, NULL), e->shape[0], e->shape[1],
+                                    m->params + e->offset_elems, file, d);
+    if (!rc)
+        model_note_dtype(m, SAFETENSORS_U8);
+    return rc;
+}
+
 static int model_load_tensors(llama_model *m, const safetensors_dir *sd, const char *dir,
                               qs_diag *d)
 {
@@ -330,6 +362,13 @@ static int model_load_tensors(llama_model *m, const safetensors_dir *sd, const c
                             "tensor '%s' [%lld%s%.0lld] is missing from the checkpoint",
                             e->name, (long long)e->shape[0], e->ndim == 2 ? ", " : "",
                             e->ndim == 2 ? (long long)e->shape[1] : 0LL);
+        int mod = model_kind_module(e->kind);
+        if (m->hif8 && mod >= 0 && m->hif8->slot[e->layer * MODEL_LIN_COUNT + mod] >= 0) {
+            int rc = model_load_hif8_weight(m, sd, e, t, file, d);
+            if (rc)
+                return rc;
+            continue;
+        }
         int ok = t->ndim == e->ndim && t->shape[0] == e->shape[0] &&
                  (e->ndim == 1 || t->shape[1] == e->shape[1]);
         if (!ok) {
@@ -359,11 +398,20 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
     int rc = hfconfig_load(&cfg, dir, d);
     if (rc)
         return rc;
+    model_hif8 *q8 = NULL;
+    if ((rc = model_hif8_config_read(dir, &cfg, &q8, d)) < 0)
+        return rc;
     safetensors_dir sd;
     rc = safetensors_dir_open(&sd, dir, d);
-    if (rc)
+    if (rc) {
+        model_hif8_free(q8);
         return rc;
+    }
     rc = model_init(m, &cfg, d);
+    if (rc)
+        model_hif8_free(q8);
+    else
+        m->hif8 = q8;
     if (!rc)
         rc = model_load_tensors(m, &sd, dir, d);
     safetensors_dir_close(&sd);

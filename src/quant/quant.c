@@ -475,3 +475,18 @@ int quant_apply(quant *q, const float *x, float *y, size_t n, qs_diag *d)
     hif8_stats st;
     return quant_fake(q, x, y, n, 0, &scale, &pred, &fallback, &st, d);
 }
+
+int quant_apply_scale(quant *q, const float *x, size_t n, float *scale, qs_diag *d)
+{
+    float pred, amax_now;
+    int fallback;
+    return quant_pick_scale(q, x, n, scale, &pred, &fallback, &amax_now, d);
+}
+
+int quant_static_scale(const quant *q, float *scale)
+{
+    const quant_recipe *r = q->r;
+    float est = 0.0f;
+    return !amax_estimator_needs_current(&r->est) && amax_estimate(&r->est, &q->hist, -1.0f, &est) &&
+           quant_scale_from_amax(est, r->margin, scale) == 0;
+}

@@ -1,0 +1,188 @@
+/* model_hif8.c: reading HiF8 W8A8 checkpoints: the quantization_config of
+ * config.json and the coded weights (format: include/qs/model_hif8.h; the
+ * writer is model_hif8_export.c). */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/hif8.h"
+#include "qs/json.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/model_hif8.h"
+#include "qs/safetensors.h"
+
+/* MODEL_LIN_* order */
+static const char *const hif8_module_suffix[MODEL_LIN_COUNT] = {
+    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj",
+};
+
+void model_hif8_module_name(char *buf, size_t buf_bytes, int layer, int module)
+{
+    snprintf(buf, buf_bytes, "model.layers.%d.%s", layer,
+             module >= 0 && module < MODEL_LIN_COUNT ? hif8_module_suffix[module] : "?");
+}
+
+/* "model.layers.<L>.<suffix>" -> layer, module; 0 or -1 */
+static int hif8_module_parse(const char *name, int n_layers, int *layer, int *module)
+{
+    static const char prefix[] = "model.layers.";
+    if (strncmp(name, prefix, sizeof prefix - 1))
+        return -1;
+    char *end;
+    long l = strtol(name + sizeof prefix - 1, &end, 10);
+    if (end == name + sizeof prefix - 1 || *end != '.' || l < 0 || l >= n_layers)
+        return -1;
+    for (int k = 0; k < MODEL_LIN_COUNT; k++)
+        if (!strcmp(end + 1, hif8_module_suffix[k])) {
+            *layer = (int)l;
+            *module = k;
+            return 0;
+        }
+    return -1;
+}
+
+void model_hif8_free(model_hif8 *q)
+{
+    if (!q)
+        return;
+    for (int i = 0; q->codes && i < q->n; i++)
+        qs_free(q->codes[i]);
+    qs_free(q->codes);
+    qs_free(q->lin);
+    qs_free(q->slot);
+    qs_free(q);
+}
+
+static int hif8_config_modules(model_hif8 *q, const llama_config *c, const qs_json_at *qc,
+                               qs_diag *d)
+{
+    qs_json_at mods, scales = {0};
+    size_t n;
+    const char *act;
+    int rc;
+    if ((rc = qs_json_arr(qc, "modules", &mods, &n, d)) ||
+        (rc = qs_json_str(qc, "activation_scaling", &act, d)))
+        return rc;
+    if (n == 0 || n > (size_t)c->n_layers * MODEL_LIN_COUNT)
+        return qs_json_fail(&mods, NULL, QS_EFORMAT, d, "expected 1 to %d module names, found %zu",
+                            c->n_layers * MODEL_LIN_COUNT, n);
+    if (strcmp(act, "static") && strcmp(act, "dynamic"))
+        return qs_json_fail(qc, "activation_scaling", QS_EFORMAT, d,
+                            "expected \"static\" or \"dynamic\", found \"%s\"", act);
+    q->dynamic = !strcmp(act, "dynamic");
+    if (!q->dynamic && (rc = qs_json_obj(qc, "input_scales", &scales, d)))
+        return rc;
+    q->lin = qs_calloc(n, sizeof *q->lin);
+    q->codes = qs_calloc(n, sizeof *q->codes);
+    q->slot = qs_malloc((size_t)c->n_layers * MODEL_LIN_COUNT * sizeof *q->slot);
+    if (!q->lin || !q->codes || !q->slot)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    for (int k = 0; k < c->n_layers * MODEL_LIN_COUNT; k++)
+        q->slot[k] = -1;
+    for (size_t i = 0; i < n; i++) {
+        qs_json_at e = qs_json_item(&mods, i);
+        const char *name;
+        model_hif8_linear *l = &q->lin[i];
+        if ((rc = qs_json_str(&e, NULL, &name, d)))
+            return rc;
+        if (hif8_module_parse(name, c->n_layers, &l->layer, &l->module))
+            return qs_json_fail(&e, NULL, QS_EFORMAT, d, "expected a Linear module of this "
+                                "%d-block model such as \"model.layers.0.mlp.up_proj\", found "
+                                "\"%.200s\"", c->n_layers, name);
+        int *slot = &q->slot[l->layer * MODEL_LIN_COUNT + l->module];
+        if (*slot >= 0)
+            return qs_json_fail(&e, NULL, QS_EFORMAT, d, "\"%.200s\" listed twice", name);
+        *slot = (int)i;
+        q->n = (int)i + 1;
+        if (q->dynamic)
+            continue;
+        double v;
+        if ((rc = qs_json_num(&scales, name, &v, d)))
+            return rc;
+        if (!(v > 0) || v > 3.4e38 || (float)v != v)
+            return qs_json_fail(&scales, name, QS_EFORMAT, d, "expected a positive fp32 scale, "
+                                "found %g", v);
+        l->input_scale = (float)v;
+    }
+    if (!q->dynamic && json_object_size(scales.v) != n)
+        return qs_json_fail(&scales, NULL, QS_EFORMAT, d, "expected one scale per module (%zu), "
+                            "found %zu", n, json_object_size(scales.v));
+    return 0;
+}
+
+int model_hif8_config_read(const char *dir, const llama_config *c, model_hif8 **out, qs_diag *d)
+{
+    *out = NULL;
+    char path[4096];
+    if (fileio_join(path, sizeof path, dir, "config.json"))
+        return diag_set(d, QS_ERANGE, dir, -1, "path too long");
+    json_t *root;
+    int rc = qs_json_load_file(path, QS_JSON_OBJECT, &root, d);
+    if (rc)
+        return rc;
+    qs_json_at r = qs_json_root(root, path, -1), qc;
+    const char *method;
+    long long version;
+    if (!json_object_get(root, "quantization_config")) {
+        json_decref(root);
+        return 0;
+    }
+    model_hif8 *q = qs_calloc(1, sizeof *q);
+    if (!q)
+        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    else if (!(rc = qs_json_obj(&r, "quantization_config", &qc, d)) &&
+             !(rc = qs_json_str(&qc, "quant_method", &method, d))) {
+        if (strcmp(method, "hif8"))
+            rc = qs_json_fail(&qc, "quant_method", QS_EUNSUPPORTED, d,
+                              "\"%.60s\": only \"hif8\" checkpoints are read", method);
+        else if (!(rc = qs_json_i64(&qc, "version", 1, MODEL_HIF8_VERSION, &version, d)))
+            rc = hif8_config_modules(q, c, &qc, d);
+    }
+    json_decref(root);
+    if (rc) {
+        model_hif8_free(q);
+        return rc;
+    }
+    *out = q;
+    return 1;
+}
+
+int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetensors_tensor *t,
+                           const safetensors_tensor *ws, int64_t O, int64_t IN, float *w,
+                           const char *path, qs_diag *d)
+{
+    int i = q->slot[layer * MODEL_LIN_COUNT + module];
+    if (t->dtype != SAFETENSORS_U8 || t->ndim != 2 || t->shape[0] != O || t->shape[1] != IN)
+        return diag_set(d, QS_ESHAPE, path, -1, "tensor '%s': expected U8 [%lld, %lld] HiF8 "
+                        "codes (quantization_config lists it), found %s with %d dims",
+                        t->name, (long long)O, (long long)IN, safetensors_dtype_name(t->dtype),
+                        t->ndim);
+    if (!ws)
+        return diag_set(d, QS_ENOTFOUND, path, -1, "tensor '%s_scale' (F32 [1]) is missing",
+                        t->name);
+    float scale;
+    if (ws->dtype != SAFETENSORS_F32 || ws->n_elems != 1 ||
+        safetensors_tensor_to_f32(ws, &scale, path, d) || !(scale > 0.0f))
+        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': expected one positive finite F32 "
+                        "scale", ws->name);
+    const size_t n = (size_t)O * (size_t)IN;
+    for (size_t j = 0; j < n; j++) {
+        uint8_t c = t->data[j];
+        if (c == HIF8_CODE_NAN || c == HIF8_CODE_POS_INF || c == HIF8_CODE_NEG_INF)
+            return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': element %zu is code 0x%02X "
+                            "(%s), expected a finite saturating code", t->name, j, c,
+                            c == HIF8_CODE_NAN ? "NaN" : "Inf");
+    }
+    if (!(q->codes[i] = qs_malloc(n ? n : 1)))
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory for '%s'", t->name);
+    memcpy(q->codes[i], t->data, n);
+    q->lin[i].weight_scale = scale;
+    for (size_t j = 0; j < n; j++)
+        w[j] = hif8_decode(t->data[j]) / scale;
+    return 0;
+}
