@@ -351,3 +351,35 @@ TEST(export, broken_hif8_checkpoints_are_refused_by_name)
     ASSERT_OK(model_load_dir(&m, dir, &d), &d);
     model_free(&m);
 }
+
+/* static input scales: eval on the export (the real W8A8 path) and eval
+ * --precision hif8 on the run checkpoint (delayed scaling) agree bit for bit */
+TEST(export, run_checkpoint_export_scores_like_its_delayed_fake_quant)
+{
+    char bench[512];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    if (!test_shared_path(bench, sizeof bench, "bench"))
+        SKIP("../shared/bench not present");
+    const char *ck = ex_ckpt();
+    ASSERT_TRUE(ck != NULL);
+    char out[600], args[4096], sa[700], sb[700];
+    snprintf(out, sizeof out, "%s/export_run_eval", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s", ck, out), 0);
+    snprintf(sa, sizeof sa, "%s/export_run_real.jsonl", test_tmp_dir());
+    snprintf(sb, sizeof sb, "%s/export_run_fake.jsonl", test_tmp_dir());
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir %s --limit 20 "
+             "--precision bf16 --output %s.json --log-samples %s", out, bench, sa, sa);
+    ASSERT_EQ_INT(test_run_cli(args, ex_out, sizeof ex_out, ex_err, sizeof ex_err), 0);
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir %s --limit 20 "
+             "--precision hif8 --output %s.json --log-samples %s", ck, bench, sb, sb);
+    ASSERT_EQ_INT(test_run_cli(args, ex_out, sizeof ex_out, ex_err, sizeof ex_err), 0);
+    ASSERT_TRUE(strstr(ex_out, "delayed (train_state step 6)") != NULL);
+    char *a = NULL, *b = NULL;
+    size_t na, nb;
+    ASSERT_OK(fileio_read_all(sa, &a, &na, NULL), NULL);
+    ASSERT_OK(fileio_read_all(sb, &b, &nb, NULL), NULL);
+    ASSERT_TRUE(na == nb && na > 0 && !memcmp(a, b, na));
+    qs_free(a);
+    qs_free(b);
+}

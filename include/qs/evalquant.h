@@ -1,8 +1,17 @@
-/* evalquant.h: HiF8 W8A8 fake-quant for evaluation (eval --precision hif8).
+/* evalquant.h: HiF8 W8A8 for evaluation (eval --precision hif8), the arithmetic
+ * of the exported checkpoint (`qatscope export --format hif8`), bit for bit.
  *
  * Every planned Linear gets two quantizers, "<module>.input" and
- * "<module>.weight", used through quant_apply (frozen: nothing is recorded, no
- * history moves), with one of two scalings:
+ * "<module>.weight", whose scales s_x, s_w come from quant_apply_scale
+ * (frozen: nothing is recorded, no history moves).  The Linear runs in the code
+ * domain (model.h, hook fn returning 2): the HiF8 values decode(encode_sat(x *
+ * s_x)) and decode(encode_sat(w * s_w)) (the codes of quant_apply's fake-quant)
+ * go through the model's matmul (exact products, fp32 accumulation) and each
+ * output is multiplied once by hif8_dequant_factor(s_x, s_w) before the bias:
+ * what model_hif8_forward computes on the export.  (The training's fake-quant
+ * multiplies the dequantized values decode(c) / s instead, whose roundings in a
+ * bf16 matmul move a quantized model's outputs by more than W8A8 hardware does.)
+ * The scalings:
  *
  *   current  the scale comes from the exact amax at each forward call: per
  *            tensor for weights, per token (row) for activations, so a row's

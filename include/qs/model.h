@@ -68,9 +68,15 @@ typedef struct model_linear_hook {
     void *self;
     /* x[N, IN] input, w[O, IN] weight of linear (layer, module).  Return 1 after
      * writing fake-quantized copies to xq[N*IN] and wq[O*IN] (the matmul then
-     * uses them), 0 to use x and w unchanged, or a negative QS_E* to abort. */
+     * uses them), 0 to use x and w unchanged, or a negative QS_E* to abort.
+     * Return 2 after writing CODE-DOMAIN operands (HiF8 values without their
+     * scales, decode(encode_sat(x * s))) to xq and wq: the matmul then runs on
+     * them without bias and output row r becomes fl(acc * row_scale()[r]) + bias
+     * (model_linear_rows_finish), the W8A8 arithmetic of a HiF8 checkpoint. */
     int (*fn)(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
               const float *w, float *wq, int O);
+    /* With fn returning 2: the N row factors 1 / (s_x[r] s_w) of that call. */
+    const float *(*row_scale)(void *self);
     /* Optional: nonzero when fn may act on (layer, module) (substitute or observe);
      * where it returns 0 fn is not called, so the Linears that share an input
      * can run as one fused GEMM.  NULL: fn is called for every Linear. */
@@ -95,6 +101,10 @@ typedef struct llama_model {
                               * (qs/model_hif8.h): their dequantized weights are in params */
 } llama_model;
 
+/* The last step of a code-domain Linear (hook fn 2, HiF8 checkpoints):
+ * out[r, o] = fl(out[r, o] * row_scale[r]) (+ bias[o], may be NULL). */
+void model_linear_rows_finish(float *out, const float *row_scale, const float *bias, int N, int O);
+
 /* Size table + block (uninitialised) + views + RoPE table for cfg. */
 int model_init(llama_model *m, const llama_config *cfg, qs_diag *d);
 /* config.json + (sharded) safetensors from an HF directory: every expected
@@ -106,6 +116,10 @@ void model_free(llama_model *m);   /* safe on a zeroed model */
 /* The checkpoint's identity: sha256 over "name sha256\n" of config.json and
  * every *.safetensors file of dir, in name order (results.json's model_sha256). */
 int model_dir_sha256(const char *dir, char hex[65], qs_diag *d);
+/* Every parameter rounded to bf16 in place (round to nearest even, as the
+ * export stores them), except the weights of Linears a HiF8 checkpoint or the
+ * installed hook quantizes: evaluation in the arithmetic of the export. */
+void model_params_round_bf16(llama_model *m);
 /* Views of the table laid over any block of n_params floats (grads, Adam m/v). */
 int model_weights_point(llama_weights *w, const llama_model *m, float *block);
 /* Deterministic N(0, std^2) weights, norms = 1 (tests, benchmarks). */

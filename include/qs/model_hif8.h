@@ -64,6 +64,8 @@ typedef struct model_hif8 {
     int *slot;                   /* [n_layers * MODEL_LIN_COUNT]: index into lin or -1 */
     int dynamic;                 /* activation scaling per token */
     uint8_t **codes;             /* [n] the weight codes [O * IN] as stored */
+    float *row_scale;            /* [row_cap] scratch of model_hif8_forward */
+    size_t row_cap;
 } model_hif8;
 
 /* Reads dir/config.json's quantization_config: 0 when there is none (*out
@@ -80,5 +82,20 @@ int model_hif8_load_weight(model_hif8 *q, int layer, int module,
                            const struct safetensors_tensor *t,
                            const struct safetensors_tensor *ws, int64_t O, int64_t IN, float *w,
                            const char *path, qs_diag *d);
+
+/* W8A8 arithmetic of a quantized Linear (the "real path"): 1 when m is a
+ * HiF8 checkpoint that quantizes (layer, module).  model_forward then calls
+ * model_hif8_forward instead of a plain matmul:
+ *   xc = decode(encode_sat(fl(x * s_x)))    s_x the stored input scale, or
+ *                                           hif8_row_scale per row (dynamic)
+ *   wc = decode(code)                       the stored codes (exact)
+ *   acc = xc wc^T                           the matmul of m->precision: products
+ *                                           exact, fp32 accumulation
+ *   out = fl(acc * hif8_dequant_factor(s_x, s_w)) + bias    (model_linear_rows_finish)
+ * xq[N * IN] and wq[O * IN] are scratch (the activation arena's).  QS_ENAN
+ * when x holds NaN or Inf. */
+int model_hif8_planned(const struct llama_model *m, int layer, int module);
+int model_hif8_forward(struct llama_model *m, int layer, int module, float *out, const float *x,
+                       const float *bias, int N, int IN, int O, float *xq, float *wq);
 
 #endif

@@ -29,8 +29,13 @@ int cli_model_open(cli_model *cm, const char *dir, const char *precision, const 
     /* a HiF8 checkpoint carries its modules and scales (EVALQUANT_STORED) */
     evalquant_options qo = {cm->m.hif8 ? NULL : patterns, cm->m.hif8 ? EVALQUANT_AUTO : scaling,
                             dir};
-    if ((hif8 && (rc = evalquant_create_opts(&cm->eq, &cm->m, &qo, d))) ||
-        (rc = model_packs_create(&cm->m, d))) {
+    if (hif8 && (rc = evalquant_create_opts(&cm->eq, &cm->m, &qo, d))) {
+        cli_model_close(cm);
+        return rc;
+    }
+    if (hif8)   /* the other parameters as the export stores them */
+        model_params_round_bf16(&cm->m);
+    if ((rc = model_packs_create(&cm->m, d))) {
         cli_model_close(cm);
         return rc;
     }

@@ -325,6 +325,8 @@ int cmd_eval(int argc, char **argv)
     evalquant_options qo = {a.quant_modules, a.scaling, a.model};
     if (a.hif8 && (rc = evalquant_create_opts(&eq, &m, &qo, &d)))
         goto fail;
+    if (a.hif8)   /* the arithmetic of the export: its other tensors are bf16 */
+        model_params_round_bf16(&m);
     /* the histories that set the scales: hashed now, before hours of scoring */
     if (evalquant_scaling(eq) == EVALQUANT_DELAYED) {
         char state_path[1200];

@@ -39,6 +39,8 @@ struct evalquant {
     char (*names)[QUANT_NAME_MAX];   /* [n] module names */
     int scaling;           /* EVALQUANT_CURRENT | EVALQUANT_DELAYED | EVALQUANT_STORED */
     float *in_scale;       /* [n] EVALQUANT_STORED: the stored static input scale, 0 = per token */
+    float *row_scale;      /* [row_cap] the hook's factors 1 / (s_x s_w) of the last call */
+    size_t row_cap;
     char scaling_name[64];
     char recipe_text[QS_DIAG_PATH_MAX + 256];
 };
@@ -71,6 +73,30 @@ static int evalquant_planned(void *self, int layer, int module)
     return q->slot_of[layer * MODEL_LIN_COUNT + module] >= 0;
 }
 
+/* The weight of module s in the code domain: wq = decode(encode_sat(w * s_w))
+ * (a HiF8 checkpoint: its stored codes) and its scale. */
+static int evalquant_weight_codes(evalquant *q, int s, int layer, int module, const float *w,
+                                  float *wq, size_t n, float *sw)
+{
+    const model_hif8 *h = q->m->hif8;
+    if (q->scaling == EVALQUANT_STORED) {
+        int i = h->slot[layer * MODEL_LIN_COUNT + module];
+        *sw = h->lin[i].weight_scale;
+        hif8_codes_decode(h->codes[i], wq, n);
+        return 0;
+    }
+    qs_diag d = {0};
+    if (quant_apply_scale(quant_set_get(q->qs, 2 * s + 1), w, n, sw, &d) ||
+        hif8_scaled_values(w, wq, n, *sw))
+        return QS_ENAN;
+    return 0;
+}
+
+/* W8A8 in the code domain (model.h, fn returning 2): the HiF8 values of input
+ * and weight at the scales the quantizers give (the same codes as
+ * quant_apply's fake-quant), their product accumulated by the model's matmul,
+ * and one factor 1 / (s_x s_w) per output row: the arithmetic of the exported
+ * checkpoint (model_hif8_forward), bit for bit. */
 static int evalquant_hook(void *self, int layer, int module, const float *x, float *xq, int N,
                           int IN, const float *w, float *wq, int O)
 {
@@ -78,34 +104,42 @@ static int evalquant_hook(void *self, int layer, int module, const float *x, flo
     int s = q->slot_of[layer * MODEL_LIN_COUNT + module];
     if (s < 0)
         return 0;
+    if ((size_t)N > q->row_cap) {
+        float *rs = qs_realloc(q->row_scale, (size_t)N * sizeof *rs);
+        if (!rs)
+            return QS_ENOMEM;
+        q->row_scale = rs;
+        q->row_cap = (size_t)N;
+    }
+    float sw, sx = 0.0f;
+    int rc = evalquant_weight_codes(q, s, layer, module, w, wq, (size_t)O * IN, &sw);
+    if (rc)
+        return rc;
     qs_diag d = {0};
     quant *qi = quant_set_get(q->qs, 2 * s);
-    if (q->scaling == EVALQUANT_STORED) {
-        /* a HiF8 checkpoint: its weights load as decode(code) / scale, the
-         * fake-quantized weights already; inputs at the stored scales */
-        hif8_stats st;
-        if (q->in_scale[s] > 0.0f)
-            hif8_fakequant(x, xq, (size_t)N * IN, q->in_scale[s], 0, &st);
-        for (int r = 0; q->in_scale[s] == 0.0f && r < N; r++)
-            if (quant_apply(qi, x + (size_t)r * IN, xq + (size_t)r * IN, (size_t)IN, &d))
-                return QS_ENAN;
-        if (q->in_scale[s] > 0.0f && st.n_nan)
+    /* one scale for the call (delayed; a checkpoint's static scale), else per
+     * token: a row's scale from that row alone, so a choice's score does not
+     * depend on which rows (siblings, padding, batch) share the forward */
+    int per_row = q->scaling == EVALQUANT_CURRENT ||
+                  (q->scaling == EVALQUANT_STORED && q->in_scale[s] == 0.0f);
+    if (q->scaling == EVALQUANT_STORED && !per_row)
+        sx = q->in_scale[s];
+    else if (!per_row && quant_apply_scale(qi, x, (size_t)N * IN, &sx, &d))
+        return QS_ENAN;
+    size_t bad = 0;
+    for (int r = 0; r < N; r++) {
+        const float *xr = x + (size_t)r * IN;
+        if (per_row && quant_apply_scale(qi, xr, (size_t)IN, &sx, &d))
             return QS_ENAN;
-        memcpy(wq, w, (size_t)O * IN * sizeof *wq);
-        return 1;
+        bad += hif8_scaled_values(xr, xq + (size_t)r * IN, (size_t)IN, sx);
+        q->row_scale[r] = hif8_dequant_factor(sx, sw);
     }
-    if (q->scaling == EVALQUANT_CURRENT) {
-        /* per token: a row's scale from that row alone, so a choice's score does not
-         * depend on which rows (siblings, padding, batch) share the forward */
-        for (int r = 0; r < N; r++)
-            if (quant_apply(qi, x + (size_t)r * IN, xq + (size_t)r * IN, (size_t)IN, &d))
-                return QS_ENAN;
-    } else if (quant_apply(qi, x, xq, (size_t)N * IN, &d)) {
-        return QS_ENAN;
-    }
-    if (quant_apply(quant_set_get(q->qs, 2 * s + 1), w, wq, (size_t)O * IN, &d))
-        return QS_ENAN;
-    return 1;
+    return bad ? QS_ENAN : 2;
+}
+
+static const float *evalquant_row_scale(void *self)
+{
+    return ((const evalquant *)self)->row_scale;
 }
 
 static int evalquant_plan(qplan *p, const char *patterns, qs_diag *d)
@@ -473,6 +507,7 @@ done:
     m->hook.self = q;
     m->hook.fn = evalquant_hook;
     m->hook.planned = evalquant_planned;
+    m->hook.row_scale = evalquant_row_scale;
     *out = q;
     return 0;
 }
@@ -491,9 +526,11 @@ void evalquant_destroy(evalquant *q)
         q->m->hook.self = NULL;
         q->m->hook.fn = NULL;
         q->m->hook.planned = NULL;
+        q->m->hook.row_scale = NULL;
     }
     quant_set_destroy(q->qs);
     qs_free(q->in_scale);
+    qs_free(q->row_scale);
     qs_free(q->slot_of);
     qs_free(q->names);
     qs_free(q);

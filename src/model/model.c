@@ -420,6 +420,21 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
     return rc;
 }
 
+void model_params_round_bf16(llama_model *m)
+{
+    for (int i = 0; i < m->n_tensors; i++) {
+        const model_tensor *e = &m->tensors[i];
+        int mod = model_kind_module(e->kind);
+        if (mod >= 0 && (model_hif8_planned(m, e->layer, mod) ||
+                         (m->hook.fn && (!m->hook.planned ||
+                                         m->hook.planned(m->hook.self, e->layer, mod)))))
+            continue;
+        float *p = m->params + e->offset_elems;
+        for (size_t j = 0; j < e->n_elems; j++)
+            p[j] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(p[j]));
+    }
+}
+
 /* splitmix64 (rng_splitmix64) + Box-Muller: deterministic, independent of the thread count. */
 
 void model_params_randomize(llama_model *m, uint64_t seed, float std)

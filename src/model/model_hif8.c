@@ -10,6 +10,7 @@
 #include "qs/fileio.h"
 #include "qs/hif8.h"
 #include "qs/json.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/model_hif8.h"
@@ -53,6 +54,7 @@ void model_hif8_free(model_hif8 *q)
     for (int i = 0; q->codes && i < q->n; i++)
         qs_free(q->codes[i]);
     qs_free(q->codes);
+    qs_free(q->row_scale);
     qs_free(q->lin);
     qs_free(q->slot);
     qs_free(q);
@@ -184,5 +186,58 @@ int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetenso
     q->lin[i].weight_scale = scale;
     for (size_t j = 0; j < n; j++)
         w[j] = hif8_decode(t->data[j]) / scale;
+    return 0;
+}
+
+int model_hif8_planned(const llama_model *m, int layer, int module)
+{
+    return m->hif8 && m->hif8->slot[layer * MODEL_LIN_COUNT + module] >= 0;
+}
+
+void model_linear_rows_finish(float *out, const float *row_scale, const float *bias, int N, int O)
+{
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((size_t)N * O > 65536)
+#endif
+    for (int r = 0; r < N; r++) {
+        float *y = out + (size_t)r * O;
+        const float f = row_scale[r];
+        for (int o = 0; o < O; o++)
+            y[o] = bias ? y[o] * f + bias[o] : y[o] * f;
+    }
+}
+
+int model_hif8_forward(llama_model *m, int layer, int module, float *out, const float *x,
+                       const float *bias, int N, int IN, int O, float *xq, float *wq)
+{
+    model_hif8 *q = m->hif8;
+    const int i = q->slot[layer * MODEL_LIN_COUNT + module];
+    const model_hif8_linear *l = &q->lin[i];
+    if ((size_t)N > q->row_cap) {
+        float *rs = qs_realloc(q->row_scale, (size_t)N * sizeof *rs);
+        if (!rs)
+            return QS_ENOMEM;
+        q->row_scale = rs;
+        q->row_cap = (size_t)N;
+    }
+    size_t bad = 0;
+    if (l->input_scale > 0.0f) {
+        bad = hif8_scaled_values(x, xq, (size_t)N * IN, l->input_scale);
+        const float f = hif8_dequant_factor(l->input_scale, l->weight_scale);
+        for (int r = 0; r < N; r++)
+            q->row_scale[r] = f;
+    } else {
+        for (int r = 0; r < N; r++) {
+            const float *xr = x + (size_t)r * IN;
+            const float s = hif8_row_scale(xr, (size_t)IN);
+            bad += hif8_scaled_values(xr, xq + (size_t)r * IN, (size_t)IN, s);
+            q->row_scale[r] = hif8_dequant_factor(s, l->weight_scale);
+        }
+    }
+    if (bad)
+        return QS_ENAN;
+    hif8_codes_decode(q->codes[i], wq, (size_t)O * IN);
+    matmul_forward_ws(out, xq, wq, NULL, N, IN, O, m->precision, m->ws);
+    model_linear_rows_finish(out, q->row_scale, bias, N, O);
     return 0;
 }

@@ -77,17 +77,7 @@ int quant_recipe_check(const quant_recipe *r, qs_diag *d)
 
 int quant_scale_from_amax(float est_amax, int margin, float *scale)
 {
-    if (!(est_amax > 0.0f) || !isfinite(est_amax))
-        return QS_ERANGE;
-    float top = ldexpf(HIF8_MAX_FINITE, -margin);   /* 32768 / 2^margin, exact */
-    float s = top / est_amax;
-    if (!isfinite(s) || !(s > 0.0f))
-        return QS_ERANGE;
-    /* the boundary promise: est_amax * scale must not round above top */
-    while (est_amax * s > top)
-        s = nextafterf(s, 0.0f);
-    *scale = s;
-    return 0;
+    return hif8_scale_for_amax(est_amax, margin, scale);   /* the rule lives with the codec */
 }
 
 int quant_set_create(quant_set **out, const quant_recipe *r, const char *const *names, int n,

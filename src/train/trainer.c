@@ -169,6 +169,11 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     if ((rc = model_load_dir(&t->m, t->model_dir, d)) ||
         (rc = matmul_precision_parse(cfg->precision, "precision", &t->m.precision, d)))
         goto fail;
+    if (t->m.hif8) {
+        rc = diag_set(d, QS_EINVAL, t->model_dir, -1, "a HiF8 checkpoint (quantization_config: "
+                      "weights stored as codes) is for inference: train from its source checkpoint");
+        goto fail;
+    }
     if ((rc = trainer_alloc(t, d)))
         goto fail;
     t->hp = (adamw_hparams){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay};

@@ -1,0 +1,173 @@
+/* test_w8a8.c: W8A8 inference on an exported HiF8 checkpoint agrees with
+ * `eval --precision hif8` on its source bit for bit (the code-domain
+ * arithmetic, evalquant.h): per item log-likelihoods, ppl and generate. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/hif8.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_hif8.h"
+#include "qs/quant.h"
+#include "test.h"
+
+static char w8_out[32768], w8_err[4096];
+
+static int w8_cli(const char *args)
+{
+    int rc = test_run_cli(args, w8_out, sizeof w8_out, w8_err, sizeof w8_err);
+    if (rc)
+        fprintf(stderr, "    %s\n    -> %d: %s", args, rc, w8_err);
+    return rc;
+}
+
+static int w8_same_file(const char *a, const char *b)
+{
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    int same = !fileio_read_all(a, &x, &nx, NULL) && !fileio_read_all(b, &y, &ny, NULL) &&
+               nx == ny && nx > 0 && !memcmp(x, y, nx);
+    qs_free(x);
+    qs_free(y);
+    return same;
+}
+
+/* export SRC with FLAGS, then eval the export (bf16: the real path) and the
+ * source (hif8: evalquant's fake-quant on FLAGS' modules) on the same items:
+ * the per-item logs must be identical files */
+static int w8_agree(const char *name, const char *src, const char *flags, const char *tasks,
+                    const char *limit)
+{
+    char bench[512], out[600], args[4096], sa[700], sb[700];
+    if (!test_shared_path(bench, sizeof bench, "bench"))
+        return -1;
+    snprintf(out, sizeof out, "%s/w8_%s", test_tmp_dir(), name);
+    snprintf(args, sizeof args, "export --format hif8 --model %s --out %s %s", src, out, flags);
+    if (w8_cli(args))
+        return 1;
+    snprintf(sa, sizeof sa, "%s/w8_%s_real.jsonl", test_tmp_dir(), name);
+    snprintf(sb, sizeof sb, "%s/w8_%s_fake.jsonl", test_tmp_dir(), name);
+    snprintf(args, sizeof args, "eval --model %s --tasks %s --data-dir %s --limit %s --precision "
+             "bf16 --output %s/w8_%s_real.json --log-samples %s", out, tasks, bench, limit,
+             test_tmp_dir(), name, sa);
+    if (w8_cli(args))
+        return 2;
+    snprintf(args, sizeof args, "eval --model %s --tasks %s --data-dir %s --limit %s --precision "
+             "hif8 %s --output %s/w8_%s_fake.json --log-samples %s", src, tasks, bench, limit,
+             flags, test_tmp_dir(), name, sb);
+    if (w8_cli(args))
+        return 3;
+    return w8_same_file(sa, sb) ? 0 : 4;
+}
+
+TEST(w8a8, stories260K_export_scores_like_fake_quant_bit_for_bit)
+{
+    char dir[512];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    if (!test_shared_path(dir, sizeof dir, "models/stories260K"))
+        SKIP("../shared/models/stories260K not present");
+    /* an F32 checkpoint, current scaling: dynamic per-token input scales */
+    int rc = w8_agree("s260k", dir, "--quant-modules '*.mlp.*'", "arc_easy,hellaswag", "24");
+    if (rc < 0)
+        SKIP("../shared/bench not present");
+    ASSERT_EQ_INT(rc, 0);
+}
+
+TEST(w8a8, demo_export_of_middle_blocks_scores_like_fake_quant_bit_for_bit)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    /* attention and MLP of the middle blocks: the q/k/v and gate/up groups too */
+    int rc = w8_agree("demo", "data/demo/model", "--quant-modules 'layers.2-5.*'",
+                      "arc_easy,arc_challenge", "20");
+    if (rc < 0)
+        SKIP("../shared/bench not present");
+    ASSERT_EQ_INT(rc, 0);
+}
+
+/* compare: the export (real path, bf16) against its source's hif8 eval
+ * arithmetic over a text: KL exactly 0; and against fp32 it quantizes */
+TEST(w8a8, compare_export_with_source_fake_quant_is_zero_kl)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char out[600], txt[600], args[4096];
+    snprintf(out, sizeof out, "%s/w8_cmp", test_tmp_dir());
+    snprintf(args, sizeof args, "export --format hif8 --model data/demo/model --out %s "
+             "--quant-modules 'layers.1-6.mlp.*,layers.3.self_attn.*'", out);
+    ASSERT_EQ_INT(w8_cli(args), 0);
+    snprintf(txt, sizeof txt, "%s/w8.txt", test_tmp_dir());
+    const char *s = "Lily saw a big dog in the park. The dog had a ball. Lily and the dog played "
+                    "until the sun went down, and then they went home to eat.";
+    ASSERT_OK(fileio_write_atomic(txt, s, strlen(s), NULL), NULL);
+    snprintf(args, sizeof args, "compare --model %s --reference data/demo/model --text %s --json "
+             "--precision bf16 --reference-precision hif8 --quant-modules "
+             "'layers.1-6.mlp.*,layers.3.self_attn.*'", out, txt);
+    ASSERT_EQ_INT(w8_cli(args), 0);
+    ASSERT_TRUE(strstr(w8_out, "\"kl_max\": 0,") && strstr(w8_out, "\"top1_agree\": 1,"));
+    snprintf(args, sizeof args, "compare --model %s --reference data/demo/model --text %s --json "
+             "--precision bf16 --reference-precision bf16", out, txt);
+    ASSERT_EQ_INT(w8_cli(args), 0);
+    ASSERT_TRUE(strstr(w8_out, "\"kl_max\": 0,") == NULL);
+    /* ppl reads the export too (real path) */
+    snprintf(args, sizeof args, "ppl --model %s --text %s --precision bf16 --json", out, txt);
+    ASSERT_EQ_INT(w8_cli(args), 0);
+    ASSERT_TRUE(strstr(w8_out, "\"ppl\": ") != NULL);
+}
+
+/* the real path on one Linear against the definition, element by element */
+TEST(w8a8, forward_of_a_quantized_linear_is_the_documented_arithmetic)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char out[600], args[2048];
+    snprintf(out, sizeof out, "%s/w8_one", test_tmp_dir());
+    snprintf(args, sizeof args, "export --format hif8 --model data/demo/model --out %s "
+             "--quant-modules 'layers.4.mlp.down_proj'", out);
+    ASSERT_EQ_INT(w8_cli(args), 0);
+    llama_model m;
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, out, &d), &d);
+    ASSERT_TRUE(model_hif8_planned(&m, 4, MODEL_LIN_DOWN) && !model_hif8_planned(&m, 4, 5));
+    const int N = 3, IN = m.cfg.hidden_dim, O = m.cfg.dim;
+    float *x = qs_malloc((size_t)N * IN * sizeof *x), *y = qs_malloc((size_t)N * O * sizeof *y);
+    float *xq = qs_malloc((size_t)N * IN * sizeof *xq), *wq = qs_malloc((size_t)O * IN * 4);
+    ASSERT_TRUE(x && y && xq && wq);
+    for (int i = 0; i < N * IN; i++)
+        x[i] = (float)((i * 37 % 101) - 50) * (i % 7 == 0 ? 3.0f : 0.01f);
+    for (int r = 0; r < IN; r++)
+        x[2 * IN + r] = 0.0f;   /* an all-zero row: scale 1 */
+    m.precision = 0;   /* MATMUL_FP32: fma in k order */
+    ASSERT_OK(model_hif8_forward(&m, 4, MODEL_LIN_DOWN, y, x, NULL, N, IN, O, xq, wq), NULL);
+    const model_hif8 *h = m.hif8;
+    const float sw = h->lin[0].weight_scale;
+    for (int r = 0; r < N; r++) {
+        float amax = 0;
+        for (int k = 0; k < IN; k++)
+            amax = fabsf(x[r * IN + k]) > amax ? fabsf(x[r * IN + k]) : amax;
+        float sx = 1.0f;
+        if (amax > 0)
+            ASSERT_OK(quant_scale_from_amax(amax, 0, &sx), NULL);
+        for (int o = 0; o < O; o++) {
+            double acc = 0, mag = 0;   /* exact products, summed in double */
+            for (int k = 0; k < IN; k++) {
+                double p = (double)hif8_decode(hif8_encode(x[r * IN + k] * sx, HIF8_SAT)) *
+                           hif8_decode(h->codes[0][(size_t)o * IN + k]);
+                acc += p;
+                mag += fabs(p);
+            }
+            /* fp32 accumulation: <= IN u sum|p| (matmul.h), then two roundings */
+            double f = 1.0 / ((double)sx * sw), want = acc * f;
+            ASSERT_NEAR(y[r * O + o], want, (IN + 2) * 0x1p-24 * mag * f + 1e-30);
+        }
+    }
+    qs_free(x);
+    qs_free(y);
+    qs_free(xq);
+    qs_free(wq);
+    model_free(&m);
+}
