@@ -72,6 +72,9 @@ typedef struct model_hif8 {
  * NULL), else a validated model_hif8 without codes (the loader fills them);
  * errors name the file and the JSON path. */
 int model_hif8_config_read(const char *dir, const llama_config *c, model_hif8 **out, qs_diag *d);
+/* The same from config.json's text (path for messages; the fuzz target). */
+int model_hif8_config_parse(const char *text, size_t len, const char *path,
+                            const llama_config *c, model_hif8 **out, qs_diag *d);
 void model_hif8_free(model_hif8 *q);   /* NULL ok */
 /* The loader's part for one stored tensor of m->hif8's Linear (layer, module):
  * weight t (U8 [O, IN]) and its scale tensor ws (F32 [1]): checks both, keeps

@@ -117,14 +117,12 @@ static int hif8_config_modules(model_hif8 *q, const llama_config *c, const qs_js
     return 0;
 }
 
-int model_hif8_config_read(const char *dir, const llama_config *c, model_hif8 **out, qs_diag *d)
+int model_hif8_config_parse(const char *text, size_t len, const char *path,
+                            const llama_config *c, model_hif8 **out, qs_diag *d)
 {
     *out = NULL;
-    char path[4096];
-    if (fileio_join(path, sizeof path, dir, "config.json"))
-        return diag_set(d, QS_ERANGE, dir, -1, "path too long");
     json_t *root;
-    int rc = qs_json_load_file(path, QS_JSON_OBJECT, &root, d);
+    int rc = qs_json_load_text(text, len, path, 1, QS_JSON_OBJECT, &root, d);
     if (rc)
         return rc;
     qs_json_at r = qs_json_root(root, path, -1), qc;
@@ -152,6 +150,20 @@ int model_hif8_config_read(const char *dir, const llama_config *c, model_hif8 **
     }
     *out = q;
     return 1;
+}
+
+int model_hif8_config_read(const char *dir, const llama_config *c, model_hif8 **out, qs_diag *d)
+{
+    *out = NULL;
+    char path[4096], *text = NULL;
+    size_t len = 0;
+    if (fileio_join(path, sizeof path, dir, "config.json"))
+        return diag_set(d, QS_ERANGE, dir, -1, "path too long");
+    int rc = fileio_read_all(path, &text, &len, d);
+    if (!rc)
+        rc = model_hif8_config_parse(text, len, path, c, out, d);
+    qs_free(text);
+    return rc;
 }
 
 int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetensors_tensor *t,
