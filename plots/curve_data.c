@@ -137,6 +137,12 @@ static int read_metrics(curve_run *r, const char *path, qs_diag *d)
                                       : 0;
     }
     qs_jsonl_close(&jr);
+    if (rc == QS_EFORMAT) {   /* say what a record looks like and where it is documented */
+        char msg[QS_DIAG_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", d->msg);
+        diag_set(d, rc, d->path, d->line, "%s (a train/eval record: README '### run directory')",
+                 msg);
+    }
     return rc == QS_ETRUNC ? 0 : rc;
 }
 

@@ -20,7 +20,7 @@
 #include "qs/mem.h"
 #include "qs/zlog.h"
 
-/* quant.jsonl layout this reader understands (formats.md; bumps on any change) */
+/* quant.jsonl layout this reader understands (README "### quant.jsonl.zst"; bumps on any change) */
 #define HEATMAP_QUANT_LOG_VERSION 1
 
 static const char *const metric_names[] = {"clip_rate", "amax_ratio", "underflow_rate", "qsnr"};

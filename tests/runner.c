@@ -1,5 +1,7 @@
 /* runner.c: runs every registered test (optionally those whose "suite.name"
- * contains argv[1]), prints one line each and the final tally. */
+ * contains argv[1]), prints one line each and the final tally.  The table grows
+ * with the tests (no fixed maximum); a registration that cannot be stored (out of
+ * memory) fails the run loudly before any test runs. */
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -7,13 +9,13 @@
 
 #include "test.h"
 
-#define TEST_MAX 4096
-
-static struct {
+typedef struct test_entry {
     const char *suite, *name;
     test_fn fn;
-} tests[TEST_MAX];
-static int n_tests;
+} test_entry;
+/* plain realloc, not qs_malloc: tests count and fail qs_malloc's allocations */
+static test_entry *tests;
+static int n_tests, cap_tests, n_lost;
 
 int test_failed_flag;
 int test_skipped_flag;
@@ -21,12 +23,18 @@ char test_skip_reason[256];
 
 void test_register(const char *suite, const char *name, test_fn fn)
 {
-    if (n_tests < TEST_MAX) {
-        tests[n_tests].suite = suite;
-        tests[n_tests].name = name;
-        tests[n_tests].fn = fn;
-        n_tests++;
+    if (n_tests == cap_tests) {
+        int cap = cap_tests ? 2 * cap_tests : 512;
+        test_entry *grown = realloc(tests, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            fprintf(stderr, "runner: cannot register %s.%s: out of memory\n", suite, name);
+            n_lost++;
+            return;
+        }
+        tests = grown;
+        cap_tests = cap;
     }
+    tests[n_tests++] = (test_entry){suite, name, fn};
 }
 
 const char *test_shared_path(char *buf, size_t buf_bytes, const char *rel)
@@ -79,7 +87,7 @@ int test_run_cli(const char *args, char *out, size_t out_bytes, char *err, size_
 
 static int cmp_tests(const void *a, const void *b)
 {
-    const __typeof__(tests[0]) *x = a, *y = b;
+    const test_entry *x = a, *y = b;
     int c = strcmp(x->suite, y->suite);
     return c ? c : strcmp(x->name, y->name);
 }
@@ -88,7 +96,12 @@ int main(int argc, char **argv)
 {
     const char *filter = argc > 1 ? argv[1] : NULL;
     int passed = 0, failed = 0, skipped = 0;
-    qsort(tests, (size_t)n_tests, sizeof tests[0], cmp_tests);
+    if (n_lost) {
+        fprintf(stderr, "runner: %d test(s) could not be registered; nothing run\n", n_lost);
+        return 1;
+    }
+    if (n_tests)
+        qsort(tests, (size_t)n_tests, sizeof tests[0], cmp_tests);
     for (int i = 0; i < n_tests; i++) {
         char full[256];
         snprintf(full, sizeof full, "%s.%s", tests[i].suite, tests[i].name);
@@ -114,5 +127,6 @@ int main(int argc, char **argv)
     if (system(cmd) != 0)
         fprintf(stderr, "warning: could not remove %s\n", test_tmp_dir());
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    free(tests);
     return failed ? 1 : 0;
 }

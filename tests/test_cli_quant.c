@@ -77,6 +77,8 @@ TEST(cli_quant, satstat_lists_worst_tensor_first)
     const char *first = strstr(top, "   1  ");
     ASSERT_TRUE(first && !strncmp(first + 6, "layers.2.mlp.down_proj.input", 28));
     ASSERT_TRUE(strstr(out, "per quantizer:") != NULL);
+    ASSERT_TRUE(strstr(out, "worst true/pred (step)") != NULL);   /* replay's wording */
+    ASSERT_TRUE(strstr(out, "4.0000 (20)") != NULL);   /* 4x the predicted amax at step 20 */
 }
 
 TEST(cli_quant, satstat_json_matches_the_log)
@@ -100,7 +102,9 @@ TEST(cli_quant, satstat_json_matches_the_log)
     json_t *q2 = json_array_get(json_object_get(o, "quantizers"), 2);
     ASSERT_EQ_INT(json_integer_value(json_object_get(q2, "sat_steps")), 2);
     ASSERT_NEAR(json_number_value(json_object_get(q2, "max_clip_rate")), 1.0 / 128.0, 1e-9);
-    ASSERT_NEAR(json_number_value(json_object_get(q2, "worst_pred_over_true")), 0.25, 1e-9);
+    /* true/pred, as replay and the amax_ratio heatmap (issue 16.8; was pred/true 0.25) */
+    ASSERT_NEAR(json_number_value(json_object_get(q2, "worst_true_over_pred")), 4.0, 1e-9);
+    ASSERT_TRUE(json_object_get(q2, "worst_pred_over_true") == NULL);
     json_decref(o);
 }
 
@@ -161,6 +165,56 @@ TEST(cli_quant, errors_exit_2_with_one_line)
             strchr(err, '\n') != err + strlen(err) - 1)
             TEST_FAIL_AT("'%s': exit %d, stderr '%s', want '%s'", args, rc, err, cases[i].want);
     }
+}
+
+/* replay scores a recipe only if a quantizer (train) would accept it: a max-window
+ * longer than the history is refused with train's message (issue 16.8). */
+TEST(cli_quant, replay_refuses_a_recipe_train_refuses)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *dir = make_run_dir();
+    ASSERT_TRUE(dir != NULL);
+    static char out[BUF], err[BUF];
+    char args[700];
+    snprintf(args, sizeof args, "replay %s --history 10 --estimators max-window:64", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 2);
+    ASSERT_TRUE(strstr(err, "max-window:64 needs a history of at least 64 steps, got 10") != NULL);
+    snprintf(args, sizeof args, "replay %s --estimators max-window:2048", dir);   /* log: 1024 */
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 2);
+    ASSERT_TRUE(strstr(err, "needs a history of at least 2048 steps, got 1024") != NULL);
+    snprintf(args, sizeof args, "replay %s --history 64 --estimators max-window:64", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
+}
+
+/* A bit flipped inside the log is a corrupt zstd frame, not a JSON error about
+ * records it altered (issue 16.8). */
+TEST(cli_quant, flipped_bit_in_the_log_is_a_corrupt_zstd_frame)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *dir = make_run_dir();
+    ASSERT_TRUE(dir != NULL);
+    char src[700], bad[700];
+    snprintf(src, sizeof src, "%s/quant.jsonl.zst", dir);
+    snprintf(bad, sizeof bad, "%s/flipped.jsonl.zst", test_tmp_dir());
+    fileio_map m;
+    qs_diag d = {0};
+    ASSERT_OK(fileio_map_open(&m, src, &d), &d);
+    unsigned char *copy = qs_malloc(m.bytes);
+    ASSERT_TRUE(copy != NULL);
+    memcpy(copy, m.data, m.bytes);
+    copy[m.bytes / 2] ^= 0x04;   /* inside some frame's compressed records */
+    int rc = fileio_write_atomic(bad, copy, m.bytes, &d);
+    fileio_unmap(&m);
+    qs_free(copy);
+    ASSERT_OK(rc, &d);
+    static char out[BUF], err[BUF];
+    char args[800];
+    snprintf(args, sizeof args, "satstat %s", bad);
+    ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 2);
+    ASSERT_TRUE(strstr(err, "zstd frame at byte") != NULL && strstr(err, "is corrupt") != NULL);
+    ASSERT_TRUE(strstr(err, "JSON") == NULL && strstr(err, "expected") == NULL);
 }
 
 TEST(cli_quant, truncated_log_is_summarised_with_a_warning)

@@ -72,7 +72,10 @@ TEST(cli_train, run_then_resume_equals_straight_run)
     snprintf(args, sizeof args, "train --config %s", cfg);
     ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
     ASSERT_TRUE(strstr(cli_out, "HiF8 QAT on") != NULL);
-    ASSERT_TRUE(strstr(cli_out, "step 6/6") != NULL);
+    /* steps count from 0 on the progress line too (issue 16.8; was "step 6/6") */
+    ASSERT_TRUE(strstr(cli_out, "step 5/5") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "step 0/5") != NULL);
+    ASSERT_TRUE(strstr(cli_out, "step 6/") == NULL);
     ASSERT_TRUE(strstr(cli_out, "ckpt/step_6") != NULL);
 
     cfg = write_config("halves", "");
@@ -169,4 +172,243 @@ TEST(cli_train, in_loop_eval_writes_baseline_and_periodic_eval_lines)
     ASSERT_TRUE(strstr(text, "{\"type\":\"eval\",\"step\":4,") != NULL);
     ASSERT_TRUE(strstr(text, "\"n\":6,\"items_acc\":\"") != NULL);
     qs_free(text);
+}
+
+/* Every shortcut flag and every --set takes effect, however many there are, in
+ * argument order (the last assignment of a key wins): 12 shortcuts and 70 --set
+ * (the parser once dropped shortcuts past 8 and refused more than 60 --set). */
+TEST(cli_train, many_set_and_shortcut_flags_all_take_effect)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("manyflags", "");
+    ASSERT_TRUE(cfg != NULL);
+    char args[8192];
+    int n = snprintf(args, sizeof args, "train --config %s --quiet", cfg);
+    for (int i = 0; i < 70; i++)   /* lr = 0.001 + i * 1e-5; the last is 0.00169 */
+        n += snprintf(args + n, sizeof args - (size_t)n, " --set lr=%g", 0.001 + i * 1e-5);
+    n += snprintf(args + n, sizeof args - (size_t)n,
+                  " --steps 9 --ste pass --precision fp32 --plot-every 5 --bf16-warmup-steps 3"
+                  " --steps 8 --precision=bf16 --plot-every=0 --ste masked"
+                  " --bf16-warmup-steps=1 --set seed=7 --steps 2");
+    ASSERT_TRUE(n < (int)sizeof args);
+    int rc = test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+    if (rc)
+        fprintf(stderr, "    %s", cli_err);
+    ASSERT_EQ_INT(rc, 0);
+    char path[700], *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/manyflags/config.json", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &text, &len, NULL), NULL);
+    /* the snapshot is one key per line, "key": value */
+    const char *want[] = {"\"steps\": 2,", "\"ste\": \"masked\"", "\"precision\": \"bf16\"",
+                          "\"plot_every\": 0,", "\"bf16_warmup_steps\": 1,", "\"seed\": 7,",
+                          "\"lr\": 0.00169,"};
+    int missing = -1;
+    for (int i = 0; i < 7 && missing < 0; i++)
+        if (!strstr(text, want[i]))
+            missing = i;
+    if (missing >= 0)
+        fprintf(stderr, "    config.json lacks %s:\n%s\n", want[missing], text);
+    qs_free(text);
+    ASSERT_EQ_INT(missing, -1);
+    snprintf(path, sizeof path, "%s/manyflags/ckpt/step_2/train_state.bin", test_tmp_dir());
+    ASSERT_TRUE(fileio_exists(path));   /* and the run did stop after 2 steps */
+}
+
+/* qat true but nothing would ever be quantized is refused before the run dir
+ * exists: a selection with no Linear in it, and a bf16 warmup that outlasts the
+ * run (issue 16: such runs used to exit 0 without a quantizer log). */
+TEST(cli_train, a_run_that_would_never_quantize_is_refused)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("noqat", "");
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400], dir[700];
+    snprintf(dir, sizeof dir, "%s/noqat", test_tmp_dir());
+    snprintf(args, sizeof args, "train --config %s --set 'quant_modules=default,!layers.3-5.mlp.*'",
+             cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "selects no Linear of this 8-block model") != NULL);
+    ASSERT_TRUE(strstr(cli_err, "qat=false") != NULL);
+    ASSERT_TRUE(!fileio_exists(dir));
+    snprintf(args, sizeof args, "train --config %s --bf16-warmup-steps 6", cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "bf16_warmup_steps 6 >= steps 6 with qat true") != NULL);
+    ASSERT_TRUE(!fileio_exists(dir));
+    /* the same settings without QAT are a valid baseline run */
+    snprintf(args, sizeof args, "train --config %s --bf16-warmup-steps 6 --set qat=false --steps 1 "
+             "--quiet", cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+}
+
+/* The case a new user hit: stories260K has 5 blocks, the default selection skips
+ * the first 3 and the last 2, so nothing is left; train names the count and a fix. */
+TEST(cli_train, default_selection_on_a_5_block_model_is_refused_with_a_hint)
+{
+    char model[512];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    if (!test_shared_path(model, sizeof model, "models/stories260K"))
+        SKIP("../shared/models/stories260K not present");
+    char args[1600], path[700], js[1600];
+    snprintf(args, sizeof args,
+             "tokenize --model %s --input data/demo/train.txt --out %s/s260_shards", model,
+             test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    snprintf(path, sizeof path, "%s/s260.json", test_tmp_dir());
+    int n = snprintf(js, sizeof js,
+                     "{\"model\":\"%s\",\"train_data\":\"%s/s260_shards\",\"out_dir\":\"%s/s260\","
+                     "\"batch_size\":2,\"seq_len\":16,\"steps\":4,\"bf16_warmup_steps\":2}",
+                     model, test_tmp_dir(), test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
+    snprintf(args, sizeof args, "train --config %s", path);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "quant_modules 'default' selects no Linear of this 5-block model") !=
+                NULL);
+    ASSERT_TRUE(strstr(cli_err, "quant_modules=layers.*.mlp.*") != NULL);
+    snprintf(args, sizeof args, "train --config %s --set 'quant_modules=layers.*.mlp.*' --quiet",
+             path);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    snprintf(path, sizeof path, "%s/s260/quant.jsonl.zst", test_tmp_dir());
+    ASSERT_TRUE(fileio_exists(path));
+}
+
+/* Files that ship with qatscope are found next to the binary, not in the current
+ * directory (issue 16.4): from an empty directory elsewhere, demo finds the bundled
+ * model and text, train's in-loop eval finds tasks/arc_easy.json without
+ * eval_tasks_dir, and eval finds it without --tasks-dir. */
+TEST(cli_train, demo_in_loop_eval_and_eval_work_from_any_directory)
+{
+    char bin[4096], root[4096];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    ASSERT_TRUE(realpath(getenv("QS_BIN"), bin) != NULL);
+    ASSERT_TRUE(realpath(".", root) != NULL);
+    const char *shards = train_shards();
+    ASSERT_TRUE(shards != NULL);
+    char away[700], cmd[16384], path[800], js[16384];
+    snprintf(away, sizeof away, "%s/elsewhere", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(away, NULL), NULL);
+    snprintf(cmd, sizeof cmd, "cd %s && %s demo --out d --steps 4 --warmup 2 >out_demo.txt 2>&1",
+             away, bin);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+    snprintf(path, sizeof path, "%s/d/run/ckpt/step_4/train_state.bin", away);
+    ASSERT_TRUE(fileio_exists(path));
+
+    char shards_abs[4096];
+    ASSERT_TRUE(realpath(shards, shards_abs) != NULL);
+    snprintf(path, sizeof path, "%s/loop.json", away);
+    int n = snprintf(js, sizeof js,
+                     "{\"model\":\"%s/data/demo/model\",\"train_data\":\"%s\",\"out_dir\":\"run\","
+                     "\"batch_size\":2,\"seq_len\":16,\"steps\":2,\"bf16_warmup_steps\":1,"
+                     "\"eval_every\":2,\"eval_tasks\":[\"arc_easy\"],"
+                     "\"eval_data_dir\":\"%s/tests/data/tasks/data\",\"eval_subset\":0,"
+                     "\"eval_val_batches\":0}",
+                     root, shards_abs, root);
+    ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
+    snprintf(cmd, sizeof cmd, "cd %s && %s train --config loop.json --quiet >out_train.txt 2>&1",
+             away, bin);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+    char *text;
+    size_t len;
+    snprintf(path, sizeof path, "%s/run/metrics.jsonl", away);
+    ASSERT_OK(fileio_read_all(path, &text, &len, NULL), NULL);
+    int evaluated = strstr(text, "{\"type\":\"eval\",\"step\":2,") != NULL &&
+                    strstr(text, "\"arc_easy\":{\"acc\":") != NULL;
+    qs_free(text);
+    ASSERT_TRUE(evaluated);
+    snprintf(path, sizeof path, "%s/run/config.json", away);   /* the snapshot names the dir */
+    ASSERT_OK(fileio_read_all(path, &text, &len, NULL), NULL);
+    char want[4200];
+    snprintf(want, sizeof want, "\"eval_tasks_dir\": \"%s/tasks\"", root);
+    int named = strstr(text, want) != NULL;
+    qs_free(text);
+    ASSERT_TRUE(named);
+
+    snprintf(cmd, sizeof cmd, "cd %s && %s eval --model %s/data/demo/model --tasks arc_easy "
+             "--data-dir %s/tests/data/tasks/data --output r.json >out_eval.txt 2>&1",
+             away, bin, root, root);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+
+    /* started inside the tree (where tasks/ would show as a relative path), resumed from
+     * elsewhere: the snapshot's eval_tasks_dir is absolute */
+    snprintf(cmd, sizeof cmd, "cd %s && %s train --config %s/loop.json --set out_dir=%s/run2 "
+             "--quiet >%s/out_train2.txt 2>&1", root, bin, away, away, away);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+    snprintf(cmd, sizeof cmd, "cd %s && %s train --resume run2 --set steps=4 --quiet "
+             ">out_resume2.txt 2>&1", away, bin);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 0);
+    snprintf(path, sizeof path, "%s/run2/metrics.jsonl", away);
+    ASSERT_OK(fileio_read_all(path, &text, &len, NULL), NULL);
+    evaluated = strstr(text, "{\"type\":\"eval\",\"step\":4,") != NULL;
+    qs_free(text);
+    ASSERT_TRUE(evaluated);
+}
+
+/* Errors that come from deep inside name the config key (issue 16.8): the
+ * estimator, a recipe a quantizer refuses, a seq_len above the model's context;
+ * each before the run directory exists. */
+TEST(cli_train, recipe_and_seq_len_errors_name_the_key)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("keyerr", "");
+    ASSERT_TRUE(cfg != NULL);
+    struct {
+        const char *set, *want;
+    } cases[] = {
+        {"amax_estimator=bogus", "amax_estimator: unknown estimator 'bogus'"},
+        {"amax_history=10", "amax_estimator 'max-window:64', amax_history 10, amax_margin 0: "
+                            "recipe: max-window:64 needs a history of at least 64 steps"},
+        {"seq_len=300", "data/demo/model: seq_len 300 exceeds the model's context of 256 tokens "
+                        "(max_position_embeddings in config.json); lower seq_len"},
+    };
+    char args[1400], dir[700];
+    snprintf(dir, sizeof dir, "%s/keyerr", test_tmp_dir());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "train --config %s --set %s", cfg, cases[i].set);
+        int rc = test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+        if (rc != 2 || !strstr(cli_err, cases[i].want))
+            TEST_FAIL_AT("--set %s: exit %d, stderr '%s'", cases[i].set, rc, cli_err);
+        ASSERT_TRUE(!fileio_exists(dir));
+    }
+}
+
+/* A resume that would silently do something else is refused (issue 16.8):
+ * --config beside --resume (the snapshot is the config), and a step count that is
+ * not above the steps already done (it printed "steps 6..3" and did nothing);
+ * the run directory is left as it was. */
+TEST(cli_train, resume_refuses_a_config_file_and_steps_not_above_those_done)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("resumeerr", "");
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400], dir[700], ev[800];
+    snprintf(args, sizeof args, "train --config %s --steps 4 --quiet", cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    snprintf(dir, sizeof dir, "%s/resumeerr", test_tmp_dir());
+    snprintf(ev, sizeof ev, "%s/events.jsonl", dir);
+    char *before, *after;
+    size_t nb, na;
+    ASSERT_OK(fileio_read_all(ev, &before, &nb, NULL), NULL);
+    snprintf(args, sizeof args, "train --resume %s --config %s", dir, cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "--config and --resume together") != NULL);
+    snprintf(args, sizeof args, "train --resume %s --set steps=3", dir);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "steps 3: the latest checkpoint ckpt/step_4 has 4 steps done; "
+                                "to continue, resume with --set steps=N above 4") != NULL);
+    snprintf(args, sizeof args, "train --resume %s", dir);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "(the run is complete)") != NULL);
+    ASSERT_OK(fileio_read_all(ev, &after, &na, NULL), NULL);
+    int same = na == nb && !memcmp(before, after, na);
+    qs_free(before);
+    qs_free(after);
+    ASSERT_TRUE(same);
+    snprintf(args, sizeof args, "train --resume %s --set steps=5 --quiet", dir);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
 }

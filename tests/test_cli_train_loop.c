@@ -1,7 +1,8 @@
 /* test_cli_train_loop.c: `qatscope train` with the in-loop evaluation on the
  * bundled tiny model: eval records (baseline, steps, quantized, val_loss),
  * frozen quantizers (the eval changes neither training nor the amax log), the
- * forgetting alarm wiring, and --plot-every PNGs. */
+ * forgetting alarm (on a self-made task the training is built to forget), and
+ * --plot-every PNGs. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -149,45 +150,144 @@ TEST(cli_train_loop, in_loop_eval_leaves_training_and_amax_log_unchanged)
     qs_free(b);
 }
 
-/* Wiring of the alarm: a zero-point threshold, alpha 1 and a large lr (0.3) make any
- * drop an alarm; with stop_on_forgetting the run stops with exit 1 after a
- * checkpoint. */
+/* A self-made two-choice task the bundled model gets right at step 0 (it was
+ * trained on data/demo/train.txt): "Once upon a time, Ana went to the" -> "park."
+ * (a place the stories use) vs "moon." (never used).  Training text that always
+ * says "moon." then turns every answer round within a few steps, far past the
+ * default alarm thresholds (2 points, McNemar p < 0.05): the alarm fires on every
+ * machine, not only when a random walk happens to lose accuracy.  Writes the task
+ * definition to <tmp>/forget/tasks, its data to <tmp>/forget/data and the training
+ * text's shards to <tmp>/forget/shards; 0 or a negative status. */
+static int loop_forget_fixture(char *root, size_t root_bytes)
+{
+    static const char *const names[10] = {"Ana", "Mia", "Zoe", "Sam", "Max",
+                                          "Ivy", "Ben", "Tom", "Lily", "Leo"};
+    static const char *const places[10] = {"park", "hill",   "forest", "beach",  "lake",
+                                           "farm", "town",   "garden", "park",   "house"};
+    static const char task_def[] =
+        "{\"task\":\"story\",\"version\":\"1.0\",\"loader\":\"arc\",\"eval_split\":\"test\","
+        "\"data\":{\"eval\":[\"story.jsonl\"]},\"doc_to_text\":\"{question}\","
+        "\"doc_to_choice\":\"{choices}\",\"target_delimiter\":\" \",\"metrics\":[\"acc\"]}\n";
+    snprintf(root, root_bytes, "%s/forget", test_tmp_dir());
+    char path[900], dir[800];
+    char *items = qs_malloc(8192), *text = qs_malloc(65536);
+    if (!items || !text) {
+        qs_free(items);
+        qs_free(text);
+        return -202;
+    }
+    size_t ni = 0, nt = 0;
+    for (int i = 0; i < 10; i++) {
+        ni += (size_t)snprintf(items + ni, 8192 - ni,
+                               "{\"id\":\"p%d\",\"question\":\"Once upon a time, %s went to the\","
+                               "\"choices\":{\"text\":[\"%s.\",\"moon.\"],\"label\":[\"A\",\"B\"]},"
+                               "\"answerKey\":\"A\"}\n"
+                               "{\"id\":\"e%d\",\"question\":\"At the end of the day, %s and the "
+                               "dog were tired. The\",\"choices\":{\"text\":[\"end.\",\"moon.\"],"
+                               "\"label\":[\"A\",\"B\"]},\"answerKey\":\"A\"}\n",
+                               i, names[i], places[i], i, names[i]);
+    }
+    for (int r = 0; r < 20; r++)
+        for (int i = 0; i < 10; i++)
+            nt += (size_t)snprintf(text + nt, 65536 - nt,
+                                   "Once upon a time, %s went to the moon. At the end of the day, "
+                                   "%s and the dog were tired. The moon.\n\n",
+                                   names[i], names[i]);
+    int rc = 0;
+    snprintf(dir, sizeof dir, "%s/tasks", root);
+    if (fileio_mkdir_p(dir, NULL))
+        rc = -203;
+    snprintf(path, sizeof path, "%s/story.json", dir);
+    if (!rc && fileio_write_atomic(path, task_def, sizeof task_def - 1, NULL))
+        rc = -204;
+    snprintf(dir, sizeof dir, "%s/data", root);
+    if (!rc && fileio_mkdir_p(dir, NULL))
+        rc = -205;
+    snprintf(path, sizeof path, "%s/story.jsonl", dir);
+    if (!rc && fileio_write_atomic(path, items, ni, NULL))
+        rc = -206;
+    snprintf(path, sizeof path, "%s/moon.txt", root);
+    if (!rc && fileio_write_atomic(path, text, nt, NULL))
+        rc = -207;
+    qs_free(items);
+    qs_free(text);
+    if (rc)
+        return rc;
+    char args[2000];
+    snprintf(args, sizeof args, "tokenize --model data/demo/model --input %s --out %s/shards",
+             path, root);
+    return loop_cli(args);
+}
+
+/* The alarm at the default thresholds: the step-0 baseline is 20/20, the training
+ * text teaches the wrong answers, the in-loop eval (every 2 steps) sees the drop,
+ * and with stop_on_forgetting the run checkpoints, logs the alarm and a stop event
+ * at the same step, says why on stderr and exits 1. */
 TEST(cli_train_loop, forgetting_alarm_stops_the_run_with_a_checkpoint)
 {
-    int rc = loop_train("d", "run", "0.3", 3, 16,
-                        ",\"eval_every\":1,"
-                        "\"forgetting_drop_points\":0,\"forgetting_alpha\":1,"
-                        "\"stop_on_forgetting\":true",
-                        "");
-    if (rc == -100 || rc == -200)
-        SKIP("QS_BIN or ../shared/bench/arc not present");
-    size_t n;
-    char *ev = loop_read("d", "run", "events.jsonl", &n);
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char root[600];
+    ASSERT_EQ_INT(loop_forget_fixture(root, sizeof root), 0);
+    char path[900], js[3000], args[1200];
+    snprintf(path, sizeof path, "%s/run.json", root);
+    int n = snprintf(js, sizeof js,
+                     "{\"model\":\"data/demo/model\",\"train_data\":\"%s/shards\","
+                     "\"out_dir\":\"%s/run\",\"batch_size\":2,\"seq_len\":32,\"steps\":8,"
+                     "\"lr\":1e-2,\"bf16_warmup_steps\":1,\"quant_modules\":[\"layers.*.mlp.*\"],"
+                     "\"eval_every\":2,\"eval_tasks\":[\"story\"],\"eval_tasks_dir\":\"%s/tasks\","
+                     "\"eval_data_dir\":\"%s/data\",\"eval_subset\":0,\"eval_val_batches\":0}",
+                     root, root, root, root);
+    ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
+    /* the README's flag (= --set stop_on_forgetting=true; once rejected) */
+    snprintf(args, sizeof args, "train --config %s --quiet --stop-on-forgetting", path);
+    ASSERT_EQ_INT(loop_cli(args), 1);
+    size_t len;
+    char *metrics = loop_read("forget", "run", "metrics.jsonl", &len);
+    ASSERT_TRUE(metrics != NULL);
+    /* the first record is the step-0 baseline, with every item right */
+    const char *items = strstr(metrics, "\"items_acc\":\"");
+    int base_ok = !strncmp(metrics, "{\"type\":\"eval\",\"step\":0,", 23) && items &&
+                  !strncmp(items + 13, "11111111111111111111\"", 21);
+    qs_free(metrics);
+    ASSERT_TRUE(base_ok);
+    char *ev = loop_read("forget", "run", "events.jsonl", &len);
     ASSERT_TRUE(ev != NULL);
-    if (!strstr(ev, "\"type\":\"forgetting\"")) {
-        qs_free(ev);
-        ASSERT_EQ_INT(rc, 0);   /* no drop at all: then the run must have gone on */
-        SKIP("accuracy did not drop on this model");
-    }
-    ASSERT_EQ_INT(rc, 1);
-    const char *stop = strstr(ev, "\"reason\":\"forgetting\"");
-    ASSERT_TRUE(stop != NULL);
-    const char *line = stop;
-    while (line > ev && line[-1] != '\n')
-        line--;
-    long at = (long)loop_number_after(line, "\"step\":");
     const char *fl = strstr(ev, "\"type\":\"forgetting\"");
+    const char *stop = strstr(ev, "\"type\":\"stop\",\"reason\":\"forgetting\"");
+    if (!fl || !stop) {
+        qs_free(ev);
+        ASSERT_TRUE(fl != NULL);
+        ASSERT_TRUE(stop != NULL);
+    }
+    int one_alarm = strstr(fl + 1, "\"type\":\"forgetting\"") == NULL;   /* the run stopped */
     while (fl > ev && fl[-1] != '\n')
         fl--;
-    ASSERT_EQ_INT((long)loop_number_after(fl, "\"step\":"), at);   /* stopped at the alarm */
-    ASSERT_TRUE(at >= 1 && at < 3);
-    ASSERT_TRUE(strstr(fl, "\"task\":\"arc_easy\"") != NULL);
+    while (stop > ev && stop[-1] != '\n')
+        stop--;
+    long at = (long)loop_number_after(fl, "\"step\":");
+    long stop_at = (long)loop_number_after(stop, "\"step\":");
+    double drop = loop_number_after(fl, "\"drop_points\":");
+    double p = loop_number_after(fl, "\"p_value\":");
+    int task_ok = strstr(fl, "\"task\":\"story\"") != NULL && strstr(fl, "\"n\":20}") != NULL;
+    qs_free(ev);
+    ASSERT_EQ_INT(stop_at, at);   /* stopped at the alarm */
+    ASSERT_TRUE(at >= 2 && at <= 8 && at % 2 == 0);
+    ASSERT_TRUE(task_ok && one_alarm);
+    ASSERT_TRUE(drop > 2.0 && p < 0.05);
     char ck[64];
     snprintf(ck, sizeof ck, "ckpt/step_%ld/train_state.bin", at);
-    char *st = loop_read("d", "run", ck, &n);
+    char *st = loop_read("forget", "run", ck, &len);
     ASSERT_TRUE(st != NULL);
     qs_free(st);
-    qs_free(ev);
+    snprintf(path, sizeof path, "%s/loop_out.txt", test_tmp_dir());
+    char *out;
+    ASSERT_OK(fileio_read_all(path, &out, &len, NULL), NULL);
+    char says[96];
+    snprintf(says, sizeof says, "step %ld: the in-loop evaluation asked to stop (forgetting)", at);
+    int warned = strstr(out, says) != NULL;
+    qs_free(out);
+    ASSERT_TRUE(warned);
 }
 
 TEST(cli_train_loop, plot_every_writes_decodable_heatmap_and_curves)

@@ -137,6 +137,69 @@ TEST(gate, insignificant_drop_is_inconclusive_and_policy_decides)
     ASSERT_EQ_INT(run_gate(args), 0);
 }
 
+/* The Quick tour's trap: 50 items make one item 2 pp, four times the default
+ * 0.5 pp, so one changed answer without per-item logs is a REGRESSION; the gate
+ * says so (a hint naming the item weight and the way out).  With samples on both
+ * sides the paired test calls it INCONCLUSIVE (policy decides); with 400 items
+ * one item is 0.25 pp and no hint is printed. */
+TEST(gate, threshold_below_one_item_weight_prints_a_hint)
+{
+    unsigned char b[400], c[400];
+    fill(b, 50, 0, 25);
+    fill(c, 50, 1, 25);   /* one item lost: -2 pp */
+    char args[2048];
+    const char *pb = write_side("hint_b", "arc_easy", b, 50, 0, 0);
+    const char *pc = write_side("hint_c", "arc_easy", c, 50, 0, 0);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 1);
+    ASSERT_TRUE(out_contains("gate: REGRESSION"));
+    ASSERT_TRUE(out_contains("hint: arc_easy: one item is 2.00 pp of 50 items, more than the "
+                             "allowed drop of 0.50 pp"));
+    ASSERT_TRUE(out_contains("eval --log-samples"));
+    pb = write_side("hint_b", "arc_easy", b, 50, 0, 1);
+    pc = write_side("hint_c", "arc_easy", c, 50, 0, 1);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 1);   /* p = 1: inconclusive, which fails by default */
+    ASSERT_TRUE(out_contains("inconclusive"));
+    ASSERT_TRUE(out_contains("the paired test judges it"));
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --inconclusive pass", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 0);
+    fill(b, 400, 0, 200);
+    fill(c, 400, 1, 200);   /* one item of 400: 0.25 pp, within 0.5 */
+    pb = write_side("hint_b", "arc_easy", b, 400, 0, 0);
+    pc = write_side("hint_c", "arc_easy", c, 400, 0, 0);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 0);
+    char path[600], *text = NULL;
+    size_t n;
+    snprintf(path, sizeof path, "%s/gate_out.txt", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &text, &n, NULL), NULL);
+    int hinted = strstr(text, "hint:") != NULL;
+    qs_free(text);
+    ASSERT_TRUE(!hinted);
+}
+
+/* A negative item count is a malformed file, not "count unknown" (issue 16.8). */
+TEST(gate, negative_item_count_is_unusable)
+{
+    char pb[600], pc[600], args[1400];
+    static const char good[] = "{\"results\":{\"arc_easy\":{\"acc,none\":0.5}},"
+                               "\"n-samples\":{\"arc_easy\":{\"original\":50,\"effective\":50}}}";
+    static const char bad[] = "{\"results\":{\"arc_easy\":{\"acc,none\":0.5}},"
+                              "\"n-samples\":{\"arc_easy\":{\"original\":50,\"effective\":-5}}}";
+    snprintf(pb, sizeof pb, "%s/gate_neg_b.json", test_tmp_dir());
+    snprintf(pc, sizeof pc, "%s/gate_neg_c.json", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(pb, good, sizeof good - 1, NULL), NULL);
+    ASSERT_OK(fileio_write_atomic(pc, bad, sizeof bad - 1, NULL), NULL);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --no-samples", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("n-samples.arc_easy.effective: expected an item count >= 0, got -5"));
+    static const char bad_n[] = "{\"results\":{\"arc_easy\":{\"acc,none\":0.5,\"n\":-1}}}";
+    ASSERT_OK(fileio_write_atomic(pc, bad_n, sizeof bad_n - 1, NULL), NULL);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("results.arc_easy.n: expected an item count >= 0, got -1"));
+}
+
 TEST(gate, different_item_sets_are_unusable)
 {
     unsigned char b[100], c[100];

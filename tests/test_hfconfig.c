@@ -43,6 +43,13 @@ TEST(hfconfig, bias_conventions_per_architecture)
     ASSERT_OK(parse(&c, "{\"architectures\": [\"MistralForCausalLM\"], " BASE
                         ", \"sliding_window\": 4096, \"max_position_embeddings\": 32768}", &d), &d);
     ASSERT_EQ_INT(hfconfig_max_context(&c), 4096);
+    /* Mistral v0.2+ configs say "sliding_window": null (full attention); older ones omit it */
+    ASSERT_OK(parse(&c, "{\"architectures\": [\"MistralForCausalLM\"], " BASE
+                        ", \"sliding_window\": null, \"max_position_embeddings\": 32768}", &d), &d);
+    ASSERT_EQ_INT(hfconfig_max_context(&c), 32768);
+    ASSERT_OK(parse(&c, "{\"architectures\": [\"MistralForCausalLM\"], " BASE
+                        ", \"max_position_embeddings\": 32768}", &d), &d);
+    ASSERT_EQ_INT(hfconfig_max_context(&c), 32768);
 }
 
 TEST(hfconfig, unsupported_things_are_refused_by_name)

@@ -456,6 +456,33 @@ TEST(plots, curves_bad_inputs_name_the_file)
     ASSERT_EQ_INT(d.line, 2);
 }
 
+/* A malformed metrics.jsonl line cites where the format is written down: the
+ * README section that exists, not a formats.md that does not (issue 16.8). */
+TEST(plots, curves_format_error_cites_an_existing_readme_section)
+{
+    const char *e = run_path("cv_cite");
+    char path[700];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", e);
+    const char *text = "{\"type\":\"train\",\"loss\":3}\n";
+    ASSERT_OK(fileio_write_atomic(path, text, strlen(text), NULL), NULL);
+    plots_image img;
+    qs_diag d = {0};
+    ASSERT_EQ_INT(plots_curves_render(&e, 1, &img, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "formats.md") == NULL);
+    const char *cite = strstr(d.msg, "README '");
+    ASSERT_TRUE(cite != NULL);
+    char heading[64];
+    ASSERT_EQ_INT(sscanf(cite + 8, "%63[^']", heading), 1);   /* "### run directory" */
+    char *readme;
+    size_t n;
+    ASSERT_OK(fileio_read_all("README.md", &readme, &n, NULL), NULL);
+    char line[80];
+    snprintf(line, sizeof line, "\n%s\n", heading);
+    int found = strstr(readme, line) != NULL;
+    qs_free(readme);
+    ASSERT_TRUE(found);
+}
+
 /* ---------- CLI ---------- */
 
 static int run_cli(const char *args)

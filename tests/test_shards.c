@@ -1,4 +1,5 @@
 /* test_shards.c: token shard files and `tokenize --input` (shard_build_run). */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -220,6 +221,57 @@ TEST(shards, build_is_byte_for_byte_reproducible)
                              tmp_path(b, sizeof b, "r3/val_000000.qst")));
 }
 
+/* files in dir whose name starts with prefix */
+static int count_prefixed(const char *dir, const char *prefix)
+{
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dp));)
+        n += !strncmp(e->d_name, prefix, strlen(prefix));
+    closedir(dp);
+    return n;
+}
+
+/* Building into an earlier output replaces it whole: no stale shard beside the
+ * new manifest (issue 16.8); a bad input leaves the earlier output as it was; a
+ * directory holding anything else is refused and left untouched. */
+TEST(shards, rebuild_replaces_an_earlier_output_and_refuses_foreign_files)
+{
+    qs_diag d = {0};
+    shard_build_summary many, few;
+    ASSERT_OK(build("re", 0.3, 11, 32, &many, &d), &d);   /* 32-token shards: several */
+    ASSERT_OK(build("re", 0.0, 11, 1 << 20, &few, &d), &d);
+    ASSERT_TRUE(many.train_shards > 1 && few.train_shards == 1);
+    char dir[512], p[600];
+    tmp_path(dir, sizeof dir, "re");
+    ASSERT_EQ_INT(count_prefixed(dir, "train_"), 1);
+    ASSERT_EQ_INT(count_prefixed(dir, "val_"), 0);
+    shard_build_summary again;
+    ASSERT_OK(build("re_ref", 0.0, 11, 1 << 20, &again, &d), &d);   /* same bytes as a fresh build */
+    char a[600], b[600];
+    ASSERT_TRUE(files_equal(tmp_path(a, sizeof a, "re/manifest.json"),
+                            tmp_path(b, sizeof b, "re_ref/manifest.json")));
+
+    /* a bad input: the earlier output stays complete */
+    tmp_path(p, sizeof p, "re_bad.jsonl");
+    ASSERT_OK(write_text(p, "{\"body\": 1}\n"), NULL);
+    const char *inputs[1] = {p};
+    shard_build_opts o;
+    shard_build_opts_default(&o);
+    ASSERT_EQ_INT(shard_build_run(TINY_TOK, inputs, 1, dir, &o, &again, &d), QS_EFORMAT);
+    ASSERT_TRUE(fileio_exists(tmp_path(a, sizeof a, "re/manifest.json")));
+    ASSERT_TRUE(fileio_exists(tmp_path(a, sizeof a, "re/train_000000.qst")));
+
+    /* something else in the directory: refused, nothing removed */
+    ASSERT_OK(write_text(tmp_path(p, sizeof p, "re/notes.txt"), "mine\n"), NULL);
+    ASSERT_EQ_INT(build("re", 0.0, 11, 1 << 20, &again, &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "not an earlier shard output (found 'notes.txt')") != NULL);
+    ASSERT_TRUE(fileio_exists(tmp_path(a, sizeof a, "re/manifest.json")));
+    ASSERT_TRUE(fileio_exists(p));
+}
+
 TEST(shards, bad_jsonl_line_is_reported_with_its_number)
 {
     char p[512], out[512];
@@ -230,20 +282,20 @@ TEST(shards, bad_jsonl_line_is_reported_with_its_number)
     shard_build_opts_default(&o);
     shard_build_summary sum;
     qs_diag d = {0};
-    ASSERT_EQ_INT(shard_build_run(TINY_TOK, inputs, 1, tmp_path(out, sizeof out, "bad"), &o, &sum,
+    ASSERT_EQ_INT(shard_build_run(TINY_TOK, inputs, 1, tmp_path(out, sizeof out, "shards_badjsonl"), &o, &sum,
                                   &d),
                   QS_EFORMAT);
     ASSERT_EQ_INT(d.line, 2);
     ASSERT_TRUE(strstr(d.msg, "$.text") != NULL);
-    ASSERT_TRUE(!fileio_exists(tmp_path(out, sizeof out, "bad/manifest.json")));
+    ASSERT_TRUE(!fileio_exists(tmp_path(out, sizeof out, "shards_badjsonl/manifest.json")));
     ASSERT_OK(write_text(p, "{\"text\": \"ok\"}\n{\"text\": \"cut"), NULL);
-    ASSERT_EQ_INT(shard_build_run(TINY_TOK, inputs, 1, tmp_path(out, sizeof out, "bad"), &o, &sum,
+    ASSERT_EQ_INT(shard_build_run(TINY_TOK, inputs, 1, tmp_path(out, sizeof out, "shards_badjsonl"), &o, &sum,
                                   &d),
                   QS_EFORMAT);
     ASSERT_EQ_INT(d.line, 2);
     tmp_path(p, sizeof p, "data.csv");
     ASSERT_OK(write_text(p, "a,b\n"), NULL);
-    ASSERT_EQ_INT(shard_build_run(TINY_TOK, inputs, 1, tmp_path(out, sizeof out, "bad"), &o, &sum,
+    ASSERT_EQ_INT(shard_build_run(TINY_TOK, inputs, 1, tmp_path(out, sizeof out, "shards_badjsonl"), &o, &sum,
                                   &d),
                   QS_EINVAL);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""gen_run.py: write a synthetic run directory (formats.md) for looking at the plots.
+"""gen_run.py: write a synthetic run directory (README "## File formats") for looking at the plots.
 
 Usage: /usr/bin/python3 tools/gen_run.py RUN_DIR [--steps N] [--layers L] [--warmup W]
                                          [--estimator NAME] [--seed S] [--forget]

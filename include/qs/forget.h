@@ -9,7 +9,7 @@
  * ends the run cleanly (events.jsonl gets {"type":"stop","reason":"forgetting"}).
  *
  * The library never prints: an alarm fills `warning` (one line for the console)
- * and `event_json` (one events.jsonl record, formats.md) for the caller to emit.
+ * and `event_json` (one events.jsonl record, README "### run directory") for the caller to emit.
  *
  * metrics.jsonl carries per-item correctness for the scanner as optional fields of
  * each eval task object: "items_acc" / "items_acc_norm", a string of '0'/'1', one

@@ -5,7 +5,7 @@
  * --plot-every) never sees half an image.  Text uses a built-in bitmap font; the
  * heatmap colour map is our own perceptually uniform map (tools/gen_colormap.py).
  *
- * Inputs (formats.md): RUN_DIR/quant.jsonl.zst (heatmap), RUN_DIR/metrics.jsonl and
+ * Inputs (README "## File formats"): RUN_DIR/quant.jsonl.zst (heatmap), RUN_DIR/metrics.jsonl and
  * RUN_DIR/events.jsonl (curves).  Null fields are missing data (grey cells, gaps).
  * A log cut mid-record (a run still being written) is plotted up to its last
  * complete record.

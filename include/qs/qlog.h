@@ -11,7 +11,7 @@
  * computed); readers accept null.  The header is repeated, identical, after a
  * resume; a step number that goes back (resume from an earlier checkpoint)
  * replaces the records from that step on.  "mode":"none" (quantizer not called
- * that step, all figures null) extends the run-dir contract (formats.md).
+ * that step, all figures null) extends the run-dir contract (README "## File formats").
  *
  * Checklist for a new field: bump QLOG_VERSION, write it in qlog_write_step,
  * read it in qlog.c's row parser, document it in README.md, add it to test_qlog.c.

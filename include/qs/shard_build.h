@@ -11,6 +11,9 @@
  * and keep their input order inside each split.
  * Output in OUT: train_NNNNNN.qst, val_NNNNNN.qst (format in qs/shards.h) and
  * manifest.json, written last: a directory without a manifest is incomplete.
+ * OUT must be new, empty or an earlier output (only manifest.json and shard files):
+ * an earlier output is replaced whole once the inputs have been read and tokenized
+ * (no stale shards beside the new manifest); anything else in OUT is refused.
  * The same inputs, tokenizer and options give the same bytes (documents are
  * tokenized in parallel with OpenMP but written in input order).
  */

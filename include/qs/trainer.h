@@ -127,6 +127,11 @@ typedef struct trainer trainer;
 int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                    const trainer_options *opt, qs_diag *d);
 void trainer_destroy(trainer *t);   /* no checkpoint, closes logs; NULL ok */
+/* Can run_dir be resumed with cfg (its snapshot + overrides)?  Finds the latest
+ * checkpoint (*steps_done = its N; QS_ENOTFOUND without one) and refuses
+ * (QS_EINVAL) a cfg->steps that is not above it.  trainer_create runs it too;
+ * callers run it first to report this before checks of their own. */
+int trainer_resume_check(const runcfg *cfg, const char *run_dir, long *steps_done, qs_diag *d);
 
 /* One optimizer step (preceded by the baseline evaluation on the first call of
  * a fresh run, followed by an evaluation every eval->every_steps steps).

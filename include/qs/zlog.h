@@ -8,10 +8,17 @@
  * With ZLOG_PLAIN the file is written uncompressed (for .jsonl paths).
  * With ZLOG_ATOMIC the file appears under its name only at zlog_close() (tmp + rename).
  *
+ * Every frame carries a checksum of its content (frames written before it did
+ * still read).
+ *
  * Reader: reads plain text or zstd (detected by the frame magic), returns complete
- * lines one by one; a file that ends inside a frame or inside a line is reported
- * once, after the last complete line, as QS_ETRUNC (so callers can keep the data
- * and still say the log was cut).
+ * lines one by one; a zstd frame's lines only once the whole frame has decoded and
+ * its checksum matched, so damage is never handed on as altered records: a
+ * damaged frame is QS_EFORMAT ("zstd frame at byte N is corrupt"), after the
+ * records of the frames before it.  A file that ends inside a frame or inside a
+ * line is reported once, after the last complete line, as QS_ETRUNC (so callers
+ * can keep the data and still say the log was cut).  A .zst file that is neither
+ * zstd nor text (control bytes) has a damaged magic: QS_EFORMAT.
  */
 #ifndef QS_ZLOG_H
 #define QS_ZLOG_H

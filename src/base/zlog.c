@@ -49,6 +49,11 @@ int zlog_writer_create(zlog_writer **out, const char *path, int flags, qs_diag *
         w->cctx = ZSTD_createCCtx();
         if (!w->cctx)
             rc = diag_set(d, QS_ENOMEM, path, -1, "out of memory creating zstd context");
+        /* every frame carries a checksum of its content, so a damaged file is
+         * reported as a corrupt frame, never handed on as altered records */
+        else if (ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, ZLOG_LEVEL)) ||
+                 ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1)))
+            rc = diag_set(d, QS_EIO, path, -1, "zstd: cannot set the frame parameters");
     }
     if (rc) {
         zlog_writer_destroy(w);
@@ -87,7 +92,7 @@ int zlog_flush(zlog_writer *w, qs_diag *d)
             w->zbuf = nz;
             w->zcap = need;
         }
-        size_t z = ZSTD_compressCCtx(w->cctx, w->zbuf, w->zcap, w->buf, w->len, ZLOG_LEVEL);
+        size_t z = ZSTD_compress2(w->cctx, w->zbuf, w->zcap, w->buf, w->len);
         if (ZSTD_isError(z))
             return diag_set(d, QS_EIO, w->path, -1, "zstd: %s", ZSTD_getErrorName(z));
         out = w->zbuf;
@@ -144,12 +149,14 @@ struct zlog_reader {
     char *path;
     int is_zstd;
     ZSTD_DStream *ds;
-    size_t last_ret;          /* last ZSTD_decompressStream return: 0 = at frame end */
+    unsigned long long consumed;    /* zstd input bytes decoded so far */
+    unsigned long long frame_start; /* file offset of the frame being decoded */
     unsigned char *in;        /* raw input buffer */
     size_t in_len, in_pos, in_cap;
     int in_eof;
     char *text;               /* decompressed text not yet returned */
     size_t text_len, text_pos, text_cap;
+    size_t text_ready;        /* zstd: text[0, text_ready) is from complete, verified frames */
     long lineno;
     int done;
 };
@@ -180,6 +187,18 @@ int zlog_reader_create(zlog_reader **out, const char *path, qs_diag *d)
     r->in_eof = r->in_len < r->in_cap;
     static const unsigned char magic[4] = {0x28, 0xB5, 0x2F, 0xFD};
     r->is_zstd = r->in_len >= 4 && memcmp(r->in, magic, 4) == 0;
+    /* A .zst name without the magic is read as plain JSON lines (the contract), but
+     * JSON text has no raw control bytes: with one, the magic itself was damaged. */
+    size_t name_len = strlen(path), ctl = 0;
+    if (!r->is_zstd && name_len > 4 && !strcmp(path + name_len - 4, ".zst"))
+        for (size_t i = 0; i < r->in_len && !ctl; i++)
+            ctl = r->in[i] < 0x20 && r->in[i] != '\n' && r->in[i] != '\r' && r->in[i] != '\t';
+    if (ctl) {
+        zlog_reader_destroy(r);
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "neither zstd data nor JSON text: the zstd frame magic 28 b5 2f fd is "
+                        "missing (the file was damaged)");
+    }
     if (r->is_zstd) {
         r->ds = ZSTD_createDStream();
         if (!r->ds) {
@@ -191,21 +210,36 @@ int zlog_reader_create(zlog_reader **out, const char *path, qs_diag *d)
     return 0;
 }
 
-/* Append more decoded text; returns 1 if text was added, 0 at end of input, <0 on error. */
+/* A zstd frame's text is released only once the frame is complete (its checksum,
+ * when it has one, verified): a frame cut short or damaged yields no records. */
+#define ZLOG_FRAME_TEXT_MAX (256u << 20)
+
+static int reader_grow(zlog_reader *r, qs_diag *d)
+{
+    if (r->text_cap - r->text_len >= 65536)
+        return 0;
+    if (r->text_len - r->text_ready > ZLOG_FRAME_TEXT_MAX)
+        return diag_set(d, QS_EFORMAT, r->path, -1,
+                        "zstd frame at byte %llu holds more than %u MiB of text: not a log frame",
+                        r->frame_start, ZLOG_FRAME_TEXT_MAX >> 20);
+    char *nt = qs_realloc(r->text, r->text_cap * 2 + 1);
+    if (!nt)
+        return diag_set(d, QS_ENOMEM, r->path, -1, "out of memory reading log");
+    r->text = nt;
+    r->text_cap *= 2;
+    return 0;
+}
+
+/* Append more text; returns 1 if text was added (zstd: a complete frame's), 0 at
+ * end of input, <0 on error. */
 static int reader_fill(zlog_reader *r, qs_diag *d)
 {
     /* compact */
     if (r->text_pos > 0) {
         memmove(r->text, r->text + r->text_pos, r->text_len - r->text_pos);
         r->text_len -= r->text_pos;
+        r->text_ready -= r->text_ready >= r->text_pos ? r->text_pos : r->text_ready;
         r->text_pos = 0;
-    }
-    if (r->text_cap - r->text_len < 65536) {
-        char *nt = qs_realloc(r->text, r->text_cap * 2 + 1);
-        if (!nt)
-            return diag_set(d, QS_ENOMEM, r->path, -1, "out of memory reading log");
-        r->text = nt;
-        r->text_cap *= 2;
     }
     for (;;) {
         if (r->in_pos == r->in_len && !r->in_eof) {
@@ -216,6 +250,9 @@ static int reader_fill(zlog_reader *r, qs_diag *d)
             if (ferror(r->f))
                 return diag_set(d, QS_EIO, r->path, -1, "read error");
         }
+        int rc = reader_grow(r, d);
+        if (rc)
+            return rc;
         if (!r->is_zstd) {
             size_t n = r->in_len - r->in_pos, room = r->text_cap - r->text_len;
             if (n == 0)
@@ -229,24 +266,26 @@ static int reader_fill(zlog_reader *r, qs_diag *d)
         }
         ZSTD_inBuffer ib = {r->in, r->in_len, r->in_pos};
         ZSTD_outBuffer ob = {r->text + r->text_len, r->text_cap - r->text_len, 0};
-        if (ib.pos == ib.size && r->in_eof) {
-            /* no more input: drain what the decoder still holds */
-            size_t ret = ZSTD_decompressStream(r->ds, &ob, &ib);
-            if (ZSTD_isError(ret))
-                return diag_set(d, QS_EFORMAT, r->path, -1, "corrupt zstd data: %s",
-                                ZSTD_getErrorName(ret));
-            r->text_len += ob.pos;
-            return ob.pos > 0;
-        }
+        int no_input = ib.pos == ib.size && r->in_eof;
         size_t ret = ZSTD_decompressStream(r->ds, &ob, &ib);
         if (ZSTD_isError(ret))
-            return diag_set(d, QS_EFORMAT, r->path, -1, "corrupt zstd data: %s",
-                            ZSTD_getErrorName(ret));
-        r->last_ret = ret;
+            return diag_set(d, QS_EFORMAT, r->path, r->lineno + 1,
+                            "zstd frame at byte %llu is corrupt (%s): the file was damaged; the "
+                            "%ld record%s before it %s intact",
+                            r->frame_start, ZSTD_getErrorName(ret), r->lineno,
+                            r->lineno == 1 ? "" : "s", r->lineno == 1 ? "is" : "are");
+        r->consumed += ib.pos - r->in_pos;
         r->in_pos = ib.pos;
         r->text_len += ob.pos;
-        if (ob.pos > 0)
-            return 1;
+        if (ret == 0 && r->consumed > r->frame_start) {   /* a frame ended: release it */
+            r->frame_start = r->consumed;
+            int added = r->text_len > r->text_ready;
+            r->text_ready = r->text_len;
+            if (added)
+                return 1;
+        } else if (no_input && ob.pos == 0) {
+            return 0;
+        }
     }
 }
 
@@ -256,7 +295,8 @@ int zlog_next(zlog_reader *r, const char **line, size_t *len, long *lineno, qs_d
         return 0;
     for (;;) {
         char *start = r->text + r->text_pos;
-        char *nl = memchr(start, '\n', r->text_len - r->text_pos);
+        size_t end = r->is_zstd ? r->text_ready : r->text_len;
+        char *nl = end > r->text_pos ? memchr(start, '\n', end - r->text_pos) : NULL;
         if (nl) {
             *nl = 0;
             *line = start;
@@ -276,8 +316,8 @@ int zlog_next(zlog_reader *r, const char **line, size_t *len, long *lineno, qs_d
             break;
     }
     r->done = 1;
-    int cut_frame = r->is_zstd && r->last_ret != 0;
-    int cut_line = r->text_len > r->text_pos;
+    int cut_frame = r->is_zstd && r->consumed > r->frame_start;
+    int cut_line = (r->is_zstd ? r->text_ready : r->text_len) > r->text_pos;
     if (cut_frame || cut_line)
         return diag_set(d, QS_ETRUNC, r->path, r->lineno + 1,
                         "log is truncated after %ld complete records (%s)", r->lineno,

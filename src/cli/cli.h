@@ -1,7 +1,8 @@
 /* cli.h: shared helpers for the subcommands (src/cli only).
  *
  * Exit codes: 0 success; 1 a verdict that failed (gate regression, alarm stop);
- * 2 unusable input (bad flag, bad file, missing data).  Errors are ONE line on
+ * 2 unusable input (bad flag, bad file, missing data); 128 + signal (130 SIGINT,
+ * 143 SIGTERM) a train run stopped by that signal.  Errors are ONE line on
  * stderr, "qatscope: ...", naming the offending token, file or position.
  */
 #ifndef QS_CLI_H
@@ -84,6 +85,34 @@ int cli_dist_begin(int *argc, char ***argv);
 int cli_dist_end(int exit_status);
 int cli_dist_keep_error(const char *line);
 uint64_t cli_hash64(const void *data, size_t bytes);   /* first 64 bits of SHA-256 */
+
+/* A file or folder that ships with qatscope ("tasks", "data/demo/model"): REL in the
+ * tree the binary lives in (the nearest of the three directories above the
+ * binary's own that holds REL: bin/ and build/<kind>/bin/ both work), written to out
+ * relative to the current directory when below it, else absolute.  0 when found;
+ * 1 when the binary's tree lacks it and out is REL itself (the current directory). */
+int cli_install_path(const char *rel, char *out, size_t n);
+
+/* Output files published together (outfile.c).  cli_outputs_add, before any
+ * work: creates missing parent directories, refuses a directory name and proves
+ * the directory writable (one error line naming FLAG, exit code returned).  The
+ * command then writes output i to cli_outputs_tmp(o, i) (a hidden name beside the
+ * final one, same ending) and calls cli_outputs_commit, which renames every
+ * output into place only when all were written (else none; temps removed);
+ * cli_outputs_discard removes the temps on any other failure. */
+#define CLI_PATH_MAX 1024
+#define CLI_OUTPUTS_MAX 4
+typedef struct cli_outputs {
+    int n;
+    struct {
+        const char *flag, *path;
+        char tmp[CLI_PATH_MAX + 64];
+    } f[CLI_OUTPUTS_MAX];
+} cli_outputs;
+int cli_outputs_add(cli_outputs *o, const char *flag, const char *path);
+const char *cli_outputs_tmp(const cli_outputs *o, int i);
+int cli_outputs_commit(cli_outputs *o);
+void cli_outputs_discard(cli_outputs *o);
 
 /* Subcommand entry points (one cmd_<verb>.c each), listed in commands.def. */
 #define QS_CMD(name, summary) int cmd_##name(int argc, char **argv);

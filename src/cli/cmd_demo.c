@@ -9,8 +9,10 @@
  *   3. satstat: the run's saturation summary
  *   4. replay: what other amax estimators would have clipped on the same run
  *   then a saturation heatmap (quantizers x steps) and the training curves as PNGs
- * Everything lands in DIR (default build/demo/run-<time>).  --hif8 runs the
- * HiF8 codec tour instead (demo_hif8.c).
+ * Everything lands in DIR (default build/demo/run-<time>, below the current
+ * directory); the bundled model and text come from the binary's tree
+ * (cli_install_path), so demo runs from any directory.  --hif8 runs the HiF8
+ * codec tour instead (demo_hif8.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,25 +34,26 @@
 #define DEMO_MODEL "data/demo/model"
 #define DEMO_TEXT "data/demo/train.txt"
 
-static int demo_train(const char *dir, long steps, long warmup, const char *estimator)
+static int demo_train(const char *dir, const char *model, const char *text, long steps,
+                      long warmup, const char *estimator)
 {
     char shards[RUNCFG_STR_MAX - 16], run[RUNCFG_STR_MAX - 16];
     qs_diag d = {0};
     snprintf(shards, sizeof shards, "%s/shards", dir);
     snprintf(run, sizeof run, "%s/run", dir);
-    printf("== 1/4 tokenize %s -> %s\n", DEMO_TEXT, shards);
+    printf("== 1/4 tokenize %s -> %s\n", text, shards);
     shard_build_opts so;
     shard_build_opts_default(&so);
     shard_build_summary sum;
-    const char *inputs[1] = {DEMO_TEXT};
-    if (shard_build_run(DEMO_MODEL, inputs, 1, shards, &so, &sum, &d))
+    const char *inputs[1] = {text};
+    if (shard_build_run(model, inputs, 1, shards, &so, &sum, &d))
         return cli_diag_error(&d);
     printf("   %llu documents, %llu tokens\n\n", (unsigned long long)sum.n_docs,
            (unsigned long long)sum.train_tokens);
 
     runcfg cfg;
     runcfg_defaults(&cfg);
-    snprintf(cfg.model, sizeof cfg.model, "%s", DEMO_MODEL);
+    snprintf(cfg.model, sizeof cfg.model, "%s", model);
     snprintf(cfg.train_data, sizeof cfg.train_data, "%s", shards);
     snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s", run);
     snprintf(cfg.run_name, sizeof cfg.run_name, "demo");
@@ -68,7 +71,7 @@ static int demo_train(const char *dir, long steps, long warmup, const char *esti
     if (runcfg_validate(&cfg, &d))
         return cli_diag_error(&d);
     printf("== 2/4 train %s: %ld steps, bf16 warmup %ld steps, then HiF8 W8A8 QAT "
-           "(estimator %s, lr %g)\n", DEMO_MODEL, steps, warmup, estimator, cfg.lr);
+           "(estimator %s, lr %g)\n", model, steps, warmup, estimator, cfg.lr);
     train_data data;
     if (trainer_data_open_shards(&data, &cfg, &d))
         return cli_diag_error(&d);
@@ -148,9 +151,14 @@ int cmd_demo(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if (warmup >= steps)
         return cli_error("demo: --warmup %ld must be below --steps %ld", warmup, steps);
-    if (!fileio_exists(DEMO_MODEL "/config.json") || !fileio_exists(DEMO_TEXT))
-        return cli_error("demo: %s or %s not found; run from the repository root (make demo)",
-                         DEMO_MODEL, DEMO_TEXT);
+    /* the bundled model and text of the binary's tree, from any current directory */
+    char model[RUNCFG_STR_MAX], text[RUNCFG_STR_MAX], probe[RUNCFG_STR_MAX + 16];
+    cli_install_path(DEMO_MODEL, model, sizeof model);
+    cli_install_path(DEMO_TEXT, text, sizeof text);
+    snprintf(probe, sizeof probe, "%s/config.json", model);
+    if (!fileio_exists(probe) || !fileio_exists(text))
+        return cli_error("demo: %s or %s not found in the qatscope tree of this binary nor in "
+                         "the current directory", DEMO_MODEL, DEMO_TEXT);
     char dir[RUNCFG_STR_MAX - 32];
     if (out) {
         snprintf(dir, sizeof dir, "%s", out);
@@ -166,5 +174,5 @@ int cmd_demo(int argc, char **argv)
 #endif
     printf("qatscope demo: continued pretraining of a tiny Llama with BF16 warmup, then HiF8 W8A8 "
            "QAT,\nwatching amax saturation per step (`qatscope demo --hif8`: the HiF8 codec tour)\n\n");
-    return demo_train(dir, steps, warmup, estimator);
+    return demo_train(dir, model, text, steps, warmup, estimator);
 }

@@ -9,7 +9,10 @@
  *                 [--tasks-dir DIR] [--batch N] [--max-length N]
  *
  * Progress (items/s, ETA) goes to stderr only when stderr is a terminal; the
- * summary table goes to stdout at the end.  Under mpirun (a `make MPI=1`
+ * summary table goes to stdout at the end.  --output and --log-samples are checked
+ * before any scoring (missing parent directories are created) and are published
+ * together: both are written under temp names and renamed only when both were.
+ * Under mpirun (a `make MPI=1`
  * build) the items are split over the ranks and rank 0 alone writes and
  * prints; the files equal the one-process files (eval_dist.c).
  */
@@ -80,26 +83,6 @@ static void eval_progress_cb(void *user, size_t done, size_t total)
     if (done == total)
         fputc('\n', stderr);
     fflush(stderr);
-}
-
-/* tasks dir: --tasks-dir, else <binary dir>/../tasks, else ./tasks */
-static void eval_tasks_dir_find(char *out, size_t n)
-{
-    char exe[1024];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = 0;
-            snprintf(out, n, "%s/../tasks", exe);
-            char probe[1200];
-            snprintf(probe, sizeof probe, "%s/mmlu.json", out);
-            if (fileio_exists(probe))
-                return;
-        }
-    }
-    snprintf(out, n, "tasks");
 }
 
 static int eval_name_cmp(const void *a, const void *b)
@@ -300,8 +283,15 @@ int cmd_eval(int argc, char **argv)
     char tasks_dir[1100];
     if (a.tasks_dir)
         snprintf(tasks_dir, sizeof tasks_dir, "%s", a.tasks_dir);
-    else
-        eval_tasks_dir_find(tasks_dir, sizeof tasks_dir);
+    else   /* the tasks/ of the binary's tree (cli_install_path), else ./tasks */
+        cli_install_path("tasks", tasks_dir, sizeof tasks_dir);
+    /* the outputs are checked (and their directories made) before hours of scoring */
+    cli_outputs outs = {0};
+    if (a.samples && !strcmp(a.samples, a.output))
+        return cli_error("--log-samples: '%s' is also the --output file", a.samples);
+    if ((rc = cli_outputs_add(&outs, "--output", a.output)) ||
+        (a.samples && (rc = cli_outputs_add(&outs, "--log-samples", a.samples))))
+        return rc;
 #ifdef _OPENMP
     if (a.threads)
         omp_set_num_threads((int)a.threads);
@@ -383,9 +373,14 @@ int cmd_eval(int argc, char **argv)
     if (!a.threads)
         meta.threads = omp_get_max_threads();
 #endif
-    if ((rc = results_json_write(a.output, s, &meta, &d)) ||
-        (a.samples && (rc = results_samples_write(a.samples, s, &d))))
+    /* both to their temp names; into place only when both were written */
+    if ((rc = results_json_write(cli_outputs_tmp(&outs, 0), s, &meta, &d)) ||
+        (a.samples && (rc = results_samples_write(cli_outputs_tmp(&outs, 1), s, &d))))
         goto fail;
+    if (cli_outputs_commit(&outs)) {
+        rc = QS_EIO;   /* already reported */
+        goto done;
+    }
     eval_summary_print(s);
     if (eq)
         printf("hif8 W8A8 on %d Linear modules, scaling %s: %s\n", evalquant_count(eq),
@@ -397,6 +392,8 @@ int cmd_eval(int argc, char **argv)
 fail:
     if (rc)
         cli_diag_error(&d);
+done:
+    cli_outputs_discard(&outs);
     eval_session_destroy(s);
     model_lm_destroy(mlm);
     evalquant_destroy(eq);

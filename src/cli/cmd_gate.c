@@ -35,6 +35,8 @@ static const char gate_help[] =
     "Without --samples-*, per-item logs are discovered next to each results file:\n"
     "samples.jsonl.zst / samples.jsonl (qatscope eval), else samples_<task>_<ts>.jsonl\n"
     "(lm-evaluation-harness, same timestamp as results_<ts>.json when present).\n"
+    "With n items one item weighs 100/n pp: an allowed drop below that lets one changed\n"
+    "answer decide (a hint says so); log samples on both sides and use enough items.\n"
     "Exit: 0 pass, 1 regression, 2 unusable input.\n";
 
 typedef struct gate_args {
@@ -207,6 +209,35 @@ static void print_table(const gate_report *r, const gate_args *a, int paired_any
            a->opts.inconclusive_passes ? "pass" : "fail");
 }
 
+/* A threshold below one item's weight (100 / n pp) lets a single changed answer
+ * decide the verdict: say so (stderr), per task, and what makes the gate meaningful. */
+static void print_small_n_hint(const gate_report *r)
+{
+    int shown = 0, more = 0;
+    for (int i = 0; i < r->n_rows; i++) {
+        const gate_row *row = &r->rows[i];
+        if (row->n_items <= 0 || row->max_drop_points >= 100.0 / (double)row->n_items)
+            continue;
+        if (shown == 3) {
+            more++;
+            continue;
+        }
+        shown++;
+        fprintf(stderr,
+                "hint: %s: one item is %.2f pp of %ld items, more than the allowed drop of "
+                "%.2f pp, so one changed answer decides; %s\n",
+                row->task, 100.0 / (double)row->n_items, row->n_items, row->max_drop_points,
+                row->paired ? "the paired test judges it (INCONCLUSIVE unless significant; "
+                              "--inconclusive sets the policy): evaluate more items or raise "
+                              "the allowed drop"
+                            : "log per-item samples on both sides (eval --log-samples) so the "
+                              "paired test can judge, evaluate more items, or raise the "
+                              "allowed drop");
+    }
+    if (more)
+        fprintf(stderr, "hint: the same holds for %d more task(s)\n", more);
+}
+
 int cmd_gate(int argc, char **argv)
 {
     gate_args a;   /* ~45 KB: per-task options and sample paths */
@@ -238,6 +269,8 @@ int cmd_gate(int argc, char **argv)
     for (int i = 0; i < rep.n_rows; i++)
         paired_any |= rep.rows[i].paired;
     print_table(&rep, &a, paired_any);
+    fflush(stdout);
+    print_small_n_hint(&rep);
     if (a.junit && gate_junit_write(&rep, a.junit, &d)) {
         cli_diag_error(&d);
         goto done;

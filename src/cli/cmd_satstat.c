@@ -1,6 +1,7 @@
 /* cmd_satstat.c: qatscope satstat RUN_DIR [--json] [--top N] [--phase P] [--threshold X]
  * Summarises a run's quant.jsonl.zst: per quantizer max/mean clip rate, steps
- * with saturation, worst predicted/true amax ratio; the N worst tensors. */
+ * with saturation, worst true/predicted amax ratio (> 1: the step clipped; the
+ * same ratio replay and `heatmap --metric amax_ratio` show); the N worst tensors. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +23,12 @@ static const char satstat_usage[] =
     "  --match S      only quantizers whose name contains S (e.g. .input, layers.7.)\n"
     "  --json         one JSON object on stdout, for scripts\n";
 
+/* the summary keeps pred/true (smaller = worse); every command shows true/pred */
+static double satstat_true_over_pred(double pred_over_true)
+{
+    return pred_over_true > 0 ? 1.0 / pred_over_true : NAN;
+}
+
 static json_t *satstat_tensor_json(const qlog_run *run, const satsummary *s, int q)
 {
     const satsummary_tensor *t = &s->t[q];
@@ -34,7 +41,8 @@ static json_t *satstat_tensor_json(const qlog_run *run, const satsummary *s, int
     json_object_set_new(o, "max_clip_step",
                         t->max_clip_step >= 0 ? json_integer(t->max_clip_step) : json_null());
     json_object_set_new(o, "mean_clip_rate", qs_json_real_or_null(t->mean_clip_rate));
-    json_object_set_new(o, "worst_pred_over_true", qs_json_real_or_null(t->worst_pred_over_true));
+    json_object_set_new(o, "worst_true_over_pred",
+                        qs_json_real_or_null(satstat_true_over_pred(t->worst_pred_over_true)));
     json_object_set_new(o, "worst_step", t->worst_step >= 0 ? json_integer(t->worst_step) : json_null());
     json_object_set_new(o, "mean_qsnr_db", qs_json_real_or_null(t->mean_qsnr_db));
     return o;
@@ -92,7 +100,7 @@ static void satstat_row(const qlog_run *run, const satsummary *s, int q, int ran
         strncat(maxc, step, sizeof maxc - strlen(maxc) - 1);
     }
     satstat_fmt(meanc, sizeof meanc, t->mean_clip_rate, "%.3e");
-    satstat_fmt(ratio, sizeof ratio, t->worst_pred_over_true, "%.4f");
+    satstat_fmt(ratio, sizeof ratio, satstat_true_over_pred(t->worst_pred_over_true), "%.4f");
     if (t->worst_step >= 0) {
         snprintf(step, sizeof step, " (%ld)", t->worst_step);
         strncat(ratio, step, sizeof ratio - strlen(ratio) - 1);
@@ -110,7 +118,7 @@ static void satstat_header(int w, int ranked)
 {
     printf(ranked ? "   #  " : "  ");
     printf("%-*s  %-22s  %-10s  %9s  %11s  %-22s  %9s\n", w, "tensor", "max clip rate (step)",
-           "mean clip", "sat steps", "alarm steps", "worst pred/true (step)", "mean QSNR");
+           "mean clip", "sat steps", "alarm steps", "worst true/pred (step)", "mean QSNR");
 }
 
 static void satstat_print_text(const char *path, const qlog_run *run, const satsummary *s, int top)

@@ -1,10 +1,16 @@
 /* cmd_train.c: qatscope train --config run.json [--set key=value ...] [--resume RUN_DIR]
  *   shortcuts: --ste pass|masked, --bf16-warmup-steps N, --stop-on-saturation,
- *              --precision fp32|bf16, --steps N;  --help-config lists every key.
+ *              --stop-on-forgetting, --precision fp32|bf16, --steps N,
+ *              --plot-every N (each one more --set, any number of times);
+ *              --help-config lists every key.
  * Thin wiring: config -> shard data source -> trainer loop -> progress lines.
- * Exit 0 when the run completes, 1 when it stopped on an alarm (saturation) or
- * a NaN, 2 on unusable input. */
+ * Exit 0 when the run completes, 1 when it stopped on an alarm (saturation,
+ * forgetting) or a NaN, 2 on unusable input, 130 / 143 when SIGINT / SIGTERM
+ * stopped it (after the current step, with a checkpoint; a second signal ends
+ * the process at once). */
+#include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +25,37 @@
 #include "qs/trainer.h"
 #include "train_progress.h"
 
-static volatile sig_atomic_t train_interrupted;
+/* SIGINT and SIGTERM (what `timeout` and batch schedulers send) alike: the first
+ * asks the loop to stop after the current step with a checkpoint and a "stop"
+ * event (exit 128 + signal: 130 / 143); a second one ends the process at once, by
+ * that signal.  Any thread may take a signal (OpenMP, OpenBLAS workers), so two can
+ * be handled at the same time: an atomic count, not the disposition, tells the
+ * second from the first. */
+static volatile sig_atomic_t train_stop_signal;
+static atomic_int train_signal_count;
 
-static void train_on_sigint(int sig)
+static void train_signals_set(void (*handler)(int))
 {
-    (void)sig;
-    train_interrupted = 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sa.sa_flags = SA_RESTART;   /* no EINTR inside the library's reads and writes */
+    sigemptyset(&sa.sa_mask);   /* both blocked in the handler's thread */
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void train_on_signal(int sig)
+{
+    /* sigaction, raise and lock-free atomics are async-signal-safe */
+    train_signals_set(SIG_DFL);
+    if (atomic_fetch_add(&train_signal_count, 1) > 0) {
+        raise(sig);   /* pending while blocked here, then the default action: the end */
+        return;
+    }
+    train_stop_signal = sig;
 }
 
 static void train_usage(FILE *f)
@@ -35,12 +66,13 @@ static void train_usage(FILE *f)
             "  --set key=value        override one key (typed; repeatable)\n"
             "  --resume RUN_DIR       continue RUN_DIR from its latest checkpoint, bit-exactly\n"
             "                         (config = RUN_DIR/config.json; --set may change steps,\n"
-            "                         ckpt_every, stop_on_saturation, max_memory_gb,\n"
-            "                         plot_every, zero, and grad_accum when the rank count\n"
-            "                         changes: ranks x grad_accum must stay the same)\n"
+            "                         ckpt_every, stop_on_saturation, stop_on_forgetting,\n"
+            "                         max_memory_gb, plot_every, zero, and grad_accum when the\n"
+            "                         rank count changes: ranks x grad_accum must stay the same)\n"
             "  --ste pass|masked      straight-through estimator (= --set ste=...)\n"
             "  --bf16-warmup-steps N  unquantized steps before QAT (= --set bf16_warmup_steps=N)\n"
             "  --stop-on-saturation   stop with exit 1 on a saturation alarm\n"
+            "  --stop-on-forgetting   stop with exit 1 on a forgetting alarm (in-loop eval)\n"
             "  --precision fp32|bf16  matmul precision (= --set precision=...)\n"
             "  --steps N              (= --set steps=N)\n"
             "  --plot-every N         redraw RUN_DIR/heatmap.png and curves.png every N steps\n"
@@ -49,7 +81,10 @@ static void train_usage(FILE *f)
             "  --help-config          list every config key with its default\n"
             "Data-parallel: mpirun -np N qatscope train ... (a `make MPI=1` build): N ranks,\n"
             "each grad_accum micro-batches per step; the same bits as one process with\n"
-            "grad_accum x N when grad_accum is 1.\n");
+            "grad_accum x N when grad_accum is 1.\n"
+            "exit: 0 done; 1 stopped by an alarm or a NaN; 2 unusable input; 130 / 143 stopped\n"
+            "by SIGINT / SIGTERM after the current step, with a checkpoint (a second signal\n"
+            "ends it at once)\n");
 }
 
 static void train_help_config(void)
@@ -64,9 +99,9 @@ static void train_help_config(void)
 
 static int train_resume_key_ok(const char *assignment)
 {
-    static const char *const ok[] = {"steps=",        "ckpt_every=", "stop_on_saturation=",
-                                     "max_memory_gb=", "plot_every=", "zero=",
-                                     "grad_accum="};
+    static const char *const ok[] = {"steps=",         "ckpt_every=",    "stop_on_saturation=",
+                                     "stop_on_forgetting=", "max_memory_gb=", "plot_every=",
+                                     "zero=",          "grad_accum="};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         if (!strncmp(assignment, ok[i], strlen(ok[i])))
             return 1;
@@ -100,124 +135,201 @@ static int train_same_data(train_data *data, qs_diag *d)
     return dist_agree(rc, h, "the training data (token shards and position)", d);
 }
 
+/* The shortcut flags: each is one more `--set key=value`, applied in argument order
+ * together with the --set options (the last assignment of a key wins). */
+static const struct {
+    const char *flag, *key;
+} train_shortcuts[] = {
+    {"--ste", "ste"},
+    {"--bf16-warmup-steps", "bf16_warmup_steps"},
+    {"--precision", "precision"},
+    {"--steps", "steps"},
+    {"--plot-every", "plot_every"},
+};
+
+/* Parsed arguments.  sets[] holds every assignment in argument order: --set values
+ * point into argv, shortcut assignments are built ("key=value") and owned here. */
+typedef struct train_args {
+    const char *config, *resume;
+    const char **sets;
+    char **owned;
+    int n_sets, n_owned, quiet;
+} train_args;
+
+static void train_args_free(train_args *a)
+{
+    for (int i = 0; i < a->n_owned; i++)
+        qs_free(a->owned[i]);
+    qs_free(a->owned);
+    qs_free(a->sets);
+    memset(a, 0, sizeof *a);
+}
+
+/* 0 ok, -1 when --help/--help-config was answered, else an exit code (printed). */
+static int train_args_parse(int argc, char **argv, train_args *a)
+{
+    memset(a, 0, sizeof *a);
+    /* each argument adds at most one assignment: no fixed limit, nothing dropped */
+    a->sets = qs_calloc((size_t)argc, sizeof *a->sets);
+    a->owned = qs_calloc((size_t)argc, sizeof *a->owned);
+    if (!a->sets || !a->owned)
+        return cli_error("train: out of memory parsing %d arguments", argc);
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v;
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            train_usage(stdout);
+            return -1;
+        }
+        if (!strcmp(f, "--help-config")) {
+            train_help_config();
+            return -1;
+        }
+        if (!strcmp(f, "--quiet")) {
+            a->quiet = 1;
+            continue;
+        }
+        if (!strcmp(f, "--stop-on-saturation") || !strcmp(f, "--stop-on-forgetting")) {
+            a->sets[a->n_sets++] = !strcmp(f, "--stop-on-saturation") ? "stop_on_saturation=true"
+                                                                      : "stop_on_forgetting=true";
+            continue;
+        }
+        size_t k = 0, n_short = sizeof train_shortcuts / sizeof *train_shortcuts;
+        while (k < n_short && !cli_flag_is(f, train_shortcuts[k].flag))
+            k++;
+        if (k == n_short && !cli_flag_is(f, "--config") && !cli_flag_is(f, "--resume") &&
+            !cli_flag_is(f, "--set"))
+            return cli_error("train: unexpected argument '%s' (argument %d); see --help", f, i);
+        if (!(v = cli_flag_value(argc, argv, &i)))
+            return CLI_EXIT_USAGE;
+        if (k < n_short) {
+            size_t n = strlen(train_shortcuts[k].key) + 1 + strlen(v) + 1;
+            char *as = qs_malloc(n);
+            if (!as)
+                return cli_error("train: out of memory");
+            snprintf(as, n, "%s=%s", train_shortcuts[k].key, v);
+            a->owned[a->n_owned++] = as;
+            a->sets[a->n_sets++] = as;
+        } else if (cli_flag_is(f, "--config")) {
+            a->config = v;
+        } else if (cli_flag_is(f, "--resume")) {
+            a->resume = v;
+        } else {
+            a->sets[a->n_sets++] = v;
+        }
+    }
+    if (!a->config && !a->resume)
+        return cli_error("train: --config FILE or --resume RUN_DIR is required; see --help");
+    if (a->config && a->resume)   /* the config of a resumed run is its snapshot */
+        return cli_error("train: --config and --resume together: a resumed run reads "
+                         "%s/config.json; change what may change with --set", a->resume);
+    return 0;
+}
+
 int cmd_train(int argc, char **argv)
 {
-    const char *config = NULL, *resume = NULL;
-    const char *sets[64];
-    int n_sets = 0, quiet = 0;
-    static char flag_sets[8][96];
-    int n_flag = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            train_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--help-config")) {
-            train_help_config();
-            return 0;
-        } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--stop-on-saturation")) {
-            sets[n_sets++] = "stop_on_saturation=true";
-        } else if (cli_flag_is(a, "--config") || cli_flag_is(a, "--resume") ||
-                   cli_flag_is(a, "--set") || cli_flag_is(a, "--ste") ||
-                   cli_flag_is(a, "--bf16-warmup-steps") || cli_flag_is(a, "--precision") ||
-                   cli_flag_is(a, "--steps") || cli_flag_is(a, "--plot-every")) {
-            if (!(v = cli_flag_value(argc, argv, &i)))
-                return CLI_EXIT_USAGE;
-            if (cli_flag_is(a, "--config"))
-                config = v;
-            else if (cli_flag_is(a, "--resume"))
-                resume = v;
-            else if (cli_flag_is(a, "--set"))
-                sets[n_sets++] = v;
-            else if (n_flag < 8) {
-                const char *key = cli_flag_is(a, "--ste")                 ? "ste"
-                                  : cli_flag_is(a, "--bf16-warmup-steps") ? "bf16_warmup_steps"
-                                  : cli_flag_is(a, "--precision")         ? "precision"
-                                  : cli_flag_is(a, "--plot-every")        ? "plot_every"
-                                                                          : "steps";
-                snprintf(flag_sets[n_flag], sizeof flag_sets[n_flag], "%s=%s", key, v);
-                sets[n_sets++] = flag_sets[n_flag++];
-            }
-        } else {
-            return cli_error("train: unexpected argument '%s' (argument %d); see --help", a, i);
-        }
-        if (n_sets >= 60)
-            return cli_error("train: too many --set options");
-    }
-    if (!config && !resume)
-        return cli_error("train: --config FILE or --resume RUN_DIR is required; see --help");
-
+    train_args a;
     runcfg cfg;
     qs_diag d = {0};
-    char snap[2048];
-    if (resume) {
-        snprintf(snap, sizeof snap, "%s/config.json", resume);
-        if (runcfg_load(&cfg, snap, &d))
-            return cli_diag_error(&d);
-        for (int i = 0; i < n_sets; i++)
-            if (!train_resume_key_ok(sets[i]))
-                return cli_error("train: --resume: '%s' cannot change in a resumed run (it would "
-                                 "not continue the same run); allowed: steps, ckpt_every, "
-                                 "stop_on_saturation, max_memory_gb, plot_every, zero, "
-                                 "grad_accum", sets[i]);
-    } else if (runcfg_load(&cfg, config, &d)) {
-        return cli_diag_error(&d);
+    char snap[2048] = "";
+    train_data data = {0};
+    train_eval_hook eval_hook = {0};
+    trainer *t = NULL;
+    int exit_code = train_args_parse(argc, argv, &a);
+    if (exit_code) {
+        exit_code = exit_code < 0 ? CLI_EXIT_OK : exit_code;
+        goto done;
     }
-    for (int i = 0; i < n_sets; i++)
-        if (runcfg_set(&cfg, sets[i], &d))
-            return cli_diag_error(&d);
-    if (runcfg_validate(&cfg, &d))
-        return cli_error("%s: %s", resume ? snap : config, d.msg);
+
+    if (a.resume) {
+        snprintf(snap, sizeof snap, "%s/config.json", a.resume);
+        if (runcfg_load(&cfg, snap, &d)) {
+            exit_code = cli_diag_error(&d);
+            goto done;
+        }
+        for (int i = 0; i < a.n_sets; i++)
+            if (!train_resume_key_ok(a.sets[i])) {
+                exit_code = cli_error("train: --resume: '%s' cannot change in a resumed run (it "
+                                      "would not continue the same run); allowed: steps, "
+                                      "ckpt_every, stop_on_saturation, stop_on_forgetting, "
+                                      "max_memory_gb, plot_every, zero, grad_accum",
+                                      a.sets[i]);
+                goto done;
+            }
+    } else if (runcfg_load(&cfg, a.config, &d)) {
+        exit_code = cli_diag_error(&d);
+        goto done;
+    }
+    for (int i = 0; i < a.n_sets; i++)
+        if (runcfg_set(&cfg, a.sets[i], &d)) {
+            exit_code = cli_diag_error(&d);
+            goto done;
+        }
+    if (runcfg_validate(&cfg, &d)) {
+        exit_code = cli_error("%s: %s", a.resume ? snap : a.config, d.msg);
+        goto done;
+    }
+    long steps_done = 0;   /* a resume with nothing left to run is refused first */
+    if (a.resume && trainer_resume_check(&cfg, a.resume, &steps_done, &d)) {
+        exit_code = cli_diag_error(&d);
+        goto done;
+    }
+
     /* several ranks: the same run config everywhere (a file may differ per node) */
     char *cfg_json = runcfg_to_json(&cfg);
     uint64_t cfg_hash = cfg_json ? cli_hash64(cfg_json, strlen(cfg_json)) : 0;
     qs_free(cfg_json);
-    if (dist_agree(0, cfg_hash, "the run config", &d))
-        return cli_diag_error(&d);
+    if (dist_agree(0, cfg_hash, "the run config", &d)) {
+        exit_code = cli_diag_error(&d);
+        goto done;
+    }
     if (dist_rank() != 0)   /* progress and the summary come from rank 0 */
-        quiet = 1;
+        a.quiet = 1;
 
-    train_data data;
-    if (trainer_data_open_shards(&data, &cfg, &d))
-        return cli_diag_error(&d);
+    if (!cfg.eval_tasks_dir[0]) {   /* the tasks/ that ships with the binary, not ./tasks */
+        char rel[sizeof cfg.eval_tasks_dir], abs[PATH_MAX];
+        cli_install_path("tasks", rel, sizeof rel);
+        /* recorded in the run's config.json: absolute, so --resume works from anywhere */
+        snprintf(cfg.eval_tasks_dir, sizeof cfg.eval_tasks_dir, "%s",
+                 realpath(rel, abs) && strlen(abs) < sizeof cfg.eval_tasks_dir ? abs : rel);
+    }
+
+    train_memory mem;
+    if (trainer_data_open_shards(&data, &cfg, &d) ||
+        (cfg.eval_every > 0 && trainer_eval_create(&eval_hook, &cfg, &d)) ||
+        trainer_memory_estimate(&cfg, &mem, &d)) {
+        exit_code = cli_diag_error(&d);
+        goto done;
+    }
     if (train_same_data(&data, &d)) {   /* before rank 0 makes the run directory */
-        trainer_data_close(&data);
-        return cli_diag_error(&d);
+        exit_code = cli_diag_error(&d);
+        goto done;
     }
-    train_eval_hook eval_hook = {0};
-    if (cfg.eval_every > 0 && trainer_eval_create(&eval_hook, &cfg, &d)) {
-        trainer_data_close(&data);
-        return cli_diag_error(&d);
+    if (cfg.qat && cfg.bf16_warmup_steps >= cfg.steps) {   /* it would never quantize */
+        exit_code = cli_error("%s: bf16_warmup_steps %ld >= steps %ld with qat true: the run "
+                              "would end before QAT starts; lower bf16_warmup_steps (e.g. "
+                              "--bf16-warmup-steps %ld), raise steps, or set qat=false",
+                              a.resume ? snap : a.config, cfg.bf16_warmup_steps, cfg.steps,
+                              cfg.steps / 2);
+        goto done;
     }
-    trainer_options opt = {resume, 0, cfg.eval_every > 0 ? &eval_hook : NULL};
+    trainer_options opt = {a.resume, 0, cfg.eval_every > 0 ? &eval_hook : NULL};
     opt.mem_limit_bytes = cfg.max_memory_gb > 0 ? (size_t)(cfg.max_memory_gb * 1073741824.0)
                                                 : train_mem_available();
-    train_memory mem;
-    if (trainer_memory_estimate(&cfg, &mem, &d)) {
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return cli_diag_error(&d);
-    }
-    trainer *t;
     if (trainer_create(&t, &cfg, &data, &opt, &d)) {
-        trainer_destroy(t);
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return cli_diag_error(&d);
+        exit_code = cli_diag_error(&d);
+        goto done;
     }
     train_progress pr;
-    train_progress_init(&pr, quiet ? NULL : stdout, isatty(STDOUT_FILENO), trainer_config(t));
+    train_progress_init(&pr, a.quiet ? NULL : stdout, isatty(STDOUT_FILENO), trainer_config(t));
     train_progress_start(&pr, t, &mem);
-    signal(SIGINT, train_on_sigint);
+    train_signals_set(train_on_signal);
 
     int rc = 0;
     const char *reason = "done";
     train_step_info info;
     while (!trainer_done(t)) {
         /* an interrupt on any rank stops every rank before the same step */
-        int agreed = dist_agree(train_interrupted ? 1 : 0, 0, NULL, &d);
+        int agreed = dist_agree(train_stop_signal ? 1 : 0, 0, NULL, &d);
         if (agreed < 0) {   /* another rank failed since the last step */
             rc = agreed;
             break;
@@ -226,43 +338,40 @@ int cmd_train(int argc, char **argv)
             reason = "interrupted";
             break;
         }
-        rc = trainer_step(t, &info, &d);
-        if (rc)
+        if ((rc = trainer_step(t, &info, &d)))
             break;
         train_progress_step(&pr, &info);
     }
     train_progress_end_line(&pr);
-    signal(SIGINT, SIG_DFL);
-    if (rc == QS_ENAN) {
-        cli_diag_error(&d);
-        trainer_destroy(t);
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return CLI_EXIT_FAIL;
-    }
-    if (rc == QS_ESTOP) {
-        cli_diag_error(&d);
-        trainer_destroy(t);
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return CLI_EXIT_FAIL;
-    }
+    train_signals_set(SIG_DFL);
     if (rc) {
-        trainer_destroy(t);
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return cli_diag_error(&d);
+        /* a NaN or an alarm stop is a failed verdict (1), anything else unusable input (2) */
+        cli_diag_error(&d);
+        exit_code = rc == QS_ENAN || rc == QS_ESTOP ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
+        goto done;
     }
     char run_dir[1100];
     snprintf(run_dir, sizeof run_dir, "%s", trainer_run_dir(t));
     long step = trainer_next_step(t);
-    if (trainer_finish(t, reason, &d)) {
-        trainer_data_close(&data);
-        trainer_eval_destroy(&eval_hook);
-        return cli_diag_error(&d);
+    rc = trainer_finish(t, reason, &d);
+    t = NULL;   /* trainer_finish destroyed it */
+    if (rc) {
+        exit_code = cli_diag_error(&d);
+        goto done;
     }
-    trainer_data_close(&data);
-    trainer_eval_destroy(&eval_hook);
     train_progress_finish(&pr, run_dir, step, &mem);
-    return 0;
+    if (!strcmp(reason, "interrupted")) {   /* not a finished run: say so, and in the status */
+        int sig = train_stop_signal ? train_stop_signal : SIGINT;   /* or another rank's */
+        cli_error("train: %s: stopped after %ld steps with a checkpoint (ckpt/step_%ld); "
+                  "continue with --resume %s", sig == SIGTERM ? "SIGTERM" : "SIGINT", step, step,
+                  run_dir);
+        exit_code = 128 + sig;
+    }
+
+done:
+    trainer_destroy(t);
+    trainer_eval_destroy(&eval_hook);
+    trainer_data_close(&data);
+    train_args_free(&a);
+    return exit_code;
 }

@@ -48,10 +48,12 @@ void train_progress_step(train_progress *p, const train_step_info *s)
     double rate = s->elapsed_s > 0 ? s->elapsed_s / (double)done : 0;
     train_progress_eta(eta, sizeof eta, rate * (double)(s->total_steps - done));
     char line[256];
+    /* step S/LAST: the index of the step just taken, as in the header ("steps 0..LAST"),
+     * metrics.jsonl, events.jsonl and the warnings */
     snprintf(line, sizeof line,
              "step %ld/%ld %-6s loss %.4f lr %.2e gnorm %.3f %7.0f tok/s ETA %s max clip %.1e",
-             done, s->total_steps, schedule_phase_name(s->phase), s->loss, s->lr, s->grad_norm,
-             s->tok_per_s, eta, s->max_clip_rate);
+             s->step, s->total_steps - 1, schedule_phase_name(s->phase), s->loss, s->lr,
+             s->grad_norm, s->tok_per_s, eta, s->max_clip_rate);
     int notable = s->phase_changed || s->n_warnings;
     if (p->line_open && notable) {
         fputc('\n', p->f);

@@ -1,6 +1,8 @@
 /* train_progress.h: progress output of `train` and `demo` (src/cli only).
  * On a TTY one live line (rewritten with '\r'); otherwise plain lines every
- * ~2% of the run, at phase changes and with every saturation warning. */
+ * ~2% of the run, at phase changes and with every saturation warning.  Steps are
+ * numbered from 0 everywhere (progress, warnings, logs): "step 5/5" is the last
+ * step of a 6-step run, after which ckpt/step_6 holds the state. */
 #ifndef QS_CLI_TRAIN_PROGRESS_H
 #define QS_CLI_TRAIN_PROGRESS_H
 

@@ -9,9 +9,12 @@
  */
 #include "qs/shard_build.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "qs/fileio.h"
 #include "qs/json.h"
@@ -352,6 +355,72 @@ static int write_manifest(const char *out_dir, const tokenizer *t, const char *t
     return rc;
 }
 
+/* ---- the output directory: new, empty, or an earlier build (replaced whole) ---- */
+
+/* A name an earlier build writes: manifest.json, {train,val}_NNNNNN.qst, or a temp
+ * file of either left by an interrupted write (NAME.tmp.<pid>). */
+static int shard_out_name_ours(const char *name)
+{
+    size_t n = strlen(name);
+    const char *tmp = strstr(name, ".tmp.");
+    if (tmp) {   /* NAME.tmp.<digits>: judge NAME */
+        const char *pid = tmp + 5;
+        if (!*pid || pid[strspn(pid, "0123456789")])
+            return 0;
+        n = (size_t)(tmp - name);
+    }
+    if (n == strlen(SHARD_MANIFEST_NAME) && !strncmp(name, SHARD_MANIFEST_NAME, n))
+        return 1;
+    size_t pre = !strncmp(name, "train_", 6) ? 6 : !strncmp(name, "val_", 4) ? 4 : 0;
+    size_t digits = pre ? strspn(name + pre, "0123456789") : 0;
+    return pre && digits >= 6 && n == pre + digits + 4 && !strncmp(name + pre + digits, ".qst", 4);
+}
+
+/* Creates OUT, or checks that everything in it is an earlier build's; nothing is
+ * removed yet (a bad input must not cost the old shards). */
+static int shard_out_check(const char *out_dir, qs_diag *d)
+{
+    int rc = fileio_mkdir_p(out_dir, d);
+    if (rc)
+        return rc;
+    DIR *dp = opendir(out_dir);
+    if (!dp)
+        return diag_set(d, QS_EIO, out_dir, -1, "cannot open the directory: %s", strerror(errno));
+    for (struct dirent *e; !rc && (e = readdir(dp));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && !shard_out_name_ours(e->d_name))
+            rc = diag_set(d, QS_EINVAL, out_dir, -1,
+                          "not empty and not an earlier shard output (found '%s'); give a new "
+                          "or empty directory",
+                          e->d_name);
+    closedir(dp);
+    return rc;
+}
+
+/* Removes an earlier build, manifest first: interrupted from here on, OUT has no
+ * manifest and reads as incomplete, never as old and new shards mixed. */
+static int shard_out_clear(const char *out_dir, qs_diag *d)
+{
+    char path[1200];
+    if (fileio_join(path, sizeof path, out_dir, SHARD_MANIFEST_NAME))
+        return diag_set(d, QS_ERANGE, out_dir, -1, "path too long");
+    if (unlink(path) && errno != ENOENT)
+        return diag_set(d, QS_EIO, path, -1, "cannot remove the old manifest: %s", strerror(errno));
+    DIR *dp = opendir(out_dir);
+    if (!dp)
+        return diag_set(d, QS_EIO, out_dir, -1, "cannot open the directory: %s", strerror(errno));
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(dp));) {
+        if (!shard_out_name_ours(e->d_name))
+            continue;
+        if (fileio_join(path, sizeof path, out_dir, e->d_name))
+            rc = diag_set(d, QS_ERANGE, out_dir, -1, "path too long");
+        else if (unlink(path) && errno != ENOENT)
+            rc = diag_set(d, QS_EIO, path, -1, "cannot remove an old shard: %s", strerror(errno));
+    }
+    closedir(dp);
+    return rc;
+}
+
 int shard_build_run(const char *tok_path, const char *const *inputs, int n_inputs,
                     const char *out_dir, const shard_build_opts *opts, shard_build_summary *sum,
                     qs_diag *d)
@@ -372,7 +441,7 @@ int shard_build_run(const char *tok_path, const char *const *inputs, int n_input
         rc = diag_set(d, QS_EUNSUPPORTED, tok_path, -1,
                       "tokenizer has no EOS token: expected one to separate documents");
     if (!rc)
-        rc = fileio_mkdir_p(out_dir, d);
+        rc = shard_out_check(out_dir, d);
     if (!rc)
         rc = corpus_read(&c, inputs, n_inputs, d);
     if (!rc && c.n_docs == 0)
@@ -382,6 +451,8 @@ int shard_build_run(const char *tok_path, const char *const *inputs, int n_input
         rc = diag_set(d, rc, NULL, -1, "out of memory choosing validation documents");
     if (!rc)
         rc = tokenize_docs(&c, t, d);
+    if (!rc)   /* the inputs are good: only now does an earlier build go */
+        rc = shard_out_clear(out_dir, d);
     for (int i = 0; i < 2 && !rc; i++)
         rc = write_split(&c, i, t, out_dir, opts, &splits[i], d);
     if (!rc)

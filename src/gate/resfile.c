@@ -91,16 +91,24 @@ static int read_metric(const qs_json_at *entry, const char *metric, double *out,
     return 0;
 }
 
-static long read_n_items(json_t *root, json_t *entry, const char *task)
+/* n-samples.<task>.effective, else results.<task>.n, else -1 (unknown); a
+ * negative count is malformed, not "unknown" */
+static int read_n_items(json_t *root, json_t *entry, const char *task, const char *path,
+                        long *out, qs_diag *d)
 {
     json_t *ns = json_object_get(json_object_get(root, "n-samples"), task);
-    json_t *eff = json_object_get(ns, "effective");
-    if (json_is_integer(eff))
-        return (long)json_integer_value(eff);
-    json_t *n = json_object_get(entry, "n");
-    if (json_is_integer(n))
-        return (long)json_integer_value(n);
-    return -1;
+    json_t *eff = json_object_get(ns, "effective"), *n = json_object_get(entry, "n");
+    int from_ns = json_is_integer(eff);
+    json_t *v = from_ns ? eff : n;
+    *out = -1;
+    if (!json_is_integer(v))
+        return 0;
+    if (json_integer_value(v) < 0)
+        return diag_set(d, QS_EFORMAT, path, -1, "%s.%s%s: expected an item count >= 0, got %lld",
+                        from_ns ? "n-samples" : "results", task, from_ns ? ".effective" : ".n",
+                        (long long)json_integer_value(v));
+    *out = (long)json_integer_value(v);
+    return 0;
 }
 
 /* append the leaves under `name` (recursively through group_subtasks) to t */
@@ -213,7 +221,8 @@ static int parse_root(resfile *rf, const qs_json_at *r, qs_diag *d)
             rc = read_metric(&e, "acc_norm", &t->acc_norm, &rf->layout, d);
         if (rc)
             return rc;
-        t->n_items = read_n_items(root, entry, name);
+        if ((rc = read_n_items(root, entry, name, path, &t->n_items, d)))
+            return rc;
         t->top_level = 1;
         json_t *kids = json_object_get(gs, name);
         t->is_group = (json_is_array(kids) && json_array_size(kids) > 0) ||

@@ -27,9 +27,16 @@ int replay_estimator(const qlog_run *run, const amax_estimator *e, int margin, i
         margin = run->margin;
     if (history_steps < 1)
         history_steps = run->history_steps;
-    if (margin > QUANT_MARGIN_MAX)
-        return diag_set(d, QS_EINVAL, NULL, -1, "margin must be in [0, %d], got %d", QUANT_MARGIN_MAX,
-                        margin);
+    /* the recipe a quantizer would have run: refused here when train refuses it
+     * (margin range, a max-window longer than the history, ...) */
+    quant_recipe r;
+    quant_recipe_default(&r);
+    r.est = *e;
+    r.margin = margin;
+    r.history_steps = history_steps;
+    int rc = quant_recipe_check(&r, d);
+    if (rc)
+        return rc;
     unsigned char *step_sat = qs_calloc((size_t)run->n_steps + 1, 1);
     amax_history h;
     if (!step_sat || amax_history_init(&h, history_steps)) {

@@ -57,7 +57,7 @@ static const runcfg_row runcfg_rows[] = {
     {{"eval_every", RUNCFG_INT, "0", "[0, 1e9]", "In-loop evaluation every N steps (plus the baseline before step 0); 0 = off."}, RC_NUM(eval_every), 0, 1e9},
     {{"eval_tasks", RUNCFG_LIST, "arc_easy", "task names", "Tasks of the in-loop evaluation (tasks/<name>.json: mmlu, hellaswag, arc_easy, arc_challenge)."}, RC_STR(eval_tasks), 0, 0},
     {{"eval_data_dir", RUNCFG_STRING, "", "", "Benchmark data root for the in-loop evaluation (mmlu/, hellaswag/, arc/ below it; see ### eval)."}, RC_STR(eval_data_dir), 0, 0},
-    {{"eval_tasks_dir", RUNCFG_STRING, "tasks", "", "Directory of the task definitions."}, RC_STR(eval_tasks_dir), 0, 0},
+    {{"eval_tasks_dir", RUNCFG_STRING, "", "", "Directory of the task definitions; default: the tasks/ folder of the qatscope tree the binary lives in (as `qatscope eval`), whatever the current directory."}, RC_STR(eval_tasks_dir), 0, 0},
     {{"eval_subset", RUNCFG_INT, "200", "[0, 1e9]", "Documents per task, a fixed seeded subset (the same items at every evaluation); 0 = all."}, RC_NUM(eval_subset), 0, 1e9},
     {{"eval_val_batches", RUNCFG_INT, "8", "[0, 1e6]", "Held-out perplexity at each in-loop evaluation: val_loss / val_ppl over the first N batch_size x seq_len batches of train_data's `val` split (tokenize --val-fraction), the same batches every time; 0 = off."}, RC_NUM(eval_val_batches), 0, 1e6},
     {{"eval_kl_reference", RUNCFG_BOOL, "auto", "true|false|auto", "At each in-loop evaluation, also KL(step-0 weights in bf16 || model as trained) and top-1 agreement on the eval_val_batches batches (val_kl_ref, val_top1_ref); keeps a bf16 copy of the base model; auto = on when qat is."}, RC_NUM(eval_kl_reference), 0, 1},

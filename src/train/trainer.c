@@ -23,10 +23,17 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
 {
     llama_config c;
     memset(mem, 0, sizeof *mem);
-    int precision, rc;
-    if ((rc = matmul_precision_parse(cfg->precision, "precision", &precision, d)) ||
+    quant_recipe r;
+    int precision, rc = trainer_recipe_from_cfg(cfg, &r, d);
+    if (rc || (rc = matmul_precision_parse(cfg->precision, "precision", &precision, d)) ||
         (rc = hfconfig_load(&c, cfg->model, d)))
         return rc;
+    if (cfg->seq_len > hfconfig_max_context(&c))   /* name the key, not an activation size */
+        return diag_set(d, QS_ERANGE, cfg->model, -1,
+                        "seq_len %ld exceeds the model's context of %d tokens "
+                        "(max_position_embeddings in config.json%s); lower seq_len",
+                        cfg->seq_len, hfconfig_max_context(&c),
+                        c.sliding_window ? ", or its sliding_window" : "");
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
     model_memory_estimate(&c, B, T, T, &mm);
@@ -125,6 +132,23 @@ static int trainer_alloc(struct trainer *t, qs_diag *d)
     return model_weights_point(&t->gw, &t->m, t->grads);
 }
 
+int trainer_resume_check(const runcfg *cfg, const char *run_dir, long *steps_done, qs_diag *d)
+{
+    char ck_dir[TRAINER_PATH_MAX + 64];
+    *steps_done = 0;
+    if (!trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, steps_done))
+        return diag_set(d, QS_ENOTFOUND, run_dir, -1,
+                        "no checkpoint to resume from (expected ckpt/step_N/train_state.bin)");
+    long done = *steps_done;
+    if (cfg->steps <= done)   /* nothing left to run: say so instead of doing nothing */
+        return diag_set(d, QS_EINVAL, run_dir, -1,
+                        "steps %ld: the latest checkpoint ckpt/step_%ld has %ld steps done%s; to "
+                        "continue, resume with --set steps=N above %ld",
+                        cfg->steps, done, done, cfg->steps == done ? " (the run is complete)" : "",
+                        done);
+    return 0;
+}
+
 int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                    const trainer_options *opt, qs_diag *d)
 {
@@ -160,10 +184,13 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     }
     long ck_step = 0;
     char ck_dir[TRAINER_PATH_MAX + 64];
-    if (opt->resume_dir && !trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, &ck_step)) {
-        rc = diag_set(d, QS_ENOTFOUND, run_dir, -1,
-                      "no checkpoint to resume from (expected ckpt/step_N/train_state.bin)");
-        goto fail;
+    if (opt->resume_dir) {
+        if ((rc = trainer_resume_check(cfg, run_dir, &ck_step, d)))
+            goto fail;
+        if (!trainer_ckpt_latest(run_dir, ck_dir, sizeof ck_dir, &ck_step)) {   /* gone since */
+            rc = diag_set(d, QS_ENOTFOUND, run_dir, -1, "the latest checkpoint disappeared");
+            goto fail;
+        }
     }
     snprintf(t->model_dir, sizeof t->model_dir, "%s", opt->resume_dir ? ck_dir : cfg->model);
     if ((rc = model_load_dir(&t->m, t->model_dir, d)) ||

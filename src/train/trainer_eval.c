@@ -263,6 +263,11 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
         qs_free(e);
         return diag_set(d, QS_EINVAL, NULL, -1, "eval_tasks: empty while eval_every > 0");
     }
+    if (!cfg->eval_tasks_dir[0]) {   /* the CLI fills in the binary's tasks/; no ./tasks guess */
+        qs_free(e);
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "eval_tasks_dir: empty; give the directory of the task definitions");
+    }
     eval_options o;
     eval_options_default(&o);
     o.tasks_dir = e->cfg.eval_tasks_dir;

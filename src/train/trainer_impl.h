@@ -90,6 +90,10 @@ int trainer_dist_moment_write(struct trainer *t, trainstate_writer *w, const cha
 
 /* trainer_quant.c */
 int trainer_quant_init(struct trainer *t, qs_diag *d);
+/* The quantizer recipe of cfg (amax_estimator, amax_history, amax_margin), checked as a
+ * quantizer checks it; errors name the config keys.  Run by trainer_memory_estimate, so
+ * a bad recipe is refused before anything is loaded, whether or not qat is on. */
+int trainer_recipe_from_cfg(const runcfg *cfg, quant_recipe *r, qs_diag *d);
 void trainer_quant_free(struct trainer *t);
 size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
                            qs_diag *d);

@@ -50,6 +50,34 @@ static int trainer_plan_build(qplan *p, const llama_config *c, const runcfg *cfg
             qplan_free(p);
             return rc;
         }
+    if (qplan_count(p) == 0) {   /* qat on but nothing to quantize: a run that never quantizes */
+        qplan_free(p);
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "quant_modules '%s' selects no Linear of this %d-block model (the "
+                        "default skips the first 3 and last 2 blocks); choose blocks, e.g. "
+                        "--set 'quant_modules=layers.*.mlp.*', or set qat=false for an "
+                        "unquantized run",
+                        cfg->quant_modules, c->n_layers);
+    }
+    return 0;
+}
+
+int trainer_recipe_from_cfg(const runcfg *cfg, quant_recipe *r, qs_diag *d)
+{
+    quant_recipe_default(r);
+    char msg[QS_DIAG_MSG_MAX];
+    int rc = amax_estimator_parse(cfg->amax_estimator, &r->est, d);
+    if (rc) {   /* the parser's message, with the config key it came from */
+        snprintf(msg, sizeof msg, "%s", d->msg);
+        return diag_set(d, rc, NULL, -1, "amax_estimator: %s", msg);
+    }
+    r->margin = (int)cfg->amax_margin;
+    r->history_steps = (int)cfg->amax_history;
+    if ((rc = quant_recipe_check(r, d))) {
+        snprintf(msg, sizeof msg, "%s", d->msg);
+        return diag_set(d, rc, NULL, -1, "amax_estimator '%s', amax_history %ld, amax_margin %ld: %s",
+                        cfg->amax_estimator, cfg->amax_history, cfg->amax_margin, msg);
+    }
     return 0;
 }
 
@@ -168,12 +196,7 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
     if ((rc = quant_ste_parse(t->cfg.ste, &t->ste, d)))
         return rc;
     quant_recipe r;
-    quant_recipe_default(&r);
-    if ((rc = amax_estimator_parse(t->cfg.amax_estimator, &r.est, d)))
-        return rc;
-    r.margin = (int)t->cfg.amax_margin;
-    r.history_steps = (int)t->cfg.amax_history;
-    if ((rc = quant_recipe_check(&r, d)))
+    if ((rc = trainer_recipe_from_cfg(&t->cfg, &r, d)))
         return rc;
     char (*names)[QUANT_NAME_MAX] = qs_calloc((size_t)n * 2, sizeof *names);
     const char **ptrs = qs_calloc((size_t)n * 2, sizeof *ptrs);

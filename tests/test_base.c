@@ -1,4 +1,4 @@
-/* test_core.c: err, mem and fileio basics. */
+/* test_base.c: src/base basics: err, mem and fileio. */
 #include <stdlib.h>
 
 #include "qs/err.h"

@@ -1,0 +1,91 @@
+/* outfile.c: output files a command publishes together, checked before the work
+ * and renamed into place only when every one of them was written (see cli.h).
+ *
+ * Each output gets a hidden temp name beside its final name that keeps the final
+ * name's ending (".tmp.<pid>.results.json", ".tmp.<pid>.samples.jsonl.zst"), so
+ * writers that pick plain or zstd by the suffix behave as for the final name, and
+ * the rename stays within one directory (one filesystem). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "qs/fileio.h"
+
+int cli_outputs_add(cli_outputs *o, const char *flag, const char *path)
+{
+    if (o->n == CLI_OUTPUTS_MAX)
+        return cli_error("%s: at most %d outputs", flag, CLI_OUTPUTS_MAX);
+    if (!*path)
+        return cli_error("%s: expected a file name, got ''", flag);
+    if (fileio_is_dir(path))
+        return cli_error("%s: '%s' is a directory; expected a file name", flag, path);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char dir[CLI_PATH_MAX];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else if ((size_t)(slash - path) < sizeof dir)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else
+        return cli_error("%s: path too long: '%s'", flag, path);
+    if (!*base)
+        return cli_error("%s: '%s' names a directory; expected a file name", flag, path);
+    qs_diag d = {0};
+    if (!fileio_is_dir(dir) && fileio_mkdir_p(dir, &d)) {   /* missing parents are created */
+        char msg[QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 32];
+        diag_format(&d, msg, sizeof msg);
+        return cli_error("%s: cannot create the directory of '%s': %s", flag, path, msg);
+    }
+    char *tmp = o->f[o->n].tmp;
+    int w = snprintf(tmp, sizeof o->f[0].tmp, "%s/.tmp.%ld.%s", dir, (long)getpid(), base);
+    if (w < 0 || (size_t)w >= sizeof o->f[0].tmp)
+        return cli_error("%s: path too long: '%s'", flag, path);
+    /* writable?  a real file, so read-only mounts and permissions (not root's
+     * view of them) decide, long before the outputs are written */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0)
+        return cli_error("%s: cannot write in '%s': %s", flag, dir, strerror(errno));
+    close(fd);
+    unlink(tmp);
+    o->f[o->n].flag = flag;
+    o->f[o->n].path = path;
+    o->n++;
+    return 0;
+}
+
+const char *cli_outputs_tmp(const cli_outputs *o, int i)
+{
+    return o->f[i].tmp;
+}
+
+void cli_outputs_discard(cli_outputs *o)
+{
+    for (int i = 0; i < o->n; i++)
+        unlink(o->f[i].tmp);
+    o->n = 0;
+}
+
+int cli_outputs_commit(cli_outputs *o)
+{
+    for (int i = 0; i < o->n; i++)
+        if (!fileio_exists(o->f[i].tmp)) {
+            cli_outputs_discard(o);
+            return cli_error("%s: '%s' was not written", o->f[i].flag, o->f[i].path);
+        }
+    for (int i = 0; i < o->n; i++)
+        if (rename(o->f[i].tmp, o->f[i].path) != 0) {
+            int e = errno;
+            for (int j = 0; j < i; j++)   /* all or none: take back the ones already placed */
+                unlink(o->f[j].path);
+            cli_outputs_discard(o);
+            return cli_error("%s: cannot rename into '%s': %s", o->f[i].flag, o->f[i].path,
+                             strerror(e));
+        }
+    o->n = 0;
+    return 0;
+}

@@ -1,0 +1,107 @@
+/* test_cli_eval.c: `qatscope eval` as a user meets it, on the bundled tiny model
+ * and the self-made task data in tests/data/tasks/data: output paths checked
+ * before any scoring (missing directories made, unusable ones refused) and
+ * results + samples published together or not at all. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "test.h"
+
+#define EVAL_ARGS "eval --model data/demo/model --tasks arc_easy --data-dir tests/data/tasks/data"
+
+static char cli_out[65536], cli_err[8192];
+
+/* entries of dir whose name contains ".tmp" (left-over temp files) */
+static int cli_eval_stray_temps(const char *dir)
+{
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return -1;
+    int n = 0;
+    for (struct dirent *de; (de = readdir(dh));)
+        n += strstr(de->d_name, ".tmp") != NULL;
+    closedir(dh);
+    return n;
+}
+
+TEST(cli_eval, output_and_samples_in_missing_directories_are_created)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char args[2000], res[600], smp[600];
+    snprintf(res, sizeof res, "%s/ev_new/base/results.json", test_tmp_dir());
+    snprintf(smp, sizeof smp, "%s/ev_new/logs/deep/samples.jsonl.zst", test_tmp_dir());
+    snprintf(args, sizeof args, EVAL_ARGS " --output %s --log-samples %s", res, smp);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    char *text;
+    size_t n;
+    ASSERT_OK(fileio_read_all(res, &text, &n, NULL), NULL);
+    int ok = strstr(text, "\"arc_easy\"") != NULL;
+    qs_free(text);
+    ASSERT_TRUE(ok);
+    ASSERT_OK(fileio_read_all(smp, &text, &n, NULL), NULL);   /* .zst: read back decompressed */
+    ok = strncmp(text, "{\"task\":\"arc_easy\"", 18) == 0;
+    qs_free(text);
+    ASSERT_TRUE(ok);
+    snprintf(res, sizeof res, "%s/ev_new/base", test_tmp_dir());
+    snprintf(smp, sizeof smp, "%s/ev_new/logs/deep", test_tmp_dir());
+    ASSERT_EQ_INT(cli_eval_stray_temps(res), 0);
+    ASSERT_EQ_INT(cli_eval_stray_temps(smp), 0);
+}
+
+/* An unusable --output or --log-samples is one error line, exit 2, before the
+ * model is even loaded (a missing model would be the error otherwise), and a bad
+ * --log-samples leaves no results.json behind. */
+TEST(cli_eval, unusable_output_paths_fail_up_front_and_write_nothing)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char dir[600], file[700], res[700], args[2400];
+    snprintf(dir, sizeof dir, "%s/ev_bad", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, NULL), NULL);
+    snprintf(file, sizeof file, "%s/plain_file", dir);
+    ASSERT_OK(fileio_write_atomic(file, "x", 1, NULL), NULL);
+    snprintf(res, sizeof res, "%s/results.json", dir);
+
+    snprintf(args, sizeof args,
+             "eval --model %s/no_such_model --tasks arc_easy --data-dir tests/data/tasks/data "
+             "--output %s/results.json", dir, file);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "--output: cannot create the directory of") != NULL);
+    ASSERT_TRUE(strstr(cli_err, "not a directory") != NULL);
+    ASSERT_TRUE(strchr(cli_err, '\n') == cli_err + strlen(cli_err) - 1);
+
+    snprintf(args, sizeof args, EVAL_ARGS " --output %s", dir);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "is a directory; expected a file name") != NULL);
+
+    snprintf(args, sizeof args, EVAL_ARGS " --output %s --log-samples %s/s.jsonl.zst", res, file);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "--log-samples: cannot create the directory of") != NULL);
+    ASSERT_TRUE(!fileio_exists(res));
+    ASSERT_EQ_STR(cli_out, "");
+
+    snprintf(args, sizeof args, EVAL_ARGS " --output %s --log-samples %s", res, res);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "is also the --output file") != NULL);
+    ASSERT_TRUE(!fileio_exists(res));
+
+    if (geteuid() != 0) {   /* root writes into a 0555 directory anyway */
+        char ro[700];
+        snprintf(ro, sizeof ro, "%s/read_only", dir);
+        ASSERT_OK(fileio_mkdir_p(ro, NULL), NULL);
+        ASSERT_EQ_INT(chmod(ro, 0555), 0);
+        snprintf(args, sizeof args, EVAL_ARGS " --output %s/results.json", ro);
+        int rc = test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+        chmod(ro, 0755);
+        ASSERT_EQ_INT(rc, 2);
+        ASSERT_TRUE(strstr(cli_err, "--output: cannot write in") != NULL);
+    }
+    ASSERT_EQ_INT(cli_eval_stray_temps(dir), 0);
+}
