@@ -53,8 +53,19 @@ static int w8_agree(const char *name, const char *src, const char *flags, const 
     snprintf(args, sizeof args, "eval --model %s --tasks %s --data-dir %s --limit %s --precision "
              "bf16 --output %s/w8_%s_real.json --log-samples %s", out, tasks, bench, limit,
              test_tmp_dir(), name, sa);
-    if (w8_cli(args))
+    if (w8_cli(args) || !strstr(w8_out, "HiF8 checkpoint: W8A8 on"))
         return 2;
+    /* the results file records the checkpoint's quantization like a fake-quant run's */
+    char rpath[700], *res = NULL;
+    size_t nres = 0;
+    snprintf(rpath, sizeof rpath, "%s/w8_%s_real.json", test_tmp_dir(), name);
+    if (fileio_read_all(rpath, &res, &nres, NULL))
+        return 5;
+    int recorded = strstr(res, "\"layers.") && !strstr(res, "\"quant_modules\": []") &&
+                   strstr(res, "\"stored (");
+    qs_free(res);
+    if (!recorded)
+        return 6;
     snprintf(args, sizeof args, "eval --model %s --tasks %s --data-dir %s --limit %s --precision "
              "hif8 %s --output %s/w8_%s_fake.json --log-samples %s", src, tasks, bench, limit,
              flags, test_tmp_dir(), name, sb);
