@@ -1,13 +1,18 @@
 /* curve.c: training curves of one run or several overlaid (--compare).
  *
- * Four panels: loss (raw in a light tint + EMA-smoothed line), learning rate, max
- * clip rate over quantizers (log y; zero sits on the floor), and in-loop eval
- * accuracy per task (%, markers at eval steps; forgetting events as red marks).
- * Colours: a run's colour in the first three panels; a task's colour in the eval
- * panel, where runs differ by dash pattern (legend at the top shows both).
- * The BF16 -> QAT boundary of each run is a dashed vertical line.
+ * Five panels: loss (train raw in a light tint + EMA-smoothed line, held-out
+ * val_loss as markers), validation perplexity (val_ppl at each in-loop eval),
+ * learning rate, max clip rate over quantizers (log y; zero sits on the floor;
+ * drawn as steps: a step's value holds until the next logged step, so the
+ * first QAT step rises straight up from the warmup's zero instead of a slope),
+ * and, across the bottom, in-loop eval accuracy per task (%, markers at eval
+ * steps; forgetting events as red marks).
+ * Colours: a run's colour in the loss, perplexity, lr and clip panels; a task's
+ * colour in the eval panel, where runs differ by dash pattern (legend at the top
+ * shows both).  The BF16 -> QAT boundary of each run with quantizers is a
+ * dashed vertical line; a run without quantizers is labelled so, never "QAT".
  * Runs that log the KL against their step-0 weights (val_kl_ref, val_top1_ref)
- * get a third row: that KL (log y) and the top-1 agreement (%).
+ * get a fourth row: that KL (log y) and the top-1 agreement (%).
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +30,7 @@ static const int DASH[4] = {0, 9, 4, 2};
 #define CURVE_W 1400
 #define CURVE_PANEL_H 360
 #define CURVE_TOP 86
+#define CURVE_ROWS 3
 
 typedef struct panel {
     int x, y, w, h;          /* plot area in pixels */
@@ -103,9 +109,10 @@ static void panel_note(plots_image *img, const panel *p, const char *msg)
     canvas_text_at_impl(img, p->x + p->w / 2, p->y + p->h / 2, 1, 1, msg, 2, MUTED);
 }
 
-/* polyline over finite points; gaps at NAN */
-static void series(plots_image *img, const panel *p, const long *xs, const double *ys, long n,
-                   long stride, int thick, int dash, plot_rgb c, int markers)
+/* polyline over finite points; gaps at NAN; steps: horizontal then vertical
+ * (a value holds until the next point) */
+static void series_any(plots_image *img, const panel *p, const long *xs, const double *ys, long n,
+                       long stride, int thick, int dash, plot_rgb c, int markers, int steps)
 {
     double lx = 0, ly = 0;
     int have = 0;
@@ -116,14 +123,29 @@ static void series(plots_image *img, const panel *p, const long *xs, const doubl
             continue;
         }
         double x = px(p, (double)xs[i]), y = py(p, v);
-        if (have)
+        if (have && steps) {
+            canvas_line_impl(img, lx, ly, x, ly, thick, dash, c);
+            canvas_line_impl(img, x, ly, x, y, thick, dash, c);
+        } else if (have) {
             canvas_line_impl(img, lx, ly, x, y, thick, dash, c);
+        }
         if (markers)
             canvas_rect_impl(img, (int)lrint(x) - 3, (int)lrint(y) - 3, 7, 7, c);
         lx = x;
         ly = y;
         have = 1;
+        if (steps && (i + 1 == n || isnan(ys[(i + 1) * stride]))) {   /* the last value holds
+                                                                          for its own step */
+            double x1 = fmin(px(p, (double)xs[i] + 1.0), (double)(p->x + p->w - 1));
+            canvas_line_impl(img, x, y, x1, y, thick, dash, c);
+        }
     }
+}
+
+static void series(plots_image *img, const panel *p, const long *xs, const double *ys, long n,
+                   long stride, int thick, int dash, plot_rgb c, int markers)
+{
+    series_any(img, p, xs, ys, n, stride, thick, dash, c, markers, 0);
 }
 
 static void phase_lines(plots_image *img, const panel *p, const curve_run *runs, int n_runs)
@@ -141,15 +163,19 @@ static void phase_lines(plots_image *img, const panel *p, const curve_run *runs,
     }
 }
 
-/* data range of one train series across runs; returns 0 when nothing finite */
+/* data range of one series across runs (0 loss, 1 lr, 2 clip: train records;
+ * 3 val_loss, 4 val_ppl: eval records); returns 0 when nothing finite */
 static int range_of(const curve_run *runs, int n_runs, int which, double *lo, double *hi,
                     int positive_only)
 {
     *lo = INFINITY;
     *hi = -INFINITY;
     for (int r = 0; r < n_runs; r++) {
-        const double *v = which == 0 ? runs[r].loss : which == 1 ? runs[r].lr : runs[r].clip;
-        for (long i = 0; i < runs[r].n_train; i++) {
+        const double *v = which == 0 ? runs[r].loss : which == 1 ? runs[r].lr
+                        : which == 2 ? runs[r].clip : which == 3 ? runs[r].val_loss
+                                                                 : runs[r].val_ppl;
+        long n = which >= 3 ? runs[r].n_eval : runs[r].n_train;
+        for (long i = 0; i < n; i++) {
             if (isnan(v[i]) || (positive_only && !(v[i] > 0)))
                 continue;
             *lo = v[i] < *lo ? v[i] : *lo;
@@ -171,16 +197,23 @@ static void ema(const double *v, double *out, long n)
 
 static void draw_loss(plots_image *img, panel *p, const curve_run *runs, int n_runs)
 {
-    double lo, hi;
-    if (!range_of(runs, n_runs, 0, &lo, &hi, 0)) {
+    double lo, hi, vlo, vhi;
+    int have_train = range_of(runs, n_runs, 0, &lo, &hi, 0);
+    int have_val = range_of(runs, n_runs, 3, &vlo, &vhi, 0);
+    if (!have_train && !have_val) {
         panel_axes(img, p, "loss");
         panel_note(img, p, "no loss values");
         return;
     }
+    if (have_val) {
+        lo = have_train ? fmin(lo, vlo) : vlo;
+        hi = have_train ? fmax(hi, vhi) : vhi;
+    }
     double pad = (hi - lo) * 0.05 + 1e-9;
     p->y0 = lo - pad;
     p->y1 = hi + pad;
-    panel_axes(img, p, "training loss (thin: per step, thick: EMA)");
+    panel_axes(img, p, have_val ? "loss (thin: train per step, thick: EMA, squares: val)"
+                                : "training loss (thin: per step, thick: EMA)");
     for (int r = 0; r < n_runs; r++) {
         plot_rgb c = PALETTE[r % 6];
         series(img, p, runs[r].step, runs[r].loss, runs[r].n_train, 1, 1, 0, tint(c, 0.35), 0);
@@ -191,6 +224,36 @@ static void draw_loss(plots_image *img, panel *p, const curve_run *runs, int n_r
         series(img, p, runs[r].step, sm, runs[r].n_train, 1, 2, DASH[r % 4], c, 0);
         qs_free(sm);
     }
+    for (int r = 0; r < n_runs; r++)   /* val on top, so the train tint never hides it */
+        series(img, p, runs[r].eval_step, runs[r].val_loss, runs[r].n_eval, 1, 1, 3,
+               PALETTE[r % 6], 1);
+}
+
+/* held-out perplexity at each in-loop eval (linear y; log y past a 10x range) */
+static void draw_val_ppl(plots_image *img, panel *p, const curve_run *runs, int n_runs)
+{
+    double lo, hi;
+    const char *title = "validation perplexity (val_ppl, in-loop eval)";
+    if (!range_of(runs, n_runs, 4, &lo, &hi, 1)) {
+        p->y0 = 0;
+        p->y1 = 1;
+        panel_axes(img, p, title);
+        panel_note(img, p, "no val_loss / val_ppl records");
+        return;
+    }
+    if (hi > 10 * lo) {
+        p->log_y = 1;
+        p->y0 = floor(log10(lo));
+        p->y1 = ceil(log10(hi));
+    } else {   /* a flat series (one eval, or none changing) still gets readable ticks */
+        double pad = hi - lo > 0.02 * hi ? (hi - lo) * 0.08 : 0.05 * hi;
+        p->y0 = lo - pad;
+        p->y1 = hi + pad;
+    }
+    panel_axes(img, p, title);
+    for (int r = 0; r < n_runs; r++)
+        series(img, p, runs[r].eval_step, runs[r].val_ppl, runs[r].n_eval, 1, 2, DASH[r % 4],
+               PALETTE[r % 6], 1);
 }
 
 static void draw_train_series(plots_image *img, panel *p, const curve_run *runs, int n_runs,
@@ -240,8 +303,8 @@ static void draw_train_series(plots_image *img, panel *p, const curve_run *runs,
                 ys[n++] = v;
             }
         }
-        if (xs && ys)
-            series(img, p, xs, ys, n, 1, 1, 0, PALETTE[r % 6], 0);
+        if (xs && ys)   /* steps: a logged value holds until the next step */
+            series_any(img, p, xs, ys, n, 1, 1, 0, PALETTE[r % 6], 0, 1);
         qs_free(xs);
         qs_free(ys);
     }
@@ -364,8 +427,10 @@ static void draw_header(plots_image *img, const curve_run *runs, int n_runs)
         char lab[160];
         if (runs[r].qat_step >= 0)
             snprintf(lab, sizeof lab, "%.60s (QAT from step %ld)", runs[r].name, runs[r].qat_step);
-        else
+        else if (runs[r].has_quant)
             snprintf(lab, sizeof lab, "%.60s (no QAT phase)", runs[r].name);
+        else
+            snprintf(lab, sizeof lab, "%.60s (no quantizers)", runs[r].name);
         int w = canvas_text_width_impl(lab, 2) + 56;
         if (x + w > CURVE_W - 24) {
             x = 24;
@@ -397,21 +462,25 @@ int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *im
             x1 = runs[r].eval_step[i] > x1 ? runs[r].eval_step[i] : x1;
         }
     }
-    int n_panels = 4;   /* + KL and top-1 agreement when some run logged them */
+    int n_panels = 5;   /* + KL and top-1 agreement when some run logged them */
     for (int r = 0; r < n_runs && !rc; r++)
-        for (long i = 0; i < runs[r].n_eval && n_panels == 4; i++)
-            n_panels = isnan(runs[r].eval_kl[i]) ? 4 : 6;
+        for (long i = 0; i < runs[r].n_eval && n_panels == 5; i++)
+            n_panels = isnan(runs[r].eval_kl[i]) ? 5 : 7;
     if (!rc)
-        rc = canvas_init_impl(img, CURVE_W, CURVE_TOP + n_panels / 2 * CURVE_PANEL_H + 10, PAPER,
-                              d);
+        rc = canvas_init_impl(img, CURVE_W,
+                              CURVE_TOP + (CURVE_ROWS + (n_panels > 5)) * CURVE_PANEL_H + 10,
+                              PAPER, d);
     if (!rc) {
         draw_header(img, runs, n_runs);
-        panel ps[6];
+        /* loss | val ppl, lr | clip rate, then eval accuracy across the width,
+         * then KL | top-1 agreement when logged */
+        panel ps[7];
         for (int i = 0; i < n_panels; i++) {
+            int row = i < 5 ? i / 2 : 3, col = i < 5 ? i % 2 : i - 5;
             ps[i] = (panel){0};
-            ps[i].x = (i % 2) * (CURVE_W / 2) + 110;
-            ps[i].y = CURVE_TOP + (i / 2) * CURVE_PANEL_H + 40;
-            ps[i].w = CURVE_W / 2 - 140;
+            ps[i].x = col * (CURVE_W / 2) + 110;
+            ps[i].y = CURVE_TOP + row * CURVE_PANEL_H + 40;
+            ps[i].w = i == 4 ? CURVE_W - 140 : CURVE_W / 2 - 140;
             ps[i].h = CURVE_PANEL_H - 90;
             ps[i].x0 = (double)x0;
             ps[i].x1 = x1 > x0 ? (double)x1 : (double)x0 + 1;
@@ -419,11 +488,12 @@ int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *im
             ps[i].n_runs = n_runs;
         }
         draw_loss(img, &ps[0], runs, n_runs);
-        draw_train_series(img, &ps[1], runs, n_runs, 1);
-        draw_train_series(img, &ps[2], runs, n_runs, 2);
-        draw_evals(img, &ps[3], runs, n_runs);
-        for (int i = 4; i < n_panels; i++)
-            draw_kl(img, &ps[i], runs, n_runs, i - 4);
+        draw_val_ppl(img, &ps[1], runs, n_runs);
+        draw_train_series(img, &ps[2], runs, n_runs, 1);
+        draw_train_series(img, &ps[3], runs, n_runs, 2);
+        draw_evals(img, &ps[4], runs, n_runs);
+        for (int i = 5; i < n_panels; i++)
+            draw_kl(img, &ps[i], runs, n_runs, i - 5);
         for (int i = 0; i < n_panels; i++) {
             canvas_text_at_impl(img, ps[i].x + ps[i].w / 2, ps[i].y + ps[i].h + 30, 1, 0, "step", 2, MUTED);
         }

@@ -1,9 +1,12 @@
 /* curve_data.c: RUN_DIR/metrics.jsonl (+ events.jsonl) -> series for the curve plot.
  * "train" records give loss, lr and max_clip_rate per step; "eval" records give
  * per-task accuracy (acc_norm for hellaswag/arc when present, acc otherwise: the
- * gate's rule) and the KL / top-1 agreement against the step-0 reference
- * (val_kl_ref, val_top1_ref; eval_kl_reference).  The QAT boundary is the events.jsonl phase event, else the first
- * train record in phase "qat".  A last line cut mid-write is ignored. */
+ * gate's rule), the held-out val_loss / val_ppl, and the KL / top-1 agreement
+ * against the step-0 reference (val_kl_ref, val_top1_ref; eval_kl_reference).
+ * The QAT boundary is the events.jsonl phase event, else the first train
+ * record in phase "qat" -- but only for a run that had quantizers (the phase event, or a quant.jsonl.zst in
+ * the run dir): a run without any has no QAT boundary, whatever its schedule's
+ * phase names say.  A last line cut mid-write is ignored. */
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -28,6 +31,8 @@ void curve_run_free_impl(curve_run *r)
     qs_free(r->eval_acc);
     qs_free(r->eval_kl);
     qs_free(r->eval_top1);
+    qs_free(r->val_loss);
+    qs_free(r->val_ppl);
     memset(r, 0, sizeof *r);
 }
 
@@ -101,12 +106,17 @@ static int add_eval(curve_run *r, const qs_json_at *obj, long *cap, qs_diag *d)
         if (grow((void **)&r->eval_step, c, sizeof *r->eval_step) ||
             grow((void **)&r->eval_acc, c * CURVE_MAX_TASKS, sizeof(double)) ||
             grow((void **)&r->eval_kl, c, sizeof(double)) ||
-            grow((void **)&r->eval_top1, c, sizeof(double)))
+            grow((void **)&r->eval_top1, c, sizeof(double)) ||
+            grow((void **)&r->val_loss, c, sizeof(double)) ||
+            grow((void **)&r->val_ppl, c, sizeof(double)))
             return diag_set(d, QS_ENOMEM, obj->file, obj->line, "out of memory");
         *cap = c;
     }
     long e = r->n_eval++;
     r->eval_step[e] = (long)step;
+    if ((rc = num(obj, "val_loss", &r->val_loss[e], d)) ||
+        (rc = num(obj, "val_ppl", &r->val_ppl[e], d)))
+        return rc;
     for (int t = 0; t < CURVE_MAX_TASKS; t++)
         r->eval_acc[e * CURVE_MAX_TASKS + t] = NAN;
     if ((rc = num(obj, "val_kl_ref", &r->eval_kl[e], d)) ||
@@ -162,8 +172,10 @@ static int read_events(curve_run *r, const char *path, qs_diag *d)
             (rc = qs_json_str_or(&o, "phase", "", &ph, d)) ||
             (rc = qs_json_str_or(&o, "task", "?", &task, d)))
             break;
-        if (!strcmp(ty, "phase") && !strcmp(ph, "qat"))
+        if (!strcmp(ty, "phase") && !strcmp(ph, "qat")) {
             r->qat_step = (long)s;
+            r->has_quant = 1;
+        }
         if (!strcmp(ty, "forgetting") && r->n_forget < 64) {
             r->forget_step[r->n_forget] = (long)s;
             snprintf(r->forget_task[r->n_forget], sizeof r->forget_task[0], "%s", task);
@@ -196,6 +208,11 @@ int curve_run_load_impl(curve_run *r, const char *run_dir, qs_diag *d)
         rc = diag_set(d, QS_EFORMAT, path, -1, "no train or eval records");
     if (!rc && fileio_join(path, sizeof path, run_dir, "events.jsonl") == 0)
         rc = read_events(r, path, d);
+    if (!rc && !r->has_quant)
+        r->has_quant = fileio_join(path, sizeof path, run_dir, "quant.jsonl.zst") == 0 &&
+                       fileio_exists(path);
+    if (!rc && !r->has_quant)
+        r->qat_step = -1;   /* a schedule phase without quantizers is no QAT */
     if (rc)
         curve_run_free_impl(r);
     return rc;

@@ -4,8 +4,13 @@
  * input before weight.  Columns are logged steps; beyond max_cols they are binned
  * with the WORST value inside the bin (max for clip/underflow rates and amax
  * ratios, min for QSNR), so a single clipped step in a 10,000-step run stays
- * visible.  After a resume the log repeats steps: a later record replaces every
- * stored step >= its own.
+ * visible.  Each cell remembers whether its value came from a BF16-warmup step
+ * (observe mode: "would have clipped", nothing was quantized) so the renderer
+ * can draw those apart from real QAT values.  Logs of older versions repeat
+ * steps after a resume: a later record replaces every stored step >= its own.
+ * The input is a run directory (its quant.jsonl.zst) or the log file itself; a
+ * log cut mid-record is drawn up to its last complete record and flagged
+ * (plots_heatmap.truncated) for the caller to warn about.
  */
 #include <jansson.h>
 #include <limits.h>
@@ -64,6 +69,7 @@ void plots_heatmap_free(plots_heatmap *hm)
     qs_free(hm->col_first);
     qs_free(hm->col_last);
     qs_free(hm->values);
+    qs_free(hm->cell_warmup);
     memset(hm, 0, sizeof *hm);
 }
 
@@ -114,6 +120,7 @@ typedef struct raw_log {
     int n_q;                /* quantizers in the header */
     char **names;           /* header order */
     long *steps;
+    unsigned char *qat;     /* (n_steps) 1: phase "qat" */
     float *vals;            /* (n_steps, n_q) */
     long n_steps, cap;
     long qat_step;
@@ -125,6 +132,7 @@ static void raw_free(raw_log *r)
         qs_free(r->names[i]);
     qs_free(r->names);
     qs_free(r->steps);
+    qs_free(r->qat);
     qs_free(r->vals);
 }
 
@@ -200,13 +208,17 @@ static int store_step(raw_log *r, long s, int is_qat, const float *vals, const c
         long *st = qs_realloc(r->steps, (size_t)cap * sizeof *st);
         if (st)
             r->steps = st;
-        float *v = st ? qs_realloc(r->vals, (size_t)cap * (size_t)r->n_q * sizeof *v) : NULL;
+        unsigned char *q = st ? qs_realloc(r->qat, (size_t)cap) : NULL;
+        if (q)
+            r->qat = q;
+        float *v = q ? qs_realloc(r->vals, (size_t)cap * (size_t)r->n_q * sizeof *v) : NULL;
         if (!v)
             return diag_set(d, QS_ENOMEM, path, line, "%ld steps", cap);
         r->vals = v;
         r->cap = cap;
     }
     memcpy(r->vals + (size_t)r->n_steps * (size_t)r->n_q, vals, (size_t)r->n_q * sizeof *vals);
+    r->qat[r->n_steps] = (unsigned char)(is_qat != 0);
     r->steps[r->n_steps++] = s;
     if (is_qat && (r->qat_step < 0 || s < r->qat_step))
         r->qat_step = s;
@@ -282,21 +294,28 @@ static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric,
     }
     qs_free(row);
     zlog_reader_destroy(z);
-    if (rc == QS_ETRUNC)
-        rc = 0;   /* run still being written: plot the complete records */
+    if (rc == QS_ETRUNC) {   /* cut mid-record (still being written, or killed): plot the
+                                complete records, and say so */
+        hm->truncated = 1;
+        if (d)
+            diag_format(d, hm->truncated_msg, sizeof hm->truncated_msg);
+        else
+            snprintf(hm->truncated_msg, sizeof hm->truncated_msg, "%s: truncated", path);
+        rc = 0;
+    }
     if (!rc && r->n_steps == 0)
         rc = diag_set(d, QS_EFORMAT, path, -1, "no step records (expected a header then one record per logged step)");
     return rc;
 }
 
-/* worse of two values for this metric; NAN loses to any number */
-static float worse(float a, float b, int metric)
+/* 1 if b is worse than a for this metric; NAN loses to any number */
+static int is_worse(float a, float b, int metric)
 {
-    if (isnan(a))
-        return b;
     if (isnan(b))
-        return a;
-    return metric == PLOTS_METRIC_QSNR ? (a < b ? a : b) : (a > b ? a : b);
+        return 0;
+    if (isnan(a))
+        return 1;
+    return metric == PLOTS_METRIC_QSNR ? b < a : b > a;
 }
 
 static int bin_matrix(plots_heatmap *hm, const raw_log *r, const plots_heatmap_opts *o,
@@ -320,9 +339,10 @@ static int bin_matrix(plots_heatmap *hm, const raw_log *r, const plots_heatmap_o
     hm->col_first = qs_malloc((size_t)hm->n_cols * sizeof *hm->col_first);
     hm->col_last = qs_malloc((size_t)hm->n_cols * sizeof *hm->col_last);
     hm->values = qs_malloc((n ? (size_t)n : 1) * (size_t)hm->n_cols * sizeof *hm->values);
+    hm->cell_warmup = qs_calloc((n ? (size_t)n : 1) * (size_t)hm->n_cols, 1);
     int rc = 0;
     if (!src || !sorted || !hm->row_names || !hm->row_layer || !hm->col_first || !hm->col_last ||
-        !hm->values)
+        !hm->values || !hm->cell_warmup)
         rc = diag_set(d, QS_ENOMEM, NULL, -1, "heatmap %d x %d", n, hm->n_cols);
     for (int i = 0; !rc && i < n; i++) {
         int mod, ten;
@@ -340,9 +360,16 @@ static int bin_matrix(plots_heatmap *hm, const raw_log *r, const plots_heatmap_o
         hm->col_last[c] = r->steps[b - 1];
         for (int i = 0; i < n; i++) {
             float v = NAN;
-            for (long s = a; s < b; s++)
-                v = worse(v, r->vals[(size_t)s * (size_t)r->n_q + (size_t)src[i]], o->metric);
+            unsigned char warm = 0;
+            for (long s = a; s < b; s++) {
+                float x = r->vals[(size_t)s * (size_t)r->n_q + (size_t)src[i]];
+                if (is_worse(v, x, o->metric)) {
+                    v = x;
+                    warm = !r->qat[s];
+                }
+            }
             hm->values[(size_t)i * (size_t)hm->n_cols + (size_t)c] = v;
+            hm->cell_warmup[(size_t)i * (size_t)hm->n_cols + (size_t)c] = warm;
         }
     }
     qs_free(src);
@@ -355,8 +382,13 @@ int plots_heatmap_load(plots_heatmap *hm, const char *run_dir, const plots_heatm
 {
     memset(hm, 0, sizeof *hm);
     char path[1024];
-    if (fileio_join(path, sizeof path, run_dir, "quant.jsonl.zst"))
+    if (!fileio_is_dir(run_dir) && fileio_exists(run_dir)) {   /* the log file itself */
+        if (strlen(run_dir) >= sizeof path)
+            return diag_set(d, QS_ERANGE, run_dir, -1, "path too long");
+        snprintf(path, sizeof path, "%s", run_dir);
+    } else if (fileio_join(path, sizeof path, run_dir, "quant.jsonl.zst")) {
         return diag_set(d, QS_ERANGE, run_dir, -1, "path too long");
+    }
     if (!fileio_exists(path))
         return diag_set(d, QS_ENOTFOUND, path, -1,
                         "not found (the saturation detector log that `qatscope train` writes)");

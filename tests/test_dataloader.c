@@ -241,3 +241,30 @@ TEST(dataloader, single_shard_file_is_the_train_split)
     ASSERT_EQ_INT(dataloader_create(&dl, p, "val", HASH, &o, &d), QS_ENOTFOUND);
     ASSERT_EQ_INT(dataloader_create(&dl, p, "train", HASH ^ 1, &o, &d), QS_EINVAL);
 }
+
+/* A manifest token count that disagrees with the shards is refused before it
+ * sizes anything: 2^62 + 10 tokens once wrapped the allocation to 44 bytes
+ * (fuzz: tests/fuzz/corpus/manifest/tokens_wrap.json). */
+TEST(dataloader, manifest_token_count_is_checked_against_the_shard_headers)
+{
+    char dir[512], p[700];
+    ASSERT_TRUE(make_dir(dir, sizeof dir) != NULL);
+    snprintf(p, sizeof p, "%s/%s", dir, SHARD_MANIFEST_NAME);
+    static const char *const bad[] = {
+        "{\"splits\":{\"train\":{\"tokens\":4611686018427387914,\"shards\":[\"train_000000.qst\"]}}}",
+        "{\"splits\":{\"train\":{\"tokens\":301,\"shards\":[\"train_000000.qst\"]}}}",
+        "{\"splits\":{\"train\":{\"tokens\":300,\"shards\":[\"..\"]}}}"};
+    static const char *const why[] = {"manifest says 4611686018427387914 tokens, shards hold 300",
+                                      "manifest says 301 tokens, shards hold 300",
+                                      "expected a file name"};
+    dataloader_opts o = opts(2, 8, 0, 1);
+    for (int i = 0; i < 3; i++) {
+        ASSERT_OK(fileio_write_atomic(p, bad[i], strlen(bad[i]), NULL), NULL);
+        qs_diag d = {0};
+        dataloader *dl = NULL;
+        ASSERT_EQ_INT(dataloader_create(&dl, dir, "train", HASH, &o, &d), QS_EFORMAT);
+        ASSERT_TRUE(strstr(d.msg, why[i]) != NULL);
+        ASSERT_TRUE(dl == NULL);
+    }
+    ASSERT_TRUE(make_dir(dir, sizeof dir) != NULL);   /* the good manifest back */
+}

@@ -235,6 +235,10 @@ TEST(evalquant_delayed, auto_uses_the_runs_selection_and_falls_back_to_current)
     model_free(&m);
 }
 
+/* bytes after the amax section of a run's train_state.bin with 18 quantizers: the
+ * log-state sections "qsnr" (32 + 4 + 8 x 18) and "alarm" (32 + 4 + 4 x 18) */
+#define DQ_AFTER_AMAX 288
+
 static int dq_copy(const char *src, const char *dst, long flip_at)
 {
     char *buf;
@@ -286,7 +290,7 @@ TEST(evalquant_delayed, errors_name_the_file_and_what_is_wrong)
     snprintf(dir, sizeof dir, "%s/evalq_bad/ckpt/step_7", test_tmp_dir());
     ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
     snprintf(path, sizeof path, "%s/train_state.bin", dir);
-    ASSERT_EQ_INT(dq_copy(state, path, 2), 0);
+    ASSERT_EQ_INT(dq_copy(state, path, DQ_AFTER_AMAX + 2), 0);
     char snap_src[800], snap_dst[800];
     snprintf(snap_src, sizeof snap_src, "%s/config.json", run);
     snprintf(snap_dst, sizeof snap_dst, "%s/evalq_bad/config.json", test_tmp_dir());
@@ -398,7 +402,7 @@ TEST(evalquant_delayed, inspect_describes_the_train_state_and_refuses_a_corrupt_
     for (int i = 0; i < 3; i++) {
         snprintf(src, sizeof src, "%s/ckpt/step_7/%s", run, files[i]);
         snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
-        ASSERT_EQ_INT(dq_copy(src, dst, i == 2 ? 5 : -1), 0);
+        ASSERT_EQ_INT(dq_copy(src, dst, i == 2 ? DQ_AFTER_AMAX + 5 : -1), 0);
     }
     snprintf(args, sizeof args, "inspect %s", dir);
     ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "qs/forget.h"
+#include "qs/mem.h"
 #include "test.h"
 
 enum { N_ITEMS = 200 };
@@ -174,4 +175,53 @@ TEST(forget, tracker_keeps_first_eval_as_baseline)
     ASSERT_NEAR(r.drop_points, 0.0, 0);
     ASSERT_EQ_INT(forget_tracker_observe(t, "mmlu", 300, bad, N_ITEMS - 1, &r, NULL), QS_EINVAL);
     forget_tracker_destroy(t);
+}
+
+/* a resumed run's tracker: the saved baselines come back, so the first evaluation
+ * after the resume is checked against the step-0 baseline (and alarms), not taken
+ * as a new baseline; damaged bytes are refused and leave no baseline behind */
+TEST(forget, tracker_baselines_survive_save_and_restore)
+{
+    static unsigned char base[N_ITEMS], bad[N_ITEMS];
+    make(base, 100, 0);
+    make(bad, 80, 0);
+    forget_opts o;
+    forget_opts_default(&o);
+    forget_tracker *a, *b;
+    forget_result r;
+    ASSERT_OK(forget_tracker_create(&a, &o, NULL), NULL);
+    ASSERT_OK(forget_tracker_create(&b, &o, NULL), NULL);
+    ASSERT_OK(forget_tracker_observe(a, "mmlu", 0, base, N_ITEMS, &r, NULL), NULL);
+    ASSERT_OK(forget_tracker_observe(a, "arc_easy", 0, bad, N_ITEMS, &r, NULL), NULL);
+    void *bytes;
+    size_t n;
+    ASSERT_OK(forget_tracker_save(a, &bytes, &n, NULL), NULL);
+    ASSERT_EQ_INT(n, 4 + 2 * 12 + strlen("mmlu") + strlen("arc_easy") + 2 * N_ITEMS);
+    ASSERT_OK(forget_tracker_restore(b, bytes, n, NULL), NULL);
+    ASSERT_OK(forget_tracker_observe(b, "mmlu", 100, bad, N_ITEMS, &r, NULL), NULL);
+    ASSERT_EQ_INT(r.is_baseline, 0);
+    ASSERT_EQ_INT(r.alarm, 1);
+    ASSERT_OK(forget_tracker_observe(b, "arc_easy", 100, bad, N_ITEMS, &r, NULL), NULL);
+    ASSERT_EQ_INT(r.is_baseline, 0);
+    ASSERT_NEAR(r.drop_points, 0.0, 0);
+    /* damaged: cut, an item that is not 0/1, a trailing byte */
+    qs_diag d = {0};
+    unsigned char *p = bytes;
+    ASSERT_EQ_INT(forget_tracker_restore(b, p, n - 1, &d), QS_EFORMAT);
+    ASSERT_OK(forget_tracker_observe(b, "mmlu", 200, bad, N_ITEMS, &r, NULL), NULL);
+    ASSERT_EQ_INT(r.is_baseline, 1);   /* the failed restore left no baseline */
+    p[n - 1] = 2;
+    ASSERT_EQ_INT(forget_tracker_restore(b, p, n, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "expected 0 or 1") != NULL);
+    p[n - 1] = 0;
+    unsigned char *longer = qs_malloc(n + 1);
+    ASSERT_TRUE(longer != NULL);
+    memcpy(longer, p, n);
+    longer[n] = 0;
+    ASSERT_EQ_INT(forget_tracker_restore(b, longer, n + 1, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "trailing") != NULL);
+    qs_free(longer);
+    qs_free(bytes);
+    forget_tracker_destroy(a);
+    forget_tracker_destroy(b);
 }

@@ -8,6 +8,7 @@
 #include "qs/model.h"
 #include "qs/qlog.h"
 #include "qs/trainer.h"
+#include "qs/trainstate.h"
 #include "test.h"
 
 /* In-memory data: token i of the stream is a fixed function of i; the position
@@ -85,6 +86,39 @@ static int run_steps(trainer *t, long n)
     return 0;
 }
 
+/* Rewrite a train_state.bin as version 1 wrote it: the v1 sections only. */
+static int state_to_v1(const char *path)
+{
+    static const char *const v1[] = {"meta", "adam_m", "adam_v", "data", "amax"};
+    char tmp[720];
+    snprintf(tmp, sizeof tmp, "%.700s.v1", path);
+    trainstate_reader r;
+    trainstate_writer w;
+    qs_diag d = {0};
+    if (trainstate_open(&r, path, &d))
+        return -1;
+    int rc = trainstate_write_begin(&w, tmp, 5, &d);
+    for (int i = 0; !rc && i < 5; i++) {
+        const void *p;
+        size_t n;
+        if ((rc = trainstate_section(&r, v1[i], &p, &n, &d)) ||
+            (rc = trainstate_write_section(&w, v1[i], p, n, &d)))
+            trainstate_write_abort(&w);
+    }
+    trainstate_close(&r);
+    if (rc || trainstate_write_commit(&w, &d))
+        return -1;
+    char *buf;
+    size_t n;
+    if (fileio_read_all(tmp, &buf, &n, &d))
+        return -1;
+    buf[8] = 1;   /* u32 version */
+    rc = fileio_write_atomic(path, buf, n, &d);
+    qs_free(buf);
+    remove(tmp);
+    return rc;
+}
+
 TEST(trainer, resume_after_kill_is_bit_exact)
 {
     runcfg a_cfg, b_cfg;
@@ -112,6 +146,10 @@ TEST(trainer, resume_after_kill_is_bit_exact)
     ASSERT_OK(trainer_create(&b, &b_cfg, &srcb, &opt, &d), &d);
     ASSERT_EQ_INT(run_steps(b, 13), 0);   /* checkpoint at 10, then 3 steps that are lost */
     trainer_destroy(b);                    /* "kill": no final checkpoint */
+    /* a checkpoint of version 1 (before the log-state sections) still resumes bit-exactly */
+    char state[700];
+    snprintf(state, sizeof state, "%s/ckpt/step_10/train_state.bin", b_cfg.out_dir);
+    ASSERT_EQ_INT(state_to_v1(state), 0);
 
     db.pos = 999999;                       /* the resumed run must restore the position */
     opt.resume_dir = b_cfg.out_dir;
@@ -358,6 +396,161 @@ TEST(trainer, masked_ste_changes_the_update_only_where_clipping_happened)
     qs_free(pass);
     qs_free(pass2);
     qs_free(masked);
+}
+
+/* ---- resumed logs are identical to uninterrupted ones ---- */
+
+/* An eval hook with state: a call counter in every line, saved and restored. */
+typedef struct count_eval {
+    long calls;
+} count_eval;
+
+static int count_eval_run(void *self, struct llama_model *m, long step, int quantized,
+                          char *line, size_t n, char *event, size_t n_event, qs_diag *d)
+{
+    (void)m;
+    (void)quantized;
+    (void)d;
+    count_eval *c = self;
+    c->calls++;
+    snprintf(line, n, "{\"type\":\"eval\",\"step\":%ld,\"calls\":%ld}", step, c->calls);
+    snprintf(event, n_event, "{\"step\":%ld,\"type\":\"forgetting\",\"calls\":%ld}", step, c->calls);
+    return 0;
+}
+
+static int count_eval_save(void *self, void **bytes, size_t *n, qs_diag *d)
+{
+    (void)d;
+    if (!(*bytes = qs_malloc(sizeof(long))))
+        return QS_ENOMEM;
+    memcpy(*bytes, &((count_eval *)self)->calls, sizeof(long));
+    *n = sizeof(long);
+    return 0;
+}
+
+static int count_eval_restore(void *self, const void *bytes, size_t n, qs_diag *d)
+{
+    if (n != sizeof(long))
+        return diag_set(d, QS_EFORMAT, NULL, -1, "count_eval: %zu bytes", n);
+    memcpy(&((count_eval *)self)->calls, bytes, sizeof(long));
+    return 0;
+}
+
+/* Saturation episodes on every few steps: most-recent estimator (growing weights
+ * clip), any clip counts, alarms after 2 consecutive steps. */
+static void episode_cfg(runcfg *c, const char *run)
+{
+    qs_diag d = {0};
+    tiny_cfg(c, run);
+    runcfg_set(c, "lr=1e-2", &d);
+    runcfg_set(c, "amax_estimator=most-recent", &d);
+    runcfg_set(c, "saturation_clip_rate=0", &d);
+    runcfg_set(c, "saturation_alarm_steps=2", &d);
+    runcfg_set(c, "run_name=cmp", &d);
+}
+
+/* A run dir's log (quant.jsonl.zst decompressed by fileio_read_all), lines of
+ * metrics.jsonl without the timing fields tok_per_s and elapsed_s. */
+static char *resume_log(const char *dir, const char *file)
+{
+    char path[700], *text;
+    size_t n;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (fileio_read_all(path, &text, &n, NULL))
+        return NULL;
+    static const char *const timing[] = {",\"tok_per_s\":", ",\"elapsed_s\":"};
+    for (int k = 0; k < 2; k++)
+        for (char *p; (p = strstr(text, timing[k]));) {
+            char *e = p + strlen(timing[k]);
+            while (*e && *e != ',' && *e != '}')
+                e++;
+            memmove(p, e, strlen(e) + 1);
+        }
+    return text;
+}
+
+static int logs_identical(const char *a, const char *b)
+{
+    static const char *const files[] = {"metrics.jsonl", "events.jsonl", "quant.jsonl.zst"};
+    int same = 1;
+    for (int i = 0; i < 3; i++) {
+        char *x = resume_log(a, files[i]), *y = resume_log(b, files[i]);
+        int eq = x && y && !strcmp(x, y);
+        if (!eq) {
+            size_t k = 0;
+            while (x && y && x[k] && x[k] == y[k])
+                k++;
+            fprintf(stderr, "    %s differs from byte %zu\n", files[i], k);
+        }
+        same &= eq;
+        qs_free(x);
+        qs_free(y);
+    }
+    return same;
+}
+
+/* 1 if some quantizer clipped on both steps s - 1 and s: an alarm episode runs
+ * across a resume at s */
+static int episode_spans(const char *dir, long s)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/quant.jsonl.zst", dir);
+    qlog_run run = {0};
+    int found = 0;
+    if (qlog_read(path, &run, NULL) == 0 && s >= 1 && s < run.n_steps)
+        for (int q = 0; q < run.n_quant; q++)
+            found |= qlog_run_row(&run, (int)s - 1, q)->clip_rate > 0 &&
+                     qlog_run_row(&run, (int)s, q)->clip_rate > 0;
+    qlog_run_free(&run);
+    return found;
+}
+
+/* kill (no final checkpoint, steps after the checkpoint logged and lost) and stop
+ * (interrupt: checkpoint + stop event), both mid-QAT and in the middle of alarm
+ * episodes, then --resume: metrics.jsonl (without timing), events.jsonl and the
+ * decompressed quant.jsonl.zst are byte for byte those of the straight run */
+TEST(trainer, resumed_logs_equal_the_uninterrupted_run)
+{
+    runcfg cfg[3];
+    episode_cfg(&cfg[0], "logs_straight");
+    episode_cfg(&cfg[1], "logs_killed");
+    episode_cfg(&cfg[2], "logs_stopped");
+    qs_diag d = {0};
+    ASSERT_OK(runcfg_set(&cfg[1], "ckpt_every=10", &d), &d);
+    const long stop_after[3] = {20, 13, 7}, resume_at[3] = {0, 10, 7};
+    for (int k = 0; k < 3; k++) {
+        mem_data dm = {0, 512};
+        train_data src = {&dm, mem_next, mem_save, mem_restore};
+        count_eval ce = {0};
+        train_eval_hook hook = {&ce, 5, count_eval_run, count_eval_save, count_eval_restore,
+                                NULL};
+        trainer_options opt = {NULL, 0, &hook};
+        trainer *t;
+        ASSERT_OK(trainer_create(&t, &cfg[k], &src, &opt, &d), &d);
+        ASSERT_EQ_INT(run_steps(t, stop_after[k]), 0);
+        if (k == 1)
+            trainer_destroy(t);                                 /* kill */
+        else
+            ASSERT_OK(trainer_finish(t, k ? "interrupted" : "done", &d), &d);
+        if (k == 0)
+            continue;
+        dm.pos = 999999;
+        ce.calls = -1000;   /* a fresh process: state comes from the checkpoint */
+        opt.resume_dir = cfg[k].out_dir;
+        ASSERT_OK(trainer_create(&t, &cfg[k], &src, &opt, &d), &d);
+        ASSERT_EQ_INT(trainer_next_step(t), resume_at[k]);
+        ASSERT_EQ_INT(run_steps(t, 100), 0);
+        ASSERT_OK(trainer_finish(t, "done", &d), &d);
+    }
+    /* the comparison is not vacuous: alarms were raised, and episodes ran across
+     * both resume points */
+    char *ev = resume_log(cfg[0].out_dir, "events.jsonl");
+    ASSERT_TRUE(ev && strstr(ev, "\"type\":\"saturation\"") && strstr(ev, "\"step\":10,\"type\":\"forgetting\""));
+    qs_free(ev);
+    ASSERT_TRUE(episode_spans(cfg[0].out_dir, 10));
+    ASSERT_TRUE(episode_spans(cfg[0].out_dir, 7));
+    ASSERT_TRUE(logs_identical(cfg[0].out_dir, cfg[1].out_dir));
+    ASSERT_TRUE(logs_identical(cfg[0].out_dir, cfg[2].out_dir));
 }
 
 /* A picture that cannot be drawn becomes a plot_error event: with quotes and

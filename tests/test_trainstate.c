@@ -79,6 +79,38 @@ TEST(trainstate, truncated_or_corrupt_file_is_refused_by_name)
     ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EUNSUPPORTED);
 }
 
+/* version 1 (before the log-state sections) is still read; a newer one is refused
+ * with its number */
+TEST(trainstate, version_1_is_read_and_newer_versions_are_refused)
+{
+    char ok[512], other[512];
+    snprintf(ok, sizeof ok, "%s/ts_v.bin", test_tmp_dir());
+    snprintf(other, sizeof other, "%s/ts_v_other.bin", test_tmp_dir());
+    ASSERT_EQ_INT(ts_write(ok), 0);
+    trainstate_reader r;
+    qs_diag d = {0};
+    ASSERT_OK(trainstate_open(&r, ok, &d), &d);
+    ASSERT_EQ_INT(r.version, TRAINSTATE_VERSION);
+    ASSERT_EQ_INT(TRAINSTATE_VERSION, 2);
+    trainstate_close(&r);
+    char *buf;
+    size_t n;
+    ASSERT_OK(fileio_read_all(ok, &buf, &n, &d), &d);
+    buf[8] = 1;
+    ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
+    ASSERT_OK(trainstate_open(&r, other, &d), &d);
+    ASSERT_EQ_INT(r.version, 1);
+    trainstate_close(&r);
+    buf[8] = 3;
+    ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
+    ASSERT_EQ_INT(trainstate_open(&r, other, &d), QS_EUNSUPPORTED);
+    ASSERT_TRUE(strstr(d.msg, "version 3") && strstr(d.msg, "newer"));
+    buf[8] = 0;
+    ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
+    ASSERT_EQ_INT(trainstate_open(&r, other, &d), QS_EUNSUPPORTED);
+    qs_free(buf);
+}
+
 /* A section written in pieces (ZeRO-1 moments gathered from the ranks) is the
  * file one write_section makes; pieces that miss the declared size are refused. */
 TEST(trainstate, streamed_section_equals_one_write)

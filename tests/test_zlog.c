@@ -114,6 +114,99 @@ TEST(zlog, corrupt_data_is_an_error)
     ASSERT_EQ_INT(rc, QS_EFORMAT);
 }
 
+/* keep records with "step" < *ctx */
+static int keep_below(void *ctx, const char *line, size_t len)
+{
+    long s;
+    return zlog_line_long(line, len, "step", &s) && s < *(long *)ctx;
+}
+
+static char *raw_bytes(const char *path, size_t *n)
+{
+    fileio_map m;
+    if (fileio_map_open(&m, path, NULL))
+        return NULL;
+    char *b = qs_malloc(m.bytes + 1);
+    if (b)
+        memcpy(b, m.data, m.bytes);
+    *n = m.bytes;
+    fileio_unmap(&m);
+    return b;
+}
+
+/* resume: the log cut back to steps < 60 has exactly the bytes of a log that
+ * stopped there (whole frames kept as written); a frame straddling the cut is
+ * re-compressed with its kept records; a killed writer's last frame is dropped */
+TEST(zlog, filter_cuts_frames_back_to_the_kept_records)
+{
+    char full[512], short_[512], mid[512];
+    snprintf(full, sizeof full, "%s/f.jsonl.zst", test_tmp_dir());
+    snprintf(short_, sizeof short_, "%s/f60.jsonl.zst", test_tmp_dir());
+    snprintf(mid, sizeof mid, "%s/f62.jsonl.zst", test_tmp_dir());
+    ASSERT_EQ_INT(write_records(full, 100, ZLOG_TRUNCATE, 5), 0);
+    ASSERT_EQ_INT(write_records(short_, 60, ZLOG_TRUNCATE, 5), 0);
+    qs_diag d = {0};
+    long at = 60;
+    ASSERT_OK(zlog_filter(full, keep_below, &at, &d), &d);
+    size_t na, nb;
+    char *a = raw_bytes(full, &na), *b = raw_bytes(short_, &nb);
+    ASSERT_TRUE(a && b && na == nb && !memcmp(a, b, na));
+    qs_free(a);
+    qs_free(b);
+    at = 62;   /* inside a frame */
+    ASSERT_EQ_INT(write_records(mid, 100, ZLOG_TRUNCATE, 5), 0);
+    ASSERT_OK(zlog_filter(mid, keep_below, &at, &d), &d);
+    int rc;
+    ASSERT_EQ_INT(read_records(mid, &rc), 62);
+    ASSERT_EQ_INT(rc, 0);
+    /* a cut last frame goes; the plain twin loses its cut last line */
+    a = raw_bytes(mid, &na);
+    ASSERT_TRUE(a != NULL);
+    ASSERT_OK(fileio_write_atomic(mid, a, na - 3, &d), &d);
+    qs_free(a);
+    at = 1000;
+    ASSERT_OK(zlog_filter(mid, keep_below, &at, &d), &d);
+    ASSERT_EQ_INT(read_records(mid, &rc), 60);
+    ASSERT_EQ_INT(rc, 0);
+    snprintf(mid, sizeof mid, "%s/f.jsonl", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(mid, "{\"step\":0}\n{\"step\":1}\n{\"step\":7}\n{\"st", 37, &d), &d);
+    at = 5;
+    ASSERT_OK(zlog_filter(mid, keep_below, &at, &d), &d);
+    a = raw_bytes(mid, &na);
+    ASSERT_TRUE(a && na == 22 && !memcmp(a, "{\"step\":0}\n{\"step\":1}\n", 22));
+    qs_free(a);
+}
+
+/* damage before the end is not silently dropped */
+TEST(zlog, filter_refuses_a_corrupt_frame_by_offset)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/g.jsonl.zst", test_tmp_dir());
+    ASSERT_EQ_INT(write_records(path, 20, ZLOG_TRUNCATE, 5), 0);
+    size_t n;
+    char *a = raw_bytes(path, &n);
+    ASSERT_TRUE(a != NULL);
+    qs_diag d = {0};
+    memcpy(a + n / 2, "JUNKJUNKJUNK", 12);
+    ASSERT_OK(fileio_write_atomic(path, a, n, &d), &d);
+    long at = 1000;
+    ASSERT_EQ_INT(zlog_filter(path, keep_below, &at, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "zstd frame at byte") != NULL);
+    char *b;
+    size_t nb;
+    b = raw_bytes(path, &nb);   /* untouched */
+    ASSERT_TRUE(b && nb == n && !memcmp(a, b, n));
+    qs_free(a);
+    qs_free(b);
+    ASSERT_EQ_INT(zlog_line_long("{\"step\":-3,\"x\":1}", 17, "step", &at), 1);
+    ASSERT_EQ_INT(at, -3);
+    ASSERT_EQ_INT(zlog_line_long("{\"step\":\"3\"}", 12, "step", &at), 0);
+    ASSERT_EQ_INT(zlog_line_long("{\"step\":99999999999999999999}", 29, "step", &at), 0);
+    ASSERT_EQ_INT(zlog_line_string_is("{\"type\":\"eval\"}", 15, "type", "eval"), 1);
+    ASSERT_EQ_INT(zlog_line_string_is("{\"type\":\"evalx\"}", 16, "type", "eval"), 0);
+    ASSERT_EQ_INT(zlog_line_string_is("{\"type\":\"ev", 11, "type", "eval"), 0);
+}
+
 /* read_records, but a reader that cannot even open the file counts as 0 records
  * read with that error in *rc_end; -1 only when a record differs. */
 static int read_checked(const char *path, int *rc_end)

@@ -68,6 +68,34 @@ def safetensors_index():
     put(t, "not_string.json", '{"weight_map": {"x": 3}}')
     put(t, "duplicate.json", '{"weight_map": {"x": "a.safetensors", "x": "a.safetensors"}}')
     put(t, "truncated.json", '{"weight_map": {"x": "a.safe')
+    # richer: metadata shapes, both shards, order, unicode, repeats, odd names
+    put(t, "valid_meta_first.json", json.dumps({"metadata": {"total_size": 12, "format": "pt",
+                                                             "nested": {"a": [1, 2, {"b": None}]}},
+                                                "weight_map": {"y": "b.safetensors", "x": "a.safetensors"}},
+                                               indent=2))
+    put(t, "only_b.json", json.dumps({"weight_map": {"y": "b.safetensors"}}))
+    put(t, "x_in_both.json", json.dumps({"weight_map": {"x": "a.safetensors", "y": "a.safetensors"}}))
+    put(t, "unicode_name.json", json.dumps({"weight_map": {"\u00e9\u4e2d": "a.safetensors"}}, ensure_ascii=False))
+    put(t, "escaped_slash.json", '{"weight_map": {"x": "sub\\u002fa.safetensors"}}')
+    put(t, "dotdot.json", json.dumps({"weight_map": {"x": ".."}}))
+    put(t, "empty_name.json", json.dumps({"weight_map": {"x": ""}}))
+    put(t, "nul_in_name.json", '{"weight_map": {"x": "a.safetensors\\u0000b"}}')
+    put(t, "long_name.json", json.dumps({"weight_map": {"x": "a" * 5000 + ".safetensors"}}))
+    put(t, "many_missing.json", json.dumps({"weight_map": {"t%d" % i: "a.safetensors" for i in range(40)}}))
+    put(t, "weight_map_array.json", json.dumps({"weight_map": ["x", "a.safetensors"]}))
+    put(t, "weight_map_null.json", json.dumps({"weight_map": None, "metadata": {}}))
+    put(t, "top_array.json", "[]")
+    put(t, "bom.json", b"\xef\xbb\xbf" + json.dumps({"weight_map": {"x": "a.safetensors"}}).encode())
+    put(t, "trailing_garbage.json", json.dumps({"weight_map": {"x": "a.safetensors"}}) + " }")
+    put(t, "deep.json", '{"metadata":' + "[" * 200 + "]" * 200 + ',"weight_map":{"x":"a.safetensors"}}')
+    # c.safetensors: z BF16, h F16, ids I32, nan F32 (a NaN), raw U8 (no conversion)
+    put(t, "mixed_dtypes.json", json.dumps({"weight_map": {"z": "c.safetensors", "h": "c.safetensors",
+                                                           "ids": "c.safetensors", "x": "a.safetensors"}}))
+    put(t, "mixed_refused.json", json.dumps({"weight_map": {"nan": "c.safetensors", "raw": "c.safetensors"}}))
+    put(t, "all_three.json", json.dumps({"metadata": {"total_size": 42}, "weight_map": {
+        "x": "a.safetensors", "y": "b.safetensors", "z": "c.safetensors", "h": "c.safetensors",
+        "ids": "c.safetensors", "nan": "c.safetensors", "raw": "c.safetensors"}}))
+    put(t, "wrong_shard_c.json", json.dumps({"weight_map": {"z": "a.safetensors", "x": "c.safetensors"}}))
 
 
 def hfconfig():
@@ -135,6 +163,30 @@ def shards():
     put(t, "truncated.bin", v[:-3])
     put(t, "header_only.bin", v[:64])
     put(t, "short.bin", v[:20])
+    # richer: frame flavours, sizes and header fields the reader checks
+    ids = list(range(0, 3000, 7))
+    raw16 = b"".join(struct.pack("<H", i) for i in ids)
+    put(t, "valid16_many.bin", shard_file(ids, n_docs=5))
+    put(t, "valid32_big_ids.bin", shard_file([0, 2**31 - 1, 65536, 1], width=4))
+    put(t, "negative32.bin", shard_file([1, 2**32 - 1], width=4))
+    put(t, "no_content_size.bin", shard_file(ids, payload=subprocess.run(
+        ["zstd", "-q", "-c", "--no-content-size"], input=raw16, stdout=subprocess.PIPE,
+        check=True).stdout))
+    put(t, "no_checksum.bin", shard_file(ids, payload=subprocess.run(
+        ["zstd", "-q", "-c", "--content-size", "--no-check"], input=raw16,
+        stdout=subprocess.PIPE, check=True).stdout))
+    put(t, "two_frames.bin", shard_file(ids, payload=zstd(raw16[:100]) + zstd(raw16[100:])))
+    put(t, "skippable_first.bin", shard_file(ids, payload=b"\x50\x2a\x4d\x18\x04\x00\x00\x00abcd" + zstd(raw16)))
+    put(t, "trailing_bytes.bin", shard_file(ids, payload=zstd(raw16) + b"\0\0\0"))
+    put(t, "content_too_big.bin", shard_file([1, 2, 3], n_tokens=2**40))
+    put(t, "odd_raw.bin", shard_file([1, 2], payload=zstd(b"\x01\x00\x02")))
+    put(t, "hash_other.bin", shard_file([1, 2, 3], h=0xdeadbeef))
+    put(t, "payload_len_short.bin", v[:40] + struct.pack("<Q", len(v) - 64 - 5) + v[48:])
+    put(t, "payload_len_long.bin", v[:40] + struct.pack("<Q", len(v)) + v[48:])
+    put(t, "reserved_set.bin", v[:48] + b"\xff" * 16 + v[64:])
+    put(t, "width0.bin", shard_file([1], width=0))
+    put(t, "rle_big.bin", shard_file([7] * 20000))
+    put(t, "bad_magic.bin", b"QSTOKSH2" + v[8:])
 
 
 LINES = ('{"type":"train","step":1,"loss":2.5}\n{"type":"eval","step":2,"acc":0.5}\n'
@@ -266,7 +318,252 @@ def tasks():
     put("task_arc", "empty.jsonl", "")
 
 
+# ---- issue 16: targets for the run config, train state, manifests, tokenizer
+# configs, events, tokenize corpora, hif8 text, detokenize ids, log truncation ----
+
+def runcfg():
+    t = "runcfg"
+    base = {"model": "m", "train_data": "d", "out_dir": "o"}
+    put(t, "minimal.json", json.dumps(base))
+    full = dict(base, run_name="r", seed=7, batch_size=2, seq_len=16, grad_accum=2, steps=6,
+                lr=1e-3, lr_min=1e-5, lr_warmup_steps=2, lr_decay="cosine", beta1=0.9,
+                beta2=0.95, eps=1e-8, weight_decay=0.1, grad_clip=1.0, precision="bf16",
+                qat=True, quant_modules=["layers.*.mlp.*", "!layers.0.*"], bf16_warmup_steps=3,
+                ste="masked", amax_estimator="max-window:16", amax_history=32, amax_margin=1,
+                stop_on_saturation=True, saturation_clip_rate=0.001, saturation_alarm_steps=2,
+                ckpt_every=2, log_every=1, eval_every=2, eval_tasks=["arc_easy", "mmlu"],
+                eval_data_dir="b", eval_tasks_dir="tasks", eval_subset=10, eval_val_batches=2,
+                plot_every=3, stop_on_forgetting=False, forgetting_drop_points=2.0,
+                forgetting_alpha=0.05, max_memory_gb=1.5)
+    put(t, "full.json", json.dumps(full, indent=1))
+    put(t, "unknown_key.json", json.dumps(dict(base, bogus=1)))
+    put(t, "bad_types.json", json.dumps(dict(base, steps="ten", qat=1, lr=[1], quant_modules="x")))
+    put(t, "out_of_range.json", json.dumps(dict(base, steps=0, lr=2, seq_len=1, amax_margin=99,
+                                                  beta2=1.0, eps=0)))
+    put(t, "enum_bad.json", json.dumps(dict(base, lr_decay="linear", precision="fp8", ste="x")))
+    put(t, "big_numbers.json", json.dumps(dict(base, steps=1e300, seed=-1, batch_size=2**63)))
+    put(t, "long_string.json", json.dumps(dict(base, model="x" * 2000)))
+    put(t, "list_empty.json", json.dumps(dict(base, quant_modules=[], eval_tasks=[""])))
+    put(t, "duplicate_key.json", '{"model":"a","model":"b","train_data":"d","out_dir":"o"}')
+    put(t, "not_object.json", "[1, 2]")
+    put(t, "truncated.json", json.dumps(full)[:77])
+    put(t, "set_lines.txt", "steps=12\nlr=3e-4\nqat=false\nquant_modules=layers.1-3.mlp.*,!layers.2.*\n"
+        "amax_estimator=exp-smoothing:0.5\nmodel=m\ntrain_data=d\nout_dir=o\n")
+    put(t, "set_bad_lines.txt", "steps\n=5\nsteps=\nsteps=1e3\nlr=nan\nqat=yes\nbogus=1\n"
+        "seq_len=-4\nrun_name=" + "y" * 600 + "\n")
+    put(t, "empty.json", "")
+
+
+def ts_tokens():
+    """the fixture shard of fuzz_trainstate.c"""
+    return [(i * 37 + 11) % 349 for i in range(64)]
+
+
+def fnv1a64(b):
+    h = 1469598103934665603
+    for x in b:
+        h = ((h ^ x) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def trainstate_file(sections, version=2):
+    out = b"QSTRAIN1" + struct.pack("<II", version, len(sections))
+    for tag, payload in sections:
+        out += tag.encode().ljust(16, b"\0") + struct.pack("<QQ", len(payload), fnv1a64(payload))
+        out += payload
+    return out
+
+
+def trainstate():
+    """seeds for fuzz_trainstate.c's fixture: 12 quantizers, 7 windows; the parameter
+    block holds each tensor padded to 16 floats: 4032 parameters"""
+    t = "trainstate"
+    sizes = [349 * 8] + [8, 64, 32, 32, 64, 8, 128, 128, 128] * 2 + [8]
+    n_params, names = sum((n + 15) // 16 * 16 for n in sizes), []
+    for layer in range(2):
+        for mod in ("gate_proj", "up_proj", "down_proj"):
+            names += ["layers.%d.mlp.%s.input" % (layer, mod), "layers.%d.mlp.%s.weight" % (layer, mod)]
+    data_hash = 14695981039346656037
+    for tok in ts_tokens():
+        for k in range(4):
+            data_hash = ((data_hash ^ ((tok >> (8 * k)) & 0xFF)) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    meta = json.dumps({"format": "qatscope-train-state", "step": 5, "adam_t": 5,
+                       "n_params": n_params, "seed": 1337, "n_quant": 12},
+                      separators=(",", ":")).encode()
+    adam_m = struct.pack("<%df" % n_params, *[(i % 13) * 1e-4 for i in range(n_params)])
+    adam_v = struct.pack("<%df" % n_params, *[(i % 7) * 1e-8 for i in range(n_params)])
+    data = struct.pack("<4Q", 0, 3, 7, data_hash)
+    amax = b"".join(struct.pack("<I", len(n)) + n.encode() + struct.pack("<I", 3) +
+                    struct.pack("<3f", 0.5, 1.0 + i, 0.75) for i, n in enumerate(names))
+    qsnr = struct.pack("<I", 12) + b"".join(struct.pack("<Q", 10 + i) for i in range(12))
+    alarm = struct.pack("<I", 12) + b"".join(struct.pack("<I", i % 3) for i in range(12))
+    ev = struct.pack("<I", 1) + struct.pack("<I", 8) + b"arc_easy" + struct.pack("<Q", 4) + b"\1\0\1\1"
+    v1 = [("meta", meta), ("adam_m", adam_m), ("adam_v", adam_v), ("data", data), ("amax", amax)]
+    v2 = v1 + [("qsnr", qsnr), ("alarm", alarm), ("eval", ev)]
+    put(t, "valid_v2.bin", trainstate_file(v2))
+    put(t, "valid_v1.bin", trainstate_file(v1, version=1))
+    put(t, "v2_no_eval.bin", trainstate_file(v2[:-1]))
+    put(t, "v2_missing_alarm.bin", trainstate_file(v2[:6]))
+    put(t, "version3.bin", trainstate_file(v2, version=3))
+    put(t, "meta_bad_json.bin", trainstate_file([("meta", b'{"step":')] + v2[1:]))
+    put(t, "meta_wrong_params.bin", trainstate_file([("meta", meta.replace(b'"n_params":%d' % n_params, b'"n_params":%d' % (n_params + 1)))] + v2[1:]))
+    put(t, "meta_negative_step.bin", trainstate_file([("meta", meta.replace(b'"step":5', b'"step":-5'))] + v2[1:]))
+    put(t, "adam_short.bin", trainstate_file([v2[0], ("adam_m", adam_m[:-4])] + v2[2:]))
+    put(t, "data_other.bin", trainstate_file(v2[:3] + [("data", struct.pack("<4Q", 0, 3, 8, 1))] + v2[4:]))
+    put(t, "data_cursor_past.bin", trainstate_file(v2[:3] + [("data", struct.pack("<4Q", 9, 99, 7, data_hash))] + v2[4:]))
+    put(t, "data_short.bin", trainstate_file(v2[:3] + [("data", data[:20])] + v2[4:]))
+    put(t, "amax_renamed.bin", trainstate_file(v2[:4] + [("amax", amax.replace(b"layers.1", b"layers.7"))] + v2[5:]))
+    put(t, "amax_long_history.bin", trainstate_file(v2[:4] + [("amax", b"".join(
+        struct.pack("<I", len(n)) + n.encode() + struct.pack("<I", 9) + struct.pack("<9f", *range(9))
+        for n in names))] + v2[5:]))
+    put(t, "amax_extra.bin", trainstate_file(v2[:4] + [("amax", amax + b"\1\0\0\0x\0\0\0\0")] + v2[5:]))
+    put(t, "qsnr_count.bin", trainstate_file(v2[:5] + [("qsnr", struct.pack("<I", 11) + qsnr[4:])] + v2[6:]))
+    put(t, "alarm_huge.bin", trainstate_file(v2[:6] + [("alarm", struct.pack("<I", 12) + b"\xff" * 48)] + v2[7:]))
+    put(t, "eval_bad_item.bin", trainstate_file(v2[:7] + [("eval", ev[:-1] + b"\2")]))
+    put(t, "eval_trailing.bin", trainstate_file(v2[:7] + [("eval", ev + b"\0")]))
+    good = trainstate_file(v2)
+    put(t, "checksum_off.bin", good[:200] + bytes([good[200] ^ 1]) + good[201:])
+    put(t, "truncated.bin", good[:1000])
+    put(t, "trailing.bin", good + b"\0")
+    put(t, "empty.bin", b"")
+
+
+def manifest():
+    t = "manifest"
+    ok = {"format": "qatscope-shards", "tokenizer": "t", "splits": {
+        "train": {"shards": ["train_000000.qst"], "tokens": 40, "docs": 3},
+        "val": {"shards": ["val_000000.qst"], "tokens": 12, "docs": 1}}}
+    put(t, "valid.json", json.dumps(ok, indent=1))
+    put(t, "train_only.json", json.dumps({"splits": {"train": ok["splits"]["train"]}}))
+    put(t, "tokens_mismatch.json", json.dumps({"splits": {"train": {"shards": ["train_000000.qst"], "tokens": 41}}}))
+    put(t, "tokens_huge.json", json.dumps({"splits": {"train": {"shards": ["train_000000.qst"], "tokens": 2**62}}}))
+    put(t, "tokens_wrap.json", json.dumps({"splits": {"train": {"shards": ["train_000000.qst"], "tokens": 2**62 + 10}}}))
+    put(t, "tokens_negative.json", json.dumps({"splits": {"train": {"shards": [], "tokens": -1}}}))
+    put(t, "same_shard_twice.json", json.dumps({"splits": {"train": {"shards": ["train_000000.qst"] * 2, "tokens": 80}}}))
+    put(t, "escape.json", json.dumps({"splits": {"train": {"shards": ["../x.qst"], "tokens": 40}}}))
+    put(t, "missing_file.json", json.dumps({"splits": {"train": {"shards": ["nope.qst"], "tokens": 40}}}))
+    put(t, "dir_as_shard.json", json.dumps({"splits": {"train": {"shards": ["."], "tokens": 40}}}))
+    put(t, "not_string.json", json.dumps({"splits": {"train": {"shards": [7], "tokens": 40}}}))
+    put(t, "too_few_tokens.json", json.dumps({"splits": {"val": {"shards": [], "tokens": 0}}}))
+    put(t, "split_array.json", json.dumps({"splits": [1]}))
+    put(t, "truncated.json", json.dumps(ok)[:60])
+    put(t, "empty.json", "")
+
+
+def tokenizer_config():
+    t = "tokenizer_config"
+    copy(t, "data/demo/model/tokenizer_config.json", "demo.json")
+    put(t, "objects.json", json.dumps({"bos_token": {"content": "<s>", "lstrip": False},
+                                       "eos_token": {"content": "</s>"}, "add_bos_token": False,
+                                       "add_eos_token": True}))
+    put(t, "added_decoder.json", json.dumps({"added_tokens_decoder": {
+        "0": {"content": "<unk>", "special": True},
+        "300": {"content": "<|im_start|>", "special": True, "lstrip": True, "rstrip": True},
+        "301": {"content": "caf", "special": False, "single_word": True},
+        "302": {"content": "", "special": True}}, "bos_token": "<|im_start|>"}))
+    put(t, "added_bad_id.json", json.dumps({"added_tokens_decoder": {"99999": {"content": "x"}}}))
+    put(t, "added_neg_id.json", json.dumps({"added_tokens_decoder": {"-1": {"content": "x"}}}))
+    put(t, "added_space_id.json", json.dumps({"added_tokens_decoder": {" 5": {"content": "x"}}}))
+    put(t, "added_no_content.json", json.dumps({"added_tokens_decoder": {"5": {"special": True}}}))
+    put(t, "unknown_bos.json", json.dumps({"bos_token": "<nope>"}))
+    put(t, "null_tokens.json", json.dumps({"bos_token": None, "eos_token": 3, "add_bos_token": "yes"}))
+    put(t, "not_object.json", "[]")
+    put(t, "truncated.json", '{"bos_token": "<s')
+    put(t, "empty.json", "")
+
+
+def events():
+    t = "events"
+    lines = [{"step": 1, "type": "phase", "phase": "qat", "msg": "QAT on"},
+             {"step": 1, "type": "saturation", "tensor": "layers.3.mlp.up_proj.input",
+              "clip_rate": 0.01, "pred_amax": 1.0, "amax": 1.5, "clip": 3, "n": 300,
+              "consecutive_steps": 1},
+             {"step": 1, "type": "forgetting", "task": "arc_easy", "baseline": 0.5, "acc": 0.25,
+              "drop_points": 25, "p_value": 0.01, "n": 4},
+             {"step": 2, "type": "stop", "reason": "done"}]
+    good = "".join(json.dumps(x) + "\n" for x in lines)
+    put(t, "valid.jsonl", good)
+    put(t, "truncated.jsonl", good[:-9])
+    put(t, "many_forgetting.jsonl", "".join(json.dumps(dict(lines[2], step=i % 3, task="t%d" % i)) + "\n"
+                                            for i in range(80)))
+    put(t, "bad_types.jsonl", '{"step":"1","type":"phase"}\n{"step":1,"type":7}\n{"step":1.5,"type":"stop"}\n')
+    put(t, "phase_odd.jsonl", '{"step":-4,"type":"phase","phase":"warmup"}\n{"step":9e18,"type":"phase","phase":"qat"}\n')
+    put(t, "not_json.jsonl", "step 1 phase qat\n")
+    put(t, "empty.jsonl", "")
+
+
+def tokenize_corpus():
+    t = "tokenize_corpus"
+    txt = "Once upon a time there was a cat.\nIt sat.\n\n\n  \nThe end. caf\u00e9 \u4e2d\u6587\n\nlast"
+    put(t, "paragraphs.txt", txt)
+    put(t, "crlf.txt", txt.replace("\n", "\r\n"))
+    put(t, "docs.jsonl", "".join(json.dumps({"text": s, "id": i}) + "\n"
+                                 for i, s in enumerate(["hello world", "", "a\nb", "\u00e9\u00e9"])) + "\n\n")
+    put(t, "jsonl_bad_line.jsonl", '{"text":"ok"}\n{"text":5}\n{"txt":"x"}\nnot json\n')
+    put(t, "jsonl_zstd.jsonl.zst", zstd(b'{"text":"compressed doc"}\n{"text":"two"}\n'))
+    put(t, "invalid_utf8.txt", b"\xff\xfe\xc3 bad \xe2\x82\n\nok")
+    put(t, "nul.txt", b"a\0b\n\nc")
+    put(t, "long_doc.txt", "word " * 3000)
+    put(t, "empty.txt", "")
+
+
+def hif8_text():
+    t = "hif8_text"
+    put(t, "numbers.txt", "1.0 1.0625\n0x1p-22  -5e10 nan 40960 -0\ninf -inf 1e-45 3.4e38\n")
+    put(t, "bits.txt", "0x3F800000 0xFF800000 7FC00000 0x34000000 0\n")
+    put(t, "codes.txt", "8 0x09 0x80\r\n0x6F 239 0 0x01 0xee 255\n")
+    put(t, "bad_token.txt", "1.0\n2.0 abc 3\n")
+    put(t, "long_token.txt", "1" * 300 + " 2\n")
+    put(t, "nul_token.txt", b"1.0\x002 3\n")
+    put(t, "hex_edge.txt", "0x 0X1 0x100 1000 0x123456789 -1 +1\n")
+    put(t, "empty.txt", "")
+
+
+def detokenize_ids():
+    t = "detokenize_ids"
+    put(t, "spaces.txt", "1 2 3 100 200\n")
+    put(t, "commas.txt", "5,6,,7\r\n8\t9")
+    put(t, "plus.txt", "+5 +0")
+    put(t, "negative.txt", "5 -1")
+    put(t, "huge.txt", "2147483647 2147483648 99999999999999999999")
+    put(t, "out_of_vocab.txt", "0 348 349 99999")
+    put(t, "junk.txt", "5 x7")
+    put(t, "nul.txt", b"5\x006")
+    put(t, "all_ids.txt", " ".join(str(i) for i in range(0, 360)))
+    put(t, "empty.txt", "")
+
+
+def log_truncate():
+    """first byte % 8 = the resume step"""
+    t = "log_truncate"
+    metrics = "".join(json.dumps({"type": "train", "step": s, "loss": 3.0}) + "\n" for s in range(6))
+    metrics += json.dumps({"type": "eval", "step": 4, "tasks": {}}) + "\n"
+    metrics += json.dumps({"step": 4, "type": "forgetting", "task": "x"}) + "\n"
+    put(t, "metrics_step4.jsonl", "\x04" + metrics)   # the first line is junk: dropped
+    put(t, "events_step3.jsonl", "\x03\n" + '{"step":1,"type":"phase"}\n{"type":"nostep"}\n'
+        '{"step":3,"type":"stop"}\n{"step":2,"type":"satur')
+    hdr = {"v": 1, "type": "header", "run": "fz", "recipe": {"estimator": "max-window:64",
+           "margin": 0, "history": 1024, "saturate": True},
+           "quantizers": ["blk1.mlp.gate_proj.input", "blk1.mlp.gate_proj.weight"]}
+    hline = (json.dumps(hdr, separators=(",", ":")) + "\n").encode()
+    steps = [(json.dumps({"v": 1, "type": "step", "step": s, "phase": "qat", "q": []},
+                         separators=(",", ":")) + "\n").encode() for s in range(6)]
+    # the first byte of a zstd file is 0x28: step 0x28 % 8 = 0
+    frames = zstd(hline) + b"".join(zstd(x) for x in steps)
+    put(t, "qlog_frames.zst", frames)
+    put(t, "qlog_cut_frame.zst", frames[:-4])
+    # a skippable frame first sets the step: its magic's first byte 0x53 % 8 = 3
+    put(t, "qlog_skippable_step3.zst", b"\x53\x2a\x4d\x18\x00\x00\x00\x00" + frames)
+    put(t, "qlog_mixed_frame.zst", zstd(hline + b"".join(steps)))
+    put(t, "qlog_corrupt_mid.zst", frames[:30] + b"JUNK" + frames[34:])
+    put(t, "qlog_other_header.zst", zstd(hline.replace(b'"fz"', b'"other"')) + zstd(steps[0]))
+    put(t, "plain_qlog.jsonl", "\x05\n" + hline.decode() + "".join(x.decode() for x in steps))
+    put(t, "huge_step.jsonl", '\x07\n{"step":99999999999999999999999}\n{"step":-9}\n{"step":"3"}\n')
+    put(t, "empty.jsonl", "")
+
+
 if __name__ == "__main__":
     for fn in (safetensors, safetensors_index, hfconfig, tokenizers, shards, zlogs, qlogs,
-               results, itemlogs, metrics, tasks):
+               results, itemlogs, metrics, tasks, runcfg, trainstate, manifest, tokenizer_config,
+               events, tokenize_corpus, hif8_text, detokenize_ids, log_truncate):
         fn()

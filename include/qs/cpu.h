@@ -23,5 +23,10 @@ const char *cpu_level_name(int level);
 const char *cpu_describe(void);   /* e.g. "avx512bf16 (detected avx512bf16)" */
 /* Parse "scalar|avx2|avx512|avx512bf16" -> level, or -1. */
 int cpu_level_parse(const char *name);
+/* 1 when the CPU's vdpbf16ps has less than twice the flop rate of its fp32 FMAs,
+ * so bf16 products are faster on the FMA units: Intel cores (measured on a
+ * Sapphire/Emerald Rapids: ~0.45 vdpbf16ps zmm per cycle against 2 FMAs); 0 on
+ * AMD (Zen 4 and 5 run vdpbf16ps at the FMA instruction rate, twice the flops). */
+int cpu_bf16_dot_slow(void);
 
 #endif

@@ -45,5 +45,7 @@ int afile_commit(afile *af, qs_diag *d);  /* flush, close, rename; frees af */
 void afile_abort(afile *af);              /* close, unlink temp; safe on zeroed af */
 /* One-shot atomic write of a buffer. */
 int fileio_write_atomic(const char *path, const void *data, size_t bytes, qs_diag *d);
+/* Copies src to dst atomically (read whole, write tmp, rename). */
+int fileio_copy(const char *src, const char *dst, qs_diag *d);
 
 #endif

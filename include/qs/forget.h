@@ -58,6 +58,14 @@ int forget_tracker_observe(forget_tracker *t, const char *task, long step,
                            const unsigned char *correct, size_t n_items, forget_result *out,
                            qs_diag *d);
 void forget_tracker_destroy(forget_tracker *t);   /* accepts NULL */
+/* The baselines as bytes, for a checkpoint (train_state.bin "eval"), little-endian:
+ *   u32 n_tasks, then per task: u32 name_bytes (1..FORGET_TASK_MAX-1), name,
+ *   u64 n_items (>= 1), n_items bytes of 0/1, in first-seen order.
+ * save hands out qs_malloc'd bytes; restore replaces every baseline, validating
+ * each length and value (QS_EFORMAT, then the tracker is empty). */
+#define FORGET_TASK_MAX 64
+int forget_tracker_save(const forget_tracker *t, void **bytes, size_t *n, qs_diag *d);
+int forget_tracker_restore(forget_tracker *t, const void *bytes, size_t n, qs_diag *d);
 
 /* One evaluation of one task in a series. */
 typedef struct forget_eval {

@@ -23,7 +23,11 @@
  *    first (k = 1, 0, 3, 2, ...; an odd K ends with a zero term).  The
  *    AVX512-BF16 kernel, the AVX-512 and portable fallbacks and the no-scratch
  *    loop all follow it, so they agree bit for bit (unless results reach the
- *    fp32 denormal range, which the hardware flushes).  Error relative to the
+ *    fp32 denormal range, which the hardware flushes).  On AVX512-BF16 CPUs
+ *    whose vdpbf16ps is slow (Intel) the same bf16 operands are multiplied by
+ *    FMAs under FTZ/DAZ, which gives vdpbf16ps's bits, denormals included.
+ *    (AMX's TDPBF16PS sums each pair before adding it, so it is not used: see
+ *    tests/exhaustive/amx_bf16_order.c.)  Error relative to the
  *    exact product of the ROUNDED operands: <= (K + 1) u (|init| + sum|a_k b_k|),
  *    growing with K; relative to fp32 math the operand rounding dominates:
  *    up to about 2^-7 sum|a_k b_k|, typically ~sqrt(K) 2^-9 times the rms term.

@@ -131,6 +131,11 @@ int model_save_safetensors(const llama_model *m, const char *path, int dtype, qs
  * src_dir (config.json required), then model.safetensors (written last). */
 int model_save_hf_dir(const llama_model *m, const char *src_dir, const char *out_dir, int dtype,
                       qs_diag *d);
+/* The side files of an HF directory (config.json when with_config, where it is
+ * required; tokenizer.json, tokenizer.model, tokenizer_config.json,
+ * special_tokens_map.json, generation_config.json where present) copied from
+ * src_dir into the existing dst_dir, each atomically. */
+int model_hf_files_copy(const char *src_dir, const char *dst_dir, int with_config, qs_diag *d);
 
 /* Pre-packed weights (matmul_wpack) for every linear and the lm_head, for
  * m->precision: faster forwards, above all single-token decoding, at the cost

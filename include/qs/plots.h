@@ -55,13 +55,18 @@ typedef struct plots_heatmap {
     int *row_layer;       /* layer index per row, -1 when the name has none */
     long *col_first, *col_last;   /* first/last logged step in each column */
     float *values;        /* (n_rows, n_cols); worst value in the bin; NAN = no data */
+    unsigned char *cell_warmup;   /* (n_rows, n_cols); 1: that value is from a BF16-warmup
+                                     step (observe mode: would have, nothing was quantized) */
     long n_steps;         /* logged steps before binning */
     long qat_step;        /* first step in phase "qat", -1 when none */
+    int truncated;        /* 1: the log ends inside a record (complete records drawn) */
+    char truncated_msg[QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 16];   /* "PATH:LINE: ..." */
     /* geometry, filled by plots_heatmap_render (pixels) */
     int plot_x, plot_y, cell_w, cell_h;
     int bar_x, bar_y, bar_w, bar_h;
     double lo, hi;        /* colour range used */
 } plots_heatmap;
+/* run_dir: a run directory (its quant.jsonl.zst) or a quant.jsonl.zst file. */
 int plots_heatmap_load(plots_heatmap *hm, const char *run_dir, const plots_heatmap_opts *o,
                        qs_diag *d);
 int plots_heatmap_render(plots_heatmap *hm, const plots_heatmap_opts *o, plots_image *img,

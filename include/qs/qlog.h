@@ -8,9 +8,10 @@
  *    "mode":"observe"|"quant"|"none","est":..,"pred_amax":..,"amax":..,"scale":..,
  *    "n":..,"clip":..,"clip_rate":..,"under":..,"under_rate":..,"qsnr_db":..}, ...]}
  * One "q" entry per quantizer in header order.  Any number may be null (not
- * computed); readers accept null.  The header is repeated, identical, after a
- * resume; a step number that goes back (resume from an earlier checkpoint)
- * replaces the records from that step on.  "mode":"none" (quantizer not called
+ * computed); readers accept null.  A resume cuts the log back to the steps
+ * before the checkpoint (qlog_writer_create); logs of older versions repeat the
+ * header after a resume, and a step number that goes back replaces the records
+ * from that step on: readers still accept both.  "mode":"none" (quantizer not called
  * that step, all figures null) extends the run-dir contract (README "## File formats").
  *
  * Checklist for a new field: bump QLOG_VERSION, write it in qlog_write_step,
@@ -51,10 +52,15 @@ int qlog_float_format(char *buf, float f);
 
 typedef struct qlog_writer qlog_writer;
 
-/* append: 1 to add to an existing file after a resume (the header is rewritten). */
+/* resume_step < 0: a new log (an existing file is replaced).  resume_step >= 0:
+ * resuming at that step: the existing log is first cut back to its header(s) and
+ * the records of earlier steps (zlog_filter: frames kept byte for byte, a frame
+ * cut by a kill dropped), then appended to; the header is written again only when
+ * the kept log does not start with exactly this header (e.g. the run dir was
+ * renamed), so a resumed log decompresses to the same bytes as an uninterrupted one. */
 int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name,
-                       const quant_recipe *r, const char *const *names, int n_quant, int append,
-                       qs_diag *d);
+                       const quant_recipe *r, const char *const *names, int n_quant,
+                       long resume_step, qs_diag *d);
 /* One step line + zstd frame + fflush.  rows[0..n_quant), header order. */
 int qlog_write_step(qlog_writer *w, long step, int phase, const qlog_row *rows, qs_diag *d);
 int qlog_writer_close(qlog_writer *w, qs_diag *d);   /* flush and free */

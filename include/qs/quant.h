@@ -111,6 +111,11 @@ const amax_history *quant_history(const quant *q);
 float quant_last_scale(const quant *q);    /* scale of the last quantize/observe, 0 before */
 /* Replace the history with vals[0..n) given oldest first (resume from a checkpoint). */
 void quant_history_restore(quant *q, const float *vals_oldest_first, int n);
+/* The QSNR sample cursor: quantize calls so far, which place each call's sample
+ * (quant_sample_range).  A checkpoint saves it so that a resumed run samples the
+ * same elements as an uninterrupted one (identical qsnr_db in the log). */
+unsigned long quant_qsnr_cursor(const quant *q);
+void quant_qsnr_cursor_set(quant *q, unsigned long calls);
 
 /* Record x's amax (and would-be clips) without quantizing.  QS_ENAN on NaN/Inf. */
 int quant_observe(quant *q, const float *x, size_t n, qs_diag *d);

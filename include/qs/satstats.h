@@ -36,7 +36,9 @@ typedef struct satstats_config {
     int log_interval_steps;       /* quant.jsonl.zst every N steps (default 1), 0 = no log */
     const char *run_dir;          /* NULL: no files, detector only */
     const char *run_name;         /* header "run" */
-    int resume;                   /* append to the existing log (header repeated) */
+    long resume_step;             /* -1 (default): a new log; >= 0: resuming at this step:
+                                     the existing log is cut back to its earlier steps
+                                     (qlog_writer_create) and appended to */
     satstats_warning_fn on_warning;   /* optional */
     void *warning_ctx;
 } satstats_config;
@@ -57,6 +59,13 @@ double satstats_max_clip_rate(const satstats *s);
 int satstats_warning_count(const satstats *s);        /* warnings raised this step */
 const char *satstats_warning(const satstats *s, int i);
 int satstats_stop_requested(const satstats *s);       /* sticky once an alarm fired */
+/* Alarm episodes: the consecutive saturating steps counted so far per quantizer
+ * (set order).  A checkpoint saves them (train_state.bin "alarm") and a resumed
+ * run restores them, so an episode in progress at the checkpoint neither raises
+ * its alarm again nor loses the steps it already counted.  The stop-requested
+ * flag is not part of it: a run resumed after a saturation stop goes on. */
+int satstats_episode_steps(const satstats *s, int i);
+void satstats_episode_restore(satstats *s, const int *steps, int n);
 int satstats_close(satstats *s, qs_diag *d);          /* flush the log, free */
 void satstats_destroy(satstats *s);                   /* abandon; NULL ok */
 

@@ -50,4 +50,13 @@ const char *tokenizer_kind(const tokenizer *t); /* "bpe-bytelevel", "bpe-spm", "
 /* 64-bit FNV-1a hash of the vocabulary + merges: token shards record it. */
 uint64_t tokenizer_hash(const tokenizer *t);
 
+/* Token ids as text (`qatscope detokenize` arguments and stdin, `tokenize --ids`
+ * output): decimal integers in [0, 2^31 - 1], an optional '+', separated by
+ * spaces, tabs, newlines, CRs or commas.  Appends the ids of text[0..len) to
+ * (*ids, *n, *cap), growing *ids with qs_realloc (start from NULL, 0, 0; the
+ * caller qs_free's it, also after an error).  A bad token is QS_EFORMAT naming
+ * its first bytes.  src/tok/tok_ids.c. */
+int tokenizer_ids_parse(const char *text, size_t len, int32_t **ids, size_t *n, size_t *cap,
+                        qs_diag *d);
+
 #endif

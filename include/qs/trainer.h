@@ -66,6 +66,11 @@ typedef struct train_eval_hook {
     long every_steps;            /* 0: never */
     int (*run)(void *self, struct llama_model *m, long step, int quantized, char *metrics_line,
                size_t metrics_bytes, char *event_line, size_t event_bytes, qs_diag *d);
+    /* optional: the hook's state across a resume (train_state.bin "eval", e.g. the
+     * forgetting baselines).  save hands out qs_malloc'd bytes; restore gets them
+     * back (not aligned) from a checkpoint before any run() call. */
+    int (*save)(void *self, void **bytes, size_t *n, qs_diag *d);
+    int (*restore)(void *self, const void *bytes, size_t n, qs_diag *d);
     /* optional: called once by trainer_create on the rank that evaluates (0),
      * once the run directory is ready and before any run(): resume = 0 for a
      * fresh run (the hook may record what a resume must find again), 1 when

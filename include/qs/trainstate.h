@@ -3,14 +3,24 @@
  * Layout (little-endian):
  *   "QSTRAIN1" (8 bytes) | u32 version (TRAINSTATE_VERSION) | u32 n_sections
  *   n_sections x { char tag[16] (NUL-padded) | u64 payload_bytes | u64 fnv1a64(payload) | payload }
- * The trainer stores: "meta" (JSON: step, optimizer step count, seed, config digest,
- * parameter count), "adam_m" / "adam_v" (fp32 [n_params]), "data" (the data
- * loader's position, opaque), "amax" (every quantizer's history, see trainer.c).
- * Written atomically (tmp + rename).  The reader validates magic, version, every
- * length against the file size and every checksum before handing out a byte.
+ * Sections of the trainer (src/train/trainer_ckpt.c has their payloads):
+ *   version 1: "meta" (JSON: step, optimizer step count, seed, parameter count,
+ *              quantizer count), "adam_m" / "adam_v" (fp32 [n_params]), "data" (the
+ *              data loader's position, opaque), "amax" (every quantizer's history);
+ *   version 2 adds the log state, so that a resumed run writes the same logs as an
+ *              uninterrupted one: "qsnr" (each quantizer's QSNR sample cursor),
+ *              "alarm" (each quantizer's saturation episode: consecutive steps) and,
+ *              with an in-loop evaluation, "eval" (its state: forgetting baselines).
+ * Version 1 files are still read (their runs resume with bit-exact weights; the
+ * QSNR cursors are rebuilt from the step count, the alarm episodes start from
+ * zero, as before version 2); newer versions are refused by number.  Written atomically (tmp + rename).  The reader validates magic,
+ * version, every length against the file size and every checksum before handing
+ * out a byte.
  *
  * Checklist for a change of layout: bump TRAINSTATE_VERSION, keep reading the old
- * version or refuse it by name, update tests/test_trainstate.c.
+ * version or refuse it by name, update trainer_ckpt.c's header comment, the README
+ * (train_state.bin), tests/test_trainstate.c and the fuzz seeds
+ * (tools/gen_fuzz_corpus.py: trainstate).
  */
 #ifndef QS_TRAINSTATE_H
 #define QS_TRAINSTATE_H
@@ -21,7 +31,8 @@
 #include "qs/err.h"
 #include "qs/fileio.h"
 
-#define TRAINSTATE_VERSION 1
+#define TRAINSTATE_VERSION 2       /* written */
+#define TRAINSTATE_VERSION_MIN 1   /* oldest read */
 #define TRAINSTATE_TAG_BYTES 16
 
 typedef struct trainstate_writer {
@@ -48,6 +59,7 @@ typedef struct trainstate_reader {
     fileio_map map;
     char path[QS_DIAG_PATH_MAX];
     int n_sections;
+    int version;              /* of the file: TRAINSTATE_VERSION_MIN..TRAINSTATE_VERSION */
 } trainstate_reader;
 
 int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d);

@@ -54,4 +54,20 @@ int zlog_reader_create(zlog_reader **out, const char *path, qs_diag *d);
 int zlog_next(zlog_reader *r, const char **line, size_t *len, long *lineno, qs_diag *d);
 void zlog_reader_destroy(zlog_reader *r);
 
+/* Resume: rewrite the log at path (plain or zstd) keeping only the complete lines
+ * for which keep(ctx, line, len) returns non-zero (line is not NUL-terminated),
+ * in order.  Zstd frames whose lines all stay are kept byte for byte, so the
+ * decompressed text is exactly what a run that never wrote the dropped lines has;
+ * an incomplete last frame or line (a killed writer) is dropped; a corrupt frame
+ * is QS_EFORMAT naming its byte offset.  Atomic (tmp + rename).  A missing file is
+ * fine (0, nothing written).  src/base/zlog_filter.c. */
+typedef int (*zlog_keep_fn)(void *ctx, const char *line, size_t len);
+int zlog_filter(const char *path, zlog_keep_fn keep, void *ctx, qs_diag *d);
+/* Field peeks for keep functions, without parsing the line: the first `"key":`
+ * anywhere in line[0..len) followed by an integer (1 and *out) or by the JSON
+ * string value (1); 0 otherwise.  Our writers put "step" and "type" on the top
+ * level and never use them as names inside. */
+int zlog_line_long(const char *line, size_t len, const char *key, long *out);
+int zlog_line_string_is(const char *line, size_t len, const char *key, const char *value);
+
 #endif

@@ -33,6 +33,16 @@ int cpu_level(void)
 
 void cpu_limit(int max_level) { cpu_cap = max_level; }
 
+int cpu_bf16_dot_slow(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel");
+#else
+    return 0;
+#endif
+}
+
 static const char *const cpu_names[] = {"scalar", "avx2", "avx512", "avx512bf16"};
 
 const char *cpu_level_name(int level)

@@ -282,3 +282,15 @@ void fileio_dir_remove_flat(const char *dir)
     closedir(dp);
     rmdir(dir);
 }
+
+int fileio_copy(const char *src, const char *dst, qs_diag *d)
+{
+    char *buf;
+    size_t n;
+    int rc = fileio_read_all(src, &buf, &n, d);
+    if (rc)
+        return rc;
+    rc = fileio_write_atomic(dst, buf, n, d);
+    qs_free(buf);
+    return rc;
+}

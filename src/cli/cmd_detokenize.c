@@ -5,9 +5,7 @@
  * Prints the decoded text and a newline.  Special tokens (BOS/EOS...) are skipped
  * unless --keep-special, so `detokenize $(tokenize --ids TEXT)` gives TEXT back.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -18,28 +16,13 @@
 static const char USAGE[] =
     "usage: qatscope detokenize (--model DIR | --tokenizer FILE) [--keep-special] IDS...|-\n";
 
-/* Parse whitespace-separated ids from s into ids[*n...]. */
-static int parse_ids(const char *s, const char *where, int32_t **ids, size_t *n, size_t *cap)
+/* ids of s[0..len) appended (tokenizer_ids_parse); 0 or an exit code */
+static int parse_ids(const char *s, size_t len, const char *where, int32_t **ids, size_t *n,
+                     size_t *cap)
 {
-    while (*s) {
-        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == ',')
-            s++;
-        if (!*s)
-            break;
-        char *end;
-        errno = 0;
-        long v = strtol(s, &end, 10);
-        if (end == s || errno || v < 0 || v > 0x7FFFFFFF ||
-            (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r' && *end != ','))
-            return cli_error("detokenize: %s: expected a token id (integer >= 0), got '%.20s'",
-                             where, s);
-        int32_t *ni = qs_grow(*ids, cap, *n + 1, sizeof *ni, 256);
-        if (!ni)
-            return cli_error("out of memory");
-        *ids = ni;
-        (*ids)[(*n)++] = (int32_t)v;
-        s = end;
-    }
+    qs_diag d = {0};
+    if (tokenizer_ids_parse(s, len, ids, n, cap, &d))
+        return cli_error("detokenize: %s: %s", where, d.msg);
     return 0;
 }
 
@@ -61,14 +44,14 @@ static int detok_arg(void *ctx, int argc, char **argv, int *i)
     if (strcmp(a, "-")) {
         char where[32];
         snprintf(where, sizeof where, "argument %d", *i);
-        return parse_ids(a, where, &di->ids, &di->n, &di->cap);
+        return parse_ids(a, strlen(a), where, &di->ids, &di->n, &di->cap);
     }
     char *text;
     size_t len;
     qs_diag rd = {0};
     if (fileio_read_all("/dev/stdin", &text, &len, &rd))
         return cli_diag_error(&rd);
-    int rc = parse_ids(text, "stdin", &di->ids, &di->n, &di->cap);
+    int rc = parse_ids(text, len, "stdin", &di->ids, &di->n, &di->cap);
     qs_free(text);
     return rc;
 }

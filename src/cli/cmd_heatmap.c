@@ -1,4 +1,4 @@
-/* cmd_heatmap.c: qatscope heatmap RUN_DIR — saturation heatmap PNG (plots/heatmap.c). */
+/* cmd_heatmap.c: qatscope heatmap RUN_DIR|LOG — saturation heatmap PNG (plots/heatmap.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,13 +9,17 @@
 #include "qs/plots.h"
 
 static const char heatmap_help[] =
-    "usage: qatscope heatmap RUN_DIR [--metric clip_rate|amax_ratio|underflow_rate|qsnr]\n"
+    "usage: qatscope heatmap RUN_DIR|LOG [--metric clip_rate|amax_ratio|underflow_rate|qsnr]\n"
     "                        [--tensors input|weight|all] [--log] [--range LO:HI]\n"
     "                        [--max-cols N] [--out FILE.png]\n"
-    "Reads RUN_DIR/quant.jsonl.zst; writes FILE.png (default RUN_DIR/heatmap_<metric>.png)\n"
-    "atomically.  Rows: quantizers grouped by layer and module; columns: steps, binned to\n"
-    "at most N columns (default 1000) keeping the worst value per bin (max of rates and\n"
-    "ratios, min of QSNR).  --range fixes the colour scale so runs compare.\n";
+    "Reads RUN_DIR/quant.jsonl.zst (or the log file LOG); writes FILE.png (default\n"
+    "heatmap_<metric>.png beside the log) atomically.  Rows: quantizers grouped by layer\n"
+    "and module; columns: steps, binned to at most N columns (default 1000) keeping the\n"
+    "worst value per bin (max of rates and ratios, min of QSNR).  amax_ratio uses a\n"
+    "diverging scale with 1.0 (clipping starts) as its boundary: red above 1.  Cells from\n"
+    "BF16-warmup steps (would have clipped, nothing was quantized) are striped.  A log cut\n"
+    "mid-record is drawn up to its last complete step with a warning.  --range fixes the\n"
+    "colour scale so runs compare (amax_ratio's always holds 1.0).\n";
 
 int cmd_heatmap(int argc, char **argv)
 {
@@ -68,15 +72,34 @@ int cmd_heatmap(int argc, char **argv)
         return cli_error("heatmap: RUN_DIR is required; see --help");
     if (o.log_scale && !isnan(o.lo) && !(o.lo > 0))
         return cli_error("--range: a log scale needs LO > 0, got %g", o.lo);
-    char def[1024], name[64];
-    if (!out) {
+    char def[1024], name[64], dir[1024];
+    if (!out) {   /* beside the log: in RUN_DIR, or in the directory of LOG */
+        snprintf(dir, sizeof dir, "%s", run_dir);
+        if (!fileio_is_dir(run_dir) && fileio_exists(run_dir)) {
+            char *slash = strrchr(dir, '/');
+            if (slash)
+                *slash = 0;
+            else
+                snprintf(dir, sizeof dir, ".");
+        }
         snprintf(name, sizeof name, "heatmap_%s.png", plots_metric_name(o.metric));
-        if (fileio_join(def, sizeof def, run_dir, name))
+        if (fileio_join(def, sizeof def, dir, name))
             return cli_error("heatmap: RUN_DIR path too long");
         out = def;
     }
     qs_diag d = {0};
-    if (plots_heatmap_write(run_dir, &o, out, &d))
+    plots_heatmap hm;
+    plots_image img = {0};
+    int rc = plots_heatmap_load(&hm, run_dir, &o, &d);
+    if (!rc && hm.truncated)
+        fprintf(stderr, "qatscope: warning: %s (heatmap of the complete steps)\n", hm.truncated_msg);
+    if (!rc)
+        rc = plots_heatmap_render(&hm, &o, &img, &d);
+    if (!rc)
+        rc = plots_png_write(out, &img, &d);
+    plots_image_free(&img);
+    plots_heatmap_free(&hm);
+    if (rc)
         return cli_diag_error(&d);
     printf("heatmap: wrote %s\n", out);
     return CLI_EXIT_OK;

@@ -18,10 +18,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qs/fileio.h"
 #include "qs/hif8.h"
+#include "qs/hif8_text.h"
 #include "qs/mem.h"
-
-#define HIF8_TOKEN_MAX 128
 
 static const char hif8_usage[] =
     "usage: qatscope hif8 [--saturate] VALUE...\n"
@@ -46,78 +46,6 @@ static int parse_f32(const char *s, float *out)
     return 0;
 }
 
-static int parse_hex_u32(const char *s, uint32_t *out)
-{
-    const char *p = (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) ? s + 2 : s;
-    if (!*p || strspn(p, "0123456789abcdefABCDEF") != strlen(p) || strlen(p) > 8)
-        return -1;
-    *out = (uint32_t)strtoul(p, NULL, 16);
-    return 0;
-}
-
-static int parse_code(const char *s, uint8_t *out)
-{
-    uint32_t v;
-    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-        if (parse_hex_u32(s, &v) || v > 255)
-            return -1;
-    } else {
-        if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 3)
-            return -1;
-        v = (uint32_t)atoi(s);
-        if (v > 255)
-            return -1;
-    }
-    *out = (uint8_t)v;
-    return 0;
-}
-
-/* Tokenizer over stdin that remembers where each token started. */
-typedef struct {
-    FILE *f;
-    long line, token; /* 1-based line of the current token, token count so far */
-} hif8_reader;
-
-/* Next whitespace-separated token into buf: 1 got one, 0 end, -1 too long (buf holds its start). */
-static int hif8_reader_next(hif8_reader *r, char *buf)
-{
-    int ch;
-    while ((ch = getc(r->f)) != EOF && (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'))
-        if (ch == '\n')
-            r->line++;
-    if (ch == EOF)
-        return 0;
-    size_t n = 0;
-    r->token++;
-    for (; ch != EOF && ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r'; ch = getc(r->f)) {
-        if (n + 1 >= HIF8_TOKEN_MAX) {
-            buf[n] = 0;
-            return -1;
-        }
-        buf[n++] = (char)ch;
-    }
-    if (ch == '\n')
-        ungetc(ch, r->f);
-    buf[n] = 0;
-    return 1;
-}
-
-/* Growable array of floats (input values, or decoded codes). */
-typedef struct {
-    float *v;
-    size_t n, cap;
-} hif8_vec;
-
-static int hif8_vec_push(hif8_vec *a, float x)
-{
-    float *p = qs_grow(a->v, &a->cap, a->n + 1, sizeof *p, 1024);
-    if (!p)
-        return -1;
-    a->v = p;
-    a->v[a->n++] = x;
-    return 0;
-}
-
 /* Options of a stdin subcommand; returns 0 or an exit code (after the error line). */
 static int hif8_opts(int argc, char **argv, const char *sub, int allow_sat, int *sat, int *bits)
 {
@@ -139,95 +67,67 @@ static int hif8_opts(int argc, char **argv, const char *sub, int allow_sat, int 
     return 0;
 }
 
-static int hif8_token_error(const char *sub, const hif8_reader *r, const char *tok, int too_long,
-                            const char *expected)
+/* All of stdin, parsed as `kind` (qs/hif8_text.h); 0, or an exit code after the
+ * error line. */
+static int hif8_stdin_parse(const char *sub, int kind, float **values, uint8_t **codes,
+                            size_t *n)
 {
-    if (too_long)
+    char *text;
+    size_t len;
+    qs_diag d = {0};
+    if (fileio_read_all("/dev/stdin", &text, &len, &d))
+        return cli_diag_error(&d);
+    hif8_text_error e;
+    int rc = hif8_text_parse(text, len, kind, values, codes, n, &e);
+    qs_free(text);
+    if (rc == QS_EFORMAT && e.too_long)
         return cli_error("hif8 %s: stdin line %ld, token %ld ('%.20s...'): token longer than %d "
                          "characters, expected %s",
-                         sub, r->line, r->token, tok, HIF8_TOKEN_MAX - 1, expected);
-    return cli_error("hif8 %s: stdin line %ld, token %ld ('%s'): expected %s", sub, r->line,
-                     r->token, tok, expected);
-}
-
-/* stdin token -> float for encode --bits (an fp32 bit pattern) and decode (a code,
- * as its value); 0 or -1, like parse_f32 for plain encode */
-static int hif8_tok_bits(const char *tok, float *x)
-{
-    uint32_t b;
-    if (parse_hex_u32(tok, &b))
-        return -1;
-    memcpy(x, &b, sizeof *x);
-    return 0;
-}
-
-static int hif8_tok_code(const char *tok, float *x)
-{
-    uint8_t c;
-    if (parse_code(tok, &c))
-        return -1;
-    *x = hif8_decode(c);
-    return 0;
-}
-
-/* The options of encode (sat, bits non-NULL: --saturate, --bits) or decode, then every
- * stdin token into a (values, or decoded codes); 0, -1 after --help, or an exit code
- * after the error line (a->v freed). */
-static int hif8_stdin_values(int argc, char **argv, const char *sub, int *sat, int *bits,
-                             hif8_vec *a)
-{
-    int unused = 0;
-    int rc = hif8_opts(argc, argv, sub, sat != NULL, sat ? sat : &unused, bits ? bits : &unused);
+                         sub, e.line, e.token, e.text, HIF8_TEXT_TOKEN_MAX, hif8_text_expected(kind));
+    if (rc == QS_EFORMAT)
+        return cli_error("hif8 %s: stdin line %ld, token %ld ('%s'): expected %s", sub, e.line,
+                         e.token, e.text, hif8_text_expected(kind));
     if (rc)
-        return rc;
-    int (*parse)(const char *, float *) = !bits ? hif8_tok_code : *bits ? hif8_tok_bits : parse_f32;
-    const char *expected = !bits  ? "a code, decimal 0..255 or hex 0x00..0xFF"
-                           : *bits ? "an fp32 bit pattern in hex (e.g. 0x3F800000)"
-                                   : "a number (decimal or C hex-float)";
-    hif8_reader r = {stdin, 1, 0};
-    char tok[HIF8_TOKEN_MAX];
-    int got;
-    while (!rc && (got = hif8_reader_next(&r, tok)) != 0) {
-        float x;
-        if (got < 0 || parse(tok, &x))
-            rc = hif8_token_error(sub, &r, tok, got < 0, expected);
-        else if (hif8_vec_push(a, x))
-            rc = cli_error("hif8 %s: out of memory after %zu values", sub, a->n);
-    }
-    if (rc)
-        qs_free(a->v);
-    return rc;
+        return cli_error("hif8 %s: out of memory reading stdin", sub);
+    return 0;
 }
 
 static int cmd_hif8_encode(int argc, char **argv)
 {
     int sat = 0, bits = 0;
-    hif8_vec a = {0};
-    int rc = hif8_stdin_values(argc, argv, "encode", &sat, &bits, &a);
+    int rc = hif8_opts(argc, argv, "encode", 1, &sat, &bits);
     if (rc)
         return rc < 0 ? 0 : rc;
-    uint8_t *codes = qs_malloc(a.n ? a.n : 1);
+    float *v;
+    size_t n;
+    if ((rc = hif8_stdin_parse("encode", bits ? HIF8_TEXT_BITS : HIF8_TEXT_NUMBERS, &v, NULL, &n)))
+        return rc;
+    uint8_t *codes = qs_malloc(n ? n : 1);
     if (!codes) {
-        qs_free(a.v);
-        return cli_error("hif8 encode: out of memory for %zu codes", a.n);
+        qs_free(v);
+        return cli_error("hif8 encode: out of memory for %zu codes", n);
     }
-    hif8_codes_encode(a.v, codes, a.n, sat ? HIF8_SAT : HIF8_NONSAT);
-    for (size_t i = 0; i < a.n; i++)
+    hif8_codes_encode(v, codes, n, sat ? HIF8_SAT : HIF8_NONSAT);
+    for (size_t i = 0; i < n; i++)
         printf("0x%02X\n", codes[i]);
     qs_free(codes);
-    qs_free(a.v);
+    qs_free(v);
     return 0;
 }
 
 static int cmd_hif8_decode(int argc, char **argv)
 {
-    hif8_vec a = {0};
-    int rc = hif8_stdin_values(argc, argv, "decode", NULL, NULL, &a);
+    int unused_sat = 0, unused_bits = 0;
+    int rc = hif8_opts(argc, argv, "decode", 0, &unused_sat, &unused_bits);
     if (rc)
         return rc < 0 ? 0 : rc;
-    for (size_t i = 0; i < a.n; i++)
-        printf("%a\n", (double)a.v[i]);
-    qs_free(a.v);
+    uint8_t *codes;
+    size_t n;
+    if ((rc = hif8_stdin_parse("decode", HIF8_TEXT_CODES, NULL, &codes, &n)))
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        printf("%a\n", (double)hif8_decode(codes[i]));
+    qs_free(codes);
     return 0;
 }
 

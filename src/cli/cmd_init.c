@@ -41,10 +41,6 @@ static const char USAGE[] =
     "  --tokenizer-dir DIR  copy tokenizer.json, tokenizer.model, tokenizer_config.json,\n"
     "                       special_tokens_map.json, generation_config.json found in DIR\n";
 
-static const char *const init_tokenizer_files[] = {
-    "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
-    "generation_config.json"};
-
 typedef struct init_args {
     const char *config, *tok_file, *tok_dir, *out;
     long seed;
@@ -75,14 +71,7 @@ static int init_copy(const char *src, const char *dir, const char *name, qs_diag
     char dst[4400];
     if (fileio_join(dst, sizeof dst, dir, name))
         return diag_set(d, QS_ERANGE, dir, -1, "path too long");
-    char *buf;
-    size_t n;
-    int rc = fileio_read_all(src, &buf, &n, d);
-    if (rc)
-        return rc;
-    rc = fileio_write_atomic(dst, buf, n, d);
-    qs_free(buf);
-    return rc;
+    return fileio_copy(src, dst, d);
 }
 
 /* config.json, the tokenizer files, then the weights, all into tmp. */
@@ -95,17 +84,8 @@ static int init_fill(const init_args *a, const llama_config *c, const char *cfg_
                  : fileio_write_atomic(path, cfg_text, cfg_n, d);
     if (rc)
         return rc;
-    if (a->tok_file) {
-        rc = init_copy(a->tok_file, tmp, tok_name, d);
-    } else {
-        for (size_t i = 0; i < sizeof init_tokenizer_files / sizeof *init_tokenizer_files && !rc;
-             i++) {
-            if (fileio_join(path, sizeof path, a->tok_dir, init_tokenizer_files[i]))
-                return diag_set(d, QS_ERANGE, a->tok_dir, -1, "path too long");
-            if (fileio_exists(path))
-                rc = init_copy(path, tmp, init_tokenizer_files[i], d);
-        }
-    }
+    rc = a->tok_file ? init_copy(a->tok_file, tmp, tok_name, d)
+                     : model_hf_files_copy(a->tok_dir, tmp, 0, d);
     if (rc)
         return rc;
     hfinit_opts o = {(uint64_t)a->seed, a->dtype, (uint64_t)a->max_shard};

@@ -8,9 +8,10 @@
 
 static const char plot_help[] =
     "usage: qatscope plot RUN_DIR [--out curves.png] [--compare RUN_DIR2 ...]\n"
-    "Reads RUN_DIR/metrics.jsonl (+ events.jsonl); writes loss, learning rate, max clip\n"
-    "rate and in-loop eval accuracy over steps, BF16 -> QAT boundary marked, to --out\n"
-    "(default RUN_DIR/curves.png), atomically.  --compare overlays up to 5 more runs.\n";
+    "Reads RUN_DIR/metrics.jsonl (+ events.jsonl); writes train and val loss, val\n"
+    "perplexity, learning rate, max clip rate (as steps) and in-loop eval accuracy over\n"
+    "steps, the BF16 -> QAT boundary marked for runs with quantizers, to --out (default\n"
+    "RUN_DIR/curves.png), atomically.  --compare overlays up to 5 more runs.\n";
 
 int cmd_plot(int argc, char **argv)
 {

@@ -79,9 +79,37 @@ static int load_split(dataloader *dl, const char *dir, const char *split, uint64
         (rc = qs_json_i64(&sp, "tokens", 0, LLONG_MAX, &tokens, d)) ||
         (rc = qs_json_arr(&sp, "shards", &files, &n_files, d)))
         goto done;
-    uint64_t want = (uint64_t)tokens;
-    dl->tokens = qs_malloc((size_t)want * sizeof *dl->tokens + 4);
-    if (!dl->tokens) {
+    uint64_t want = (uint64_t)tokens, held = 0;
+    /* the shards' headers first: the manifest's count is only trusted once they
+     * agree with it, since it sizes the allocation (a wrapped count once
+     * overflowed it: tests/fuzz/corpus/manifest/tokens_wrap.json) */
+    for (size_t i = 0; i < n_files; i++) {
+        qs_json_at f = qs_json_item(&files, i);
+        const char *name;
+        if ((rc = qs_json_str(&f, NULL, &name, d)))
+            goto done;
+        if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..") ||
+            fileio_join(spath, sizeof spath, dir, name)) {
+            rc = qs_json_fail(&f, NULL, QS_EFORMAT, d, "expected a file name, found '%.200s'",
+                              name);
+            goto done;
+        }
+        shard_header h;
+        if ((rc = shard_header_read(spath, &h, d)))
+            goto done;
+        if (h.n_tokens > UINT64_MAX - held) {
+            rc = diag_set(d, QS_EFORMAT, spath, -1, "token counts of the shards overflow");
+            goto done;
+        }
+        held += h.n_tokens;
+    }
+    if (held != want) {
+        rc = diag_set(d, QS_EFORMAT, mpath, -1, "splits.%s: manifest says %llu tokens, shards hold %llu",
+                      split, (unsigned long long)want, (unsigned long long)held);
+        goto done;
+    }
+    if (want > (SIZE_MAX - 4) / sizeof *dl->tokens ||
+        !(dl->tokens = qs_malloc((size_t)want * sizeof *dl->tokens + 4))) {
         rc = diag_set(d, QS_ENOMEM, mpath, -1, "out of memory for %llu tokens",
                       (unsigned long long)want);
         goto done;
@@ -91,9 +119,8 @@ static int load_split(dataloader *dl, const char *dir, const char *split, uint64
         const char *name;
         if ((rc = qs_json_str(&f, NULL, &name, d)))
             goto done;
-        if (strchr(name, '/') || fileio_join(spath, sizeof spath, dir, name)) {
-            rc = qs_json_fail(&f, NULL, QS_EFORMAT, d, "expected a file name, found '%.200s'",
-                              name);
+        if (fileio_join(spath, sizeof spath, dir, name)) {
+            rc = diag_set(d, QS_ERANGE, mpath, -1, "path too long");
             goto done;
         }
         shard_header h;

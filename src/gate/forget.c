@@ -3,10 +3,12 @@
 
 #include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "qs/json.h"
+#include "qs/bytes.h"
 #include "qs/mem.h"
 #include "qs/resfile.h"
 #include "qs/stats.h"
@@ -173,6 +175,88 @@ int forget_tracker_observe(forget_tracker *t, const char *task, long step,
         rc = tracker_add(t, task, correct, n_items, d);
     if (!rc)
         out->is_baseline = 1;
+    return rc;
+}
+
+int forget_tracker_save(const forget_tracker *t, void **bytes, size_t *n, qs_diag *d)
+{
+    size_t total = 4;
+    for (int i = 0; i < t->n_tasks; i++)
+        total += 12 + strlen(t->task[i]) + t->n_items[i];
+    unsigned char *buf = qs_malloc(total), *p = buf;
+    if (!buf)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "forgetting baselines: out of memory");
+    bytes_put_u32le(p, (uint32_t)t->n_tasks);
+    p += 4;
+    for (int i = 0; i < t->n_tasks; i++) {
+        size_t nl = strlen(t->task[i]);
+        bytes_put_u32le(p, (uint32_t)nl);
+        memcpy(p + 4, t->task[i], nl);
+        p += 4 + nl;
+        bytes_put_u64le(p, t->n_items[i]);
+        memcpy(p + 8, t->base[i], t->n_items[i]);
+        p += 8 + t->n_items[i];
+    }
+    *bytes = buf;
+    *n = total;
+    return 0;
+}
+
+static void tracker_clear(forget_tracker *t)
+{
+    for (int i = 0; i < t->n_tasks; i++) {
+        qs_free(t->task[i]);
+        qs_free(t->base[i]);
+    }
+    t->n_tasks = 0;
+}
+
+int forget_tracker_restore(forget_tracker *t, const void *bytes, size_t n, qs_diag *d)
+{
+    const unsigned char *p = bytes, *end = p + n;
+    char name[FORGET_TASK_MAX];
+    tracker_clear(t);
+    if (n < 4)
+        return diag_set(d, QS_EFORMAT, NULL, -1, "forgetting baselines: %zu bytes, expected a count", n);
+    uint64_t n_tasks = bytes_get_u32le(p);
+    p += 4;
+    int rc = 0;
+    for (uint64_t k = 0; !rc && k < n_tasks; k++) {
+        uint64_t nl = (size_t)(end - p) >= 4 ? bytes_get_u32le(p) : UINT64_MAX;
+        if (nl == UINT64_MAX || nl == 0 || nl >= sizeof name || (size_t)(end - p) - 4 < nl + 8) {
+            rc = diag_set(d, QS_EFORMAT, NULL, -1,
+                          "forgetting baselines: task %llu: expected a name of 1..%zu bytes and "
+                          "an item count", (unsigned long long)k, sizeof name - 1);
+            break;
+        }
+        memcpy(name, p + 4, (size_t)nl);
+        name[nl] = 0;
+        p += 4 + nl;
+        uint64_t ni = bytes_get_u64le(p);
+        p += 8;
+        if (ni == 0 || ni > (uint64_t)(end - p) || memchr(name, 0, (size_t)nl)) {
+            rc = diag_set(d, QS_EFORMAT, NULL, -1,
+                          "forgetting baselines: task %llu: %llu items, %zu bytes left",
+                          (unsigned long long)k, (unsigned long long)ni, (size_t)(end - p));
+            break;
+        }
+        for (int i = 0; !rc && i < t->n_tasks; i++)
+            if (!strcmp(t->task[i], name))
+                rc = diag_set(d, QS_EFORMAT, NULL, -1, "forgetting baselines: task '%s' twice", name);
+        for (uint64_t i = 0; !rc && i < ni; i++)
+            if (p[i] > 1)
+                rc = diag_set(d, QS_EFORMAT, NULL, -1,
+                              "forgetting baselines: task '%s' item %llu is %u, expected 0 or 1",
+                              name, (unsigned long long)i, p[i]);
+        if (!rc)
+            rc = tracker_add(t, name, p, (size_t)ni, d);
+        p += ni;
+    }
+    if (!rc && p != end)
+        rc = diag_set(d, QS_EFORMAT, NULL, -1, "forgetting baselines: %zu trailing bytes",
+                      (size_t)(end - p));
+    if (rc)
+        tracker_clear(t);
     return rc;
 }
 

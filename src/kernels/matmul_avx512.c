@@ -1,11 +1,18 @@
-/* matmul_avx512.c: AVX-512 fp32 micro-kernel, MM_MR x MM_NR = 12 x 32.
+/* matmul_avx512.c: AVX-512 fp32 micro-kernel, up to MM_MR x MM_NR = 12 x 32.
  *
  * 24 zmm accumulators (12 rows x 2 vectors of 16 columns); per k step two
  * vector loads of the packed B row and 12 broadcasts of A: 24 FMAs against 14
- * loads, which keeps both FMA pipes of a Zen 5 core busy.  A is either a packed
- * k-major panel or rows read in place (x itself, row stride = IN); the body is
- * inlined once per layout so each gets constant strides where it can.
+ * loads, which keeps both FMA pipes busy (Zen 5, and Intel cores with two
+ * 512-bit FMA ports).  A is either a packed panel (row- or k-major) or rows read
+ * in place (x itself, row stride = IN); the body is inlined once per layout and
+ * row count, so each gets constant strides where it can and a partial tile
+ * (mr < 12 rows: the last rows of a batch of 64 or 512) costs only its rows.
+ * While a micro-panel of B is used, the next one is prefetched into L2 (two
+ * lines per k step: one B row is 128 bytes), so a B streamed from memory does
+ * not stall the first row panel that reads it.
  * Each accumulator is one FMA chain in k order (see matmul_impl.h).
+ * The same kernel multiplies bf16 pairs widened to fp32 (mm_bf16_fma_impl),
+ * under MXCSR FTZ + DAZ (mm_mxcsr_ftz_daz_impl).
  * Call only when cpu_level() >= CPU_LEVEL_AVX512.
  */
 #include <immintrin.h>
@@ -14,29 +21,59 @@
 
 static inline __attribute__((always_inline)) void
 mm_f32_body(int kc, const float *a, ptrdiff_t rs, ptrdiff_t ks, const float *b, float *c,
-            ptrdiff_t ldc, int load_c)
+            ptrdiff_t ldc, int load_c, const char *pf, const int mr)
 {
     __m512 acc[MM_MR][2];
-    mm_tile_load_avx512(acc, c, ldc, load_c);
+    mm_tile_load_avx512(acc, c, ldc, load_c, mr);
     for (int k = 0; k < kc; k++) {
         __m512 b0 = _mm512_load_ps(b + (size_t)k * MM_NR);
         __m512 b1 = _mm512_load_ps(b + (size_t)k * MM_NR + 16);
+        _mm_prefetch(pf + (size_t)k * 128, _MM_HINT_T1);
+        _mm_prefetch(pf + (size_t)k * 128 + 64, _MM_HINT_T1);
         const float *ak = a + k * ks;
 #pragma GCC unroll 12
-        for (int r = 0; r < MM_MR; r++) {
+        for (int r = 0; r < mr; r++) {
             __m512 av = _mm512_set1_ps(ak[r * rs]);
             acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
     }
-    mm_tile_store_avx512(acc, c, ldc);
+    mm_tile_store_avx512(acc, c, ldc, mr);
 }
 
+#define MM_F32_ROWS(R)                                                                   \
+    case R:                                                                              \
+        if (a.ks == 1)                                                                   \
+            mm_f32_body(kc, a.p, a.rs, 1, b, c, ldc, load_c, pf, R);                     \
+        else                                                                             \
+            mm_f32_body(kc, a.p, 1, a.ks, b, c, ldc, load_c, pf, R);                     \
+        break
+
 void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
-                               int load_c)
+                               int load_c, int mr, const void *pf)
 {
-    if (a.ks == 1)
-        mm_f32_body(kc, a.p, a.rs, 1, b, c, ldc, load_c);
-    else
-        mm_f32_body(kc, a.p, 1, a.ks, b, c, ldc, load_c);
+    switch (mr) {
+        MM_F32_ROWS(1);
+        MM_F32_ROWS(2);
+        MM_F32_ROWS(3);
+        MM_F32_ROWS(4);
+        MM_F32_ROWS(5);
+        MM_F32_ROWS(6);
+        MM_F32_ROWS(7);
+        MM_F32_ROWS(8);
+        MM_F32_ROWS(9);
+        MM_F32_ROWS(10);
+        MM_F32_ROWS(11);
+    default:
+        MM_F32_ROWS(12);
+    }
 }
+
+unsigned mm_mxcsr_ftz_daz_impl(void)
+{
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u); /* FTZ (bit 15) | DAZ (bit 6) */
+    return csr;
+}
+
+void mm_mxcsr_restore_impl(unsigned csr) { _mm_setcsr(csr); }

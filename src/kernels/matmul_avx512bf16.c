@@ -7,7 +7,10 @@
  * denormal inputs as zero and denormal results flushed (measured on this Zen 5:
  * 200000 of 200000 random cases equal that order; Intel's SDM documents it).
  * The fallbacks use the same order, so all bf16 paths agree bit for bit.  A is a k-major panel or a
- * row-major one (rows of pairs), the body inlined once per layout.
+ * row-major one (rows of pairs), the body inlined once per layout and row count
+ * (mr <= 12), B's next micro-panel prefetched into L2 as in matmul_avx512.c.
+ * The widening helpers feed the FMA kernel on bf16 pairs (mm_bf16_fma_impl):
+ * a bf16 value is the high half of its fp32, so widening is a mask or a shift.
  * The conversions implement mm_bf16_bits (torch's rounding) in integer vector
  * arithmetic, so they give the same bits as the scalar code, NaN included.
  * Call only when cpu_level() >= CPU_LEVEL_AVX512BF16.
@@ -18,31 +21,52 @@
 
 static inline __attribute__((always_inline)) void
 mm_bf16_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const uint32_t *b, float *c,
-             ptrdiff_t ldc, int load_c)
+             ptrdiff_t ldc, int load_c, const char *pf, const int mr)
 {
     __m512 acc[MM_MR][2];
-    mm_tile_load_avx512(acc, c, ldc, load_c);
+    mm_tile_load_avx512(acc, c, ldc, load_c, mr);
     for (int p = 0; p < kp; p++) {
         __m512bh b0 = (__m512bh)_mm512_load_si512(b + (size_t)p * MM_NR);
         __m512bh b1 = (__m512bh)_mm512_load_si512(b + (size_t)p * MM_NR + 16);
+        _mm_prefetch(pf + (size_t)p * 128, _MM_HINT_T1);
+        _mm_prefetch(pf + (size_t)p * 128 + 64, _MM_HINT_T1);
         const uint32_t *ap = a + p * ks;
 #pragma GCC unroll 12
-        for (int r = 0; r < MM_MR; r++) {
+        for (int r = 0; r < mr; r++) {
             __m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[r * rs]);
             acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
             acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
         }
     }
-    mm_tile_store_avx512(acc, c, ldc);
+    mm_tile_store_avx512(acc, c, ldc, mr);
 }
 
+#define MM_BF16_ROWS(R)                                                                  \
+    case R:                                                                              \
+        if (a.ks == 1)                                                                   \
+            mm_bf16_body(kp, a.p, a.rs, 1, b, c, ldc, load_c, pf, R);                    \
+        else                                                                             \
+            mm_bf16_body(kp, a.p, 1, a.ks, b, c, ldc, load_c, pf, R);                    \
+        break
+
 void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
-                                    ptrdiff_t ldc, int load_c)
+                                    ptrdiff_t ldc, int load_c, int mr, const void *pf)
 {
-    if (a.ks == 1)
-        mm_bf16_body(kp, a.p, a.rs, 1, b, c, ldc, load_c);
-    else
-        mm_bf16_body(kp, a.p, 1, a.ks, b, c, ldc, load_c);
+    switch (mr) {
+        MM_BF16_ROWS(1);
+        MM_BF16_ROWS(2);
+        MM_BF16_ROWS(3);
+        MM_BF16_ROWS(4);
+        MM_BF16_ROWS(5);
+        MM_BF16_ROWS(6);
+        MM_BF16_ROWS(7);
+        MM_BF16_ROWS(8);
+        MM_BF16_ROWS(9);
+        MM_BF16_ROWS(10);
+        MM_BF16_ROWS(11);
+    default:
+        MM_BF16_ROWS(12);
+    }
 }
 
 /* 16 floats -> 16 bf16 in the low halves of 32-bit lanes (mm_bf16_bits). */
@@ -90,5 +114,67 @@ void mm_bf16_rows_pairs_avx512bf16_impl(uint16_t *d0, uint16_t *d1, uint32_t *pa
             _mm256_mask_storeu_epi16(d1 + i, m, _mm512_cvtepi32_epi16(h));
         }
         _mm512_mask_storeu_epi32(pairs + i, m, _mm512_or_si512(l, _mm512_slli_epi32(h, 16)));
+    }
+}
+
+/* ---- widening for the FMA kernel on bf16 pairs ---- */
+
+static inline __m512 mm_pair_hi(__m512i u)
+{
+    return _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+
+static inline __m512 mm_pair_lo(__m512i u)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+}
+
+void mm_bf16_widen_kmajor_avx512bf16_impl(float *dst, const uint32_t *src, int kp, int w,
+                                          const void *pf)
+{
+    const char *pfc = pf;
+    for (int p = 0; p < kp; p++) {
+        const uint32_t *s = src + (size_t)p * w;
+        float *d = dst + (size_t)2 * p * w;
+        _mm_prefetch(pfc + (size_t)p * w * 4, _MM_HINT_T1);
+        _mm_prefetch(pfc + (size_t)p * w * 4 + 64, _MM_HINT_T1);
+        for (int j = 0; j < w; j += 16) {
+            __mmask16 m = w - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (w - j)) - 1);
+            __m512i u = _mm512_maskz_loadu_epi32(m, s + j);
+            _mm512_mask_storeu_ps(d + j, m, mm_pair_hi(u));
+            _mm512_mask_storeu_ps(d + w + j, m, mm_pair_lo(u));
+        }
+    }
+}
+
+void mm_bf16_widen_row_avx512bf16_impl(float *dst, const uint32_t *src, int kp)
+{
+    /* 16 pairs -> hi and lo vectors -> interleaved (hi first) into 32 floats */
+    const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
+                                             23);
+    const __m512i hi_idx = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14,
+                                             30, 15, 31);
+    for (int p = 0; p < kp; p += 16) {
+        int n = kp - p < 16 ? kp - p : 16;
+        __m512i u = _mm512_maskz_loadu_epi32((__mmask16)((1u << n) - 1), src + p);
+        __m512 h = mm_pair_hi(u), l = mm_pair_lo(u);
+        __m512 d0 = _mm512_permutex2var_ps(h, lo_idx, l), d1 = _mm512_permutex2var_ps(h, hi_idx, l);
+        int n2 = 2 * n; /* floats to store */
+        _mm512_mask_storeu_ps(dst + 2 * p, (__mmask16)(n2 >= 16 ? 0xFFFFu : (1u << n2) - 1), d0);
+        if (n2 > 16)
+            _mm512_mask_storeu_ps(dst + 2 * p + 16,
+                                  (__mmask16)(n2 >= 32 ? 0xFFFFu : (1u << (n2 - 16)) - 1), d1);
+    }
+}
+
+void mm_bf16_round_swap_avx512bf16_impl(float *dst, const float *src, int n)
+{
+    int n_out = n + (n & 1);
+    for (int i = 0; i < n_out; i += 16) {
+        int nl = n - i < 16 ? n - i : 16, ns = n_out - i < 16 ? n_out - i : 16;
+        __m512 v = _mm512_maskz_loadu_ps((__mmask16)((1u << nl) - 1), src + i);
+        __m512 r = _mm512_castsi512_ps(_mm512_slli_epi32(mm_bf16_lanes(v), 16));
+        /* swap within pairs: position k gets src[k ^ 1] */
+        _mm512_mask_storeu_ps(dst + i, (__mmask16)((1u << ns) - 1), _mm512_permute_ps(r, 0xB1));
     }
 }

@@ -1,20 +1,28 @@
 /* matmul_gemm.c: the blocked, threaded GEMM driver behind matmul_forward/backward.
  *
  * C[M, N] = init + A[M, K] B[K, N] with B packed whole beforehand (mm_bpack).
- * The output is cut into tasks of MM_MC rows x MM_NC columns; OpenMP hands tasks
- * to threads dynamically (load balance on a shared machine), but each output
- * element belongs to exactly one task and is summed over k = 0..K-1 in order,
- * so the bits never depend on the thread count or on which thread ran what.
- * Inside a task (BLIS order): for each K block, pack the task's A rows once
- * (L2), then for each B micro-panel (L1) run the micro-kernel down the rows.
- * Tasks are numbered column-block-major so concurrent tasks share the same B
- * block in L3.  Partial tiles at the right/bottom edges go through a small
- * zero-padded tile so the micro-kernel always sees a full MM_MR x MM_NR block
- * and does the same arithmetic as on a full tile.
+ * The output is cut into tasks of at most MM_MC rows x MM_NC columns; OpenMP
+ * hands tasks to threads dynamically (load balance on a shared machine), but
+ * each output element belongs to exactly one task and is summed over
+ * k = 0..K-1 in order, so the bits never depend on the thread count, the task
+ * shape or on which thread ran what.
+ * Inside a task (BLIS order): for each K block, make the task's A panels once
+ * (in place, packed or converted; L2), then for each B micro-panel (L1) run the
+ * micro-kernel down the row panels, prefetching the next B micro-panel.
+ * The task shape follows the traffic: every row block streams all of B again,
+ * every column block all of A (and converts it again where A needs packing), so
+ * the split into at least MM_TASKS_PER_THREAD tasks per thread is the one that
+ * moves the fewest bytes (few rows, N = 64: columns only; many rows and a narrow
+ * B: rows).  Tasks are numbered column-block-major so concurrent tasks share the
+ * same B block in L3.  Tiles narrower than MM_NR columns at the right edge go
+ * through a small tile buffer; the kernels compute partial row counts directly.
+ * bf16 pairs run on vdpbf16ps or, where that is slow, on the FMA kernel with A
+ * and each B micro-panel widened to fp32 (mm_bf16_fma_impl: same bits).
  */
 #include <string.h>
 
 #include "matmul_impl.h"
+#include "qs/cpu.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -22,6 +30,21 @@
 
 /* Elements (floats or uint32) of one A micro-panel slot and of the A block. */
 enum { MM_APANEL_ELEMS = MM_MR * MM_KC, MM_ABLOCK_ELEMS = MM_MC * MM_KC };
+
+/* Short K: a task is one K block with row panels outer (mm_task_rows_outer)
+ * when its B block, K x nc (K/2 pair rows for vdpbf16ps), stays within
+ * MM_ROWS_OUTER_BYTES of L2 and K <= MM_KROWS (MM_KROWS pairs for vdpbf16ps;
+ * MM_KROWS_FMA16 for fma16, which widens B again for every row panel there).
+ * Measured (Xeon, one core): fp32 +10% at K = 288 (nc = 1024: 1.2 MB) and
+ * -15% at K = 512 (2 MB, past the 2 MB L2 with everything else); fma16 -30%
+ * at K = 288, +60% at K = 64 (dW at N = 64, where C's traffic dominates). */
+enum { MM_ROWS_OUTER_BYTES = 1280 * 1024, MM_KROWS = 384, MM_KROWS_FMA16 = 128 };
+_Static_assert((int)MM_KROWS_FMA16 <= (int)MM_KC, "bwide holds a widened B panel of MM_KC rows");
+_Static_assert((int)MM_MR * ((int)MM_KROWS + 32) <= (int)MM_ABLOCK_ELEMS,
+               "a rows-outer A panel fits the A block");
+
+/* Micro-kernel of a job. */
+typedef enum { MM_UK_C = 0, MM_UK_F32 = 1, MM_UK_BF16DP = 2 } mm_ukernel;
 
 typedef struct mm_job {
     float *c;
@@ -32,112 +55,244 @@ typedef struct mm_job {
     const mm_bpack *bp;
     mm_init init;
     const float *bias;
-    int mc, nc; /* task size: rows (multiple of MM_MR, <= MM_MC), columns (multiple of MM_NR) */
+    int mc, nc;     /* task size: rows (multiple of MM_MR, <= MM_MC), columns (multiple of MM_NR) */
+    mm_ukernel uk;
+    int fma16;      /* bf16 pairs on the FMA kernel (widened, FTZ/DAZ) */
+    int kc;         /* K block */
+    mm_afmt afmt;   /* A panel format (not for fma16 or whole-A packs) */
 } mm_job;
 
-static void mm_kernel_run(const mm_bpack *bp_all, int kc, mm_apanel ap, const void *bp, float *c,
-                          ptrdiff_t ldc, int load_c)
+/* Per-thread scratch, on the thread's own stack (~114 KB): already mapped after
+ * the first call, where a heap block of this size would be a fresh mmap and a
+ * run of page faults on every call. */
+typedef struct mm_scratch {
+    _Alignas(64) float ablock[MM_ABLOCK_ELEMS]; /* the task's A panels for one K block */
+    _Alignas(64) float bwide[MM_KC * MM_NR];    /* fma16: the B micro-panel widened */
+    _Alignas(64) float tile[MM_MR * MM_NR];     /* tiles narrower than MM_NR */
+} mm_scratch;
+
+static int mm_fma_mode = -1;
+
+void mm_bf16_fma_force_impl(int mode) { mm_fma_mode = mode; }
+
+int mm_bf16_fma_impl(void) { return mm_fma_mode >= 0 ? mm_fma_mode : cpu_bf16_dot_slow(); }
+
+static void mm_kernel_run(const mm_job *jb, int kc, mm_apanel ap, const void *b, float *c,
+                          ptrdiff_t ldc, int load_c, int mr, const void *pf)
 {
-    mm_kernel kernel = bp_all->kernel;
-    if (bp_all->round_bf16 && kernel != MM_KERNEL_AVX512BF16)
-        kc += kc & 1; /* bf16 fallback: operands padded to whole pairs */
-    switch (kernel) {
-    case MM_KERNEL_AVX512BF16:
-        mm_kernel_bf16_avx512bf16_impl((kc + 1) / 2, ap, bp, c, ldc, load_c);
+    switch (jb->uk) {
+    case MM_UK_BF16DP:
+        mm_kernel_bf16_avx512bf16_impl((kc + 1) / 2, ap, b, c, ldc, load_c, mr, pf);
         break;
-    case MM_KERNEL_AVX512:
-        mm_kernel_f32_avx512_impl(kc, ap, bp, c, ldc, load_c);
+    case MM_UK_F32: /* bf16 values (fallback or widened pairs) come in whole pairs */
+        mm_kernel_f32_avx512_impl(jb->afmt == MM_AFMT_F32 ? kc : kc + (kc & 1), ap, b, c, ldc,
+                                  load_c, mr, pf);
         break;
     default:
-        mm_kernel_f32_c_impl(kc, ap, bp, c, ldc, load_c);
+        mm_kernel_f32_c_impl(jb->afmt == MM_AFMT_F32 ? kc : kc + (kc & 1), ap, b, c, ldc, load_c,
+                             mr);
         break;
     }
 }
 
-/* One micro-tile, full or partial (mi x nj valid). */
-static void mm_tile_run(const mm_job *jb, int kc, mm_apanel ap, const void *bpanel, float *c,
-                        int mi, int nj, int load_c, float *tile)
+/* One micro-tile of mi rows x nj columns. */
+static void mm_tile_run(const mm_job *jb, int kc, mm_apanel ap, const void *b, float *c, int mi,
+                        int nj, int load_c, const void *pf, float *tile)
 {
-    if (mi == MM_MR && nj == MM_NR) {
-        mm_kernel_run(jb->bp, kc, ap, bpanel, c, jb->ldc, load_c);
+    if (nj == MM_NR) {
+        mm_kernel_run(jb, kc, ap, b, c, jb->ldc, load_c, mi, pf);
         return;
     }
     if (load_c)
         for (int r = 0; r < mi; r++)
             memcpy(tile + r * MM_NR, c + r * jb->ldc, (size_t)nj * sizeof *c);
-    mm_kernel_run(jb->bp, kc, ap, bpanel, tile, MM_NR, load_c);
+    mm_kernel_run(jb, kc, ap, b, tile, MM_NR, load_c, mi, pf);
     for (int r = 0; r < mi; r++)
         memcpy(c + r * jb->ldc, tile + r * MM_NR, (size_t)nj * sizeof *c);
 }
 
-static void mm_task_run(const mm_job *jb, int i0, int j0, float *ablock, float *tile)
+/* The A micro-panel of rows [i, i + MM_MR) (those below M), k block [k0, k0 + kc),
+ * in the job's kernel format; slot has room for MM_MR x ld elements, ld the row
+ * stride of row-major panels: kc rounded up to even (bf16 pairs: ld pairs). */
+static mm_apanel mm_task_apanel(const mm_job *jb, float *slot, ptrdiff_t ld, int i, int k0,
+                                int kc)
 {
-    const mm_bpack *bp = jb->bp;
-    int is_bf16 = bp->kernel == MM_KERNEL_AVX512BF16;
-    mm_afmt afmt = is_bf16 ? MM_AFMT_BF16 : bp->round_bf16 ? MM_AFMT_F32_BF16 : MM_AFMT_F32;
-    size_t elem = is_bf16 ? sizeof(uint32_t) : sizeof(float);
-    int K = bp->K;
-    int mc = jb->M - i0 < jb->mc ? jb->M - i0 : jb->mc;
-    int nc = bp->N - j0 < jb->nc ? bp->N - j0 : jb->nc;
-    mm_apanel ap[MM_MC / MM_MR];
-    if (jb->init == MM_INIT_BIAS)
-        for (int r = 0; r < mc; r++)
-            memcpy(jb->c + (i0 + r) * jb->ldc + j0, jb->bias + j0, (size_t)nc * sizeof(float));
-    int kc_max = is_bf16 ? 2 * MM_KC : MM_KC; /* the same bytes per block */
-    for (int k0 = 0; k0 < K; k0 += kc_max) {
-        int kc = K - k0 < kc_max ? K - k0 : kc_max;
-        int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
-        for (int ir = 0; ir < mc; ir += MM_MR) {
-            if (jb->ap && jb->ap->row_pairs) { /* bf16 rows: kc_max is even */
-                const uint32_t *d = jb->ap->data;
-                ap[ir / MM_MR] = (mm_apanel){d + (size_t)(i0 + ir) * jb->ap->row_pairs + k0 / 2,
-                                             jb->ap->row_pairs, 1};
-            } else if (jb->ap) {
-                size_t panel = (size_t)(i0 + ir) / MM_MR;
-                const uint32_t *d = jb->ap->data;
-                ap[ir / MM_MR] = (mm_apanel){d + panel * jb->ap->panel_elems +
-                                                 (size_t)(k0 / 2) * MM_MR, 1, MM_MR};
-            } else {
-                ap[ir / MM_MR] = mm_apanel_make_impl(ablock + (ir / MM_MR) * MM_APANEL_ELEMS,
-                                                     *jb->a, jb->M, i0 + ir, k0, kc, afmt);
-            }
-        }
-        size_t b_off = (size_t)(is_bf16 ? k0 / 2 : k0) * MM_NR;
+    const mm_bpack *ap = jb->ap;
+    int mi = jb->M - i < MM_MR ? jb->M - i : MM_MR, kp = (kc + 1) / 2;
+    if (ap && ap->row_pairs) { /* bf16 rows; k0 is even */
+        const uint32_t *d = (const uint32_t *)ap->data + (size_t)i * ap->row_pairs + k0 / 2;
+        if (!jb->fma16)
+            return (mm_apanel){d, ap->row_pairs, 1};
+        for (int r = 0; r < mi; r++)
+            mm_bf16_widen_row_avx512bf16_impl(slot + r * ld, d + r * ap->row_pairs, kp);
+        return (mm_apanel){slot, ld, 1};
+    }
+    if (ap) { /* k-major pair panels */
+        const uint32_t *d = (const uint32_t *)ap->data + (size_t)(i / MM_MR) * ap->panel_elems +
+                            (size_t)(k0 / 2) * MM_MR;
+        if (!jb->fma16)
+            return (mm_apanel){d, 1, MM_MR};
+        mm_bf16_widen_kmajor_avx512bf16_impl(slot, d, kp, MM_MR, d);
+        return (mm_apanel){slot, 1, MM_MR};
+    }
+    if (jb->fma16 && jb->a->cs == 1) { /* fp32 rows: rounded, in mm_bf16_order */
+        for (int r = 0; r < mi; r++)
+            mm_bf16_round_swap_avx512bf16_impl(slot + r * ld,
+                                               jb->a->p + (ptrdiff_t)(i + r) * jb->a->rs + k0, kc);
+        return (mm_apanel){slot, ld, 1};
+    }
+    return mm_apanel_make_impl(slot, ld, *jb->a, jb->M, i, k0, kc, jb->afmt);
+}
+
+/* 1 when a task of nc columns runs as one K block, row panels outer. */
+static int mm_rows_outer(const mm_job *jb, int nc)
+{
+    int krows = jb->uk == MM_UK_BF16DP ? (jb->bp->K + 1) / 2 : jb->bp->K; /* rows of B */
+    int kmax = jb->fma16 ? MM_KROWS_FMA16 : MM_KROWS;
+    return krows <= kmax && (size_t)krows * (size_t)nc * 4 <= MM_ROWS_OUTER_BYTES;
+}
+
+/* Row stride of the A panel of a task in rows-outer mode: the whole K (pairs
+ * for vdpbf16ps), rounded up to an odd multiple of 16 elements (64 bytes) so
+ * that the 12 rows do not share L1 sets. */
+static ptrdiff_t mm_rows_outer_ld(const mm_job *jb)
+{
+    int K = jb->bp->K, k2 = K + (K & 1);
+    ptrdiff_t ld = ((jb->uk == MM_UK_BF16DP ? k2 / 2 : k2) + 15) / 16 * 16;
+    return (ld / 16) % 2 ? ld : ld + 16;
+}
+
+/* A task whose K is short (dW at N = 64 or 512, the 288-wide Linears): one K
+ * block, row panels outer, so that C, read and written once, is swept along its
+ * rows (12 streams the hardware prefetcher follows, and the next tile
+ * prefetched here) while the A panel (12 x K) stays in L1 and the task's B block
+ * (K x nc) is read from L2 (fma16: each B panel widened again per row panel,
+ * ~10% of the work, still far ahead of a C swept down its columns). */
+static void mm_task_rows_outer(const mm_job *jb, int i0, int j0, int mc, int nc, mm_scratch *s)
+{
+    ptrdiff_t ldc = jb->ldc;
+    int K = jb->bp->K, load_c = jb->init != MM_INIT_ZERO;
+    const uint32_t *first = (const uint32_t *)jb->bp->data + (size_t)j0 / MM_NR * jb->bp->panel_elems;
+    float *c0 = jb->c + (ptrdiff_t)i0 * ldc + j0;
+    for (int ir = 0; ir < mc; ir += MM_MR) {
+        int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
+        mm_apanel ap = mm_task_apanel(jb, s->ablock, mm_rows_outer_ld(jb), i0 + ir, 0, K);
         for (int jr = 0; jr < nc; jr += MM_NR) {
-            size_t panel = (size_t)(j0 + jr) / MM_NR;
-            const void *bpanel = (const char *)bp->data + (panel * bp->panel_elems + b_off) * elem;
-            int nj = nc - jr < MM_NR ? nc - jr : MM_NR;
-            for (int ir = 0; ir < mc; ir += MM_MR) {
-                int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
-                float *c = jb->c + (i0 + ir) * jb->ldc + j0 + jr;
-                mm_tile_run(jb, kc, ap[ir / MM_MR], bpanel, c, mi, nj, load_c, tile);
+            const uint32_t *bpanel = first + (size_t)jr / MM_NR * jb->bp->panel_elems;
+            const void *b = bpanel;
+            if (jb->fma16) {
+                mm_bf16_widen_kmajor_avx512bf16_impl(s->bwide, bpanel, (K + 1) / 2, MM_NR, bpanel);
+                b = s->bwide;
             }
+            float *c = c0 + ir * ldc + jr;
+            /* the next tile: to the right, or the start of the next row panel */
+            const float *cn = jr + MM_NR < nc ? c + MM_NR : c - jr + MM_MR * ldc;
+            int rows = jr + MM_NR < nc ? mi : mc - ir - MM_MR;
+            for (int r = 0; r < rows && r < MM_MR; r++) {
+                __builtin_prefetch(cn + r * ldc, 1, 3);
+                __builtin_prefetch(cn + r * ldc + 16, 1, 3);
+            }
+            int nj = nc - jr < MM_NR ? nc - jr : MM_NR;
+            mm_tile_run(jb, K, ap, b, c, mi, nj, load_c, b, s->tile);
         }
     }
 }
 
-static int mm_round_up(int v, int m) { return (v + m - 1) / m * m; }
+static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
+{
+    const mm_bpack *bp = jb->bp;
+    int pairs = bp->kernel == MM_KERNEL_AVX512BF16; /* B holds bf16 pairs */
+    int K = bp->K;
+    int mc = jb->M - i0 < jb->mc ? jb->M - i0 : jb->mc;
+    int nc = bp->N - j0 < jb->nc ? bp->N - j0 : jb->nc;
+    const uint32_t *bdata = bp->data; /* float or uint32: the same size */
+    mm_apanel ap[MM_MC / MM_MR];
+    if (jb->init == MM_INIT_BIAS)
+        for (int r = 0; r < mc; r++)
+            memcpy(jb->c + (i0 + r) * jb->ldc + j0, jb->bias + j0, (size_t)nc * sizeof(float));
+    unsigned csr = jb->fma16 ? mm_mxcsr_ftz_daz_impl() : 0;
+    if (mm_rows_outer(jb, nc)) {
+        mm_task_rows_outer(jb, i0, j0, mc, nc, s);
+        if (jb->fma16)
+            mm_mxcsr_restore_impl(csr);
+        return;
+    }
+    for (int k0 = 0; k0 < K; k0 += jb->kc) {
+        int kc = K - k0 < jb->kc ? K - k0 : jb->kc;
+        int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
+        for (int ir = 0; ir < mc; ir += MM_MR)
+            ap[ir / MM_MR] = mm_task_apanel(jb, s->ablock + (ir / MM_MR) * MM_APANEL_ELEMS,
+                                            MM_KC, i0 + ir, k0, kc);
+        const uint32_t *first = bdata + (size_t)j0 / MM_NR * bp->panel_elems;
+        for (int jr = 0; jr < nc; jr += MM_NR) {
+            const uint32_t *panel = first + (size_t)jr / MM_NR * bp->panel_elems;
+            const uint32_t *bpanel = panel + (size_t)(pairs ? k0 / 2 : k0) * MM_NR;
+            /* prefetch: the next panel's block, or the first panel's next block */
+            const void *next = jr + MM_NR < nc          ? bpanel + bp->panel_elems
+                               : k0 + jb->kc < K        ? first + (size_t)(pairs ? (k0 + kc) / 2
+                                                                                  : k0 + kc) *
+                                                                     MM_NR
+                                                        : (const void *)bpanel;
+            const void *b = bpanel;
+            if (jb->fma16) {
+                mm_bf16_widen_kmajor_avx512bf16_impl(s->bwide, bpanel, (kc + 1) / 2, MM_NR, next);
+                b = next = s->bwide;
+            }
+            int nj = nc - jr < MM_NR ? nc - jr : MM_NR;
+            for (int ir = 0; ir < mc; ir += MM_MR) {
+                int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
+                float *c = jb->c + (i0 + ir) * jb->ldc + j0 + jr;
+                mm_tile_run(jb, kc, ap[ir / MM_MR], b, c, mi, nj, load_c, ir == 0 ? next : b,
+                            s->tile);
+            }
+        }
+    }
+    if (jb->fma16)
+        mm_mxcsr_restore_impl(csr);
+}
+
+static int mm_ceil_div(int v, int d) { return (v + d - 1) / d; }
 
 /* Task size.  The sums do not depend on it (each element is summed in k order
- * whatever the blocking), so it may follow the thread count: aim for at least
- * MM_TASKS_PER_THREAD tasks per thread so dynamic scheduling can even out the
- * load.  Rows are split first (down to one micro-panel): every column block
- * re-packs its task's A rows, while B is packed once whatever the split. */
+ * whatever the blocking), so it may follow the thread count and the shape.
+ * Each row block streams all of B (K x N) through the cache again and each
+ * column block all of A (M x K), converting or packing it again unless it is
+ * read in place (a_cost 1 when in place, 2 when made anew): take the split with
+ * the fewest bytes, n_ib N + n_jb M a_cost (K is common), that gives at least
+ * MM_TASKS_PER_THREAD tasks per thread (so dynamic scheduling can even out a
+ * shared machine) with blocks of at most MM_MC rows and MM_NC columns. */
 enum { MM_TASKS_PER_THREAD = 6 };
-static void mm_task_shape(mm_job *jb, int n_threads)
+static void mm_task_shape(mm_job *jb, int n_threads, int a_cost)
 {
-    int want = MM_TASKS_PER_THREAD * n_threads;
-    int N = jb->bp->N;
-    /* round the row block DOWN so that the row split alone reaches `want` tasks
-     * when it can: a second column block would convert/pack the A rows again
-     * (for the lm_head's dX that is 2 x 32.8 M elements of dlogits per step) */
-    int mc = jb->M / want / MM_MR * MM_MR;
-    mc = mc < MM_MR ? MM_MR : mc;
-    jb->mc = mc > MM_MC ? MM_MC : mc;
-    int n_ib = (jb->M + jb->mc - 1) / jb->mc;
-    int n_jb_want = (want + n_ib - 1) / n_ib;
-    int nc = mm_round_up((N + n_jb_want - 1) / n_jb_want, MM_NR);
-    jb->nc = nc > MM_NC ? MM_NC : nc < 2 * MM_NR ? 2 * MM_NR : nc;
+    int M = jb->M, N = jb->bp->N;
+    int m_panels = mm_ceil_div(M, MM_MR), n_panels = mm_ceil_div(N, MM_NR);
+    int want = n_threads > 1 ? MM_TASKS_PER_THREAD * n_threads : 1;
+    int ib_min = mm_ceil_div(m_panels, MM_MC / MM_MR);
+    int jb_min = mm_ceil_div(n_panels, MM_NC / MM_NR);
+    int best_ib = ib_min, best_jb = jb_min;
+    double best = -1.0;
+    for (int n_ib = ib_min; n_ib <= m_panels; n_ib++) {
+        int n_jb = mm_ceil_div(want, n_ib);
+        n_jb = n_jb < jb_min ? jb_min : n_jb > n_panels ? n_panels : n_jb;
+        double cost = (double)n_ib * N + (double)n_jb * M * a_cost;
+        if (best < 0.0 || cost < best) {
+            best = cost;
+            best_ib = n_ib;
+            best_jb = n_jb;
+        }
+        if (n_ib * n_jb >= want && n_jb == jb_min)
+            break; /* more row blocks only add traffic */
+    }
+    jb->mc = mm_ceil_div(m_panels, best_ib) * MM_MR;
+    jb->nc = mm_ceil_div(n_panels, best_jb) * MM_NR;
+}
+
+/* 1 when the job reads its A panels in place (no packing per column block). */
+static int mm_a_in_place(const mm_job *jb)
+{
+    if (jb->ap)
+        return !jb->fma16;
+    return jb->afmt == MM_AFMT_F32 && !mm_apanel_packs_impl(*jb->a);
 }
 
 /* K == 0: the product is empty, only the initial value remains. */
@@ -160,7 +315,7 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
                         const float *const *bias, const matmul_epilogue *ep)
 {
     mm_job jb[MM_MULTI_MAX];
-    int n_ib[MM_MULTI_MAX], first[MM_MULTI_MAX + 1], n_jobs = 0;
+    int n_ib[MM_MULTI_MAX], first[MM_MULTI_MAX + 1], n_jobs = 0, fma16 = mm_bf16_fma_impl();
     double flops = 0.0;
     int n_threads = 1;
 #ifdef _OPENMP
@@ -170,14 +325,25 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
         return;
     first[0] = 0;
     for (int i = 0; i < n && i < MM_MULTI_MAX; i++) {
-        mm_job j = {c[i], ldc[i], M, a, ap, bp[i], init[i], bias ? bias[i] : NULL, MM_MC, MM_NC};
+        mm_job j = {.c = c[i], .ldc = ldc[i], .M = M, .a = a, .ap = ap, .bp = bp[i],
+                    .init = init[i], .bias = bias ? bias[i] : NULL, .mc = MM_MC, .nc = MM_NC};
         if (bp[i]->N <= 0)
             continue;
         if (bp[i]->K <= 0) {
             mm_gemm_empty(&j);
             continue;
         }
-        mm_task_shape(&j, n_threads);
+        int pairs = bp[i]->kernel == MM_KERNEL_AVX512BF16;
+        j.fma16 = pairs && fma16;
+        j.uk = pairs && !fma16                      ? MM_UK_BF16DP
+               : bp[i]->kernel == MM_KERNEL_C       ? MM_UK_C
+                                                    : MM_UK_F32;
+        j.kc = pairs && !fma16 ? 2 * MM_KC : MM_KC; /* the same bytes per B micro-panel */
+
+        j.afmt = pairs ? MM_AFMT_BF16 : bp[i]->round_bf16 ? MM_AFMT_F32_BF16 : MM_AFMT_F32;
+        if (j.fma16)
+            j.afmt = MM_AFMT_F32_BF16;
+        mm_task_shape(&j, n_threads, mm_a_in_place(&j) ? 1 : 2);
         jb[n_jobs] = j;
         n_ib[n_jobs] = (M + j.mc - 1) / j.mc;
         first[n_jobs + 1] = first[n_jobs] + n_ib[n_jobs] * ((bp[i]->N + j.nc - 1) / j.nc);
@@ -189,8 +355,13 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
         return;
     /* paired: task t is block t of every GEMM (same shapes), then the epilogue */
     int paired = ep && ep->fn;
-    if (paired)
+    if (paired) {
         n_tasks = first[1];
+        for (int g = 1; g < n_jobs; g++) { /* the same M, N and A: the same shape anyway */
+            jb[g].mc = jb[0].mc;
+            jb[g].nc = jb[0].nc;
+        }
+    }
     int n_fill = ap && ap_fill ? (M + MM_MR - 1) / MM_MR : 0;
     /* below ~2 MFLOP a parallel region costs more than it saves */
     int parallel = n_tasks > 1 && flops > 2e6;
@@ -199,11 +370,8 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
 #pragma omp parallel if (parallel)
 #endif
     {
-        /* Per-thread scratch on the thread's own stack (~98 KB): already mapped
-         * after the first call, where a heap block of this size would be a fresh
-         * mmap and a run of page faults on every call. */
-        _Alignas(64) float ablock[MM_ABLOCK_ELEMS];
-        _Alignas(64) float tile[MM_MR * MM_NR];
+        mm_scratch scratch;
+        memset(scratch.tile, 0, sizeof scratch.tile); /* columns past a narrow tile */
         /* convert A once for all column blocks (the implied barrier publishes it) */
 #ifdef _OPENMP
 #pragma omp for schedule(static)
@@ -218,7 +386,7 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
             if (paired) {
                 int i0 = (t % n_ib[0]) * jb[0].mc, j0 = (t / n_ib[0]) * jb[0].nc;
                 for (int g = 0; g < n_jobs; g++)
-                    mm_task_run(&jb[g], i0, j0, ablock, tile);
+                    mm_task_run(&jb[g], i0, j0, &scratch);
                 int N0 = jb[0].bp->N;
                 ep->fn(ep->ctx, i0, M - i0 < jb[0].mc ? M - i0 : jb[0].mc, j0,
                        N0 - j0 < jb[0].nc ? N0 - j0 : jb[0].nc);
@@ -228,7 +396,7 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
             while (t >= first[g + 1])
                 g++;
             int u = t - first[g];
-            mm_task_run(&jb[g], (u % n_ib[g]) * jb[g].mc, (u / n_ib[g]) * jb[g].nc, ablock, tile);
+            mm_task_run(&jb[g], (u % n_ib[g]) * jb[g].mc, (u / n_ib[g]) * jb[g].nc, &scratch);
         }
     }
 }

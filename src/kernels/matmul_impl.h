@@ -21,9 +21,12 @@
 enum {
     MM_MR = 12,   /* micro-tile rows (accumulators: MM_MR x MM_NR/16 zmm = 24) */
     MM_NR = 32,   /* micro-tile columns (two 16-float vectors) */
-    MM_KC = 256,  /* K block: A block MM_MC x MM_KC stays in L2, B micro-panel in L1 */
-    MM_MC = 96,   /* rows per task (multiple of MM_MR) */
-    MM_NC = 1024, /* columns per task (multiple of MM_NR) */
+    MM_KC = 256,  /* K block (fp32 values; vdpbf16ps: 2 MM_KC in MM_KC pairs): the B
+                     micro-panel (32 KB) stays in L1, the task's A block in L2;
+                     128 and 384-512 measured slower on a Xeon (48 KB L1, 2 MB L2) */
+    MM_MC = 96,   /* rows per task at most (multiple of MM_MR): each B micro-panel
+                     is read once per 8 row panels (192 measured no faster) */
+    MM_NC = 1024, /* columns per task at most (multiple of MM_NR) */
 };
 
 /* Which micro-kernel (and therefore which packed formats) a GEMM uses. */
@@ -82,6 +85,17 @@ static inline float mm_bf16_round(float f)
  * position k holds source column mm_bf16_order(k). */
 static inline int mm_bf16_order(int k) { return k ^ 1; }
 
+/* Which micro-kernel multiplies the AVX512-BF16 formats (bf16 pairs): vdpbf16ps,
+ * or the AVX-512 FMA kernel on the operands widened to fp32 (A panels rounded to
+ * bf16 values in mm_bf16_order, each B micro-panel widened as it is used), run
+ * with MXCSR.FTZ and DAZ set.  Products of bf16 values are exact, so FMA i
+ * rounds acc + a_k b_k once, as vdpbf16ps does, and with FTZ/DAZ the two give
+ * the same bits, denormal inputs and results, infinities and NaNs included
+ * (tests/test_matmul_bf16fma.c).  The FMA units win where vdpbf16ps has less
+ * than twice their rate: Intel cores (cpu_bf16_dot_slow()).
+ * mm_bf16_fma_force_impl / mm_bf16_fma_impl: qs/matmul_test.h. */
+#include "qs/matmul_test.h"
+
 /* Pack B (K x N view) into bp; reuses bp->data when large enough.  0 or QS_ENOMEM. */
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16);
 void mm_bpack_free_impl(mm_bpack *bp);
@@ -125,11 +139,16 @@ typedef enum {
 } mm_afmt;
 
 /* Make rows [i0, i0 + MM_MR) x cols [k0, k0 + kc) of A readable as one micro-panel:
- * read A in place when its rows are contiguous and nothing needs converting,
- * else pack into dst (room for MM_MR x MM_KC floats): row-major when A's rows
- * are contiguous, k-major otherwise.  Rows past M read as zero, and for bf16 an
- * odd kc gets a zero last column. */
-mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int kc, mm_afmt fmt);
+ * read fp32 A in place where its layout suits the kernel (mm_apanel_packs_impl;
+ * the kernels read only the rows below M), else pack into dst (room for MM_MR x
+ * ld floats, ld >= kc rounded up to even; bf16: ld pairs, 2 ld >= that):
+ * row-major with row stride ld when A's rows are contiguous, k-major otherwise.
+ * Packed rows past M are zero, and for bf16 an odd kc gets a zero last column. */
+mm_apanel mm_apanel_make_impl(void *dst, ptrdiff_t ld, mm_view a, int M, int i0, int k0, int kc,
+                               mm_afmt fmt);
+/* 1 when mm_apanel_make_impl packs an fp32 (MM_AFMT_F32) A rather than reading it
+ * in place: strides that would crowd L1 sets or cross a page per k step. */
+int mm_apanel_packs_impl(mm_view a);
 
 /* bf16 conversion with AVX-512 (same bits as mm_bf16_bits; AVX512-BF16 CPUs only):
  *   pairs: dst[i] = bf16(lo[i]) | bf16(hi ? hi[i] : 0) << 16, i < n
@@ -163,15 +182,35 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
                         mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
                         const float *const *bias, const matmul_epilogue *ep);
 
-/* Micro-kernels: full MM_MR x MM_NR tile, c[r * ldc + j] (= if !load_c) += sum_k a b.
- * The fp32 kernels sum strictly in k order, one rounding per step (FMA or exact
- * bf16 products), so the C and AVX-512 kernels agree bit for bit on bf16 inputs. */
+/* Micro-kernels: rows [0, mr) (1 <= mr <= MM_MR) of an MM_NR-wide tile,
+ * c[r * ldc + j] (= if !load_c) += sum_k a b.  The fp32 kernels sum strictly in
+ * k order, one rounding per step (FMA or exact bf16 products), so the C and
+ * AVX-512 kernels agree bit for bit on bf16 inputs.  A row's sums do not depend
+ * on mr.  pf: the next B micro-panel (same size as b), prefetched into L2 while
+ * this one is used (pass b itself for none). */
 void mm_kernel_f32_c_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
-                          int load_c);
+                          int load_c, int mr);
 void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
-                               int load_c);
+                               int load_c, int mr, const void *pf);
 /* kp = number of k pairs */
 void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
-                                    ptrdiff_t ldc, int load_c);
+                                    ptrdiff_t ldc, int load_c, int mr, const void *pf);
+/* MXCSR with FTZ and DAZ set for the FMA kernel on bf16 pairs; returns the old
+ * value for mm_mxcsr_restore_impl (AVX-512 CPUs only). */
+unsigned mm_mxcsr_ftz_daz_impl(void);
+void mm_mxcsr_restore_impl(unsigned csr);
+
+/* Widening for the FMA kernel on bf16 pairs (AVX512-BF16 CPUs only; w = width
+ * of a pair row: MM_MR or MM_NR).  Pair u holds k even (low half) and k odd
+ * (high half); the fp32 forms list the odd term first (mm_bf16_order):
+ *   kmajor: dst[(2p) * w + j] = hi(src[p * w + j]), dst[(2p + 1) * w + j] = lo(...),
+ *           p < kp, j < w; pf: prefetched along (the next panel, or src)
+ *   row:    dst[2p] = hi(src[p]), dst[2p + 1] = lo(src[p]), p < kp
+ *   round:  dst[k] = bf16 value of src[k ^ 1] (mm_bf16_bits; src[n] reads as 0),
+ *           k < n + (n & 1) */
+void mm_bf16_widen_kmajor_avx512bf16_impl(float *dst, const uint32_t *src, int kp, int w,
+                                          const void *pf);
+void mm_bf16_widen_row_avx512bf16_impl(float *dst, const uint32_t *src, int kp);
+void mm_bf16_round_swap_avx512bf16_impl(float *dst, const float *src, int n);
 
 #endif

@@ -307,15 +307,16 @@ void mm_bpack_free_impl(mm_bpack *bp)
     memset(bp, 0, sizeof *bp);
 }
 
-/* Row-major panel: dst row r = A(i0 + r, k0 .. k0 + kc) (row stride MM_KC floats). */
-static mm_apanel mm_apanel_rows(void *dst, mm_view a, int mi, int i0, int k0, int kc,
-                                mm_afmt fmt)
+/* Row-major panel: dst row r = A(i0 + r, k0 .. k0 + kc), row stride ld floats
+ * (bf16: ld pairs = 2 ld bf16, kc <= 2 ld). */
+static mm_apanel mm_apanel_rows(void *dst, ptrdiff_t ld, mm_view a, int mi, int i0, int k0,
+                                int kc, mm_afmt fmt)
 {
     if (fmt == MM_AFMT_BF16) {
-        uint16_t *d = dst; /* row stride 2 MM_KC bf16 = MM_KC pairs (kc <= 2 MM_KC) */
+        uint16_t *d = dst;
         int kc2 = kc + (kc & 1);
         for (int r = 0; r < MM_MR; r++) {
-            uint16_t *dr = d + (size_t)r * 2 * MM_KC;
+            uint16_t *dr = d + (size_t)r * 2 * ld;
             if (r < mi)
                 mm_bf16_row_avx512bf16_impl(dr, a.p + (ptrdiff_t)(i0 + r) * a.rs + k0, kc);
             else
@@ -323,11 +324,11 @@ static mm_apanel mm_apanel_rows(void *dst, mm_view a, int mi, int i0, int k0, in
             if (kc & 1)
                 dr[kc] = 0;
         }
-        return (mm_apanel){dst, MM_KC, 1};
+        return (mm_apanel){dst, ld, 1};
     }
     float *d = dst;
     for (int r = 0; r < MM_MR; r++) {
-        float *dr = d + (size_t)r * MM_KC;
+        float *dr = d + (size_t)r * ld;
         const float *src = a.p + (ptrdiff_t)(i0 + r) * a.rs + k0;
         if (r >= mi)
             memset(dr, 0, (size_t)(kc + (kc & 1)) * sizeof *dr);
@@ -339,7 +340,7 @@ static mm_apanel mm_apanel_rows(void *dst, mm_view a, int mi, int i0, int k0, in
         else
             memcpy(dr, src, (size_t)kc * sizeof *dr);
     }
-    return (mm_apanel){dst, MM_KC, 1};
+    return (mm_apanel){dst, ld, 1};
 }
 
 /* k-major panel: dst[k][r] (pairs for bf16), for A whose columns are contiguous
@@ -389,14 +390,47 @@ static mm_apanel mm_apanel_cols(void *dst, mm_view a, int mi, int i0, int k0, in
  * k step touches another page and packing is cheaper than the TLB misses. */
 enum { MM_DIRECT_KSTRIDE_MAX = 4096 };
 
-mm_apanel mm_apanel_make_impl(void *dst, mm_view a, int M, int i0, int k0, int kc, mm_afmt fmt)
+/* 1 when an A micro-panel read in place would crowd the L1 sets: a 48 KB,
+ * 12-way L1 has 64 sets of 64-byte lines, and a set holding more than
+ * MAX_PER_SET of the panel's lines next to the B micro-panel (4 per set) evicts
+ * what the kernel still reads.  Row-major: MM_MR rows rs floats apart, each
+ * covering MM_KC * 4 / 64 lines (+1 unaligned); a row stride of a multiple of
+ * 4 KB puts every row in the same sets (x of a 1536-, 2048- or 6144-wide
+ * Linear).  k-major: MM_KC steps of MM_MR floats (1-2 lines) cs floats apart
+ * (dW's dout^T, cs = O). */
+static int mm_panel_crowds_l1(ptrdiff_t stride, int n, int lines)
+{
+    enum { SETS = 64, MAX_PER_SET = 3 };
+    int count[SETS] = {0};
+    for (int r = 0; r < n; r++) {
+        ptrdiff_t start = (ptrdiff_t)r * stride * (ptrdiff_t)sizeof(float) / 64;
+        for (int l = 0; l < lines; l++)
+            if (++count[(start + l) % SETS] > MAX_PER_SET)
+                return 1;
+    }
+    return 0;
+}
+
+int mm_apanel_packs_impl(mm_view a)
+{
+    if (a.cs == 1)
+        return mm_panel_crowds_l1(a.rs, MM_MR, MM_KC * 4 / 64 + 1);
+    if (a.rs == 1 && a.cs <= MM_DIRECT_KSTRIDE_MAX)
+        return mm_panel_crowds_l1(a.cs, MM_KC, 2);
+    return 1;
+}
+
+mm_apanel mm_apanel_make_impl(void *dst, ptrdiff_t ld, mm_view a, int M, int i0, int k0, int kc,
+                               mm_afmt fmt)
 {
     int mi = M - i0 < MM_MR ? M - i0 : MM_MR;
-    if (a.cs == 1 && fmt == MM_AFMT_F32 && mi == MM_MR)
-        return (mm_apanel){a.p + (ptrdiff_t)i0 * a.rs + k0, a.rs, 1};
-    if (a.rs == 1 && fmt == MM_AFMT_F32 && mi == MM_MR && a.cs <= MM_DIRECT_KSTRIDE_MAX)
+    /* fp32 read in place (the kernels read only rows < mi) unless that crowds L1 */
+    if (fmt == MM_AFMT_F32 && !mm_apanel_packs_impl(a)) {
+        if (a.cs == 1)
+            return (mm_apanel){a.p + (ptrdiff_t)i0 * a.rs + k0, a.rs, 1};
         return (mm_apanel){a.p + i0 + (ptrdiff_t)k0 * a.cs, 1, a.cs};
+    }
     if (a.cs == 1)
-        return mm_apanel_rows(dst, a, mi, i0, k0, kc, fmt);
+        return mm_apanel_rows(dst, ld, a, mi, i0, k0, kc, fmt);
     return mm_apanel_cols(dst, a, mi, i0, k0, kc, fmt);
 }

@@ -19,6 +19,7 @@
  */
 #include <string.h>
 
+#include "qs/vecops.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
@@ -110,16 +111,6 @@ static void grad_zero(int count, float *const *bufs, const size_t *n)
     }
 }
 
-static void grad_add(float *dst, const float *src, size_t n)
-{
-    long ln = (long)n;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (ln > 65536)
-#endif
-    for (long i = 0; i < ln; i++)
-        dst[i] += src[i];
-}
-
 /* One Linear's matmul backward: through the persistent pack of the master
  * weight when the forward used it (packs of m->precision, weight not
  * substituted), through the hook's pack of the substituted weight if it has
@@ -157,8 +148,8 @@ static void model_linear_backward(const llama_model *m, llama_grad_acts *g,
     model_matmul_backward(m, layer * MODEL_LIN_COUNT + module, g->dx_tmp, g->dw_tmp, db, dout,
                           x_use, w_use, w_pack, w, N, IN, O);
     hook->mask(hook->self, layer, module, g->dx_tmp, nx, g->dw_tmp, nw);
-    grad_add(dx, g->dx_tmp, nx);
-    grad_add(dw, g->dw_tmp, nw);
+    vecops_add_f32(dx, g->dx_tmp, nx);
+    vecops_add_f32(dw, g->dw_tmp, nw);
 }
 
 static void model_dlogits_put(void *ws, int n0, const float *rows)

@@ -265,9 +265,29 @@ void qlog_writer_destroy(qlog_writer *w)
     qs_free(w);
 }
 
+/* Resume: which lines of the existing log stay (qlog_writer_create). */
+typedef struct qlog_cut {
+    long step;                /* records of steps >= this go */
+    const char *header;       /* the header this writer would write */
+    size_t header_len;
+    int n_kept;
+    int header_same;          /* the first kept line is exactly that header */
+} qlog_cut;
+
+static int qlog_cut_keep(void *ctx, const char *line, size_t len)
+{
+    qlog_cut *c = ctx;
+    long step;
+    int keep = zlog_line_string_is(line, len, "type", "header") ||
+               (zlog_line_long(line, len, "step", &step) && step < c->step);
+    if (keep && c->n_kept++ == 0)
+        c->header_same = len == c->header_len && !memcmp(line, c->header, len);
+    return keep;
+}
+
 int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name,
-                       const quant_recipe *r, const char *const *names, int n_quant, int append,
-                       qs_diag *d)
+                       const quant_recipe *r, const char *const *names, int n_quant,
+                       long resume_step, qs_diag *d)
 {
     *out = NULL;
     qlog_writer *w = qs_calloc(1, sizeof *w);
@@ -304,8 +324,12 @@ int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name
         qlog_writer_destroy(w);
         return diag_set(d, rc, path, -1, "out of memory");
     }
-    rc = zlog_writer_create(&w->z, path, append ? ZLOG_APPEND : ZLOG_TRUNCATE, d);
+    qlog_cut cut = {resume_step, w->buf, w->len, 0, 0};
+    if (resume_step >= 0)
+        rc = zlog_filter(path, qlog_cut_keep, &cut, d);
     if (!rc)
+        rc = zlog_writer_create(&w->z, path, resume_step >= 0 ? ZLOG_APPEND : ZLOG_TRUNCATE, d);
+    if (!rc && !cut.header_same)
         rc = zlog_write(w->z, w->buf, w->len, d);
     if (!rc)
         rc = zlog_flush(w->z, d);

@@ -187,6 +187,14 @@ void quant_history_restore(quant *q, const float *vals_oldest_first, int n)
         amax_history_push(&q->hist, vals_oldest_first[i]);
 }
 
+unsigned long quant_qsnr_cursor(const quant *q) { return q->n_calls; }
+
+void quant_qsnr_cursor_set(quant *q, unsigned long calls)
+{
+    q->n_calls = calls;
+    q->last_ok = 0;
+}
+
 /* One read of x: amax over non-NaN values, NaN count, count of |x*scale| > 32768
  * (scale 0: not counted).  Inf makes amax Inf, which callers reject. */
 static void quant_scan(const float *x, size_t n, float scale, float *amax, size_t *n_nan,

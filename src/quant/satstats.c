@@ -37,6 +37,7 @@ void satstats_config_default(satstats_config *c)
     c->clip_threshold = 1e-4;
     c->alarm_steps = 1;
     c->log_interval_steps = 1;
+    c->resume_step = -1;
 }
 
 void satstats_destroy(satstats *s)
@@ -90,7 +91,7 @@ int satstats_create(satstats **out, const satstats_config *c, quant_set *set, qs
             rc = diag_set(d, rc, s->run_dir, -1, "run dir path too long");
         else
             rc = qlog_writer_create(&s->log, path, c->run_name, quant_set_recipe(set), names,
-                                    s->n_quant, c->resume, d);
+                                    s->n_quant, c->resume_step, d);
         qs_free(names);
         if (rc) {
             satstats_destroy(s);
@@ -188,6 +189,17 @@ const char *satstats_warning(const satstats *s, int i)
     return i >= 0 && i < s->n_warnings ? s->warnings[i] : NULL;
 }
 int satstats_stop_requested(const satstats *s) { return s->stop_requested; }
+
+int satstats_episode_steps(const satstats *s, int i)
+{
+    return i >= 0 && i < s->n_quant ? s->consec_steps[i] : 0;
+}
+
+void satstats_episode_restore(satstats *s, const int *steps, int n)
+{
+    for (int i = 0; i < s->n_quant; i++)
+        s->consec_steps[i] = i < n && steps[i] > 0 ? steps[i] : 0;
+}
 
 int satstats_close(satstats *s, qs_diag *d)
 {

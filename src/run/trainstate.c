@@ -41,28 +41,37 @@ int trainstate_write_begin(trainstate_writer *w, const char *path, int n_section
     return rc;
 }
 
-int trainstate_write_section(trainstate_writer *w, const char *tag, const void *data,
-                             size_t bytes, qs_diag *d)
+/* A section header: tag (zero-padded), byte count, checksum (filled by the caller). */
+static int trainstate_section_header(unsigned char hdr[TRAINSTATE_TAG_BYTES + 16],
+                                     const char *tag, size_t bytes, qs_diag *d)
 {
-    unsigned char hdr[TRAINSTATE_TAG_BYTES + 16] = {0};
     size_t n = strlen(tag);
     if (n >= TRAINSTATE_TAG_BYTES)
         return diag_set(d, QS_EINVAL, NULL, -1, "section tag '%s' too long", tag);
+    memset(hdr, 0, TRAINSTATE_TAG_BYTES + 16);
     memcpy(hdr, tag, n);
     bytes_put_u64le(hdr + TRAINSTATE_TAG_BYTES, bytes);
+    return 0;
+}
+
+int trainstate_write_section(trainstate_writer *w, const char *tag, const void *data,
+                             size_t bytes, qs_diag *d)
+{
+    unsigned char hdr[TRAINSTATE_TAG_BYTES + 16];
+    int rc = trainstate_section_header(hdr, tag, bytes, d);
+    if (rc)
+        return rc;
     bytes_put_u64le(hdr + TRAINSTATE_TAG_BYTES + 8, trainstate_hash(data, bytes));
-    int rc = trainstate_fwrite(w, hdr, sizeof hdr, d);
+    rc = trainstate_fwrite(w, hdr, sizeof hdr, d);
     return rc ? rc : trainstate_fwrite(w, data, bytes, d);
 }
 
 int trainstate_write_section_begin(trainstate_writer *w, const char *tag, size_t bytes, qs_diag *d)
 {
-    unsigned char hdr[TRAINSTATE_TAG_BYTES + 16] = {0};
-    size_t n = strlen(tag);
-    if (n >= TRAINSTATE_TAG_BYTES)
-        return diag_set(d, QS_EINVAL, NULL, -1, "section tag '%s' too long", tag);
-    memcpy(hdr, tag, n);
-    bytes_put_u64le(hdr + TRAINSTATE_TAG_BYTES, bytes);
+    unsigned char hdr[TRAINSTATE_TAG_BYTES + 16];
+    int rc = trainstate_section_header(hdr, tag, bytes, d);
+    if (rc)
+        return rc;
     w->part_pos = ftell(w->af.f);
     w->part_hash = trainstate_hash(NULL, 0);
     w->part_left = bytes;
@@ -119,9 +128,11 @@ int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
         goto fail;
     }
     uint32_t version = bytes_get_u32le(b + 8);
-    if (version != TRAINSTATE_VERSION) {
-        rc = diag_set(d, QS_EUNSUPPORTED, path, -1, "training state version %u, this build reads %d",
-                      version, TRAINSTATE_VERSION);
+    if (version < TRAINSTATE_VERSION_MIN || version > TRAINSTATE_VERSION) {
+        rc = diag_set(d, QS_EUNSUPPORTED, path, -1,
+                      "training state version %u, this build reads versions %d to %d%s", version,
+                      TRAINSTATE_VERSION_MIN, TRAINSTATE_VERSION,
+                      version > TRAINSTATE_VERSION ? " (written by a newer qatscope)" : "");
         goto fail;
     }
     uint32_t n = bytes_get_u32le(b + 12);
@@ -152,6 +163,7 @@ int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
         goto fail;
     }
     r->n_sections = (int)n;
+    r->version = (int)version;
     return 0;
 fail:
     fileio_unmap(&r->map);

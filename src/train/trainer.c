@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "qs/vecops.h"
 #include "qs/dist.h"
 #include "qs/fileio.h"
 #include "qs/hfconfig.h"
@@ -88,8 +89,12 @@ detector:
     sc.log_interval_steps = (int)t->cfg.log_every;
     sc.run_dir = t->rank == 0 ? t->run_dir : NULL;
     sc.run_name = t->cfg.run_name;
-    sc.resume = resume;
-    return satstats_create(&t->sat, &sc, t->qset, d);
+    sc.resume_step = resume ? t->step : -1;
+    if ((rc = satstats_create(&t->sat, &sc, t->qset, d)))
+        return rc;
+    if (t->alarm_restored)
+        satstats_episode_restore(t->sat, t->alarm_restored, t->n_alarm_restored);
+    return 0;
 }
 
 static int trainer_fresh_dir(struct trainer *t, qs_diag *d)
@@ -208,6 +213,8 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
                           schedule_decay_parse(cfg->lr_decay), cfg->qat, cfg->bf16_warmup_steps};
     if ((rc = schedule_validate(&t->sched, d)) || (rc = trainer_quant_init(t, d)))
         goto fail;
+    if (opt->eval)   /* before the restore: it hands the hook its saved state */
+        t->eval = *opt->eval;
     if (opt->resume_dir)
         rc = trainer_ckpt_restore(t, ck_dir, d);
     else
@@ -217,8 +224,6 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->step0 = t->step;
-    if (opt->eval)
-        t->eval = *opt->eval;
     if (t->eval.begin && t->rank == 0 &&   /* the evaluating rank */
         (rc = t->eval.begin(t->eval.self, t->run_dir, opt->resume_dir != NULL, d)))
         goto fail;
@@ -245,6 +250,7 @@ void trainer_destroy(trainer *t)
     qs_free(t->gw.layer);
     qs_free(t->tokens);
     qs_free(t->targets);
+    qs_free(t->alarm_restored);
     model_free(&t->m);
     qs_free(t);
 }
@@ -298,7 +304,7 @@ static int trainer_micro_batches(struct trainer *t, double *loss_sum, qs_diag *d
                                  t->qset ? &bwd : NULL, d)))
             return rc;
         if (mb > 0)
-            trainer_grads_add(t->grads, t->grad_scratch, t->m.n_params);
+            vecops_add_f32(t->grads, t->grad_scratch, t->m.n_params);
     }
     if ((rc = trainer_data_skip(t, after, d)))
         return rc;

@@ -11,6 +11,13 @@
  *     adam_m, adam_v   fp32 [n_params]
  *     data    the data source's position (opaque)
  *     amax    per quantizer, set order: u32 name bytes, name, u32 n, f32 history[n] oldest first
+ *   since version 2 (the log state; little-endian):
+ *     qsnr    u32 n_quant, u64 cursor[n_quant]: each quantizer's QSNR sample cursor
+ *             (version 1: rebuilt from the step count, one call per micro-batch of
+ *             every QAT step)
+ *     alarm   u32 n_quant, u32 steps[n_quant]: each quantizer's saturation episode so far
+ *     eval    the in-loop evaluation's state (opaque; only with an eval hook that saves)
+ * The amax section checks the quantizer names; qsnr and alarm follow its order.
  * Several ranks: rank 0 writes everything; with ZeRO-1 the other ranks' parts
  * of adam_m / adam_v are streamed to it as it writes (trainer_dist.c), so the
  * file is the one-process file and every rank reads its own part on resume.
@@ -26,30 +33,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "qs/bytes.h"
 #include "qs/dist.h"
 #include "qs/fileio.h"
 #include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 #include "qs/trainstate.h"
+#include "qs/zlog.h"
 #include "trainer_impl.h"
-
-static const char *const trainer_copied_files[] = {
-    "config.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-    "special_tokens_map.json", "generation_config.json",
-};
-
-static int trainer_file_copy(const char *src, const char *dst, qs_diag *d)
-{
-    char *buf;
-    size_t n;
-    int rc = fileio_read_all(src, &buf, &n, d);
-    if (rc)
-        return rc;
-    rc = fileio_write_atomic(dst, buf, n, d);
-    qs_free(buf);
-    return rc;
-}
 
 static int trainer_amax_pack(struct trainer *t, unsigned char **out, size_t *bytes)
 {
@@ -115,6 +107,58 @@ static int trainer_amax_unpack(struct trainer *t, const unsigned char *p, size_t
     return 0;
 }
 
+/* "qsnr" (which = 0: u64 cursors) or "alarm" (which = 1: u32 episode steps) */
+static int trainer_logstate_pack(struct trainer *t, int which, unsigned char **out, size_t *bytes)
+{
+    int n = t->qset ? quant_set_count(t->qset) : 0, w = which ? 4 : 8;
+    unsigned char *buf = qs_malloc(4 + (size_t)n * (size_t)w);
+    if (!buf)
+        return QS_ENOMEM;
+    bytes_put_u32le(buf, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        unsigned char *p = buf + 4 + (size_t)i * (size_t)w;
+        if (which)
+            bytes_put_u32le(p, (uint32_t)(t->sat ? satstats_episode_steps(t->sat, i) : 0));
+        else
+            bytes_put_u64le(p, (uint64_t)quant_qsnr_cursor(quant_set_get(t->qset, i)));
+    }
+    *out = buf;
+    *bytes = 4 + (size_t)n * (size_t)w;
+    return 0;
+}
+
+static int trainer_logstate_unpack(struct trainer *t, int which, const unsigned char *p,
+                                   size_t bytes, const char *path, qs_diag *d)
+{
+    int n = t->qset ? quant_set_count(t->qset) : 0, w = which ? 4 : 8;
+    const char *tag = which ? "alarm" : "qsnr";
+    if (bytes < 4 || bytes_get_u32le(p) != (uint32_t)n || bytes != 4 + (size_t)n * (size_t)w)
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "%s section: expected %d quantizers in %zu bytes, found %llu in %zu bytes",
+                        tag, n, 4 + (size_t)n * (size_t)w,
+                        bytes < 4 ? 0ull : (unsigned long long)bytes_get_u32le(p), bytes);
+    if (!which) {
+        for (int i = 0; i < n; i++)
+            quant_qsnr_cursor_set(quant_set_get(t->qset, i),
+                                  (unsigned long)bytes_get_u64le(p + 4 + (size_t)i * 8));
+        return 0;
+    }
+    /* the detector is created after the restore (trainer_open_logs applies these) */
+    qs_free(t->alarm_restored);
+    t->alarm_restored = qs_malloc((n ? (size_t)n : 1) * sizeof *t->alarm_restored);
+    if (!t->alarm_restored)
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+    for (int i = 0; i < n; i++) {
+        uint32_t v = bytes_get_u32le(p + 4 + (size_t)i * 4);
+        if (v > 0x7fffffff)
+            return diag_set(d, QS_EFORMAT, path, -1, "alarm section: quantizer %d has %u steps", i,
+                            v);
+        t->alarm_restored[i] = (int)v;
+    }
+    t->n_alarm_restored = n;
+    return 0;
+}
+
 /* Every rank calls it (path NULL on the others): the moment sections are
  * collective under ZeRO-1, and rank 0 takes them even after a failure. */
 static int trainer_state_write(struct trainer *t, const char *path, qs_diag *d)
@@ -129,16 +173,19 @@ static int trainer_state_write(struct trainer *t, const char *path, qs_diag *d)
                       "\"n_params\":%zu,\"seed\":%ld,\"n_quant\":%d,\"micro_batches\":%ld}",
                       t->step, t->opt.t, t->m.n_params, t->cfg.seed,
                       t->qset ? quant_set_count(t->qset) : 0, t->cfg.grad_accum * t->n_ranks);
-    void *dpos = NULL;
-    size_t dpos_bytes = 0;
-    unsigned char *amax = NULL;
-    size_t amax_bytes = 0;
+    void *dpos = NULL, *ev = NULL;
+    size_t dpos_bytes = 0, ev_bytes = 0, amax_bytes = 0, qsnr_bytes = 0, alarm_bytes = 0;
+    unsigned char *amax = NULL, *qsnr = NULL, *alarm = NULL;
     int rc = path ? t->data->save(t->data->self, &dpos, &dpos_bytes, d)
                   : diag_set(d, QS_EINVAL, NULL, -1, "no checkpoint path");
-    if (!rc && (rc = trainer_amax_pack(t, &amax, &amax_bytes)))
+    if (!rc && t->eval.save)
+        rc = t->eval.save(t->eval.self, &ev, &ev_bytes, d);
+    if (!rc && ((rc = trainer_amax_pack(t, &amax, &amax_bytes)) ||
+                (rc = trainer_logstate_pack(t, 0, &qsnr, &qsnr_bytes)) ||
+                (rc = trainer_logstate_pack(t, 1, &alarm, &alarm_bytes))))
         diag_set(d, rc, path, -1, "out of memory");
     trainstate_writer w;
-    int open = !rc && !(rc = trainstate_write_begin(&w, path, 5, d));
+    int open = !rc && !(rc = trainstate_write_begin(&w, path, t->eval.save ? 8 : 7, d));
     if (!rc)
         rc = trainstate_write_section(&w, "meta", meta, (size_t)nm, d);
     /* after a failure rank 0 still takes (and drops) the other ranks' moments */
@@ -146,12 +193,18 @@ static int trainer_state_write(struct trainer *t, const char *path, qs_diag *d)
     rc = rc ? rc : mrc;
     mrc = trainer_dist_moment_write(t, rc ? NULL : &w, "adam_v", t->opt.v, d);
     rc = rc ? rc : mrc;
-    if (!rc && !(rc = trainstate_write_section(&w, "data", dpos, dpos_bytes, d)))
-        rc = trainstate_write_section(&w, "amax", amax, amax_bytes, d);
+    if (!rc && !(rc = trainstate_write_section(&w, "data", dpos, dpos_bytes, d)) &&
+        !(rc = trainstate_write_section(&w, "amax", amax, amax_bytes, d)) &&
+        !(rc = trainstate_write_section(&w, "qsnr", qsnr, qsnr_bytes, d)) &&
+        !(rc = trainstate_write_section(&w, "alarm", alarm, alarm_bytes, d)) && t->eval.save)
+        rc = trainstate_write_section(&w, "eval", ev, ev_bytes, d);
     if (open)
         rc = rc ? (trainstate_write_abort(&w), rc) : trainstate_write_commit(&w, d);
     qs_free(dpos);
+    qs_free(ev);
     qs_free(amax);
+    qs_free(qsnr);
+    qs_free(alarm);
     return rc;
 }
 
@@ -168,7 +221,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
         return rc;
     }
     char ckdir[TRAINER_PATH_MAX + 16], tmp[TRAINER_PATH_MAX + 64], fin[TRAINER_PATH_MAX + 64];
-    char path[TRAINER_PATH_MAX + 128], src[TRAINER_PATH_MAX + 256];
+    char path[TRAINER_PATH_MAX + 128];
     snprintf(ckdir, sizeof ckdir, "%s/ckpt", t->run_dir);
     snprintf(tmp, sizeof tmp, "%s/.tmp.step_%ld", ckdir, t->step);
     snprintf(fin, sizeof fin, "%s/step_%ld", ckdir, t->step);
@@ -181,12 +234,8 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     int rc_state = trainer_state_write(t, rc ? NULL : path, rc ? &drain : d);
     if (rc || (rc = rc_state))
         goto fail;
-    for (size_t i = 0; i < sizeof trainer_copied_files / sizeof *trainer_copied_files; i++) {
-        snprintf(src, sizeof src, "%s/%s", t->model_dir, trainer_copied_files[i]);
-        snprintf(path, sizeof path, "%s/%s", tmp, trainer_copied_files[i]);
-        if (fileio_exists(src) && (rc = trainer_file_copy(src, path, d)))
-            goto fail;
-    }
+    if ((rc = model_hf_files_copy(t->model_dir, tmp, 1, d)))
+        goto fail;
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if ((rc = model_save_safetensors(&t->m, path, SAFETENSORS_F32, d)))
         goto fail;
@@ -252,6 +301,11 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
 {
     char path[TRAINER_PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/train_state.bin", ckpt_dir);
+    return trainer_state_read(t, path, d);
+}
+
+int trainer_state_read(struct trainer *t, const char *path, qs_diag *d)
+{
     trainstate_reader r;
     int rc = trainstate_open(&r, path, d);
     if (rc)
@@ -301,45 +355,50 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
         goto out;
     t->step = (long)step;
     t->last_ckpt_step = (long)step;
-    /* each quantizer's call count, as the straight run has it: one call per
-     * micro-batch of every QAT step so far (where its QSNR sample sits) */
-    if (t->qset && t->cfg.qat && t->step > t->sched.bf16_warmup_steps)
+    if (r.version >= 2) {   /* the log state */
+        if ((rc = trainstate_section(&r, "qsnr", &p, &n, d)) ||
+            (rc = trainer_logstate_unpack(t, 0, p, n, path, d)) ||
+            (rc = trainstate_section(&r, "alarm", &p, &n, d)) ||
+            (rc = trainer_logstate_unpack(t, 1, p, n, path, d)))
+            goto out;
+        if (t->eval.restore && trainstate_section(&r, "eval", &p, &n, NULL) == 0 &&
+            (rc = t->eval.restore(t->eval.self, p, n, d))) {
+            if (d && rc != QS_ENOMEM) {
+                char why[QS_DIAG_MSG_MAX];
+                snprintf(why, sizeof why, "%s", d->msg);
+                diag_set(d, rc, path, -1, "eval section: %.400s", why);
+            }
+            goto out;
+        }
+    } else if (t->qset && t->cfg.qat && t->step > t->sched.bf16_warmup_steps) {
+        /* version 1: each quantizer's call count as the straight run has it: one
+         * call per micro-batch of every QAT step so far (where its QSNR sample
+         * sits); alarm episodes start from zero */
         quant_set_skip_calls(t->qset, (unsigned long)(t->step - t->sched.bf16_warmup_steps) *
                                           (unsigned long)mb_now);
+    }
 out:
     json_decref(meta);
     trainstate_close(&r);
     return rc;
 }
 
+/* Resume at `step`: lines of earlier steps stay, and so do the lines written at
+ * `step` before its checkpoint: the eval taken with exactly the checkpointed
+ * weights and its forgetting alarms (trainer_step runs them before the
+ * checkpoint).  Lines without a step stay; everything else goes. */
+static int trainer_log_keep(void *ctx, const char *line, size_t len)
+{
+    long step = *(const long *)ctx, st;
+    if (!zlog_line_long(line, len, "step", &st) || st < step)
+        return 1;
+    return st == step && (zlog_line_string_is(line, len, "type", "eval") ||
+                          zlog_line_string_is(line, len, "type", "forgetting"));
+}
+
 int trainer_log_truncate(const char *path, long step, qs_diag *d)
 {
-    if (!fileio_exists(path))
-        return 0;
-    char *buf;
-    size_t n;
-    int rc = fileio_read_all(path, &buf, &n, d);
-    if (rc)
-        return rc;
-    size_t w = 0;
-    for (size_t i = 0; i < n;) {
-        char *nl = memchr(buf + i, '\n', n - i);
-        size_t len = nl ? (size_t)(nl - (buf + i)) + 1 : n - i;
-        const char *s = strstr(buf + i, "\"step\":");
-        long st = s && s < buf + i + len ? strtol(s + 7, NULL, 10) : -1;
-        const char *ev = strstr(buf + i, "\"type\":\"eval\"");
-        int is_eval = ev && ev < buf + i + len;
-        /* complete lines of earlier steps stay; an eval at the checkpoint's step
-         * was taken with exactly the checkpointed weights, so it stays too */
-        if (nl && (st < step || (st == step && is_eval))) {
-            memmove(buf + w, buf + i, len);
-            w += len;
-        }
-        i += len;
-    }
-    rc = fileio_write_atomic(path, buf, w, d);
-    qs_free(buf);
-    return rc;
+    return zlog_filter(path, trainer_log_keep, &step, d);
 }
 
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d)

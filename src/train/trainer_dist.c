@@ -83,16 +83,6 @@ int trainer_data_skip(struct trainer *t, long n_batches, qs_diag *d)
     return 0;
 }
 
-void trainer_grads_add(float *acc, const float *x, size_t n)
-{
-    long ln = (long)n;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (ln > 65536)
-#endif
-    for (long i = 0; i < ln; i++)
-        acc[i] += x[i];
-}
-
 /* Every quantizer's step record, combined over the ranks (see the header). */
 static int trainer_dist_quant_reduce(struct trainer *t, qs_diag *d)
 {

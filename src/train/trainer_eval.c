@@ -6,8 +6,9 @@
  * metrics.jsonl gets {"type":"eval","step":N,"quantized":b,"val_loss":..,
  * "val_ppl":..,"tasks":{name:{"acc":..,"acc_norm":..,"n":..,
  * "items_acc":"0101.."}}} and the per-item correctness to the forgetting
- * tracker (baseline = the step-0 evaluation); an alarm becomes an events.jsonl
- * line and, with stop_on_forgetting, a stop request.
+ * tracker (baseline = the step-0 evaluation, carried across a resume in
+ * train_state.bin); an alarm becomes an events.jsonl line and, with
+ * stop_on_forgetting, a stop request.
  *
  * KL reference (runcfg_kl_reference): the run's step-0 weights are cfg->model,
  * loaded again here in bf16 (precision bf16, packed); on the val batches each
@@ -244,6 +245,19 @@ static int trainer_eval_begin(void *self, const char *run_dir, int resume, qs_di
     return 0;
 }
 
+/* The state a resume needs: the forgetting baselines (the step-0 evaluation is
+ * not repeated after a resume, so without them the first evaluation after it
+ * would become the baseline). */
+static int trainer_eval_save(void *self, void **bytes, size_t *n, qs_diag *d)
+{
+    return forget_tracker_save(((struct trainer_eval *)self)->forget, bytes, n, d);
+}
+
+static int trainer_eval_restore(void *self, const void *bytes, size_t n, qs_diag *d)
+{
+    return forget_tracker_restore(((struct trainer_eval *)self)->forget, bytes, n, d);
+}
+
 int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
 {
     memset(out, 0, sizeof *out);
@@ -320,6 +334,8 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
     out->every_steps = cfg->eval_every;
     out->run = trainer_eval_run_hook;
     out->begin = trainer_eval_begin;
+    out->save = trainer_eval_save;
+    out->restore = trainer_eval_restore;
     return 0;
 fail:
     out->self = e;

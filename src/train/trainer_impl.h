@@ -15,6 +15,7 @@
 #include "qs/satstats.h"
 #include "qs/schedule.h"
 #include "qs/trainer.h"
+#include "qs/trainer_test.h"
 #include "qs/trainstate.h"
 
 #define TRAINER_PATH_MAX 1024
@@ -63,6 +64,9 @@ struct trainer {
     int ste;                            /* QUANT_STE_* */
     int phase;                          /* SCHEDULE_PHASE_* of the current step */
     int frozen;                         /* 1: in-loop eval, fake-quant without recording */
+    int *alarm_restored;                /* [n_alarm_restored] saturation episodes from the
+                                           checkpoint, for the detector trainer_open_logs makes */
+    int n_alarm_restored;
     /* ranks (trainer_dist.c) */
     int rank, n_ranks;                  /* dist_rank() / dist_size() at create */
     float *grad_scratch;                /* [n_params] a micro-batch after the rank's first */
@@ -77,7 +81,6 @@ void trainer_dist_free(struct trainer *t);
 size_t trainer_dist_opt_elems(const struct trainer *t);  /* Adam moments this rank keeps */
 size_t trainer_dist_opt_first(const struct trainer *t);  /* their first parameter index */
 int trainer_data_skip(struct trainer *t, long n_batches, qs_diag *d);
-void trainer_grads_add(float *acc, const float *x, size_t n);
 /* Sum gradients, the loss sum and the quantizer records over the ranks (no-op on one). */
 int trainer_dist_reduce(struct trainer *t, double *loss_sum, qs_diag *d);
 /* AdamW (clip factor, lr) on this rank's part, zero the gradients, all-gather (ZeRO-1). */
@@ -104,9 +107,7 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d);
 /* Finds the latest ckpt/step_N of run_dir: 1 and the path, 0 if none. */
 int trainer_ckpt_latest(const char *run_dir, char *path, size_t path_bytes, long *step);
 int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d);
-/* Keep only the lines of a JSONL log whose "step" is < step, plus eval lines
- * of that step (resume). */
-int trainer_log_truncate(const char *path, long step, qs_diag *d);
+/* trainer_state_read, trainer_log_truncate: qs/trainer_test.h */
 /* Append one ready-made line (no '\n') to RUN_DIR/events.jsonl. */
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d);
 /* The trainer's own events: {"step":S,"type":"TYPE","KEY":"VALUE",...} with the

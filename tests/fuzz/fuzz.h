@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,7 +40,16 @@
     X(task_mmlu_csv)                                                                  \
     X(task_hellaswag_jsonl)                                                           \
     X(task_hellaswag_text)                                                            \
-    X(task_arc)
+    X(task_arc)                                                                       \
+    X(runcfg)                                                                         \
+    X(trainstate)                                                                     \
+    X(manifest)                                                                       \
+    X(tokenizer_config)                                                               \
+    X(events)                                                                         \
+    X(tokenize_corpus)                                                                \
+    X(hif8_text)                                                                      \
+    X(detokenize_ids)                                                                 \
+    X(log_truncate)
 
 #define FUZZ_DECLARE(name) int fuzz_##name(const uint8_t *data, size_t size);
 FUZZ_TARGETS(FUZZ_DECLARE)
@@ -91,6 +101,49 @@ static inline int fuzz_subdir(char *path, size_t path_bytes, const char *rel)
     if (fuzz_path(path, path_bytes, rel))
         return -1;
     return mkdir(path, 0700) == 0 || access(path, W_OK) == 0 ? 0 : -1;
+}
+
+/* The input as a NUL-terminated string (malloc'd; free it); NULL on OOM.  A NUL
+ * inside the input ends the string early, as it would for a C caller. */
+static inline char *fuzz_text(const uint8_t *data, size_t size)
+{
+    char *s = malloc(size + 1);
+    if (s) {
+        if (size)
+            memcpy(s, data, size);
+        s[size] = '\0';
+    }
+    return s;
+}
+
+/* Remove every plain file in dir, then dir itself (what a target wrote there). */
+static inline void fuzz_dir_remove(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (dp) {
+        struct dirent *e;
+        char path[1024];
+        while ((e = readdir(dp)) != NULL)
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+                remove(path);
+            }
+        closedir(dp);
+    }
+    rmdir(dir);
+}
+
+/* Copy the repository file src (targets run from the repository root) to dst. */
+static inline int fuzz_file_copy(const char *src, const char *dst)
+{
+    FILE *f = fopen(src, "rb");
+    if (!f)
+        return -1;
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    int bad = ferror(f) || !feof(f);
+    fclose(f);
+    return bad ? -1 : fuzz_file_write(dst, buf, n);
 }
 
 /* Remove the scratch directory once it is empty (end of a replay). */

@@ -10,6 +10,16 @@
 #define FUZZ_CAT(a, b) FUZZ_CAT_(a, b)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+/* the scratch directory goes when libFuzzer exits (after its time budget) */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    atexit(fuzz_scratch_remove);
+    return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

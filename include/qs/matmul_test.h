@@ -1,0 +1,17 @@
+/* matmul_test.h: NOT API.  Matmul internals declared for tests and benches
+ * (tests/test_matmul_bf16fma.c, tests/bench/bench_matmul.c), which run both
+ * micro-kernels behind the AVX512-BF16 formats on the same data.  Library code
+ * outside src/kernels never calls these; names and signatures may change
+ * without notice.
+ */
+#ifndef QS_MATMUL_TEST_H
+#define QS_MATMUL_TEST_H
+
+/* Which micro-kernel multiplies bf16 pairs (see src/kernels/matmul_impl.h): -1 =
+ * by the CPU (the default), 0 = vdpbf16ps, 1 = the FMA kernel on widened pairs
+ * (same bits).  Call from serial code, between matmul calls. */
+void mm_bf16_fma_force_impl(int mode);
+/* 1 when the FMA kernel multiplies bf16 pairs now (AVX512-BF16 CPUs). */
+int mm_bf16_fma_impl(void);
+
+#endif
