@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qs/evalquant.h"
 #include "qs/fileio.h"
 #include "qs/hif8.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
@@ -153,8 +155,9 @@ TEST(w8a8, forward_of_a_quantized_linear_is_the_documented_arithmetic)
     for (int r = 0; r < IN; r++)
         x[2 * IN + r] = 0.0f;   /* an all-zero row: scale 1 */
     m.precision = 0;   /* MATMUL_FP32: fma in k order */
-    ASSERT_OK(model_hif8_forward(&m, 4, MODEL_LIN_DOWN, y, x, NULL, N, IN, O, xq, wq), NULL);
+    ASSERT_OK(model_hif8_forward(&m, 4, MODEL_LIN_DOWN, y, x, NULL, N, IN, O, xq), NULL);
     const model_hif8 *h = m.hif8;
+    model_hif8_weight_values(h, 0, wq);   /* decode(code), read back from the code pack */
     const float sw = h->lin[0].weight_scale;
     for (int r = 0; r < N; r++) {
         float amax = 0;
@@ -167,7 +170,7 @@ TEST(w8a8, forward_of_a_quantized_linear_is_the_documented_arithmetic)
             double acc = 0, mag = 0;   /* exact products, summed in double */
             for (int k = 0; k < IN; k++) {
                 double p = (double)hif8_decode(hif8_encode(x[r * IN + k] * sx, HIF8_SAT)) *
-                           hif8_decode(h->codes[0][(size_t)o * IN + k]);
+                           wq[(size_t)o * IN + k];
                 acc += p;
                 mag += fabs(p);
             }
@@ -180,5 +183,112 @@ TEST(w8a8, forward_of_a_quantized_linear_is_the_documented_arithmetic)
     qs_free(y);
     qs_free(xq);
     qs_free(wq);
+    model_free(&m);
+}
+
+/* logits of the export with its Linears on the code packs (the real path), or
+ * with evalquant's stored-scale hook: the weight decoded from the codes into
+ * an fp32 buffer and packed per call (matmul_forward_ws, the path before code
+ * packs); precision MATMUL_FP32 or MATMUL_BF16 */
+static int w8_logits(const char *dir, int precision, int via_hook, float **logits, size_t *n)
+{
+    llama_model m;
+    llama_acts a;
+    evalquant *eq = NULL;
+    qs_diag d = {0};
+    enum { B = 2, T = 12 };
+    int32_t tok[B * T];
+    if (model_load_dir(&m, dir, &d))
+        return 1;
+    m.precision = precision;
+    evalquant_options qo = {NULL, EVALQUANT_AUTO, dir};
+    int rc = via_hook ? evalquant_create_opts(&eq, &m, &qo, &d) : 0;
+    if (!rc)
+        rc = model_packs_create(&m, &d);
+    if (!rc)
+        rc = model_acts_init(&a, &m.cfg, B, T, T, 0, &d);
+    if (!rc) {
+        for (int i = 0; i < B * T; i++)
+            tok[i] = (int32_t)((i * 7919 + 13) % m.cfg.vocab_size);
+        rc = model_forward(&m, &a, tok, NULL, B, T, 0, &d);
+        *n = (size_t)B * T * m.cfg.vocab_size;
+        if (!rc && (*logits = qs_malloc(*n * sizeof **logits)))
+            memcpy(*logits, a.logits, *n * sizeof **logits);
+        else if (!rc)
+            rc = QS_ENOMEM;
+        model_acts_free(&a);
+    }
+    if (rc)
+        fprintf(stderr, "    %s: %s\n", dir, d.msg);
+    evalquant_destroy(eq);
+    model_free(&m);
+    return rc;
+}
+
+/* the code packs give the bits of the dequantize-then-pack path, fp32 and bf16 */
+static int w8_code_packs_agree(const char *name, const char *src, const char *flags)
+{
+    char out[600], args[2048];
+    snprintf(out, sizeof out, "%s/w8_pk_%s", test_tmp_dir(), name);
+    snprintf(args, sizeof args, "export --format hif8 --model %s --out %s %s", src, out, flags);
+    if (w8_cli(args))
+        return 1;
+    int bad = 0;
+    for (int p = 0; p < 2 && !bad; p++) {
+        float *y0 = NULL, *y1 = NULL;
+        size_t n0 = 0, n1 = 0;
+        bad = w8_logits(out, p ? MATMUL_BF16 : MATMUL_FP32, 0, &y0, &n0) ||
+              w8_logits(out, p ? MATMUL_BF16 : MATMUL_FP32, 1, &y1, &n1) || n0 != n1 ||
+              memcmp(y0, y1, n0 * sizeof *y0) != 0;
+        if (bad)
+            fprintf(stderr, "    %s: precision %d: logits differ\n", name, p);
+        qs_free(y0);
+        qs_free(y1);
+    }
+    return bad;
+}
+
+TEST(w8a8, code_packs_equal_dequantize_then_pack_on_demo_and_stories260K)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    ASSERT_EQ_INT(w8_code_packs_agree("demo", "data/demo/model", "--quant-modules 'layers.2-5.*'"),
+                  0);
+    char dir[512];
+    if (!test_shared_path(dir, sizeof dir, "models/stories260K"))
+        SKIP("../shared/models/stories260K not present");
+    ASSERT_EQ_INT(w8_code_packs_agree("s260k", dir, "--quant-modules '*.mlp.*'"), 0);
+}
+
+/* a loaded HiF8 checkpoint holds its quantized weights once, 1 byte each */
+TEST(w8a8, quantized_weights_are_held_as_one_byte_codes)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char out[600], args[2048];
+    snprintf(out, sizeof out, "%s/w8_bytes", test_tmp_dir());
+    snprintf(args, sizeof args, "export --format hif8 --model data/demo/model --out %s "
+             "--quant-modules 'layers.1-6.mlp.*'", out);
+    ASSERT_EQ_INT(w8_cli(args), 0);
+    llama_model m;
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, out, &d), &d);
+    m.precision = MATMUL_BF16;
+    ASSERT_OK(model_packs_create(&m, &d), &d);
+    size_t q = 0, est = 0;   /* weights; 1 byte each + panels padded to 32 columns */
+    for (int i = 0; i < m.hif8->n; i++) {
+        int down = m.hif8->lin[i].module == MODEL_LIN_DOWN;
+        int IN = down ? m.cfg.hidden_dim : m.cfg.dim, O = down ? m.cfg.dim : m.cfg.hidden_dim;
+        q += (size_t)IN * O;
+        est += matmul_wpack_hif8_bytes_estimate(IN, O);
+        ASSERT_TRUE(matmul_wpack_hif8_bytes_estimate(IN, O) <=
+                    (size_t)IN * ((O + 31) / 32 * 32) + 256);
+    }
+    ASSERT_EQ_INT(m.hif8->n, 18);
+    size_t b = model_hif8_bytes(m.hif8);
+    ASSERT_TRUE(b == est && b >= q);
+    for (int i = 0; i < m.hif8->n; i++)   /* no weight pack of its own */
+        ASSERT_TRUE(m.packs[m.hif8->lin[i].layer * MODEL_LIN_COUNT + m.hif8->lin[i].module] ==
+                    NULL);
     model_free(&m);
 }

@@ -63,7 +63,9 @@ typedef struct model_hif8 {
     model_hif8_linear *lin;      /* [n], in the order of config's "modules" */
     int *slot;                   /* [n_layers * MODEL_LIN_COUNT]: index into lin or -1 */
     int dynamic;                 /* activation scaling per token */
-    uint8_t **codes;             /* [n] the weight codes [O * IN] as stored */
+    struct matmul_wpack **packs; /* [n] the weights: HiF8 code packs (matmul_wpack_create_hif8),
+                                  * 1 byte per weight, the only copy; made for
+                                  * MATMUL_BF16, re-made on a forward in another precision */
     float *row_scale;            /* [row_cap] scratch of model_hif8_forward */
     size_t row_cap;
 } model_hif8;
@@ -77,28 +79,33 @@ int model_hif8_config_parse(const char *text, size_t len, const char *path,
                             const llama_config *c, model_hif8 **out, qs_diag *d);
 void model_hif8_free(model_hif8 *q);   /* NULL ok */
 /* The loader's part for one stored tensor of m->hif8's Linear (layer, module):
- * weight t (U8 [O, IN]) and its scale tensor ws (F32 [1]): checks both, keeps
- * the codes and writes the dequantized weight decode(code) / weight_scale (one
- * fp32 division each, as hif8_fakequant) to w[O * IN].  path: for messages. */
+ * weight t (U8 [O, IN]) and its scale tensor ws (F32 [1]): checks both and
+ * packs the codes (q->packs; no decoded copy is made).  path: for messages. */
 struct safetensors_tensor;
 int model_hif8_load_weight(model_hif8 *q, int layer, int module,
                            const struct safetensors_tensor *t,
-                           const struct safetensors_tensor *ws, int64_t O, int64_t IN, float *w,
+                           const struct safetensors_tensor *ws, int64_t O, int64_t IN,
                            const char *path, qs_diag *d);
+/* Quantized Linear i's weight read back from its pack as the values
+ * hif8_decode(code) [O * IN] (the code domain, without 1 / weight_scale). */
+void model_hif8_weight_values(const model_hif8 *q, int i, float *values);
+/* Bytes the code packs hold. */
+size_t model_hif8_bytes(const model_hif8 *q);
 
 /* W8A8 arithmetic of a quantized Linear (the "real path"): 1 when m is a
  * HiF8 checkpoint that quantizes (layer, module).  model_forward then calls
  * model_hif8_forward instead of a plain matmul:
  *   xc = decode(encode_sat(fl(x * s_x)))    s_x the stored input scale, or
  *                                           hif8_row_scale per row (dynamic)
- *   wc = decode(code)                       the stored codes (exact)
+ *   wc = decode(code)                       the codes, decoded into the GEMM's
+ *                                           micro-panels from the code pack (exact)
  *   acc = xc wc^T                           the matmul of m->precision: products
  *                                           exact, fp32 accumulation
  *   out = fl(acc * hif8_dequant_factor(s_x, s_w)) + bias    (model_linear_rows_finish)
- * xq[N * IN] and wq[O * IN] are scratch (the activation arena's).  QS_ENAN
- * when x holds NaN or Inf. */
+ * xq[N * IN] is scratch (the activation arena's).  QS_ENAN when x holds NaN
+ * or Inf, QS_ENOMEM when the pack for another precision cannot be made. */
 int model_hif8_planned(const struct llama_model *m, int layer, int module);
 int model_hif8_forward(struct llama_model *m, int layer, int module, float *out, const float *x,
-                       const float *bias, int N, int IN, int O, float *xq, float *wq);
+                       const float *bias, int N, int IN, int O, float *xq);
 
 #endif

@@ -232,6 +232,8 @@ int model_packs_create(llama_model *m, qs_diag *d)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_LIN_COUNT; k++) {
+            if (model_hif8_planned(m, l, k))   /* its code pack (m->hif8) is the weight */
+                continue;
             m->packs[l * MODEL_LIN_COUNT + k] = matmul_wpack_create(
                 model_linear_weight(&m->w.layer[l], k), in_dim[k], out_dim[k], m->precision);
         }
@@ -243,7 +245,8 @@ int model_packs_create(llama_model *m, qs_diag *d)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
     }
     for (int i = 0; i < n; i++)
-        if (!m->packs[i]) {
+        if (!m->packs[i] && !(i < n - 1 && model_hif8_planned(m, i / MODEL_LIN_COUNT,
+                                                             i % MODEL_LIN_COUNT))) {
             model_packs_destroy(m);
             return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
         }
@@ -335,7 +338,9 @@ static int model_kind_module(int kind)
     }
 }
 
-/* A HiF8 checkpoint's coded weight: codes kept, dequantized into the block. */
+/* A HiF8 checkpoint's coded weight: into its code pack; its region of the
+ * block is never written (nothing reads it: the forward runs on the pack, the
+ * weight packs skip it), so those pages are never made resident. */
 static int model_load_hif8_weight(llama_model *m, const safetensors_dir *sd,
                                   const model_tensor *e, const safetensors_tensor *t,
                                   const char *file, qs_diag *d)
@@ -344,7 +349,7 @@ static int model_load_hif8_weight(llama_model *m, const safetensors_dir *sd,
     snprintf(name, sizeof name, "%s_scale", e->name);
     int rc = model_hif8_load_weight(m->hif8, e->layer, model_kind_module(e->kind), t,
                                     safetensors_dir_find(sd, name, NULL), e->shape[0], e->shape[1],
-                                    m->params + e->offset_elems, file, d);
+                                    file, d);
     if (!rc)
         model_note_dtype(m, SAFETENSORS_U8);
     return rc;

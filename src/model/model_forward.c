@@ -40,7 +40,7 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
         }
     }
     if (model_hif8_planned(m, layer, module))   /* a HiF8 checkpoint's W8A8 Linear */
-        return model_hif8_forward(m, layer, module, out, x, bias, N, IN, O, a->xq, a->wq);
+        return model_hif8_forward(m, layer, module, out, x, bias, N, IN, O, a->xq);
     if (m->packs && m->packs_precision == m->precision)
         matmul_forward_packed_ws(out, x, m->packs[layer * MODEL_LIN_COUNT + module], bias, N,
                                  m->ws);

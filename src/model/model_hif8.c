@@ -51,9 +51,9 @@ void model_hif8_free(model_hif8 *q)
 {
     if (!q)
         return;
-    for (int i = 0; q->codes && i < q->n; i++)
-        qs_free(q->codes[i]);
-    qs_free(q->codes);
+    for (int i = 0; q->packs && i < q->n; i++)
+        matmul_wpack_destroy(q->packs[i]);
+    qs_free(q->packs);
     qs_free(q->row_scale);
     qs_free(q->lin);
     qs_free(q->slot);
@@ -80,9 +80,9 @@ static int hif8_config_modules(model_hif8 *q, const llama_config *c, const qs_js
     if (!q->dynamic && (rc = qs_json_obj(qc, "input_scales", &scales, d)))
         return rc;
     q->lin = qs_calloc(n, sizeof *q->lin);
-    q->codes = qs_calloc(n, sizeof *q->codes);
+    q->packs = qs_calloc(n, sizeof *q->packs);
     q->slot = qs_malloc((size_t)c->n_layers * MODEL_LIN_COUNT * sizeof *q->slot);
-    if (!q->lin || !q->codes || !q->slot)
+    if (!q->lin || !q->packs || !q->slot)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     for (int k = 0; k < c->n_layers * MODEL_LIN_COUNT; k++)
         q->slot[k] = -1;
@@ -167,7 +167,7 @@ int model_hif8_config_read(const char *dir, const llama_config *c, model_hif8 **
 }
 
 int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetensors_tensor *t,
-                           const safetensors_tensor *ws, int64_t O, int64_t IN, float *w,
+                           const safetensors_tensor *ws, int64_t O, int64_t IN,
                            const char *path, qs_diag *d)
 {
     int i = q->slot[layer * MODEL_LIN_COUNT + module];
@@ -192,12 +192,42 @@ int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetenso
                             "(%s), expected a finite saturating code", t->name, j, c,
                             c == HIF8_CODE_NAN ? "NaN" : "Inf");
     }
-    if (!(q->codes[i] = qs_malloc(n ? n : 1)))
-        return diag_set(d, QS_ENOMEM, path, -1, "out of memory for '%s'", t->name);
-    memcpy(q->codes[i], t->data, n);
+    if (O > INT32_MAX || IN > INT32_MAX ||
+        !(q->packs[i] = matmul_wpack_create_hif8(t->data, (int)IN, (int)O, MATMUL_BF16)))
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory packing '%s'", t->name);
     q->lin[i].weight_scale = scale;
-    for (size_t j = 0; j < n; j++)
-        w[j] = hif8_decode(t->data[j]) / scale;
+    return 0;
+}
+
+void model_hif8_weight_values(const model_hif8 *q, int i, float *values)
+{
+    matmul_wpack_hif8_read(q->packs[i], NULL, values);
+}
+
+size_t model_hif8_bytes(const model_hif8 *q)
+{
+    size_t b = 0;
+    for (int i = 0; q && q->packs && i < q->n; i++)
+        b += matmul_wpack_bytes(q->packs[i]);
+    return b;
+}
+
+/* Linear i's pack for the precision of the forward: the loader packs for
+ * MATMUL_BF16; another precision re-packs the same codes (read back). */
+static int model_hif8_pack_for(model_hif8 *q, int i, int precision, int IN, int O)
+{
+    if (matmul_wpack_precision(q->packs[i]) == precision)
+        return 0;
+    uint8_t *codes = qs_malloc((size_t)O * IN);
+    if (!codes)
+        return QS_ENOMEM;
+    matmul_wpack_hif8_read(q->packs[i], codes, NULL);
+    matmul_wpack *pk = matmul_wpack_create_hif8(codes, IN, O, precision);
+    qs_free(codes);
+    if (!pk)
+        return QS_ENOMEM;
+    matmul_wpack_destroy(q->packs[i]);
+    q->packs[i] = pk;
     return 0;
 }
 
@@ -220,7 +250,7 @@ void model_linear_rows_finish(float *out, const float *row_scale, const float *b
 }
 
 int model_hif8_forward(llama_model *m, int layer, int module, float *out, const float *x,
-                       const float *bias, int N, int IN, int O, float *xq, float *wq)
+                       const float *bias, int N, int IN, int O, float *xq)
 {
     model_hif8 *q = m->hif8;
     const int i = q->slot[layer * MODEL_LIN_COUNT + module];
@@ -248,8 +278,10 @@ int model_hif8_forward(llama_model *m, int layer, int module, float *out, const 
     }
     if (bad)
         return QS_ENAN;
-    hif8_codes_decode(q->codes[i], wq, (size_t)O * IN);
-    matmul_forward_ws(out, xq, wq, NULL, N, IN, O, m->precision, m->ws);
+    int rc = model_hif8_pack_for(q, i, m->precision, IN, O);
+    if (rc)
+        return rc;
+    matmul_forward_packed_ws(out, xq, q->packs[i], NULL, N, m->ws);
     model_linear_rows_finish(out, q->row_scale, bias, N, O);
     return 0;
 }
