@@ -9,13 +9,15 @@
  * The layout does not depend on the kernel, only the decoding does: the GEMM
  * turns the MM_NR-wide rows of one k block into exactly what the fp32 or bf16
  * micro-panel of those values would hold (mm_codes_decode_impl, the place
- * where the FMA path widens bf16 pairs).  Every HiF8 value is exact in bf16
+ * where the FMA path widens bf16 pairs; AVX-512 VBMI byte permutes where the
+ * CPU has them, matmul_hif8_avx512vbmi.c, else the tables here).  Every HiF8 value is exact in bf16
  * and fp32 (at most 4 significant bits, exponents within [-22, 15]), so the
  * products are the bits of packing the decoded weight (tests/test_matmul_hif8.c).
  */
 #include <string.h>
 
 #include "matmul_impl.h"
+#include "qs/cpu.h"
 #include "qs/err.h"
 #include "qs/hif8.h"
 #include "qs/mem.h"
@@ -23,7 +25,7 @@
 /* decode(code) as fp32 and as bf16 bits (exact: the low 16 bits are zero). */
 static float mm_hif8_f32[256];
 static uint32_t mm_hif8_bf16[256];
-static int mm_hif8_ready;
+static int mm_hif8_ready, mm_hif8_vbmi;
 
 void mm_codes_tables_impl(void)
 {
@@ -36,11 +38,18 @@ void mm_codes_tables_impl(void)
         mm_hif8_f32[c] = v.f;
         mm_hif8_bf16[c] = v.u >> 16;
     }
+    mm_hif8_vbmi = cpu_level() >= CPU_LEVEL_AVX512 && __builtin_cpu_supports("avx512vbmi");
+    if (mm_hif8_vbmi)
+        mm_codes_vtab_init_avx512vbmi_impl(mm_hif8_bf16);
     mm_hif8_ready = 1;
 }
 
 void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, mm_decode mode)
 {
+    if (mm_hif8_vbmi && cpu_level() >= CPU_LEVEL_AVX512) {
+        mm_codes_decode_avx512vbmi_impl(dst, src, kp, mode);
+        return;
+    }
     const int n = kp * MM_NR;
     if (mode == MM_DECODE_PAIRS) {
         uint32_t *d = dst;

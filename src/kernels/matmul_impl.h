@@ -113,6 +113,10 @@ typedef enum { MM_DECODE_PAIRS = 0, MM_DECODE_F32_SWAP = 1, MM_DECODE_F32 = 2 } 
 void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, mm_decode mode);
 /* The decode tables (built by the first fill; call before decoding otherwise). */
 void mm_codes_tables_impl(void);
+/* The decode with AVX-512 VBMI (CPUs with it only), after _init with the 256
+ * bf16 bit patterns of decode(c) (serial code, once). */
+void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16);
+void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, mm_decode mode);
 /* Column n of a code pack (row n of w), k in [k0, k0 + kc): codes[k - k0] and / or
  * values[k - k0] = decode (either may be NULL). */
 void mm_bpack_codes_row_impl(const mm_bpack *bp, int n, int k0, int kc, uint8_t *codes,
