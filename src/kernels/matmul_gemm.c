@@ -325,7 +325,7 @@ static void mm_gemm_empty(const mm_job *jb)
         }
 }
 
-enum { MM_MULTI_MAX = 4 };
+enum { MM_MULTI_MAX = 4, MM_CODES_DP_ROWS = 8 };
 
 void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
                         mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
@@ -351,17 +351,20 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
             continue;
         }
         int pairs = bp[i]->kernel == MM_KERNEL_AVX512BF16;
-        j.fma16 = pairs && fma16;
-        j.uk = pairs && !fma16                      ? MM_UK_BF16DP
+        /* code packs with few rows (decoding: M = 1) stay on vdpbf16ps: a pair
+         * row decodes to bf16 pairs in fewer steps than to fp32, and the kernel
+         * there is not the bottleneck (same bits either way) */
+        j.fma16 = pairs && fma16 && !(bp[i]->codes && M <= MM_CODES_DP_ROWS);
+        j.uk = pairs && !j.fma16                    ? MM_UK_BF16DP
                : bp[i]->kernel == MM_KERNEL_C       ? MM_UK_C
                                                     : MM_UK_F32;
-        j.kc = pairs && !fma16 ? 2 * MM_KC : MM_KC; /* the same bytes per B micro-panel */
+        j.kc = pairs && !j.fma16 ? 2 * MM_KC : MM_KC; /* the same bytes per B micro-panel */
 
         j.afmt = pairs ? MM_AFMT_BF16 : bp[i]->round_bf16 ? MM_AFMT_F32_BF16 : MM_AFMT_F32;
         if (j.fma16)
             j.afmt = MM_AFMT_F32_BF16;
         j.codes = bp[i]->codes;
-        j.dec = pairs && !fma16 ? MM_DECODE_PAIRS
+        j.dec = pairs && !j.fma16 ? MM_DECODE_PAIRS
                 : pairs || bp[i]->round_bf16 ? MM_DECODE_F32_SWAP
                                              : MM_DECODE_F32;
         mm_task_shape(&j, n_threads, mm_a_in_place(&j) ? 1 : 2);
