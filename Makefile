@@ -75,7 +75,7 @@ TEST_RUNNER := $(BIN)/test_runner
 BENCHES := $(patsubst tests/bench/%.c,$(BIN)/%,$(BENCH_SRC))
 EXHAUSTIVE := $(patsubst tests/exhaustive/%.c,$(BIN)/%,$(EXH_SRC))
 
-.PHONY: all test check test-noomp test-mpi bench bench-dist demo test-exhaustive fuzz deps lint clean FORCE
+.PHONY: all test check test-noomp test-mpi bench bench-dist demo reproduce test-exhaustive fuzz deps lint clean FORCE
 all: $(QATSCOPE)
 
 $(BUILD)/%.o: %.c
@@ -143,6 +143,11 @@ fuzz:
 
 demo: $(QATSCOPE)
 	$(QATSCOPE) demo
+
+# The paper's study at small scale (README "Reproducing the paper"); REPRO_ARGS=--quick
+# for the few-minute version CI runs.
+reproduce: $(QATSCOPE)
+	$(QATSCOPE) reproduce $(REPRO_ARGS)
 
 deps:
 	@if [ "$$(id -u)" = 0 ]; then \

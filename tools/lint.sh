@@ -46,6 +46,7 @@ gate: base
 plots: base gate
 eval: base dist kernels layers model quant run tok data
 train: base dist kernels layers model quant run tok data eval gate plots
+repro: base dist kernels layers model quant run tok data eval gate plots train
 '
 # include/qs/X.h belongs to the part whose folder holds X.c (X_test.h: that of
 # X.h); headers without a .c of their name are listed here.
@@ -55,6 +56,7 @@ lm.h: model
 model_train.h: model
 model_infer.h: model
 plots.h: plots
+repro.h: repro
 version.h: base
 json.h: base
 bytes.h: base

@@ -32,6 +32,10 @@ typedef struct hif8_text_error {
 /* What a kind expects, for messages ("a number (decimal or C hex-float)", ...). */
 const char *hif8_text_expected(int kind);
 
+/* One whole token as an fp32 value (the NUMBERS rule: decimal or C hex-float,
+ * nan / inf allowed); 0, or -1 when the token is not exactly one number. */
+int hif8_text_number(const char *s, float *out);
+
 /* Parse text[0..n).  NUMBERS and BITS fill *values (fp32, qs_malloc'd, NULL when
  * empty); CODES fills *codes.  The unused output may be NULL.  Returns 0,
  * QS_EFORMAT (see *err), QS_ENOMEM or QS_EINVAL (unknown kind). */

@@ -82,4 +82,29 @@ int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *im
 int plots_curves_write(const char *const *run_dirs, int n_runs, const char *out_png,
                        qs_diag *d);
 
+/* ---- summary: two bar charts above one panel of overlaid curves (reports) ---- */
+typedef struct plots_bars {
+    const char *title;
+    int n;
+    const char *const *labels;   /* under each bar; a '\n' splits it into two lines */
+    const double *values;        /* NAN: no bar, a "-" */
+    const char *value_fmt;       /* printf format of the value on top, e.g. "%.1f" */
+    double ref;                  /* dashed horizontal reference line; NAN = none */
+    const char *ref_label;
+} plots_bars;
+typedef struct plots_series {
+    const char *label;
+    int n;
+    const double *x, *y;         /* NAN y: a gap */
+} plots_series;
+typedef struct plots_summary {
+    const char *title;
+    plots_bars bars[2];
+    const char *curves_title;
+    const plots_series *series;
+    int n_series;                /* 0..40 */
+} plots_summary;
+int plots_summary_render(const plots_summary *s, plots_image *img, qs_diag *d);
+int plots_summary_write(const plots_summary *s, const char *out_png, qs_diag *d);
+
 #endif

@@ -55,6 +55,8 @@ typedef struct runcfg {
     double forgetting_drop_points, forgetting_alpha;
     long zero;                           /* 1: ZeRO-1 optimizer-state sharding across ranks */
     double max_memory_gb;                /* refuse runs estimated above this; 0 = available RAM */
+    double spike_rate;                   /* spike injector (qs/spike.h): P(spike) per step and Linear */
+    double spike_scale;                  /* ... factor of the spiked token row */
 } runcfg;
 
 enum { RUNCFG_INT = 0, RUNCFG_DOUBLE, RUNCFG_BOOL, RUNCFG_STRING, RUNCFG_ENUM, RUNCFG_LIST };

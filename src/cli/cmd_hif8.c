@@ -10,7 +10,6 @@
  * token gives one error line (token, line, position) and exit 2 with no
  * partial output on stdout.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,18 +32,6 @@ static const char hif8_usage[] =
     "with --bits, fp32 bit patterns in hex (0x3F800000).  decode input: codes as\n"
     "decimal 0..255 or 0xHH.  Encoding rounds to nearest, ties away from zero;\n"
     "overflow gives +-Inf (|x| >= 40960), or +-32768 with --saturate (the QAT mode).\n";
-
-/* Whole-token parses; 0 on success. */
-static int parse_f32(const char *s, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (end == s || *end) /* ERANGE is fine: the result is the correctly rounded fp32 */
-        return -1;
-    *out = v;
-    return 0;
-}
 
 /* Options of a stdin subcommand; returns 0 or an exit code (after the error line). */
 static int hif8_opts(int argc, char **argv, const char *sub, int allow_sat, int *sat, int *bits)
@@ -171,7 +158,7 @@ static int cmd_hif8_values(int argc, char **argv)
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1] == '-')
             return cli_error("hif8: unknown option '%s' (argument %d)", argv[i], i);
-        else if (parse_f32(argv[i], &x))
+        else if (hif8_text_number(argv[i], &x))
             return cli_error("hif8: '%s' (argument %d) is neither a subcommand (encode, decode, "
                              "table) nor a number",
                              argv[i], i);
@@ -186,7 +173,7 @@ static int cmd_hif8_values(int argc, char **argv)
         float x = 0.0f;
         if (argv[i][0] == '-' && argv[i][1] == '-')
             continue;
-        parse_f32(argv[i], &x); /* validated above */
+        hif8_text_number(argv[i], &x); /* validated above */
         uint8_t c = hif8_encode(x, sat ? HIF8_SAT : HIF8_NONSAT);
         float v = hif8_decode(c);
         char bits[16], rel[32];

@@ -19,7 +19,7 @@ const char *hif8_text_expected(int kind)
     }
 }
 
-static int hif8_text_f32(const char *s, float *out)
+int hif8_text_number(const char *s, float *out)
 {
     char *end;
     errno = 0;
@@ -96,7 +96,7 @@ int hif8_text_parse(const char *text, size_t n, int kind, float **values, uint8_
         union { float f; uint32_t u; } v = {0};
         uint8_t code = 0;
         if (!bad)
-            bad = kind == HIF8_TEXT_NUMBERS ? hif8_text_f32(tok, &v.f)
+            bad = kind == HIF8_TEXT_NUMBERS ? hif8_text_number(tok, &v.f)
                 : kind == HIF8_TEXT_BITS    ? hif8_text_hex(tok, &v.u)
                                             : hif8_text_code(tok, &code);
         if (bad) {

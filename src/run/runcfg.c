@@ -65,6 +65,8 @@ static const runcfg_row runcfg_rows[] = {
     {{"stop_on_forgetting", RUNCFG_BOOL, "false", "true|false", "Stop the run (checkpoint, event `stop`/`forgetting`, exit 1) on a forgetting alarm."}, RC_NUM(stop_on_forgetting), 0, 1},
     {{"forgetting_drop_points", RUNCFG_DOUBLE, "2", "[0, 100]", "Forgetting alarm: accuracy drop vs the step-0 baseline above this many points ..."}, RC_NUM(forgetting_drop_points), 0, 100},
     {{"forgetting_alpha", RUNCFG_DOUBLE, "0.05", "(0, 1]", "... and McNemar p-value below this (paired on the same items)."}, RC_NUM(forgetting_alpha), 1e-12, 1},
+    {{"spike_rate", RUNCFG_DOUBLE, "0", "[0, 1]", "Spike injector (opt-in; include/qs/spike.h): probability per step and planned Linear that one seeded token row of its input is multiplied by spike_scale as the quantizer sees it (an outlier the delayed scale may not predict); each spike is an events.jsonl record. 0 = off."}, RC_NUM(spike_rate), 0, 1},
+    {{"spike_scale", RUNCFG_DOUBLE, "32", "[1, 65536]", "Factor of an injected spike's row (spike_rate > 0)."}, RC_NUM(spike_scale), 1, 65536},
     {{"zero", RUNCFG_INT, "0", "[0, 1]", "Data-parallel runs (mpirun): 1 = ZeRO stage 1, each rank keeps only its shard of the Adam moments and updates only its shard of the fp32 parameters, which are then all-gathered (the same bits as 0); 0 = every rank keeps and updates everything."}, RC_NUM(zero), 0, 1},
     {{"max_memory_gb", RUNCFG_DOUBLE, "0", "[0, 1e6]", "Refuse to start when the estimated memory exceeds this; 0 = the machine's available memory."}, RC_NUM(max_memory_gb), 0, 1e6},
 };
@@ -292,6 +294,10 @@ int runcfg_validate(const runcfg *c, qs_diag *d)
     if ((double)c->batch_size * (double)c->seq_len > 2147483647.0)
         return diag_set(d, QS_ERANGE, NULL, -1, "batch_size x seq_len = %.0f tokens is too large",
                         (double)c->batch_size * (double)c->seq_len);
+    if (c->spike_rate > 0 && (!c->qat || !strcmp(c->ste, "masked")))
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "spike_rate > 0 needs qat=true (spikes go into the quantizers' inputs) "
+                        "and ste=pass (the masked STE would not see them)");
     if (c->qat && !c->quant_modules[0])
         return diag_set(d, QS_EINVAL, NULL, -1, "quant_modules: empty while qat is true");
     if (c->eval_kl_reference == 1 && c->eval_every > 0 && c->eval_val_batches == 0)

@@ -427,6 +427,8 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
         info->n_warnings = satstats_warning_count(t->sat);
         for (int i = 0; i < info->n_warnings && i < 4; i++)
             info->warnings[i] = satstats_warning(t->sat, i);
+        if ((rc = trainer_spike_events(t, d)))
+            return rc;
     }
     double t1 = trainer_now_s();
     info->step = t->step;

@@ -14,6 +14,7 @@
 #include "qs/runcfg.h"
 #include "qs/satstats.h"
 #include "qs/schedule.h"
+#include "qs/spike.h"
 #include "qs/trainer.h"
 #include "qs/trainer_test.h"
 #include "qs/trainstate.h"
@@ -30,6 +31,9 @@ typedef struct trainer_qslot {
     const float *x;           /* unquantized input (arena), for the masked STE */
     const float *w;           /* master weight */
     int quantized;            /* 1: the last forward used xq/wq */
+    long spike_step;          /* step of the last injected spike (-1: none) */
+    int spike_row;            /* its token row */
+    float spike_amax;         /* max |x| of the spiked row (max over micro-batches) */
 } trainer_qslot;
 
 struct trainer {
@@ -64,6 +68,8 @@ struct trainer {
     int ste;                            /* QUANT_STE_* */
     int phase;                          /* SCHEDULE_PHASE_* of the current step */
     int frozen;                         /* 1: in-loop eval, fake-quant without recording */
+    spike_plan spike;                   /* spike injector (rate 0: off) */
+    float *spike_x;                     /* [max N * IN] the spiked copy of an input */
     int *alarm_restored;                /* [n_alarm_restored] saturation episodes from the
                                            checkpoint, for the detector trainer_open_logs makes */
     int n_alarm_restored;
@@ -101,6 +107,8 @@ void trainer_quant_free(struct trainer *t);
 size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
                            qs_diag *d);
 extern const model_linear_bwd_hook trainer_bwd_hook_proto;
+/* events.jsonl records of the spikes injected in step t->step (after the detector's step end). */
+int trainer_spike_events(struct trainer *t, qs_diag *d);
 
 /* trainer_ckpt.c */
 int trainer_ckpt_write(struct trainer *t, qs_diag *d);

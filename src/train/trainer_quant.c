@@ -16,10 +16,14 @@
  * serves every micro-batch's backward); the STE passes gradients through
  * unchanged, or (ste = masked) zeroes them where the forward clipped, judged on
  * the unquantized operand with the forward's scale.
+ * Spike injector (spike_rate > 0, include/qs/spike.h): on a picked (step,
+ * Linear) the quantizer gets a copy of the input with one token row multiplied
+ * by spike_scale (observe or quantize), and the quantized row is divided back.
  */
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/json.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "trainer_impl.h"
@@ -88,7 +92,7 @@ size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precisi
     *n_slots = 0;
     if (trainer_plan_build(&p, c, cfg, d))
         return 0;
-    size_t N = (size_t)cfg->batch_size * cfg->seq_len, total = 0;
+    size_t N = (size_t)cfg->batch_size * cfg->seq_len, total = 0, spike_bytes = 0;
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_LIN_COUNT; k++)
             if (qplan_is_on(&p, l, k)) {
@@ -99,10 +103,12 @@ size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precisi
                  * its copy on the fly), about half of both forms */
                 total += matmul_wpack_bytes_estimate(IN, O, precision) / 2;
                 total += 2 * (size_t)cfg->amax_history * sizeof(float);
+                if (cfg->spike_rate > 0 && N * IN * sizeof(float) > spike_bytes)
+                    spike_bytes = N * IN * sizeof(float);
                 (*n_slots)++;
             }
     qplan_free(&p);
-    return total;
+    return total + spike_bytes;
 }
 
 static int trainer_hook_planned(void *self, int layer, int module)
@@ -129,14 +135,27 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
     }
     sl->x = x;
     sl->w = w;
+    const float *xin = x;   /* what the input quantizer sees */
+    int row = -1;
+    if (t->spike_x && spike_pick(&t->spike, t->step, layer * MODEL_LIN_COUNT + module, N, &row)) {
+        memcpy(t->spike_x, x, nx * sizeof *x);
+        float amax = spike_row_mul(t->spike_x, row, IN, t->spike.scale);
+        if (sl->spike_step != t->step || amax > sl->spike_amax)
+            sl->spike_amax = amax;
+        sl->spike_step = t->step;
+        sl->spike_row = row;
+        xin = t->spike_x;
+    }
     if (t->phase != SCHEDULE_PHASE_QAT) {
         sl->quantized = 0;
-        if (quant_observe(qi, x, nx, &d) || quant_observe(qw, w, nw, &d))
+        if (quant_observe(qi, xin, nx, &d) || quant_observe(qw, w, nw, &d))
             return QS_ENAN;
         return 0;
     }
-    if (quant_quantize(qi, x, sl->xq, nx, &d))
+    if (quant_quantize(qi, xin, sl->xq, nx, &d))
         return QS_ENAN;
+    if (row >= 0)
+        spike_row_div(sl->xq, row, IN, t->spike.scale);
     if (sl->w_step == t->step) {   /* a later micro-batch: same weight, same scale */
         if (quant_quantize_repeat(qw, w, sl->wq, nw, &d))
             return QS_ENAN;
@@ -206,7 +225,7 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
         qs_free(ptrs);
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     }
-    size_t N = (size_t)t->cfg.batch_size * t->cfg.seq_len;
+    size_t N = (size_t)t->cfg.batch_size * t->cfg.seq_len, spike_elems = 0;
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_LIN_COUNT; k++) {
             if (!qplan_is_on(&t->plan, l, k))
@@ -224,12 +243,20 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
             t->slots[s].xq = qs_malloc(N * IN * sizeof(float));
             t->slots[s].wq = qs_malloc((size_t)O * IN * sizeof(float));
             t->slots[s].w_step = -1;
+            t->slots[s].spike_step = -1;
+            if (t->cfg.spike_rate > 0 && N * IN > spike_elems)
+                spike_elems = N * IN;
             if (t->slots[s].wq)
                 t->slots[s].wpack = matmul_wpack_create(t->slots[s].wq, IN, O, t->m.precision);
             t->slot_of[l * MODEL_LIN_COUNT + k] = s;
             if (!t->slots[s].xq || !t->slots[s].wq || !t->slots[s].wpack)
                 rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for quantized operands");
         }
+    if (!rc && spike_elems) {
+        t->spike = (spike_plan){(uint64_t)t->cfg.seed, t->cfg.spike_rate, (float)t->cfg.spike_scale};
+        if (!(t->spike_x = qs_malloc(spike_elems * sizeof *t->spike_x)))
+            rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for the spike injector");
+    }
     if (!rc)
         rc = quant_set_create(&t->qset, &r, ptrs, 2 * n, d);
     qs_free(names);
@@ -255,8 +282,29 @@ void trainer_quant_free(struct trainer *t)
     }
     qs_free(t->slots);
     qs_free(t->slot_of);
+    qs_free(t->spike_x);
+    t->spike_x = NULL;
     t->slots = NULL;
     t->slot_of = NULL;
     t->n_slots = 0;
     qplan_free(&t->plan);
+}
+
+int trainer_spike_events(struct trainer *t, qs_diag *d)
+{
+    for (int s = 0; t->spike_x && s < t->n_slots; s++) {
+        const trainer_qslot *sl = &t->slots[s];
+        if (sl->spike_step != t->step)
+            continue;
+        char line[2 * QUANT_NAME_MAX + 160], name[2 * QUANT_NAME_MAX + 8];
+        qs_json_quote(name, sizeof name, quant_name(quant_set_get(t->qset, sl->q_input)));
+        snprintf(line, sizeof line,
+                 "{\"step\":%ld,\"type\":\"spike\",\"tensor\":%s,\"row\":%d,\"scale\":%.9g,"
+                 "\"amax\":%.9g}", t->step, name, sl->spike_row, (double)t->spike.scale,
+                 (double)sl->spike_amax);
+        int rc = trainer_event_append(t->run_dir, line, d);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
