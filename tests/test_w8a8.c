@@ -287,8 +287,14 @@ TEST(w8a8, quantized_weights_are_held_as_one_byte_codes)
     ASSERT_EQ_INT(m.hif8->n, 18);
     size_t b = model_hif8_bytes(m.hif8);
     ASSERT_TRUE(b == est && b >= q);
-    for (int i = 0; i < m.hif8->n; i++)   /* no weight pack of its own */
-        ASSERT_TRUE(m.packs[m.hif8->lin[i].layer * MODEL_LIN_COUNT + m.hif8->lin[i].module] ==
-                    NULL);
+    for (int i = 0; i < m.hif8->n; i++) {   /* no weight pack of its own, no fp32 room */
+        const model_hif8_linear *l = &m.hif8->lin[i];
+        const llama_layer_weights *lw = &m.w.layer[l->layer];
+        ASSERT_TRUE(m.packs[l->layer * MODEL_LIN_COUNT + l->module] == NULL);
+        ASSERT_TRUE((l->module == MODEL_LIN_GATE ? lw->w_gate
+                     : l->module == MODEL_LIN_UP ? lw->w_up
+                                                 : lw->w_down) == NULL);
+    }
+    ASSERT_TRUE(m.w.layer[0].w_gate != NULL && m.w.layer[7].w_down != NULL);
     model_free(&m);
 }

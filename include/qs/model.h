@@ -53,12 +53,15 @@ typedef struct llama_weights {
     float *lm_head;               /* [V, C]; == wte when tied */
 } llama_weights;
 
+#define MODEL_NO_STORAGE ((size_t)-1)
+
 /* One row of the size table. */
 typedef struct model_tensor {
     char name[80];        /* HF name, e.g. "model.layers.3.mlp.up_proj.weight" */
     int ndim;             /* 1 or 2 */
     int64_t shape[2];
-    size_t offset_elems;  /* into the params block */
+    size_t offset_elems;  /* into the params block; MODEL_NO_STORAGE: none (a HiF8
+                             checkpoint's coded weight: its view is NULL) */
     size_t n_elems;
     int layer;            /* block index, -1 for embed/norm/lm_head */
     int kind;             /* which view (model.c's table), internal */
@@ -98,7 +101,7 @@ typedef struct llama_model {
     int packs_precision;     /* precision the packs were made for */
     struct matmul_ws *ws;    /* with packs: the workspace of dW packs and unpacked weights */
     struct model_hif8 *hif8; /* NULL, or a HiF8 W8A8 checkpoint's quantized Linears
-                              * (qs/model_hif8.h): their dequantized weights are in params */
+                              * (qs/model_hif8.h): their weights only in its code packs */
 } llama_model;
 
 /* The last step of a code-domain Linear (hook fn 2, HiF8 checkpoints):
@@ -110,7 +113,9 @@ int model_init(llama_model *m, const llama_config *cfg, qs_diag *d);
 /* config.json + (sharded) safetensors from an HF directory: every expected
  * tensor must be present with its shape; F32/BF16/F16 converted once;
  * NaN/Inf refused naming the tensor.  A HiF8 checkpoint (quantization_config,
- * qs/model_hif8.h) sets m->hif8 and its coded weights load dequantized. */
+ * qs/model_hif8.h) sets m->hif8; its coded weights go into code packs
+ * (m->hif8->packs), 1 byte per weight, and take no room in the params block
+ * (offset MODEL_NO_STORAGE, views NULL). */
 int model_load_dir(llama_model *m, const char *dir, qs_diag *d);
 void model_free(llama_model *m);   /* safe on a zeroed model */
 /* The checkpoint's identity: sha256 over "name sha256\n" of config.json and

@@ -58,9 +58,26 @@ static int64_t model_dim_of(const llama_config *c, char k)
     }
 }
 
-/* Appends one row (t NULL: only counts) and advances the block offset. */
+/* MODEL_LIN_* of a Linear weight kind, else -1 */
+static int model_kind_module(int kind)
+{
+    switch (kind) {
+    case MK_WQ: return MODEL_LIN_Q;
+    case MK_WK: return MODEL_LIN_K;
+    case MK_WV: return MODEL_LIN_V;
+    case MK_WO: return MODEL_LIN_O;
+    case MK_GATE: return MODEL_LIN_GATE;
+    case MK_UP: return MODEL_LIN_UP;
+    case MK_DOWN: return MODEL_LIN_DOWN;
+    default: return -1;
+    }
+}
+
+/* Appends one row (t NULL: only counts) and advances the block offset; a row
+ * without storage (a HiF8 checkpoint's coded weight, kept in its code pack)
+ * gets MODEL_NO_STORAGE and no room in the block. */
 static void model_table_add(model_tensor *t, int *n, size_t *off, const char *name, int layer,
-                            int kind, int64_t rows, int64_t cols)
+                            int kind, int64_t rows, int64_t cols, int no_storage)
 {
     size_t n_elems = (size_t)rows * (size_t)(cols ? cols : 1);
     if (t) {
@@ -72,32 +89,38 @@ static void model_table_add(model_tensor *t, int *n, size_t *off, const char *na
         e->shape[0] = rows;
         e->shape[1] = cols;
         e->n_elems = n_elems;
-        e->offset_elems = *off;
+        e->offset_elems = no_storage ? MODEL_NO_STORAGE : *off;
     }
     (*n)++;
-    *off += (n_elems + 15) / 16 * 16;   /* keep every tensor 64-byte aligned */
+    if (!no_storage)
+        *off += (n_elems + 15) / 16 * 16;   /* keep every tensor 64-byte aligned */
 }
 
-/* Fills t (may be NULL to count); returns the number of tensors, *n_params the block size. */
-static int model_table_build(const llama_config *c, model_tensor *t, size_t *n_params)
+/* Fills t (may be NULL to count); returns the number of tensors, *n_params the block size.
+ * q8 (may be NULL): a HiF8 checkpoint's quantized Linears get no storage. */
+static int model_table_build(const llama_config *c, const model_hif8 *q8, model_tensor *t,
+                             size_t *n_params)
 {
     int n = 0;
     size_t off = 0;
     char name[80];
-    model_table_add(t, &n, &off, "model.embed_tokens.weight", -1, MK_WTE, c->vocab_size, c->dim);
+    model_table_add(t, &n, &off, "model.embed_tokens.weight", -1, MK_WTE, c->vocab_size, c->dim,
+                    0);
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_KINDS_PER_LAYER; k++) {
             if ((model_kinds[k].need == 1 && !c->qkv_bias) ||
                 (model_kinds[k].need == 2 && !c->o_bias))
                 continue;
             snprintf(name, sizeof name, "model.layers.%d.%s", l, model_kinds[k].suffix);
+            int mod = model_kind_module(model_kinds[k].kind);
             model_table_add(t, &n, &off, name, l, model_kinds[k].kind,
                             model_dim_of(c, model_kinds[k].rows),
-                            model_dim_of(c, model_kinds[k].cols));
+                            model_dim_of(c, model_kinds[k].cols),
+                            q8 && mod >= 0 && q8->slot[l * MODEL_LIN_COUNT + mod] >= 0);
         }
-    model_table_add(t, &n, &off, "model.norm.weight", -1, MK_NORM, c->dim, 0);
+    model_table_add(t, &n, &off, "model.norm.weight", -1, MK_NORM, c->dim, 0, 0);
     if (!c->tied)
-        model_table_add(t, &n, &off, "lm_head.weight", -1, MK_LM_HEAD, c->vocab_size, c->dim);
+        model_table_add(t, &n, &off, "lm_head.weight", -1, MK_LM_HEAD, c->vocab_size, c->dim, 0);
     *n_params = off;
     return n;
 }
@@ -106,18 +129,18 @@ static int model_table_build(const llama_config *c, model_tensor *t, size_t *n_p
 static size_t model_param_count(const llama_config *c)
 {
     size_t n_params;
-    model_table_build(c, NULL, &n_params);
+    model_table_build(c, NULL, NULL, &n_params);
     return n_params;
 }
 
 int model_table_create(const llama_config *c, model_tensor **tensors, int *n_tensors)
 {
     size_t n_params;
-    int n = model_table_build(c, NULL, &n_params);
+    int n = model_table_build(c, NULL, NULL, &n_params);
     *tensors = qs_calloc((size_t)n, sizeof **tensors);
     if (!*tensors)
         return QS_ENOMEM;
-    *n_tensors = model_table_build(c, *tensors, &n_params);
+    *n_tensors = model_table_build(c, NULL, *tensors, &n_params);
     return 0;
 }
 
@@ -151,7 +174,7 @@ int model_weights_point(llama_weights *w, const llama_model *m, float *block)
 {
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *e = &m->tensors[i];
-        float *p = block + e->offset_elems;
+        float *p = e->offset_elems == MODEL_NO_STORAGE ? NULL : block + e->offset_elems;
         llama_layer_weights *lw = e->layer >= 0 ? &w->layer[e->layer] : NULL;
         switch (e->kind) {
         case MK_WTE: w->wte = p; break;
@@ -178,11 +201,12 @@ int model_weights_point(llama_weights *w, const llama_model *m, float *block)
     return 0;
 }
 
-int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
+static int model_init_q8(llama_model *m, const llama_config *cfg, const model_hif8 *q8,
+                         qs_diag *d)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    m->n_tensors = model_table_build(cfg, NULL, &m->n_params);
+    m->n_tensors = model_table_build(cfg, q8, NULL, &m->n_params);
     m->tensors = qs_calloc((size_t)m->n_tensors, sizeof *m->tensors);
     m->w.layer = qs_calloc((size_t)cfg->n_layers, sizeof *m->w.layer);
     m->params = qs_malloc(m->n_params * sizeof *m->params);
@@ -192,7 +216,7 @@ int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
                         m->n_params, m->n_params * 4.0 / (1 << 20));
     }
     memset(m->params, 0, m->n_params * sizeof *m->params);   /* alignment padding too */
-    model_table_build(cfg, m->tensors, &m->n_params);
+    model_table_build(cfg, q8, m->tensors, &m->n_params);
     model_weights_point(&m->w, m, m->params);
     int rc = rope_table_init(&m->rope, hfconfig_max_context(cfg), cfg->head_dim, cfg->rope_theta,
                              &cfg->rope_scale);
@@ -202,6 +226,11 @@ int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
     }
     m->precision = MATMUL_FP32;
     return 0;
+}
+
+int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
+{
+    return model_init_q8(m, cfg, NULL, d);
 }
 
 static const float *model_linear_weight(const llama_layer_weights *lw, int module)
@@ -323,24 +352,8 @@ static void model_note_dtype(llama_model *m, int dtype)
         snprintf(p + len, sizeof m->dtypes - len, "%s%s", len ? "+" : "", n);
 }
 
-/* MODEL_LIN_* of a Linear weight kind, else -1 */
-static int model_kind_module(int kind)
-{
-    switch (kind) {
-    case MK_WQ: return MODEL_LIN_Q;
-    case MK_WK: return MODEL_LIN_K;
-    case MK_WV: return MODEL_LIN_V;
-    case MK_WO: return MODEL_LIN_O;
-    case MK_GATE: return MODEL_LIN_GATE;
-    case MK_UP: return MODEL_LIN_UP;
-    case MK_DOWN: return MODEL_LIN_DOWN;
-    default: return -1;
-    }
-}
-
-/* A HiF8 checkpoint's coded weight: into its code pack; its region of the
- * block is never written (nothing reads it: the forward runs on the pack, the
- * weight packs skip it), so those pages are never made resident. */
+/* A HiF8 checkpoint's coded weight: into its code pack only (no room in the
+ * block, view NULL: the forward runs on the pack, the weight packs skip it). */
 static int model_load_hif8_weight(llama_model *m, const safetensors_dir *sd,
                                   const model_tensor *e, const safetensors_tensor *t,
                                   const char *file, qs_diag *d)
@@ -412,7 +425,7 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
         model_hif8_free(q8);
         return rc;
     }
-    rc = model_init(m, &cfg, d);
+    rc = model_init_q8(m, &cfg, q8, d);
     if (rc)
         model_hif8_free(q8);
     else

@@ -251,12 +251,15 @@ static int bench_model(const char *bin, const char *src, int n_new)
                 fprintf(stderr, "bench_w8a8: generate on %s failed: %s", dirs[m], err);
                 return 1;
             }
-            const char *p = strstr(err, "tokens in ");
+            const char *p = strstr(err, "generate: ");
             double sec = 0, rate = 0;
-            if (!p || sscanf(p, "tokens in %lf s (%lf tokens/s)", &sec, &rate) != 2) {
+            int n_prompt = 0, n_gen = 0;
+            if (!p || sscanf(p, "generate: %d prompt + %d new tokens in %lf s", &n_prompt, &n_gen,
+                             &sec) != 3 || sec <= 0) {
                 fprintf(stderr, "bench_w8a8: no rate in generate's output: %s", err);
                 return 1;
             }
+            rate = (n_prompt + n_gen) / sec;   /* generate's tokens/s, unrounded */
             tps[m][r] = rate;
             peak[m] = rss > peak[m] ? rss : peak[m];
             printf("  %s run %d: %.2f tokens/s, peak RSS %.2f GiB\n", label[m], r + 1, rate,
