@@ -291,6 +291,7 @@ static int bench_model(const char *bin, const char *src, int n_new)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* progress lines while the children run */
     int rc = bench_products();
     const char *model = argc > 1 ? argv[1] : getenv("QS_BENCH_W8A8_MODEL");
     const char *bin = getenv("QS_BIN") ? getenv("QS_BIN") : "bin/qatscope";
