@@ -242,6 +242,71 @@ TEST(layer_attn, rows_are_bit_identical_whatever_T_pos0_batch_and_threads)
     case_free(&c);
 }
 
+/* attn_forward_seq: sequence b at positions p0[b] .. p0[b]+T-1 (its cache filled
+ * up to there, NaN after), rows into out [B, T, H, hd]. */
+static int case_run_seq(const attn_case *c, const int *p0, int T, int Tcap, int scratch,
+                        float *out)
+{
+    const int B = c->B, H = c->H, KVH = c->KVH, hd = c->hd;
+    size_t qrow = (size_t)H * hd, kvrow = (size_t)KVH * hd;
+    float *q = qs_malloc((size_t)B * T * qrow * 4), *k = qs_malloc((size_t)B * Tcap * kvrow * 4);
+    float *v = qs_malloc((size_t)B * Tcap * kvrow * 4);
+    float *s = scratch ? qs_malloc(attn_scratch_elems(B, Tcap, KVH, hd) * 4) : NULL;
+    int rc = q && k && v && (s || !scratch) ? 0 : -1;
+    for (int b = 0; !rc && b < B; b++) {
+        memcpy(q + (size_t)b * T * qrow, c->q + ((size_t)b * c->L + p0[b]) * qrow,
+               (size_t)T * qrow * 4);
+        for (int j = 0; j < Tcap; j++) {
+            float *kd = k + ((size_t)b * Tcap + j) * kvrow, *vd = v + ((size_t)b * Tcap + j) * kvrow;
+            for (size_t i = 0; i < kvrow; i++) {
+                kd[i] = j < p0[b] + T ? c->k[((size_t)b * c->L + j) * kvrow + i] : NAN;
+                vd[i] = j < p0[b] + T ? c->v[((size_t)b * c->L + j) * kvrow + i] : NAN;
+            }
+        }
+    }
+    if (!rc)
+        attn_forward_seq(out, q, k, v, B, T, p0, Tcap, H, KVH, hd, s);
+    qs_free(q);
+    qs_free(k);
+    qs_free(v);
+    qs_free(s);
+    return rc;
+}
+
+/* Continuations after contexts of different lengths in one call: each row is the
+ * bits of the full-sequence forward at that position (portable and AVX-512, with
+ * and without scratch, short and long T). */
+TEST(layer_attn, per_sequence_start_positions_give_the_full_forward_rows)
+{
+    const int B = 3, L = 29, H = 6, KVH = 2, hd = 24, Tcap = L + 3;
+    attn_case c;
+    ASSERT_EQ_INT(case_init(&c, B, L, H, KVH, hd, 33), 0);
+    size_t qrow = (size_t)H * hd, nq = (size_t)B * L * qrow;
+    float *full = qs_malloc(nq * 4), *part = qs_malloc(nq * 4);
+    ASSERT_TRUE(full && part);
+    const int saved = cpu_level();
+    static const int p0[3] = {3, 11, 0};
+    for (int li = 0; li < 2; li++) {
+        if (levels[li] > cpu_detected_level())
+            continue;
+        cpu_limit(levels[li]);
+        ASSERT_EQ_INT(case_run(&c, 0, B, 0, L, Tcap, 1, full, NULL), 0);
+        for (int T = 1; T <= 17; T += 8)
+            for (int sc = 0; sc < 2; sc++) {
+                ASSERT_EQ_INT(case_run_seq(&c, p0, T, Tcap, sc, part), 0);
+                for (int b = 0; b < B; b++)
+                    if (memcmp(part + (size_t)b * T * qrow, full + ((size_t)b * L + p0[b]) * qrow,
+                               (size_t)T * qrow * 4))
+                        TEST_FAIL_AT("%s, T=%d, scratch %d, sequence %d: rows differ",
+                                     cpu_level_name(levels[li]), T, sc, b);
+            }
+    }
+    cpu_limit(saved);
+    qs_free(full);
+    qs_free(part);
+    case_free(&c);
+}
+
 /* Documented tolerance between the paths: none.  Same operations in the same
  * order, so the same bits: prompt and decode, saved att, head dims with tails. */
 TEST(layer_attn, avx512_and_portable_forward_give_the_same_bits)

@@ -310,3 +310,59 @@ TEST(lm, logits_rows_are_the_full_forward_rows_packed)
     rc.a.logits_rows = NULL;
     rows_case_close(&rc);
 }
+
+/* The scorer's two forwards by hand: contexts of 4 and 6 tokens in a capacity
+ * arena (right-padded), then their next 3 tokens in a one-layer arena at
+ * positions 4.. and 6.. (seq_pos0) on the contexts' caches (kv_prefix): the
+ * continuation rows are the full forward's rows (bit for bit where the GEMM is
+ * row-invariant); a one-layer arena refuses later positions without a prefix,
+ * and views beyond the capacities are refused. */
+TEST(lm, continuations_on_kv_prefixes_equal_the_full_forward_rows)
+{
+    rows_case rc;
+    qs_diag d = {0};
+    ASSERT_EQ_INT(rows_case_open(&rc), 0);
+    const int T = rc.c.T, V = rc.c.V, n = 3;
+    const llama_config *cfg = &rc.m.cfg;
+    static const int ctx_len[2] = {4, 6};
+    ASSERT_TRUE(T >= 6 + n);
+    llama_acts ca, cb;
+    ASSERT_OK(model_acts_init_infer(&ca, cfg, 16, 16, 2, 0, &d), &d);
+    ASSERT_OK(model_acts_init_infer(&cb, cfg, 8, 24, 6, 1, &d), &d);
+    int32_t tok[16];
+    int first[2], ones[2] = {1, 1};
+    for (int b = 0; b < 2; b++) {
+        for (int t = 0; t < 6; t++)
+            tok[b * 6 + t] = rc.tok[b * T + (t < ctx_len[b] ? t : ctx_len[b] - 1)];
+        first[b] = ctx_len[b] - 1;
+    }
+    ASSERT_OK(model_acts_view(&ca, cfg, 2, 6, 6, &d), &d);
+    ca.logits_first = first;
+    ca.logits_rows = ones;
+    ASSERT_OK(model_forward(&rc.m, &ca, tok, NULL, 2, 6, 0, &d), &d);
+    const double tol = cpu_level() >= CPU_LEVEL_AVX512 ? 0.0 : 1e-5;
+    for (int b = 0; b < 2; b++)
+        for (int v = 0; v < V; v++)
+            ASSERT_TRUE(fabs((double)ca.logits[b * V + v] -
+                             rc.full[((size_t)b * T + ctx_len[b] - 1) * V + v]) <= tol);
+    int p0[2] = {4, 6}, src[2] = {0, 1}, rows[2] = {n, n};
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < n; t++)
+            tok[b * n + t] = rc.tok[b * T + p0[b] + t];
+    model_kv_prefix pre = {&ca, src};
+    ASSERT_TRUE(model_acts_view(&cb, cfg, 2, 5, 9, &d) == QS_ERANGE);   /* 10 rows > 8 */
+    ASSERT_OK(model_acts_view(&cb, cfg, 2, n, 6 + n, &d), &d);
+    cb.seq_pos0 = p0;
+    ASSERT_TRUE(model_forward(&rc.m, &cb, tok, NULL, 2, n, 0, &d) == QS_EINVAL);   /* no prefix */
+    cb.kv_prefix = &pre;
+    cb.logits_rows = rows;
+    ASSERT_OK(model_forward(&rc.m, &cb, tok, NULL, 2, n, 0, &d), &d);
+    for (int b = 0, k = 0; b < 2; b++)
+        for (int t = 0; t < n; t++, k++)
+            for (int v = 0; v < V; v++)
+                ASSERT_TRUE(fabs((double)cb.logits[(size_t)k * V + v] -
+                                 rc.full[((size_t)b * T + p0[b] + t) * V + v]) <= tol);
+    model_acts_free(&ca);
+    model_acts_free(&cb);
+    rows_case_close(&rc);
+}

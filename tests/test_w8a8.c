@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "qs/evalquant.h"
+#include "qs/cpu.h"
 #include "qs/fileio.h"
 #include "qs/hif8.h"
 #include "qs/matmul.h"
@@ -186,25 +186,75 @@ TEST(w8a8, forward_of_a_quantized_linear_is_the_documented_arithmetic)
     model_free(&m);
 }
 
-/* logits of the export with its Linears on the code packs (the real path), or
- * with evalquant's stored-scale hook: the weight decoded from the codes into
- * an fp32 buffer and packed per call (matmul_forward_ws, the path before code
- * packs); precision MATMUL_FP32 or MATMUL_BF16 */
-static int w8_logits(const char *dir, int precision, int via_hook, float **logits, size_t *n)
+/* Reference W8A8 of a HiF8 checkpoint's Linears as a code-domain hook (model.h,
+ * fn returning 2): the weight decoded from the codes into an fp32 buffer and
+ * packed per call (matmul_forward_ws, the path before code packs), inputs at
+ * the stored scale or at 32768 / amax per row. */
+typedef struct w8_ref {
+    const model_hif8 *h;
+    float rows[64];
+} w8_ref;
+
+static int w8_ref_planned(void *self, int layer, int module)
+{
+    return ((const w8_ref *)self)->h->slot[layer * MODEL_LIN_COUNT + module] >= 0;
+}
+
+static int w8_ref_hook(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
+                       const float *w, float *wq, int O)
+{
+    w8_ref *r = self;
+    const int i = r->h->slot[layer * MODEL_LIN_COUNT + module];
+    const model_hif8_linear *l = &r->h->lin[i];
+    (void)w;
+    (void)O;
+    if (N > 64)
+        return QS_ERANGE;
+    model_hif8_weight_values(r->h, i, wq);
+    for (int row = 0; row < N; row++) {
+        const float *xr = x + (size_t)row * IN;
+        float amax = 0.0f, sx = l->input_scale;
+        for (int k = 0; k < IN; k++)
+            amax = fabsf(xr[k]) > amax ? fabsf(xr[k]) : amax;
+        if (sx == 0.0f && (sx = 1.0f, amax > 0) && quant_scale_from_amax(amax, 0, &sx))
+            return QS_ENAN;
+        for (int k = 0; k < IN; k++)
+            xq[(size_t)row * IN + k] = hif8_decode(hif8_encode(xr[k] * sx, HIF8_SAT));
+        r->rows[row] = (float)(1.0 / ((double)sx * l->weight_scale));
+    }
+    return 2;
+}
+
+static const float *w8_ref_rows(void *self) { return ((const w8_ref *)self)->rows; }
+
+enum { W8_LOAD_DIR = 0, W8_REF_HOOK = 1, W8_LOAD_PACKED = 2 };
+
+/* logits of the export with its Linears on the code packs (the real path;
+ * model_load_dir + model_packs_create, or model_load_packed: frozen packs for
+ * the rest), or with the reference hook; precision MATMUL_FP32 or MATMUL_BF16 */
+static int w8_logits(const char *dir, int precision, int how, float **logits, size_t *n)
 {
     llama_model m;
     llama_acts a;
-    evalquant *eq = NULL;
+    w8_ref ref;
     qs_diag d = {0};
     enum { B = 2, T = 12 };
     int32_t tok[B * T];
-    if (model_load_dir(&m, dir, &d))
+    if (how == W8_LOAD_PACKED ? model_load_packed(&m, dir, precision, &d)
+                              : model_load_dir(&m, dir, &d))
         return 1;
-    m.precision = precision;
-    evalquant_options qo = {NULL, EVALQUANT_AUTO, dir};
-    int rc = via_hook ? evalquant_create_opts(&eq, &m, &qo, &d) : 0;
-    if (!rc)
+    int rc = 0;
+    if (how != W8_LOAD_PACKED) {
+        m.precision = precision;
         rc = model_packs_create(&m, &d);
+    }
+    if (how == W8_REF_HOOK) {
+        ref.h = m.hif8;
+        m.hook.self = &ref;
+        m.hook.fn = w8_ref_hook;
+        m.hook.planned = w8_ref_planned;
+        m.hook.row_scale = w8_ref_rows;
+    }
     if (!rc)
         rc = model_acts_init(&a, &m.cfg, B, T, T, 0, &d);
     if (!rc) {
@@ -220,12 +270,12 @@ static int w8_logits(const char *dir, int precision, int via_hook, float **logit
     }
     if (rc)
         fprintf(stderr, "    %s: %s\n", dir, d.msg);
-    evalquant_destroy(eq);
     model_free(&m);
     return rc;
 }
 
-/* the code packs give the bits of the dequantize-then-pack path, fp32 and bf16 */
+/* the code packs give the bits of the dequantize-then-pack path, fp32 and bf16,
+ * loaded either way */
 static int w8_code_packs_agree(const char *name, const char *src, const char *flags)
 {
     char out[600], args[2048];
@@ -235,15 +285,18 @@ static int w8_code_packs_agree(const char *name, const char *src, const char *fl
         return 1;
     int bad = 0;
     for (int p = 0; p < 2 && !bad; p++) {
-        float *y0 = NULL, *y1 = NULL;
-        size_t n0 = 0, n1 = 0;
-        bad = w8_logits(out, p ? MATMUL_BF16 : MATMUL_FP32, 0, &y0, &n0) ||
-              w8_logits(out, p ? MATMUL_BF16 : MATMUL_FP32, 1, &y1, &n1) || n0 != n1 ||
-              memcmp(y0, y1, n0 * sizeof *y0) != 0;
+        const int precision = p ? MATMUL_BF16 : MATMUL_FP32;
+        float *y0 = NULL, *y1 = NULL, *y2 = NULL;
+        size_t n0 = 0, n1 = 0, n2 = 0;
+        bad = w8_logits(out, precision, W8_REF_HOOK, &y0, &n0) ||
+              w8_logits(out, precision, W8_LOAD_DIR, &y1, &n1) ||
+              w8_logits(out, precision, W8_LOAD_PACKED, &y2, &n2) || n0 != n1 || n0 != n2 ||
+              memcmp(y0, y1, n0 * sizeof *y0) != 0 || memcmp(y0, y2, n0 * sizeof *y0) != 0;
         if (bad)
             fprintf(stderr, "    %s: precision %d: logits differ\n", name, p);
         qs_free(y0);
         qs_free(y1);
+        qs_free(y2);
     }
     return bad;
 }
@@ -296,5 +349,44 @@ TEST(w8a8, quantized_weights_are_held_as_one_byte_codes)
                                                  : lw->w_down) == NULL);
     }
     ASSERT_TRUE(m.w.layer[0].w_gate != NULL && m.w.layer[7].w_down != NULL);
+    model_free(&m);
+
+    /* the inference load: codes for the quantized Linears, bf16 frozen packs
+     * for the other matrices (the export stores them as BF16), no fp32 copy */
+    ASSERT_OK(model_load_packed(&m, out, MATMUL_BF16, &d), &d);
+    if (!matmul_frozen_available(MATMUL_BF16)) {   /* fp32 block + packs instead */
+        model_free(&m);
+        SKIP("no packed bf16 format on this CPU");
+    }
+    ASSERT_TRUE(m.weights_packed && m.hif8 && m.hif8->n == 18 && model_hif8_bytes(m.hif8) == b);
+    const llama_config *c = &m.cfg;
+    const int QD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
+    const int in_dim[MODEL_LIN_COUNT] = {c->dim, c->dim, c->dim, QD, c->dim, c->dim, c->hidden_dim};
+    const int out_dim[MODEL_LIN_COUNT] = {QD, KD, KD, c->dim, c->hidden_dim, c->hidden_dim, c->dim};
+    /* tied: one pack for embedding and lm_head; padded: K to even, N to 32 columns */
+    size_t other = (size_t)c->vocab_size * c->dim, packed = 0, padded = other, n_packs = 1;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int k = 0; k < MODEL_LIN_COUNT; k++) {
+            struct matmul_wpack *pk = m.packs[l * MODEL_LIN_COUNT + k];
+            ASSERT_TRUE((pk == NULL) == model_hif8_planned(&m, l, k));
+            if (!pk)
+                continue;
+            ASSERT_TRUE(matmul_wpack_frozen(pk) && !matmul_wpack_hif8(pk));
+            ASSERT_EQ_INT((int)matmul_wpack_bytes(pk),
+                          (int)matmul_wpack_frozen_bytes_estimate(in_dim[k], out_dim[k],
+                                                                  MATMUL_BF16));
+            other += (size_t)in_dim[k] * out_dim[k];
+            padded += (size_t)(in_dim[k] + 1) / 2 * 2 * ((out_dim[k] + 31) / 32 * 32);
+            packed += matmul_wpack_bytes(pk);
+            n_packs++;
+        }
+    packed += matmul_wpack_bytes(m.packs[c->n_layers * MODEL_LIN_COUNT]);
+    /* bf16 pairs (2 bytes per other weight, + panel padding and headers) where
+     * the CPU has them; the other packed bf16 format keeps fp32 panels */
+    ASSERT_TRUE(packed >= 2 * other);
+    if (cpu_level() >= CPU_LEVEL_AVX512BF16)
+        ASSERT_TRUE(packed <= 2 * padded + 256 * n_packs);
+    ASSERT_TRUE(m.w.layer[0].w_gate == NULL && m.w.wte == NULL);
+    ASSERT_TRUE(m.n_params < (size_t)c->n_layers * 4 * c->dim + 4 * c->dim);   /* norms only */
     model_free(&m);
 }

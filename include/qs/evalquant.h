@@ -29,13 +29,20 @@
  *   auto     delayed when DIR/train_state.bin exists and holds amax histories,
  *            else current.
  *   stored   (always, for a HiF8 checkpoint: m->hif8, qs/model_hif8.h) the
- *            checkpoint's modules and scales: its weights are loaded as
- *            decode(code) / weight_scale already, inputs are fake-quantized at
- *            the stored static input scales, or per token as current does;
- *            no patterns or scaling may be given.
+ *            checkpoint's modules and scales, described only: its quantized
+ *            Linears already run W8A8 on their code packs (model_hif8_forward),
+ *            so NO hook is installed and hif8 on it is the plain precision
+ *            (bf16 / fp32); no patterns or scaling may be given.
  *
  * The hook is installed on the model (m->hook); the model must outlive the
- * evalquant and not be hooked by anything else meanwhile.
+ * evalquant and not be hooked by anything else meanwhile.  Weights are
+ * constant in an evaluation: when the model has packs (model_load_packed,
+ * model_packs_create) each planned weight is put into the code domain once,
+ * here, and its pack holds decode(encode_sat(w * s_w)) (model_packs_substitute;
+ * the same bits as doing it on every forward), and only the inputs are
+ * quantized per call.
+ * After evalquant_destroy such a model's forwards refuse to run until its
+ * packs are re-created (model_packs_create) or it is reloaded.
  */
 #ifndef QS_EVALQUANT_H
 #define QS_EVALQUANT_H

@@ -23,6 +23,10 @@ typedef struct fileio_map {
 } fileio_map;
 int fileio_map_open(fileio_map *m, const char *path, qs_diag *d);
 void fileio_unmap(fileio_map *m);
+/* Drop the whole pages of [p, p + bytes) (inside m) from the process's memory:
+ * they are read again from the file if touched (a loader that is done with a
+ * tensor keeps its resident memory to what it made of it). */
+void fileio_map_release(const fileio_map *m, const void *p, size_t bytes);
 
 int fileio_exists(const char *path);          /* 1 if path exists (any type) */
 int fileio_is_dir(const char *path);          /* 1 if path is a directory */

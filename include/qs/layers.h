@@ -76,6 +76,12 @@ void rope_backward(float *dx, const int32_t *pos, const rope_table *t, int N, in
 size_t attn_scratch_elems(int B, int Tcap, int KVH, int hd);
 void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
                   int T, int pos0, int Tcap, int H, int KVH, int hd, float *scratch);
+/* Inference with a start position per sequence: sequence b's queries are positions
+ * pos0[b] .. pos0[b]+T-1 and see keys 0 .. pos0[b]+t (pos0[b] + T <= Tcap); rows are
+ * the same bits as attn_forward's with pos0 = pos0[b] (batched scoring of
+ * continuations that follow contexts of different lengths). */
+void attn_forward_seq(float *out, const float *q, const float *k, const float *v, int B, int T,
+                      const int *pos0, int Tcap, int H, int KVH, int hd, float *scratch);
 /* Training form (pos0 = 0, Tcap = T).  dq[B,T,H,hd], dk/dv[B,T,KVH,hd] accumulate.
  * The same bits on the portable and the AVX-512 path, whatever the thread count. */
 void attn_backward(float *dq, float *dk, float *dv, const float *dout, const float *att,

@@ -170,4 +170,39 @@ size_t matmul_wpack_hif8_bytes_estimate(int IN, int O);
 size_t matmul_wpack_bytes_estimate(int IN, int O, int precision);
 size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w);
 
+/* Frozen packs, for inference: only the forward form (B = w^T), made once from
+ * the weight, which the pack does not keep (free or unmap it afterwards): an
+ * inference model holds each Linear weight in its pack alone.  The products on
+ * them are the bits of the unpacked calls with the same values.
+ *  - _frozen: from fp32 values; _frozen_bf16: from bf16 bit patterns (a bf16
+ *    checkpoint), straight into the packed format with no fp32 copy; the same
+ *    bytes as _frozen on the fp32 values of those bits.
+ *  - NULL on bad shape, allocation failure, or when the precision has no
+ *    packed format on this CPU (matmul_frozen_available() == 0: MATMUL_FP32_BLAS,
+ *    MATMUL_FP32 without AVX-512): keep w and use matmul_wpack_create then.
+ *  - Forward calls only (matmul_forward_packed*, _multi_ws): backward with dx
+ *    is a programming error (asserted); matmul_wpack_refresh does nothing.
+ *  - The kernel is fixed when the pack is made (cpu_limit changes later do
+ *    not apply to it).
+ * What a pack holds: fp32 packs w exactly; bf16 packs round to bf16 (matmul.h
+ * top: subnormals to zero), so a bf16 pack of bf16 values that are not
+ * subnormal holds them exactly too. */
+int matmul_frozen_available(int precision);
+matmul_wpack *matmul_wpack_create_frozen(const float *w, int IN, int O, int precision);
+matmul_wpack *matmul_wpack_create_frozen_bf16(const uint16_t *w, int IN, int O, int precision);
+/* Replace a frozen pack's weight by w (same shape; a constant substitute such
+ * as a fake-quantized copy): re-packed in place.  0, QS_EINVAL (not frozen),
+ * or QS_ENOMEM. */
+int matmul_wpack_frozen_set(matmul_wpack *pk, const float *w);
+int matmul_wpack_frozen(const matmul_wpack *pk);   /* 1 for a frozen pack */
+/* Row o of the weight as the products see it (bf16 values for bf16 packs) into
+ * out[IN]: the embedding lookup of a tied model reads the lm_head's pack. */
+void matmul_wpack_row(matmul_wpack *pk, int o, float *out);
+size_t matmul_wpack_frozen_bytes_estimate(int IN, int O, int precision);
+/* 1 when a forward's output rows do not depend on the other rows of the call
+ * (our blocked kernels: fixed k order per element whatever M), so unrelated
+ * sequences may share one call; 0 for the sgemm paths (OpenBLAS blocks by
+ * shape). */
+int matmul_rows_independent(int precision);
+
 #endif

@@ -11,6 +11,14 @@
  *  - activations and the forward pass: qs/model_acts.h.
  *  - backward (training): qs/model_train.h.
  *  - generation, perplexity, the lm.h scorer (inference): qs/model_infer.h.
+ *  - inference models (model_load_packed): every Linear weight, the lm_head and
+ *    the embedding live ONLY in frozen packs (matmul.h) in the precision of the
+ *    forwards, one copy (a bf16 checkpoint scored in bf16: 2 bytes per weight,
+ *    no fp32 copy; the embedding of a tied model is read back out of the
+ *    lm_head's pack); the params block holds the norms and biases alone and
+ *    the views of the packed tensors are NULL.  Forward only.  A HiF8
+ *    checkpoint's quantized Linears are held as code packs (m->hif8, 1 byte
+ *    per weight, qs/model_hif8.h) in either loader.
  *
  * Quantization seam: every Linear in model_forward goes through one call of
  * the optional model_linear_hook (layer, module) before its matmul, which may
@@ -60,8 +68,9 @@ typedef struct model_tensor {
     char name[80];        /* HF name, e.g. "model.layers.3.mlp.up_proj.weight" */
     int ndim;             /* 1 or 2 */
     int64_t shape[2];
-    size_t offset_elems;  /* into the params block; MODEL_NO_STORAGE: none (a HiF8
-                             checkpoint's coded weight: its view is NULL) */
+    size_t offset_elems;  /* into the params block; MODEL_NO_STORAGE: none, its view
+                             is NULL (a packed model's matrices: in their frozen
+                             packs; a HiF8 checkpoint's coded weight: its code pack) */
     size_t n_elems;
     int layer;            /* block index, -1 for embed/norm/lm_head */
     int kind;             /* which view (model.c's table), internal */
@@ -75,7 +84,9 @@ typedef struct model_linear_hook {
      * Return 2 after writing CODE-DOMAIN operands (HiF8 values without their
      * scales, decode(encode_sat(x * s))) to xq and wq: the matmul then runs on
      * them without bias and output row r becomes fl(acc * row_scale()[r]) + bias
-     * (model_linear_rows_finish), the W8A8 arithmetic of a HiF8 checkpoint. */
+     * (model_linear_rows_finish), the W8A8 arithmetic of a HiF8 checkpoint.
+     * With substituted packs (w = wq = NULL, see weight below) the pack holds
+     * the substitute of the same kind (fake-quantized, or code-domain values). */
     int (*fn)(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
               const float *w, float *wq, int O);
     /* With fn returning 2: the N row factors 1 / (s_x[r] s_w) of that call. */
@@ -84,6 +95,15 @@ typedef struct model_linear_hook {
      * where it returns 0 fn is not called, so the Linears that share an input
      * can run as one fused GEMM.  NULL: fn is called for every Linear. */
     int (*planned)(void *self, int layer, int module);
+    /* Optional, for hooks whose weight substitute is constant (evaluation: frozen
+     * scales, fixed weights): writes the substitute of w[O, IN] to wq and returns
+     * 0 (or a negative QS_E*).  model_packs_substitute() then packs it once, and
+     * fn is called with w = wq = NULL for that Linear (it substitutes x only). */
+    int (*weight)(void *self, int layer, int module, const float *w, float *wq, int O, int IN);
+    /* Nonzero: fn treats the rows of x independently (a row's substitute
+     * depends on that row alone), so unrelated sequences may share a forward
+     * (the lm scorer batches requests only then). */
+    int rows_independent;
 } model_linear_hook;
 
 typedef struct llama_model {
@@ -102,6 +122,10 @@ typedef struct llama_model {
     struct matmul_ws *ws;    /* with packs: the workspace of dW packs and unpacked weights */
     struct model_hif8 *hif8; /* NULL, or a HiF8 W8A8 checkpoint's quantized Linears
                               * (qs/model_hif8.h): their weights only in its code packs */
+    int weights_packed;      /* 1: Linear weights, lm_head and embedding only in (frozen) packs */
+    struct matmul_wpack *embed_pack; /* weights_packed and untied: embed_tokens (rows read back) */
+    int packs_substituted;   /* model_packs_substitute ran: the planned Linears' packs hold
+                              * hook.weight's substitutes */
 } llama_model;
 
 /* The last step of a code-domain Linear (hook fn 2, HiF8 checkpoints):
@@ -118,13 +142,30 @@ int model_init(llama_model *m, const llama_config *cfg, qs_diag *d);
  * (offset MODEL_NO_STORAGE, views NULL). */
 int model_load_dir(llama_model *m, const char *dir, qs_diag *d);
 void model_free(llama_model *m);   /* safe on a zeroed model */
+/* Inference load for forwards in `precision` (MATMUL_FP32 or MATMUL_BF16): as
+ * model_load_dir (same checks and errors), but every Linear weight, the lm_head
+ * and the embedding go from the checkpoint straight into frozen packs, one
+ * copy, mapped pages released tensor by tensor (peak memory ~ the packs); the
+ * params block keeps the norms and biases.  Exact: fp32 packs hold any stored
+ * value; bf16 packs are used only where the checkpoint stores those tensors
+ * as BF16 without subnormal values.  Otherwise (F32/F16 weights in bf16, a
+ * subnormal, or no packed format on this CPU) the model is loaded as
+ * model_load_dir does and packed by model_packs_create (fp32 block + packs).
+ * Either way m->precision = precision and the packs exist on return; forwards
+ * give the same bits as model_load_dir + model_packs_create.  A HiF8
+ * checkpoint's coded weights go into code packs made for `precision` (m->hif8,
+ * as model_load_dir; its other tensors are BF16, so in bf16 the model holds 1
+ * byte per quantized and 2 per other Linear / embedding weight). */
+int model_load_packed(llama_model *m, const char *dir, int precision, qs_diag *d);
 /* The checkpoint's identity: sha256 over "name sha256\n" of config.json and
  * every *.safetensors file of dir, in name order (results.json's model_sha256). */
 int model_dir_sha256(const char *dir, char hex[65], qs_diag *d);
 /* Every parameter rounded to bf16 in place (round to nearest even, as the
  * export stores them), except the weights of Linears a HiF8 checkpoint or the
- * installed hook quantizes: evaluation in the arithmetic of the export. */
-void model_params_round_bf16(llama_model *m);
+ * installed hook quantizes: evaluation in the arithmetic of the export.  The
+ * weights of fp32 frozen packs are read back, rounded and re-packed (bf16
+ * packs hold bf16 values already); plain packs are refreshed.  0 or QS_ENOMEM. */
+int model_params_round_bf16(llama_model *m, qs_diag *d);
 /* Views of the table laid over any block of n_params floats (grads, Adam m/v). */
 int model_weights_point(llama_weights *w, const llama_model *m, float *block);
 /* Deterministic N(0, std^2) weights, norms = 1 (tests, benchmarks). */
@@ -153,6 +194,16 @@ void model_packs_refresh(llama_model *m);
  * micro-batch (n_unpacked: Linears whose weight the hook substitutes). */
 size_t model_packs_bytes_estimate(const llama_config *c, int precision, int N, int n_unpacked);
 void model_packs_destroy(llama_model *m);   /* safe without packs */
+/* Constant weight substitutes (evaluation): for every Linear the hook plans (all
+ * when hook.planned is NULL), the pack is re-made from hook.weight(w) once,
+ * instead of substituting the weight on every forward; w is read from the fp32
+ * block, or from the pack itself for a packed model (exact there).  Needs packs
+ * and hook.weight.  One way: a packed model keeps only the substitutes (its
+ * forwards then refuse to run without the hook); with an fp32 block,
+ * model_packs_create restores the plain packs.  Same bits as the per-call
+ * substitution.  A HiF8 checkpoint's coded Linears are skipped (their code
+ * packs are the weight). */
+int model_packs_substitute(llama_model *m, qs_diag *d);
 
 /* Memory estimates in bytes (what inspect prints; the trainer checks its real
  * peak against train_bytes). */

@@ -17,11 +17,24 @@
 #include "qs/hfconfig.h"
 #include "qs/model.h"
 
+struct llama_acts;
+/* Positions 0 .. seq_pos0[b]-1 of sequence b taken from another arena's KV
+ * cache (every layer kept): continuations scored on top of contexts computed
+ * in an earlier call, without copying whole caches ahead. */
+typedef struct model_kv_prefix {
+    const struct llama_acts *src;   /* its cache holds the prefixes (not kv_shared) */
+    const int *src_seq;             /* [B]: the source sequence of sequence b */
+} model_kv_prefix;
+
 /* Activation arena. */
 typedef struct llama_acts {
     int B, T;           /* max batch and tokens per forward call */
     int Tcap;           /* KV cache capacity (positions) per sequence, >= T */
     int training;       /* 1: keep every layer's tensors for backward */
+    int kv_shared;      /* 1: ONE layer of KV cache, reused by every layer: nothing outlives
+                         * a call (model_acts_init_infer); earlier positions need kv_prefix */
+    int logits_cap;     /* rows the logits hold (0: B*T) */
+    size_t rows_cap, kv_cap; /* model_acts_init_infer's capacities (0 otherwise) */
     size_t n_elems;     /* floats in memory */
     float *memory;      /* the arena */
     int32_t *pos;       /* [B*T] positions of the current call */
@@ -49,6 +62,11 @@ typedef struct llama_acts {
                              * sequence b (right-padded batches), written packed: sequence
                              * b's rows start at logits row sum_{b' < b} logits_rows[b'];
                              * inference only (lnf is compacted in place), no targets */
+    const int *logits_first; /* NULL, or [B] with logits_rows: sequence b's rows start at
+                              * row logits_first[b] of that sequence instead of 0 */
+    const int *seq_pos0;  /* NULL, or [B]: sequence b starts at position seq_pos0[b] (pos0
+                           * is then ignored); inference only */
+    const model_kv_prefix *kv_prefix; /* NULL, or: each call first copies the prefixes */
     float *losses;      /* [N] */
     float *kv_new;      /* [2, N, KVH*hd] scratch: this call's k and v before the cache */
     float *proj;        /* [N, C] scratch: o_proj / down_proj output */
@@ -64,6 +82,21 @@ size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int train
 int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,
                     qs_diag *d);
 void model_acts_free(llama_acts *a);
+/* Inference arena sized by capacity, for forwards of varying shape (scoring
+ * batches of real inputs): rows (B*T tokens per call), kv_positions (B*Tcap
+ * cache positions per layer, or in the one layer with kv_shared), logits_rows
+ * (the logits it holds: forwards must ask for at most that many through
+ * logits_tail / logits_rows).  model_acts_view sets the shape of the next
+ * forwards; the cache layout follows it (a cache is read back only under the
+ * view it was written in).  Floats: model_acts_infer_elems. */
+int model_acts_init_infer(llama_acts *a, const llama_config *c, int rows, int kv_positions,
+                          int logits_rows, int kv_shared, qs_diag *d);
+size_t model_acts_infer_elems(const llama_config *c, int rows, int kv_positions, int logits_rows,
+                              int kv_shared);
+/* B sequences of T tokens on caches of Tcap positions: QS_ERANGE when that does
+ * not fit the capacities (B*T > rows, B*Tcap > kv_positions, Tcap < T or past
+ * the model's context). */
+int model_acts_view(llama_acts *a, const llama_config *c, int B, int T, int Tcap, qs_diag *d);
 
 /* Causal forward of tokens[B, T] at positions pos0 .. pos0+T-1 of every
  * sequence (pos0 > 0 continues from the KV cache: incremental decoding).

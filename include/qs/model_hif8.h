@@ -64,8 +64,10 @@ typedef struct model_hif8 {
     int *slot;                   /* [n_layers * MODEL_LIN_COUNT]: index into lin or -1 */
     int dynamic;                 /* activation scaling per token */
     struct matmul_wpack **packs; /* [n] the weights: HiF8 code packs (matmul_wpack_create_hif8),
-                                  * 1 byte per weight, the only copy; made for
-                                  * MATMUL_BF16, re-made on a forward in another precision */
+                                  * 1 byte per weight, the only copy; made for the
+                                  * loader's precision (model_load_dir: MATMUL_BF16,
+                                  * model_load_packed: its own), re-made on a forward
+                                  * in another precision */
     float *row_scale;            /* [row_cap] scratch of model_hif8_forward */
     size_t row_cap;
 } model_hif8;
@@ -80,12 +82,13 @@ int model_hif8_config_parse(const char *text, size_t len, const char *path,
 void model_hif8_free(model_hif8 *q);   /* NULL ok */
 /* The loader's part for one stored tensor of m->hif8's Linear (layer, module):
  * weight t (U8 [O, IN]) and its scale tensor ws (F32 [1]): checks both and
- * packs the codes (q->packs; no decoded copy is made).  path: for messages. */
+ * packs the codes for precision (q->packs; no decoded copy is made).  path:
+ * for messages. */
 struct safetensors_tensor;
 int model_hif8_load_weight(model_hif8 *q, int layer, int module,
                            const struct safetensors_tensor *t,
                            const struct safetensors_tensor *ws, int64_t O, int64_t IN,
-                           const char *path, qs_diag *d);
+                           int precision, const char *path, qs_diag *d);
 /* Quantized Linear i's weight read back from its pack as the values
  * hif8_decode(code) [O * IN] (the code domain, without 1 / weight_scale). */
 void model_hif8_weight_values(const model_hif8 *q, int i, float *values);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -159,6 +160,18 @@ void fileio_unmap(fileio_map *m)
         munmap((void *)m->data, m->bytes);
     m->data = NULL;
     m->bytes = 0;
+}
+
+void fileio_map_release(const fileio_map *m, const void *p, size_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (!m->data || page <= 0 || (const unsigned char *)p < m->data ||
+        bytes > m->bytes - (size_t)((const unsigned char *)p - m->data))
+        return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    uintptr_t hi = ((uintptr_t)p + bytes) / (uintptr_t)page * (uintptr_t)page;
+    if (hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);   /* advice: failure is harmless */
 }
 
 int fileio_exists(const char *path)

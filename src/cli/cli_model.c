@@ -22,10 +22,9 @@ int cli_model_open(cli_model *cm, const char *dir, const char *precision, const 
     memset(cm, 0, sizeof *cm);
     int matmul, hif8, rc;
     if ((rc = cli_precision_parse(precision, "--precision", &matmul, &hif8, d)) ||
-        (rc = model_load_dir(&cm->m, dir, d)))
+        (rc = model_load_packed(&cm->m, dir, matmul, d)))
         return rc;
     cm->precision = precision;
-    cm->m.precision = matmul;
     /* a HiF8 checkpoint carries its modules and scales (EVALQUANT_STORED) */
     evalquant_options qo = {cm->m.hif8 ? NULL : patterns, cm->m.hif8 ? EVALQUANT_AUTO : scaling,
                             dir};
@@ -33,9 +32,8 @@ int cli_model_open(cli_model *cm, const char *dir, const char *precision, const 
         cli_model_close(cm);
         return rc;
     }
-    if (hif8)   /* the other parameters as the export stores them */
-        model_params_round_bf16(&cm->m);
-    if ((rc = model_packs_create(&cm->m, d))) {
+    /* the other parameters as the export stores them */
+    if (hif8 && (rc = model_params_round_bf16(&cm->m, d))) {
         cli_model_close(cm);
         return rc;
     }

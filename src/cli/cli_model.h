@@ -21,9 +21,10 @@ typedef struct cli_model {
 /* "fp32" | "bf16" | "hif8" | "hif8-fp32": *matmul (MATMUL_*) and *hif8 (0/1);
  * QS_EINVAL naming `what` (the flag) otherwise. */
 int cli_precision_parse(const char *name, const char *what, int *matmul, int *hif8, qs_diag *d);
-/* Loads dir, packs the weights for the precision and installs the fake-quant
- * (patterns NULL = the default / the run's, scaling EVALQUANT_*; a HiF8
- * checkpoint uses its stored modules and scales, and ignores both). */
+/* Loads dir for inference (model_load_packed: the weights packed once for the
+ * precision) and installs the fake-quant (patterns NULL = the default / the
+ * run's, scaling EVALQUANT_*; a HiF8 checkpoint uses its stored modules and
+ * scales on its code packs, and ignores both). */
 int cli_model_open(cli_model *cm, const char *dir, const char *precision, const char *patterns,
                    int scaling, qs_diag *d);
 void cli_model_close(cli_model *cm);   /* safe on a zeroed cli_model */

@@ -15,6 +15,13 @@
  * Under mpirun (a `make MPI=1`
  * build) the items are split over the ranks and rank 0 alone writes and
  * prints; the files equal the one-process files (eval_dist.c).
+ *
+ * The weights are loaded for inference (model_load_packed: packed once, in the
+ * precision of the matmuls; hif8's fake-quantized weights once too) and the
+ * model hash (model_sha256) is computed on a background thread that starts
+ * after the load (whose threads it would slow down) and is collected when
+ * results.json is written: it runs while the items are tokenized on one
+ * thread and then alongside the scoring.  Only the rank that writes hashes.
  */
 #include <cblas.h>
 #include <dirent.h>
@@ -92,38 +99,69 @@ static int eval_name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* sha256 over "name sha256\n" of config.json and every *.safetensors file, in name order */
-static int eval_model_hash(const char *dir, char hex[65], qs_diag *d)
+/* The model hash: sha256 over "name sha256\n" of config.json and every
+ * *.safetensors file, in name order.  _start lists the files and hashes them on
+ * a background thread (digest_sha256_files_start); _finish combines. */
+typedef struct eval_hash {
+    char *names[256];
+    int n;
+    digest_files_job *job;
+} eval_hash;
+
+static int eval_model_hash_start(eval_hash *h, const char *dir, qs_diag *d)
 {
+    memset(h, 0, sizeof *h);
     DIR *dp = opendir(dir);
     if (!dp)
         return diag_set(d, QS_ENOTFOUND, dir, -1, "cannot open model directory");
-    char *names[256];
-    int n = 0;
     struct dirent *e;
-    while ((e = readdir(dp)) && n < 256) {
+    int rc = 0;
+    while (!rc && (e = readdir(dp)) && h->n < 256) {
         size_t l = strlen(e->d_name);
         if (!strcmp(e->d_name, "config.json") ||
             (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")))
-            names[n++] = qs_strdup(e->d_name);
+            rc = (h->names[h->n++] = qs_strdup(e->d_name)) ? 0 : QS_ENOMEM;
     }
     closedir(dp);
-    qsort(names, (size_t)n, sizeof *names, eval_name_cmp);
-    digest_sha256 all;
-    digest_sha256_init(&all);
-    int rc = 0;
-    for (int i = 0; i < n; i++) {
-        char path[1500], h[65];
-        if (!rc && names[i] && !(rc = fileio_join(path, sizeof path, dir, names[i])) &&
-            !(rc = digest_sha256_file(path, h, d))) {
-            digest_sha256_update(&all, names[i], strlen(names[i]));
+    if (rc)
+        return diag_set(d, rc, dir, -1, "out of memory");
+    qsort(h->names, (size_t)h->n, sizeof *h->names, eval_name_cmp);
+    char *paths[256] = {NULL};
+    for (int i = 0; i < h->n && !rc; i++) {
+        char path[1500];
+        if ((rc = fileio_join(path, sizeof path, dir, h->names[i])) ||
+            !(paths[i] = qs_strdup(path)))
+            rc = diag_set(d, rc ? rc : QS_ENOMEM, dir, -1, "cannot name the model files");
+    }
+    if (!rc)   /* the job copies the list */
+        rc = digest_sha256_files_start(&h->job, (const char *const *)paths, h->n, d);
+    for (int i = 0; i < h->n; i++)
+        qs_free(paths[i]);
+    return rc;
+}
+
+/* Waits for the hashes (hex NULL: only stops the job) and frees h. */
+static int eval_model_hash_finish(eval_hash *h, char hex[65], qs_diag *d)
+{
+    char (*files)[65] = hex ? qs_calloc(h->n > 0 ? (size_t)h->n : 1, 65) : NULL;
+    int rc = hex && !files ? QS_ENOMEM : 0;
+    int rj = digest_sha256_files_finish(h->job, files, d);
+    rc = rc ? diag_set(d, rc, NULL, -1, "out of memory") : rj;
+    if (!rc && hex) {
+        digest_sha256 all;
+        digest_sha256_init(&all);
+        for (int i = 0; i < h->n; i++) {
+            digest_sha256_update(&all, h->names[i], strlen(h->names[i]));
             digest_sha256_update(&all, " ", 1);
-            digest_sha256_update(&all, h, 64);
+            digest_sha256_update(&all, files[i], 64);
             digest_sha256_update(&all, "\n", 1);
         }
-        qs_free(names[i]);
+        digest_sha256_final(&all, hex);
     }
-    digest_sha256_final(&all, hex);
+    for (int i = 0; i < h->n; i++)
+        qs_free(h->names[i]);
+    qs_free(files);
+    memset(h, 0, sizeof *h);
     return rc;
 }
 
@@ -311,14 +349,21 @@ int cmd_eval(int argc, char **argv)
     eval_session *s = NULL;
     evalquant *eq = NULL;
     char model_hash[65] = "", state_hash[65] = "";
-    if ((rc = tokenizer_create(&tok, a.model, &d)) || (rc = model_load_dir(&m, a.model, &d)))
+    eval_hash hash = {0};
+    if ((rc = tokenizer_create(&tok, a.model, &d)) ||
+        (rc = model_load_packed(&m, a.model, a.matmul, &d)))
         goto fail;
-    m.precision = a.matmul;
+    double load_s = eval_seconds_since(&t0);
+    /* the model files are hashed on a background thread from here on, while the
+     * items are tokenized (one thread) and scored; results.json waits for it */
+    if (dist_rank() == 0 && (rc = eval_model_hash_start(&hash, a.model, &d)))
+        goto fail;
     evalquant_options qo = {a.quant_modules, a.scaling, a.model};
     if (a.hif8 && (rc = evalquant_create_opts(&eq, &m, &qo, &d)))
         goto fail;
-    if (a.hif8)   /* the arithmetic of the export: its other tensors are bf16 */
-        model_params_round_bf16(&m);
+    /* the arithmetic of the export: its other tensors are bf16 */
+    if (a.hif8 && (rc = model_params_round_bf16(&m, &d)))
+        goto fail;
     /* the histories that set the scales: hashed now, before hours of scoring */
     if (evalquant_scaling(eq) == EVALQUANT_DELAYED) {
         char state_path[1200];
@@ -326,8 +371,9 @@ int cmd_eval(int argc, char **argv)
         if ((rc = digest_sha256_file(state_path, state_hash, &d)))
             goto fail;
     }
+    /* a cap: the scorer's arenas follow the longest real request */
     int max_len = a.max_length ? (int)a.max_length : hfconfig_max_context(&m.cfg);
-    if ((rc = model_lm_create(&mlm, &m, max_len, &d)) || (rc = eval_model_hash(a.model, model_hash, &d)))
+    if ((rc = model_lm_create(&mlm, &m, max_len, &d)))
         goto fail;
     eval_options o;
     eval_options_default(&o);
@@ -351,6 +397,12 @@ int cmd_eval(int argc, char **argv)
     /* under mpirun: every rank scores a share, rank 0 writes and prints */
     if ((rc = eval_session_run_dist(s, &lm, eval_progress_cb, &prog, &d)) || dist_rank() != 0)
         goto fail;
+    double score_s = eval_seconds_since(&prog.t0);
+    struct timespec th;
+    clock_gettime(CLOCK_MONOTONIC, &th);
+    if ((rc = eval_model_hash_finish(&hash, model_hash, &d)))
+        goto fail;
+    double hash_wait_s = eval_seconds_since(&th);
     int bos_added = a.bos == TOKENIZER_BOS_DEFAULT ? tokenizer_adds_bos(tok) : a.bos;
     char bos_rule[96], cmdline[2048] = "qatscope";
     snprintf(bos_rule, sizeof bos_rule, "%s (%s BOS)",
@@ -400,12 +452,14 @@ int cmd_eval(int argc, char **argv)
         printf("HiF8 checkpoint: W8A8 on %d Linear modules, scaling %s\n", m.hif8->n, q8scaling);
     size_t n_items;
     eval_session_items(s, &n_items);
-    printf("%zu items in %.1f s; results: %s%s%s\n", n_items, eval_seconds_since(&t0), a.output,
+    printf("%zu items in %.1f s (load %.1f s, scoring %.1f s, hash wait %.1f s); results: %s%s%s\n",
+           n_items, eval_seconds_since(&t0), load_s, score_s, hash_wait_s, a.output,
            a.samples ? "; samples: " : "", a.samples ? a.samples : "");
 fail:
     if (rc)
         cli_diag_error(&d);
 done:
+    eval_model_hash_finish(&hash, NULL, NULL);
     cli_outputs_discard(&outs);
     eval_session_destroy(s);
     model_lm_destroy(mlm);

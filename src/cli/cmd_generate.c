@@ -86,10 +86,11 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
     int32_t *ids = NULL, *out = NULL, stop[GEN_MAX_STOP + LLAMA_MAX_EOS + 1];
     size_t n_ids = 0;
     int rc = 0, n_stop = 0, n_out = 0;
-    if (model_load_dir(&m, dir, &d))
+    /* weights packed once, in the precision of the matmuls (no fp32 copy of a bf16
+     * checkpoint in bf16) */
+    if (model_load_packed(&m, dir, precision, &d))
         return cli_diag_error(&d);
-    m.precision = precision;
-    if (model_packs_create(&m, &d) || tokenizer_create(&tok, dir, &d) ||
+    if (tokenizer_create(&tok, dir, &d) ||
         tokenizer_encode(tok, prompt, strlen(prompt), TOKENIZER_BOS_DEFAULT, &ids, &n_ids, &d)) {
         rc = cli_diag_error(&d);
         goto done;

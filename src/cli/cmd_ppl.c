@@ -35,10 +35,11 @@ static int ppl_run(const char *dir, const char *path, int bos, long window, long
     size_t len = 0, n_ids = 0;
     int32_t *ids = NULL;
     int rc = 0;
-    if (model_load_dir(&m, dir, &d))
+    /* weights packed once, in the precision of the matmuls (no fp32 copy of a bf16
+     * checkpoint in bf16) */
+    if (model_load_packed(&m, dir, precision, &d))
         return cli_diag_error(&d);
-    m.precision = precision;
-    if (model_packs_create(&m, &d) || tokenizer_create(&tok, dir, &d) || fileio_read_all(path, &text, &len, &d) ||
+    if (tokenizer_create(&tok, dir, &d) || fileio_read_all(path, &text, &len, &d) ||
         tokenizer_encode(tok, text, len, bos ? TOKENIZER_BOS_YES : TOKENIZER_BOS_NO, &ids,
                          &n_ids, &d)) {
         rc = cli_diag_error(&d);

@@ -38,7 +38,7 @@ struct evalquant {
     int *slot_of;          /* [L * MODEL_LIN_COUNT] module index or -1 */
     char (*names)[QUANT_NAME_MAX];   /* [n] module names */
     int scaling;           /* EVALQUANT_CURRENT | EVALQUANT_DELAYED | EVALQUANT_STORED */
-    float *in_scale;       /* [n] EVALQUANT_STORED: the stored static input scale, 0 = per token */
+    float *w_scale;        /* [n] weight scales of the substitutes packed once (evalquant_weight) */
     float *row_scale;      /* [row_cap] the hook's factors 1 / (s_x s_w) of the last call */
     size_t row_cap;
     char scaling_name[64];
@@ -74,16 +74,13 @@ static int evalquant_planned(void *self, int layer, int module)
 }
 
 /* The weight of module s in the code domain: wq = decode(encode_sat(w * s_w))
- * (a HiF8 checkpoint: its stored codes) and its scale. */
-static int evalquant_weight_codes(evalquant *q, int s, int layer, int module, const float *w,
-                                  float *wq, size_t n, float *sw)
+ * and its scale; w NULL: the pack holds wq already (evalquant_weight), only
+ * the scale. */
+static int evalquant_weight_codes(evalquant *q, int s, const float *w, float *wq, size_t n,
+                                  float *sw)
 {
-    const model_hif8 *h = q->m->hif8;
-    if (q->scaling == EVALQUANT_STORED) {
-        int i = h->slot[layer * MODEL_LIN_COUNT + module];
-        *sw = h->lin[i].weight_scale;
-        model_hif8_weight_values(h, i, wq);
-        (void)n;
+    if (!w) {
+        *sw = q->w_scale[s];
         return 0;
     }
     qs_diag d = {0};
@@ -113,19 +110,16 @@ static int evalquant_hook(void *self, int layer, int module, const float *x, flo
         q->row_cap = (size_t)N;
     }
     float sw, sx = 0.0f;
-    int rc = evalquant_weight_codes(q, s, layer, module, w, wq, (size_t)O * IN, &sw);
+    int rc = evalquant_weight_codes(q, s, w, wq, (size_t)O * IN, &sw);
     if (rc)
         return rc;
     qs_diag d = {0};
     quant *qi = quant_set_get(q->qs, 2 * s);
-    /* one scale for the call (delayed; a checkpoint's static scale), else per
-     * token: a row's scale from that row alone, so a choice's score does not
-     * depend on which rows (siblings, padding, batch) share the forward */
-    int per_row = q->scaling == EVALQUANT_CURRENT ||
-                  (q->scaling == EVALQUANT_STORED && q->in_scale[s] == 0.0f);
-    if (q->scaling == EVALQUANT_STORED && !per_row)
-        sx = q->in_scale[s];
-    else if (!per_row && quant_apply_scale(qi, x, (size_t)N * IN, &sx, &d))
+    /* one scale for the call (delayed), else per token: a row's scale from that
+     * row alone, so a choice's score does not depend on which rows (siblings,
+     * padding, batch) share the forward */
+    int per_row = q->scaling == EVALQUANT_CURRENT;
+    if (!per_row && quant_apply_scale(qi, x, (size_t)N * IN, &sx, &d))
         return QS_ENAN;
     size_t bad = 0;
     for (int r = 0; r < N; r++) {
@@ -141,6 +135,19 @@ static int evalquant_hook(void *self, int layer, int module, const float *x, flo
 static const float *evalquant_row_scale(void *self)
 {
     return ((const evalquant *)self)->row_scale;
+}
+
+/* The weight in the code domain, with its scale kept for the hook: constant
+ * during an evaluation (frozen scale, fixed weight), so model_packs_substitute
+ * packs it once (the HiF8 values are exact in either pack precision). */
+static int evalquant_weight(void *self, int layer, int module, const float *w, float *wq, int O,
+                            int IN)
+{
+    evalquant *q = self;
+    int s = q->slot_of[layer * MODEL_LIN_COUNT + module];
+    if (s < 0)
+        return QS_EINVAL;
+    return evalquant_weight_codes(q, s, w, wq, (size_t)O * IN, &q->w_scale[s]);
 }
 
 static int evalquant_plan(qplan *p, const char *patterns, qs_diag *d)
@@ -418,8 +425,9 @@ static int evalquant_create_current(evalquant *q, struct llama_model *m, const c
     return 0;
 }
 
-/* A HiF8 checkpoint (m->hif8): its modules and its stored input scales; the
- * quantizers only serve the per-token inputs of dynamic scaling (current). */
+/* A HiF8 checkpoint (m->hif8): its modules, described only.  Its quantized
+ * Linears run on their code packs (model_hif8_forward) already, so no hook is
+ * installed: --precision hif8 on it is bf16 (hif8-fp32: fp32). */
 static int evalquant_create_stored(evalquant *q, struct llama_model *m, const evalquant_options *o,
                                    qs_diag *d)
 {
@@ -446,17 +454,11 @@ static int evalquant_create_stored(evalquant *q, struct llama_model *m, const ev
     qs_free(pat);
     if (rc)
         return rc;
-    if (!(q->in_scale = qs_calloc((size_t)q->n, sizeof *q->in_scale)))
-        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
-    for (int i = 0; i < h->n; i++) {
-        const model_hif8_linear *l = &h->lin[i];
-        q->in_scale[q->slot_of[l->layer * MODEL_LIN_COUNT + l->module]] = l->input_scale;
-    }
     q->scaling = EVALQUANT_STORED;
     snprintf(q->scaling_name, sizeof q->scaling_name, "stored (%s)",
              h->dynamic ? "dynamic per token" : "static");
     snprintf(q->recipe_text, sizeof q->recipe_text,
-             "the HiF8 checkpoint's scales: weights decode(code) / weight_scale, inputs %s",
+             "the HiF8 checkpoint's codes and scales (W8A8 on its code packs), inputs %s",
              h->dynamic ? "per token at their own amax (current, margin 0)"
                         : "at the stored input_scales");
     return 0;
@@ -501,15 +503,27 @@ int evalquant_create_opts(evalquant **out, struct llama_model *m, const evalquan
 done:
     if (have_state)
         trainstate_close(&st.r);
+    if (!rc && !(q->w_scale = qs_calloc((size_t)q->n, sizeof *q->w_scale)))
+        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     if (rc) {
         evalquant_destroy(q);
         return rc;
     }
+    *out = q;
+    if (q->scaling == EVALQUANT_STORED)   /* its code packs are the quantized Linears */
+        return 0;
     m->hook.self = q;
     m->hook.fn = evalquant_hook;
     m->hook.planned = evalquant_planned;
     m->hook.row_scale = evalquant_row_scale;
-    *out = q;
+    m->hook.weight = evalquant_weight;
+    m->hook.rows_independent = 1;   /* per-row scales (current) or frozen ones (delayed) */
+    /* with packs: the planned weights are fake-quantized and packed once, here */
+    if (m->packs && (rc = model_packs_substitute(m, d))) {
+        evalquant_destroy(q);
+        *out = NULL;
+        return rc;
+    }
     return 0;
 }
 
@@ -528,9 +542,11 @@ void evalquant_destroy(evalquant *q)
         q->m->hook.fn = NULL;
         q->m->hook.planned = NULL;
         q->m->hook.row_scale = NULL;
+        q->m->hook.weight = NULL;
+        q->m->hook.rows_independent = 0;
     }
     quant_set_destroy(q->qs);
-    qs_free(q->in_scale);
+    qs_free(q->w_scale);
     qs_free(q->row_scale);
     qs_free(q->slot_of);
     qs_free(q->names);

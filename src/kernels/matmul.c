@@ -18,14 +18,16 @@
 
 #include "matmul_impl.h"
 #include "qs/cpu.h"
+#include "qs/err.h"
 #include "qs/mem.h"
 
 struct matmul_wpack {
-    const float *w; /* [O, IN], owned by the caller; NULL for a code pack */
+    const float *w; /* [O, IN], owned by the caller; NULL when frozen or a code pack */
     int IN, O, precision;
     mm_bpack fwd;   /* B = w^T, K = IN, N = O */
     mm_bpack bwd;   /* B = w,   K = O,  N = IN */
     int fwd_fresh, bwd_fresh;
+    int frozen;     /* forward form only, made once (matmul_wpack_create_frozen*) */
     int codes;      /* HiF8 code pack (matmul_wpack_create_hif8): fwd holds the codes */
     int sgemm;      /* code pack of a precision without a packed kernel: decoded per call */
 };
@@ -43,13 +45,14 @@ static int mm_kernel_select(int precision)
     return level >= CPU_LEVEL_AVX512 ? MM_KERNEL_AVX512 : -1;
 }
 
-/* The kernel a pack's products run on: a code pack keeps the one it was made
- * for (its codes have no fp32 source to re-pack from). */
+/* The kernel a pack's products run on: frozen and code packs keep the one they
+ * were made for (they have no fp32 source to re-pack from; -1 for a code pack
+ * of an sgemm precision), others follow the precision. */
 static int mm_pack_kernel(const matmul_wpack *pk, int precision)
 {
     if (pk && pk->codes)
         return pk->sgemm ? -1 : (int)pk->fwd.kernel;
-    return mm_kernel_select(precision);
+    return pk && pk->frozen ? (int)pk->fwd.kernel : mm_kernel_select(precision);
 }
 
 /* ---- OpenBLAS reference path (shapes already checked >= 1) ---- */
@@ -173,7 +176,7 @@ static void mm_forward_gemm(float *out, const float *x, const float *w, const fl
         mm_forward_codes(out, x, pk, bias, N, xp);
         return;
     }
-    int kernel = mm_kernel_select(precision);
+    int kernel = mm_pack_kernel(pk, precision);
     if (kernel >= 0) {
         mm_bpack tmp = {0};
         int fresh = 0;
@@ -327,7 +330,7 @@ matmul_wpack *matmul_wpack_create(const float *w, int IN, int O, int precision)
 
 void matmul_wpack_refresh(matmul_wpack *pk)
 {
-    if (pk)
+    if (pk && !pk->frozen && !pk->codes)   /* frozen, code packs: no source to re-read */
         pk->fwd_fresh = pk->bwd_fresh = 0;
 }
 
@@ -359,11 +362,11 @@ static int mm_forward_group(float *const *out, const float *x, matmul_wpack *con
                             const matmul_epilogue *ep)
 {
     int IN = pk[0]->IN, precision = pk[0]->precision;
-    int kernel = mm_kernel_select(precision);
+    int kernel = mm_pack_kernel(pk[0], precision);
     if (kernel < 0)
         return -1;
-    for (int i = 0; i < n; i++)
-        if (pk[i]->codes)   /* one by one (matmul_forward_packed_ws) */
+    for (int i = 0; i < n; i++)   /* code packs, mixed kernels: one by one */
+        if (pk[i]->codes || mm_pack_kernel(pk[i], precision) != kernel)
             return -1;
     const mm_bpack *bp[4];
     ptrdiff_t ldc[4];
@@ -417,7 +420,7 @@ void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wp
 void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
                                const float *x, matmul_wpack *pk, int N, matmul_ws *ws)
 {
-    assert(!pk->codes || !dx);   /* code packs have no backward form (matmul.h) */
+    assert((!pk->frozen && !pk->codes) || !dx);   /* no backward form (matmul.h) */
     mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk, ws);
 }
 
@@ -525,6 +528,90 @@ void matmul_ws_destroy(matmul_ws *ws)
 size_t matmul_ws_bytes(const matmul_ws *ws)
 {
     return ws ? sizeof *ws + ws->bpack.bytes + ws->apack.bytes + ws->xpack.bytes : 0;
+}
+
+/* ---- frozen packs (inference) ---- */
+
+int matmul_frozen_available(int precision) { return mm_kernel_select(precision) >= 0; }
+
+int matmul_rows_independent(int precision) { return mm_kernel_select(precision) >= 0; }
+
+/* A frozen pack of the right shape, its forward form filled by fill (0 or QS_ENOMEM). */
+static matmul_wpack *mm_frozen_new(int IN, int O, int precision)
+{
+    if (IN < 1 || O < 1 || mm_kernel_select(precision) < 0)
+        return NULL;
+    matmul_wpack *pk = qs_calloc(1, sizeof *pk);
+    if (!pk)
+        return NULL;
+    pk->IN = IN;
+    pk->O = O;
+    pk->precision = precision;
+    pk->frozen = 1;
+    return pk;
+}
+
+matmul_wpack *matmul_wpack_create_frozen(const float *w, int IN, int O, int precision)
+{
+    matmul_wpack *pk = w ? mm_frozen_new(IN, O, precision) : NULL;
+    if (pk && matmul_wpack_frozen_set(pk, w)) {
+        matmul_wpack_destroy(pk);
+        return NULL;
+    }
+    return pk;
+}
+
+matmul_wpack *matmul_wpack_create_frozen_bf16(const uint16_t *w, int IN, int O, int precision)
+{
+    matmul_wpack *pk = w ? mm_frozen_new(IN, O, precision) : NULL;
+    if (!pk)
+        return NULL;
+    int kernel = mm_kernel_select(precision);
+    if (mm_bpack_fill_bf16_impl(&pk->fwd, w, IN, O, (mm_kernel)kernel,
+                                precision == MATMUL_BF16)) {
+        matmul_wpack_destroy(pk);
+        return NULL;
+    }
+    pk->fwd_fresh = 1;
+    return pk;
+}
+
+int matmul_wpack_frozen_set(matmul_wpack *pk, const float *w)
+{
+    if (!pk || !pk->frozen || !w)
+        return QS_EINVAL;
+    int kernel = pk->fwd_fresh ? (int)pk->fwd.kernel : mm_kernel_select(pk->precision);
+    mm_view wt = {w, 1, pk->IN};
+    pk->fwd_fresh = mm_bpack_fill_impl(&pk->fwd, wt, pk->IN, pk->O, (mm_kernel)kernel,
+                                       pk->precision == MATMUL_BF16) == 0;
+    return pk->fwd_fresh ? 0 : QS_ENOMEM;
+}
+
+int matmul_wpack_frozen(const matmul_wpack *pk) { return pk && pk->frozen; }
+
+void matmul_wpack_row(matmul_wpack *pk, int o, float *out)
+{
+    if (pk->codes) {   /* decode(code), exact */
+        mm_bpack_codes_row_impl(&pk->fwd, o, 0, pk->IN, NULL, out);
+        return;
+    }
+    if (!pk->frozen) {   /* the forward form as the next product would build it */
+        int kernel = mm_kernel_select(pk->precision);
+        mm_view wt = {pk->w, 1, pk->IN};
+        if (kernel < 0 ||
+            mm_pack_ready(&pk->fwd, &pk->fwd_fresh, wt, pk->IN, pk->O, kernel, pk->precision)) {
+            for (int i = 0; i < pk->IN; i++)   /* no pack: what sgemm / the loop read */
+                out[i] = pk->precision == MATMUL_BF16 ? mm_bf16_round(pk->w[(size_t)o * pk->IN + i])
+                                                      : pk->w[(size_t)o * pk->IN + i];
+            return;
+        }
+    }
+    mm_bpack_col_impl(&pk->fwd, o, out);
+}
+
+size_t matmul_wpack_frozen_bytes_estimate(int IN, int O, int precision)
+{
+    return sizeof(matmul_wpack) + mm_bpack_bytes_for(IN, O, precision);
 }
 
 /* ---- HiF8 code packs ---- */

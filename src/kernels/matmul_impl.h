@@ -140,6 +140,21 @@ int mm_apack_rows_reserve_impl(mm_bpack *ap, int M, int K);
 void mm_apack_rows_panel_impl(mm_bpack *ap, mm_view a, int p);
 size_t mm_apack_rows_bytes_impl(int M, int K);
 
+/* B = w^T of a weight stored as bf16 bits, w [N, K] row-major (B(k, n) = w[n * K + k]),
+ * packed as mm_bpack_fill_impl packs the fp32 values of those bits (same bytes), without
+ * an fp32 copy: bf16 pairs for the AVX512-BF16 kernel, fp32 panels otherwise (round_bf16:
+ * the bf16 fallback's order and padding).  Subnormal values become signed zero in the
+ * bf16 formats (mm_bf16_bits).  0 or QS_ENOMEM. */
+int mm_bpack_fill_bf16_impl(mm_bpack *bp, const uint16_t *w, int K, int N, mm_kernel kernel,
+                            int round_bf16);
+/* Column n of a whole B pack (row n of the w it was made from) as the products
+ * see it, into out[K]: fp32 values (bf16 ones for the bf16 formats). */
+void mm_bpack_col_impl(const mm_bpack *bp, int n, float *out);
+/* AVX-512 part of the pair-format fill of one full panel (rows j0 .. j0 + MM_NR of
+ * w [.., K] bf16): pairs 0 .. returned - 1 (whole blocks of 16), the rest is the
+ * caller's.  AVX-512 CPUs only. */
+int mm_bpanel_bf16_bits_avx512_impl(uint32_t *dst, const uint16_t *w, int K, int j0);
+
 /* dout[N, O] handed over two rows at a time (matmul_dout_*), into both bf16 forms
  * at once: rows (dx's A, as mm_apack_rows_*) and pairs (dw's A = dout^T, as
  * mm_apack_whole_impl), the same bytes as those packs of the fp32 dout.

@@ -185,6 +185,18 @@ static int attn_slot(void)
 #endif
 }
 
+/* Start position of sequence b: p0s[b], or pos0 for every sequence. */
+static inline int attn_p0(const int *p0s, int pos0, int b) { return p0s ? p0s[b] : pos0; }
+
+/* The largest start position (the keys the longest row sees, minus T). */
+static int attn_p0_max(const int *p0s, int pos0, int B)
+{
+    int m = pos0;
+    for (int b = 0; p0s && b < B; b++)
+        m = b == 0 || p0s[b] > m ? p0s[b] : m;
+    return m;
+}
+
 /* keys of (b, KV head g) transposed into kt [B, KVH, hd, Tcap], keys 0 .. Tk-1 */
 static void attn_transpose_one(float *kt, const float *k, int bg, int Tk, int Tcap, int KVH, int hd,
                                int simd512)
@@ -204,10 +216,10 @@ static void attn_transpose_one(float *kt, const float *k, int bg, int Tk, int Tc
 
 /* Portable prompt path: one row at a time on the transposed keys. */
 static void attn_forward_tiled(float *out, float *att, const float *q, const float *k,
-                               const float *v, int B, int T, int pos0, int Tcap, int H, int KVH,
-                               int hd, float *scratch)
+                               const float *v, int B, int T, const int *p0s, int pos0, int Tcap,
+                               int H, int KVH, int hd, float *scratch)
 {
-    const int group = H / KVH, Tk = pos0 + T;
+    const int group = H / KVH, Tk = attn_p0_max(p0s, pos0, B) + T;
     const size_t kv_stride = (size_t)KVH * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     float *kt = scratch, *rows = scratch + (size_t)B * KVH * hd * Tcap;
@@ -221,14 +233,14 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
 #pragma omp for schedule(static)
 #endif
         for (int bg = 0; bg < B * KVH; bg++)
-            attn_transpose_one(kt, k, bg, Tk, Tcap, KVH, hd, 0);
+            attn_transpose_one(kt, k, bg, attn_p0(p0s, pos0, bg / KVH) + T, Tcap, KVH, hd, 0);
 #ifdef _OPENMP
 #pragma omp for collapse(3) schedule(static)
 #endif
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
                 for (int t = 0; t < T; t++) {
-                    int g = h / group, n_keys = pos0 + t + 1;
+                    int g = h / group, n_keys = attn_p0(p0s, pos0, b) + t + 1;
                     float *p = att ? att + (((size_t)b * H + h) * T + t) * Tcap
                                    : rows + (size_t)slot * ATTN_ROWS * Tcap;
                     const float *qr = q + (((size_t)b * T + t) * H + h) * hd;
@@ -249,6 +261,7 @@ static void attn_forward_tiled(float *out, float *att, const float *q, const flo
 typedef struct attn_call {
     float *out, *att, *kt, *rows;
     const float *q, *k, *v;
+    const int *p0s;   /* [B] start positions, or NULL: pos0 for all */
     int B, T, pos0, Tcap, H, KVH, hd, group, nblk;
     float scale;
 } attn_call;
@@ -268,7 +281,7 @@ static void attn_run_block(const attn_call *c, int bg, int blk_i, int slot, int 
         const size_t row = ((size_t)b * T + t) * H + h;
         blk.q[r] = c->q + row * hd;
         blk.o[r] = c->out + row * hd;
-        blk.n[r] = c->pos0 + t + 1;
+        blk.n[r] = attn_p0(c->p0s, c->pos0, b) + t + 1;
         blk.e[r] = c->att ? c->att + (((size_t)b * H + h) * T + t) * Tcap
                           : c->rows + ((size_t)slot * ATTN_ROWS + rl) * Tcap;
     }
@@ -282,14 +295,14 @@ static void attn_run_block(const attn_call *c, int bg, int blk_i, int slot, int 
  * (batch, KV head) pairs each is one task (its keys transposed, then its
  * blocks: no barrier); with few, the transposes then the blocks are shared out. */
 static void attn_forward_blocks(float *out, float *att, const float *q, const float *k,
-                                const float *v, int B, int T, int pos0, int Tcap, int H, int KVH,
-                                int hd, float *scratch)
+                                const float *v, int B, int T, const int *p0s, int pos0, int Tcap,
+                                int H, int KVH, int hd, float *scratch)
 {
-    const int group = H / KVH, Tk = pos0 + T, nbg = B * KVH;
+    const int group = H / KVH, Tk = attn_p0_max(p0s, pos0, B) + T, nbg = B * KVH;
     const int nblk = (group * T + ATTN_ROWS - 1) / ATTN_ROWS;
     const int transpose = scratch && T >= ATTN_TRANSPOSE_MIN_T;
     attn_call c = {out, att, scratch, scratch ? scratch + (size_t)nbg * hd * Tcap : NULL,
-                   q, k, v, B, T, pos0, Tcap, H, KVH, hd, group, nblk,
+                   q, k, v, p0s, B, T, pos0, Tcap, H, KVH, hd, group, nblk,
                    1.0f / sqrtf((float)hd)};
     const int n_thr = attn_threads((double)B * H * T * Tk * hd);
     const int per_pair = nbg >= 4 * n_thr;
@@ -304,7 +317,8 @@ static void attn_forward_blocks(float *out, float *att, const float *q, const fl
 #endif
             for (int bg = 0; bg < nbg; bg++) {
                 if (transpose)
-                    attn_transpose_one(c.kt, k, bg, Tk, Tcap, KVH, hd, 1);
+                    attn_transpose_one(c.kt, k, bg, attn_p0(p0s, pos0, bg / KVH) + T, Tcap, KVH,
+                                       hd, 1);
                 for (int i = 0; i < nblk; i++)
                     attn_run_block(&c, bg, i, slot, transpose);
             }
@@ -314,7 +328,8 @@ static void attn_forward_blocks(float *out, float *att, const float *q, const fl
 #pragma omp for schedule(dynamic, 1)
 #endif
                 for (int bg = 0; bg < nbg; bg++)
-                    attn_transpose_one(c.kt, k, bg, Tk, Tcap, KVH, hd, 1);
+                    attn_transpose_one(c.kt, k, bg, attn_p0(p0s, pos0, bg / KVH) + T, Tcap, KVH,
+                                       hd, 1);
             }
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
@@ -326,19 +341,21 @@ static void attn_forward_blocks(float *out, float *att, const float *q, const fl
     (void)n_thr;
 }
 
-void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
-                  int T, int pos0, int Tcap, int H, int KVH, int hd, float *scratch)
+static void attn_forward_any(float *out, float *att, const float *q, const float *k,
+                             const float *v, int B, int T, const int *p0s, int pos0, int Tcap,
+                             int H, int KVH, int hd, float *scratch)
 {
     if (cpu_level() >= CPU_LEVEL_AVX512 && (scratch || att)) {
-        attn_forward_blocks(out, att, q, k, v, B, T, pos0, Tcap, H, KVH, hd, scratch);
+        attn_forward_blocks(out, att, q, k, v, B, T, p0s, pos0, Tcap, H, KVH, hd, scratch);
         return;
     }
     if (scratch && T >= ATTN_TRANSPOSE_MIN_T) {
-        attn_forward_tiled(out, att, q, k, v, B, T, pos0, Tcap, H, KVH, hd, scratch);
+        attn_forward_tiled(out, att, q, k, v, B, T, p0s, pos0, Tcap, H, KVH, hd, scratch);
         return;
     }
     const float scale = 1.0f / sqrtf((float)hd);
-    const int group = H / KVH, n_thr = attn_threads((double)B * H * T * (pos0 + T) * hd);
+    const int group = H / KVH,
+              n_thr = attn_threads((double)B * H * T * (attn_p0_max(p0s, pos0, B) + T) * hd);
     const size_t kv_stride = (size_t)KVH * hd;
 #ifdef _OPENMP
 #pragma omp parallel for collapse(3) schedule(static) num_threads(n_thr)
@@ -350,10 +367,22 @@ void attn_forward(float *out, float *att, const float *q, const float *k, const 
                 float *o = out + (((size_t)b * T + t) * H + h) * hd;
                 size_t kv_off = (size_t)b * Tcap * kv_stride + (size_t)(h / group) * hd;
                 float *p = att ? att + (((size_t)b * H + h) * T + t) * Tcap : NULL;
-                attn_row_ref(o, p, Tcap, qr, k + kv_off, v + kv_off, pos0 + t + 1, kv_stride, hd,
-                             scale);
+                attn_row_ref(o, p, Tcap, qr, k + kv_off, v + kv_off, attn_p0(p0s, pos0, b) + t + 1,
+                             kv_stride, hd, scale);
             }
     (void)n_thr;
+}
+
+void attn_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                  int T, int pos0, int Tcap, int H, int KVH, int hd, float *scratch)
+{
+    attn_forward_any(out, att, q, k, v, B, T, NULL, pos0, Tcap, H, KVH, hd, scratch);
+}
+
+void attn_forward_seq(float *out, const float *q, const float *k, const float *v, int B, int T,
+                      const int *pos0, int Tcap, int H, int KVH, int hd, float *scratch)
+{
+    attn_forward_any(out, NULL, q, k, v, B, T, pos0, 0, Tcap, H, KVH, hd, scratch);
 }
 
 /* AVX-512 backward: one task per (batch, KV head), which owns that head's

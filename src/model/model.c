@@ -11,17 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model_impl.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model_hif8.h"
 #include "qs/rng.h"
 #include "qs/safetensors.h"
-
-enum {
-    MK_WTE, MK_NORM, MK_LM_HEAD,
-    MK_ATTN_NORM, MK_WQ, MK_BQ, MK_WK, MK_BK, MK_WV, MK_BV, MK_WO, MK_BO,
-    MK_MLP_NORM, MK_GATE, MK_UP, MK_DOWN
-};
 
 /* Per-layer tensors in HF order.  rows/cols: 'C' dim, 'F' hidden, 'Q' H*hd,
  * 'K' KVH*hd, 0 = 1-D. */
@@ -55,21 +50,6 @@ static int64_t model_dim_of(const llama_config *c, char k)
     case 'Q': return (int64_t)c->n_heads * c->head_dim;
     case 'K': return (int64_t)c->n_kv_heads * c->head_dim;
     default: return 0;
-    }
-}
-
-/* MODEL_LIN_* of a Linear weight kind, else -1 */
-static int model_kind_module(int kind)
-{
-    switch (kind) {
-    case MK_WQ: return MODEL_LIN_Q;
-    case MK_WK: return MODEL_LIN_K;
-    case MK_WV: return MODEL_LIN_V;
-    case MK_WO: return MODEL_LIN_O;
-    case MK_GATE: return MODEL_LIN_GATE;
-    case MK_UP: return MODEL_LIN_UP;
-    case MK_DOWN: return MODEL_LIN_DOWN;
-    default: return -1;
     }
 }
 
@@ -112,7 +92,7 @@ static int model_table_build(const llama_config *c, const model_hif8 *q8, model_
                 (model_kinds[k].need == 2 && !c->o_bias))
                 continue;
             snprintf(name, sizeof name, "model.layers.%d.%s", l, model_kinds[k].suffix);
-            int mod = model_kind_module(model_kinds[k].kind);
+            int mod = model_kind_module_impl(model_kinds[k].kind);
             model_table_add(t, &n, &off, name, l, model_kinds[k].kind,
                             model_dim_of(c, model_kinds[k].rows),
                             model_dim_of(c, model_kinds[k].cols),
@@ -201,22 +181,62 @@ int model_weights_point(llama_weights *w, const llama_model *m, float *block)
     return 0;
 }
 
-static int model_init_q8(llama_model *m, const llama_config *cfg, const model_hif8 *q8,
-                         qs_diag *d)
+int model_kind_is_packed_impl(int kind)
+{
+    switch (kind) {
+    case MK_WTE: case MK_LM_HEAD: case MK_WQ: case MK_WK: case MK_WV: case MK_WO:
+    case MK_GATE: case MK_UP: case MK_DOWN:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int model_kind_module_impl(int kind)
+{
+    switch (kind) {
+    case MK_WQ: return MODEL_LIN_Q;
+    case MK_WK: return MODEL_LIN_K;
+    case MK_WV: return MODEL_LIN_V;
+    case MK_WO: return MODEL_LIN_O;
+    case MK_GATE: return MODEL_LIN_GATE;
+    case MK_UP: return MODEL_LIN_UP;
+    case MK_DOWN: return MODEL_LIN_DOWN;
+    default: return -1;
+    }
+}
+
+/* q8 (may be NULL): a HiF8 checkpoint, whose coded weights get no room in the
+ * block; packed: no matrix gets room (MODEL_NO_STORAGE), the other tensors are
+ * laid out compactly in table order. */
+static int model_init_layout(llama_model *m, const llama_config *cfg, const model_hif8 *q8,
+                             int packed, qs_diag *d)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->n_tensors = model_table_build(cfg, q8, NULL, &m->n_params);
     m->tensors = qs_calloc((size_t)m->n_tensors, sizeof *m->tensors);
     m->w.layer = qs_calloc((size_t)cfg->n_layers, sizeof *m->w.layer);
-    m->params = qs_malloc(m->n_params * sizeof *m->params);
+    if (m->tensors)
+        model_table_build(cfg, q8, m->tensors, &m->n_params);
+    if (m->tensors && packed) {
+        size_t off = 0;
+        for (int i = 0; i < m->n_tensors; i++) {
+            model_tensor *e = &m->tensors[i];
+            e->offset_elems = model_kind_is_packed_impl(e->kind) ? MODEL_NO_STORAGE : off;
+            off += e->offset_elems == MODEL_NO_STORAGE ? 0 : (e->n_elems + 15) / 16 * 16;
+        }
+        m->n_params = off;
+        m->weights_packed = 1;
+    }
+    m->params = qs_malloc((m->n_params ? m->n_params : 1) * sizeof *m->params);
     if (!m->tensors || !m->w.layer || !m->params) {
+        size_t n = m->n_params;
         model_free(m);
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for %zu parameters (%.1f MiB)",
-                        m->n_params, m->n_params * 4.0 / (1 << 20));
+                        n, n * 4.0 / (1 << 20));
     }
     memset(m->params, 0, m->n_params * sizeof *m->params);   /* alignment padding too */
-    model_table_build(cfg, q8, m->tensors, &m->n_params);
     model_weights_point(&m->w, m, m->params);
     int rc = rope_table_init(&m->rope, hfconfig_max_context(cfg), cfg->head_dim, cfg->rope_theta,
                              &cfg->rope_scale);
@@ -230,7 +250,12 @@ static int model_init_q8(llama_model *m, const llama_config *cfg, const model_hi
 
 int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
 {
-    return model_init_q8(m, cfg, NULL, d);
+    return model_init_layout(m, cfg, NULL, 0, d);
+}
+
+int model_init_packed_impl(llama_model *m, const llama_config *cfg, qs_diag *d)
+{
+    return model_init_layout(m, cfg, NULL, 1, d);
 }
 
 static const float *model_linear_weight(const llama_layer_weights *lw, int module)
@@ -248,6 +273,9 @@ static const float *model_linear_weight(const llama_layer_weights *lw, int modul
 
 int model_packs_create(llama_model *m, qs_diag *d)
 {
+    if (m->weights_packed)
+        return diag_set(d, QS_EINVAL, NULL, -1, "the weights live in their packs (model_load_packed): "
+                        "nothing to pack them from");
     model_packs_destroy(m);
     const llama_config *c = &m->cfg;
     int n = c->n_layers * MODEL_LIN_COUNT + 1;
@@ -322,6 +350,7 @@ void model_packs_destroy(llama_model *m)
         matmul_wpack_destroy(m->packs[i]);
     qs_free(m->packs);
     m->packs = NULL;
+    m->packs_substituted = 0;
     matmul_ws_destroy(m->ws);
     m->ws = NULL;
 }
@@ -330,6 +359,7 @@ void model_free(llama_model *m)
 {
     model_packs_destroy(m);
     model_hif8_free(m->hif8);
+    matmul_wpack_destroy(m->embed_pack);
     qs_free(m->tensors);
     qs_free(m->w.layer);
     qs_free(m->params);
@@ -337,7 +367,7 @@ void model_free(llama_model *m)
     memset(m, 0, sizeof *m);
 }
 
-static void model_note_dtype(llama_model *m, int dtype)
+void model_note_dtype_impl(llama_model *m, int dtype)
 {
     const char *n = safetensors_dtype_name(dtype);
     char *p = m->dtypes;
@@ -352,20 +382,47 @@ static void model_note_dtype(llama_model *m, int dtype)
         snprintf(p + len, sizeof m->dtypes - len, "%s%s", len ? "+" : "", n);
 }
 
-/* A HiF8 checkpoint's coded weight: into its code pack only (no room in the
- * block, view NULL: the forward runs on the pack, the weight packs skip it). */
-static int model_load_hif8_weight(llama_model *m, const safetensors_dir *sd,
-                                  const model_tensor *e, const safetensors_tensor *t,
-                                  const char *file, qs_diag *d)
+int model_tensor_find_impl(const safetensors_dir *sd, const model_tensor *e, const char *dir,
+                           const safetensors_tensor **out, const char **file, qs_diag *d)
+{
+    const safetensors_tensor *t = safetensors_dir_find(sd, e->name, file);
+    *out = t;
+    if (!t)
+        return diag_set(d, QS_ENOTFOUND, dir, -1,
+                        "tensor '%s' [%lld%s%.0lld] is missing from the checkpoint",
+                        e->name, (long long)e->shape[0], e->ndim == 2 ? ", " : "",
+                        e->ndim == 2 ? (long long)e->shape[1] : 0LL);
+    int ok = t->ndim == e->ndim && t->shape[0] == e->shape[0] &&
+             (e->ndim == 1 || t->shape[1] == e->shape[1]);
+    if (ok)
+        return 0;
+    char found[96] = "[";
+    for (int k = 0; k < t->ndim; k++)
+        snprintf(found + strlen(found), sizeof found - strlen(found), "%s%lld", k ? ", " : "",
+                 (long long)t->shape[k]);
+    snprintf(found + strlen(found), sizeof found - strlen(found), "]");
+    if (e->ndim == 2)
+        return diag_set(d, QS_ESHAPE, *file, -1, "tensor '%s': expected [%lld, %lld], found %s",
+                        e->name, (long long)e->shape[0], (long long)e->shape[1], found);
+    return diag_set(d, QS_ESHAPE, *file, -1, "tensor '%s': expected [%lld], found %s", e->name,
+                    (long long)e->shape[0], found);
+}
+
+int model_tensor_coded_impl(const llama_model *m, const model_tensor *e)
+{
+    int mod = model_kind_module_impl(e->kind);
+    return mod >= 0 && model_hif8_planned(m, e->layer, mod);
+}
+
+int model_load_hif8_weight_impl(llama_model *m, const safetensors_dir *sd, const model_tensor *e,
+                                const safetensors_tensor *t, const char *file, int precision,
+                                qs_diag *d)
 {
     char name[sizeof e->name + 8];
     snprintf(name, sizeof name, "%s_scale", e->name);
-    int rc = model_hif8_load_weight(m->hif8, e->layer, model_kind_module(e->kind), t,
-                                    safetensors_dir_find(sd, name, NULL), e->shape[0], e->shape[1],
-                                    file, d);
-    if (!rc)
-        model_note_dtype(m, SAFETENSORS_U8);
-    return rc;
+    return model_hif8_load_weight(m->hif8, e->layer, model_kind_module_impl(e->kind), t,
+                                  safetensors_dir_find(sd, name, NULL), e->shape[0], e->shape[1],
+                                  precision, file, d);
 }
 
 static int model_load_tensors(llama_model *m, const safetensors_dir *sd, const char *dir,
@@ -374,37 +431,17 @@ static int model_load_tensors(llama_model *m, const safetensors_dir *sd, const c
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *e = &m->tensors[i];
         const char *file = NULL;
-        const safetensors_tensor *t = safetensors_dir_find(sd, e->name, &file);
-        if (!t)
-            return diag_set(d, QS_ENOTFOUND, dir, -1,
-                            "tensor '%s' [%lld%s%.0lld] is missing from the checkpoint",
-                            e->name, (long long)e->shape[0], e->ndim == 2 ? ", " : "",
-                            e->ndim == 2 ? (long long)e->shape[1] : 0LL);
-        int mod = model_kind_module(e->kind);
-        if (m->hif8 && mod >= 0 && m->hif8->slot[e->layer * MODEL_LIN_COUNT + mod] >= 0) {
-            int rc = model_load_hif8_weight(m, sd, e, t, file, d);
-            if (rc)
-                return rc;
-            continue;
-        }
-        int ok = t->ndim == e->ndim && t->shape[0] == e->shape[0] &&
-                 (e->ndim == 1 || t->shape[1] == e->shape[1]);
-        if (!ok) {
-            char found[96] = "[";
-            for (int k = 0; k < t->ndim; k++)
-                snprintf(found + strlen(found), sizeof found - strlen(found), "%s%lld",
-                         k ? ", " : "", (long long)t->shape[k]);
-            snprintf(found + strlen(found), sizeof found - strlen(found), "]");
-            if (e->ndim == 2)
-                return diag_set(d, QS_ESHAPE, file, -1, "tensor '%s': expected [%lld, %lld], found %s",
-                                e->name, (long long)e->shape[0], (long long)e->shape[1], found);
-            return diag_set(d, QS_ESHAPE, file, -1, "tensor '%s': expected [%lld], found %s",
-                            e->name, (long long)e->shape[0], found);
-        }
-        int rc = safetensors_tensor_to_f32(t, m->params + e->offset_elems, file, d);
+        const safetensors_tensor *t;
+        int rc = model_tensor_find_impl(sd, e, dir, &t, &file, d);
         if (rc)
             return rc;
-        model_note_dtype(m, t->dtype);
+        if (model_tensor_coded_impl(m, e))   /* into its code pack only */
+            rc = model_load_hif8_weight_impl(m, sd, e, t, file, MATMUL_BF16, d);
+        else
+            rc = safetensors_tensor_to_f32(t, m->params + e->offset_elems, file, d);
+        if (rc)
+            return rc;
+        model_note_dtype_impl(m, t->dtype);
     }
     return 0;
 }
@@ -425,7 +462,7 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
         model_hif8_free(q8);
         return rc;
     }
-    rc = model_init_q8(m, &cfg, q8, d);
+    rc = model_init_layout(m, &cfg, q8, 0, d);
     if (rc)
         model_hif8_free(q8);
     else
@@ -438,21 +475,6 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
     return rc;
 }
 
-void model_params_round_bf16(llama_model *m)
-{
-    for (int i = 0; i < m->n_tensors; i++) {
-        const model_tensor *e = &m->tensors[i];
-        int mod = model_kind_module(e->kind);
-        if (mod >= 0 && (model_hif8_planned(m, e->layer, mod) ||
-                         (m->hook.fn && (!m->hook.planned ||
-                                         m->hook.planned(m->hook.self, e->layer, mod)))))
-            continue;
-        float *p = m->params + e->offset_elems;
-        for (size_t j = 0; j < e->n_elems; j++)
-            p[j] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(p[j]));
-    }
-}
-
 /* splitmix64 (rng_splitmix64) + Box-Muller: deterministic, independent of the thread count. */
 
 void model_params_randomize(llama_model *m, uint64_t seed, float std)
@@ -460,6 +482,8 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std)
     uint64_t s = seed;
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *e = &m->tensors[i];
+        if (e->offset_elems == MODEL_NO_STORAGE)
+            continue;
         float *p = m->params + e->offset_elems;
         int is_norm = e->kind == MK_NORM || e->kind == MK_ATTN_NORM || e->kind == MK_MLP_NORM;
         for (size_t j = 0; j < e->n_elems; j++) {
@@ -476,6 +500,8 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std)
 
 int model_save_safetensors(const llama_model *m, const char *path, int dtype, qs_diag *d)
 {
+    if (m->weights_packed)
+        return diag_set(d, QS_EINVAL, path, -1, "an inference model (weights in packs) cannot be saved");
     safetensors_entry *e = qs_calloc((size_t)m->n_tensors, sizeof *e);
     if (!e)
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory");

@@ -29,11 +29,12 @@ static size_t acts_max3(size_t a, size_t b, size_t c)
 
 /* a may be NULL (only sizes).  Returns the arena size in floats. */
 static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *c, int B, int T,
-                                int Tcap, int training)
+                                int Tcap, int training, int logits_rows, int kv_shared)
 {
     size_t N = (size_t)B * T, C = (size_t)c->dim, F = (size_t)c->hidden_dim;
     size_t QD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
     size_t L = (size_t)c->n_layers, Lk = training ? L : 1, V = (size_t)c->vocab_size;
+    size_t Lkv = kv_shared ? 1 : L, NV = (logits_rows > 0 ? (size_t)logits_rows : N) * V;
     size_t off = 0;
     size_t max_w = acts_max3(QD * C, F * C, KD * C);
     llama_acts sizes_only;   /* fields are only written when base is set */
@@ -43,8 +44,8 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
     acts_take(&a->ln1, base, &off, Lk * N * C);
     acts_take(&a->ln1_rstd, base, &off, Lk * N);
     acts_take(&a->q, base, &off, Lk * N * QD);
-    acts_take(&a->kcache, base, &off, L * B * (size_t)Tcap * KD);
-    acts_take(&a->vcache, base, &off, L * B * (size_t)Tcap * KD);
+    acts_take(&a->kcache, base, &off, Lkv * B * (size_t)Tcap * KD);
+    acts_take(&a->vcache, base, &off, Lkv * B * (size_t)Tcap * KD);
     acts_take(&a->att, base, &off, training ? L * B * c->n_heads * (size_t)T * Tcap : 0);
     acts_take(&a->atty, base, &off, Lk * N * QD);
     acts_take(&a->resid_mid, base, &off, Lk * N * C);
@@ -55,7 +56,7 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
     acts_take(&a->hb, base, &off, Lk * N * F);
     acts_take(&a->lnf, base, &off, N * C);
     acts_take(&a->lnf_rstd, base, &off, N);
-    acts_take(&a->logits, base, &off, N * V);
+    acts_take(&a->logits, base, &off, NV);
     acts_take(&a->losses, base, &off, N);
     acts_take(&a->kv_new, base, &off, 2 * N * KD);
     acts_take(&a->proj, base, &off, N * C);
@@ -68,11 +69,18 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
 
 size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int training)
 {
-    return model_acts_layout(NULL, NULL, c, B, T, Tcap, training);
+    return model_acts_layout(NULL, NULL, c, B, T, Tcap, training, 0, 0);
 }
 
-int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,
-                    qs_diag *d)
+size_t model_acts_infer_elems(const llama_config *c, int rows, int kv_positions, int logits_rows,
+                              int kv_shared)
+{
+    return model_acts_layout(NULL, NULL, c, 1, rows, kv_positions, 0, logits_rows, kv_shared);
+}
+
+static int model_acts_init_any(llama_acts *a, const llama_config *c, int B, int T, int Tcap,
+                               int training, int logits_rows, int kv_shared, int by_capacity,
+                               qs_diag *d)
 {
     memset(a, 0, sizeof *a);
     if (B < 1 || T < 1 || Tcap < T)
@@ -81,7 +89,7 @@ int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap
     if (training && Tcap != T)
         return diag_set(d, QS_EINVAL, NULL, -1,
                         "training activations need Tcap = T (got T=%d Tcap=%d)", T, Tcap);
-    if (Tcap > hfconfig_max_context(c))
+    if (Tcap > hfconfig_max_context(c) && !by_capacity)
         return diag_set(d, QS_ERANGE, NULL, -1,
                         "context of %d tokens exceeds the model's limit of %d%s", Tcap,
                         hfconfig_max_context(c),
@@ -96,7 +104,9 @@ int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap
     a->T = T;
     a->Tcap = Tcap;
     a->training = training;
-    a->n_elems = model_acts_elems(c, B, T, Tcap, training);
+    a->kv_shared = kv_shared;
+    a->logits_cap = logits_rows;
+    a->n_elems = model_acts_layout(NULL, NULL, c, B, T, Tcap, training, logits_rows, kv_shared);
     a->memory = qs_malloc(a->n_elems * sizeof *a->memory);
     a->pos = qs_malloc((size_t)B * T * sizeof *a->pos);
     if (!a->memory || !a->pos) {
@@ -106,8 +116,48 @@ int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap
                         n * 4.0 / (1 << 20));
     }
     memset(a->memory, 0, a->n_elems * sizeof *a->memory);
-    model_acts_layout(a, a->memory, c, B, T, Tcap, training);
+    model_acts_layout(a, a->memory, c, B, T, Tcap, training, logits_rows, kv_shared);
     a->loss = -1.0;
+    return 0;
+}
+
+int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,
+                    qs_diag *d)
+{
+    return model_acts_init_any(a, c, B, T, Tcap, training, 0, 0, 0, d);
+}
+
+int model_acts_init_infer(llama_acts *a, const llama_config *c, int rows, int kv_positions,
+                          int logits_rows, int kv_shared, qs_diag *d)
+{
+    if (rows < 1 || kv_positions < 1 || logits_rows < 0 || logits_rows > rows)
+        return diag_set(d, QS_EINVAL, NULL, -1, "activations: need rows >= 1, kv positions >= 1, "
+                        "0 <= logits rows <= rows (got %d, %d, %d)", rows, kv_positions,
+                        logits_rows);
+    /* laid out as one sequence of `rows` tokens on a cache of kv_positions: every
+     * view (B, T, Tcap) with B*T <= rows and B*Tcap <= kv_positions fits it (the
+     * attention scratch grows with B*Tcap and Tcap) */
+    int rc = model_acts_init_any(a, c, 1, rows, kv_positions > rows ? kv_positions : rows, 0,
+                                 logits_rows, kv_shared, 1, d);
+    if (rc)
+        return rc;
+    a->rows_cap = (size_t)rows;
+    a->kv_cap = (size_t)(kv_positions > rows ? kv_positions : rows);
+    int ctx = hfconfig_max_context(c);
+    return model_acts_view(a, c, 1, rows < ctx ? rows : ctx, a->kv_cap < (size_t)ctx ? (int)a->kv_cap : ctx,
+                           d);
+}
+
+int model_acts_view(llama_acts *a, const llama_config *c, int B, int T, int Tcap, qs_diag *d)
+{
+    if (!a->rows_cap || B < 1 || T < 1 || Tcap < T || (size_t)B * T > a->rows_cap ||
+        (size_t)B * Tcap > a->kv_cap || Tcap > hfconfig_max_context(c))
+        return diag_set(d, QS_ERANGE, NULL, -1, "activations: B=%d x T=%d on %d cache positions "
+                        "do not fit the arena (%zu rows, %zu cache positions, context %d)", B, T,
+                        Tcap, a->rows_cap, a->kv_cap, hfconfig_max_context(c));
+    a->B = B;
+    a->T = T;
+    a->Tcap = Tcap;
     return 0;
 }
 

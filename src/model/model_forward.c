@@ -26,18 +26,23 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
                         const float *x, const float *w, const float *bias, int N, int IN, int O)
 {
     if (m->hook.fn && (!m->hook.planned || m->hook.planned(m->hook.self, layer, module))) {
-        int r = m->hook.fn(m->hook.self, layer, module, x, a->xq, N, IN, w, a->wq, O);
+        /* substituted packs already hold the hook's weight: it substitutes x only */
+        const int sub = m->packs_substituted;
+        int r = m->hook.fn(m->hook.self, layer, module, x, a->xq, N, IN, sub ? NULL : w,
+                           sub ? NULL : a->wq, O);
         if (r < 0)
             return r;
-        if (r == 1) {
-            matmul_forward_ws(out, a->xq, a->wq, bias, N, IN, O, m->precision, m->ws);
-            return 0;
-        }
-        if (r == 2) {   /* code-domain operands: scales once per output row */
-            matmul_forward_ws(out, a->xq, a->wq, NULL, N, IN, O, m->precision, m->ws);
+        /* r == 2: code-domain operands, the bias after the scales (once per row) */
+        const float *b = r == 2 ? NULL : bias;
+        if (r >= 1 && sub)
+            matmul_forward_packed_ws(out, a->xq, m->packs[layer * MODEL_LIN_COUNT + module], b, N,
+                                     m->ws);
+        else if (r >= 1)
+            matmul_forward_ws(out, a->xq, a->wq, b, N, IN, O, m->precision, m->ws);
+        if (r == 2)
             model_linear_rows_finish(out, m->hook.row_scale(m->hook.self), bias, N, O);
+        if (r >= 1)
             return 0;
-        }
     }
     if (model_hif8_planned(m, layer, module))   /* a HiF8 checkpoint's W8A8 Linear */
         return model_hif8_forward(m, layer, module, out, x, bias, N, IN, O, a->xq);
@@ -95,6 +100,12 @@ static void model_swiglu_block(void *ctx, int row0, int rows, int col0, int cols
     swiglu_forward_block(s->hb + off, s->gate + off, s->up + off, rows, cols, (size_t)s->F);
 }
 
+/* Start position of sequence b in this call. */
+static inline int model_seq_p0(const llama_acts *a, int pos0, int b)
+{
+    return a->seq_pos0 ? a->seq_pos0[b] : pos0;
+}
+
 static int model_forward_check(const llama_model *m, const llama_acts *a, const int32_t *tokens,
                                int B, int T, int pos0, qs_diag *d)
 {
@@ -103,14 +114,35 @@ static int model_forward_check(const llama_model *m, const llama_acts *a, const 
         return diag_set(d, QS_EINVAL, NULL, -1,
                         "forward of B=%d x T=%d tokens does not fit activations sized B=%d x T=%d",
                         B, T, a->B, a->T);
-    if (pos0 < 0 || pos0 + T > a->Tcap || (a->training && pos0 != 0))
-        return diag_set(d, QS_ERANGE, NULL, -1,
-                        "positions %d..%d exceed the KV cache of %d positions%s", pos0,
-                        pos0 + T - 1, a->Tcap, a->training ? " (training needs pos0 = 0)" : "");
-    if (pos0 + T > hfconfig_max_context(c))
-        return diag_set(d, QS_ERANGE, NULL, -1, "position %d exceeds the model's context of %d%s",
-                        pos0 + T - 1, hfconfig_max_context(c),
-                        c->sliding_window ? " (sliding_window)" : "");
+    if (a->training && (a->seq_pos0 || a->kv_prefix))
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: seq_pos0/kv_prefix are for inference");
+    for (int b = 0; b < (a->seq_pos0 ? B : 1); b++) {
+        const int p0 = model_seq_p0(a, pos0, b);
+        if (p0 < 0 || p0 + T > a->Tcap || (a->training && p0 != 0))
+            return diag_set(d, QS_ERANGE, NULL, -1,
+                            "positions %d..%d exceed the KV cache of %d positions%s", p0,
+                            p0 + T - 1, a->Tcap, a->training ? " (training needs pos0 = 0)" : "");
+        if (p0 + T > hfconfig_max_context(c))
+            return diag_set(d, QS_ERANGE, NULL, -1,
+                            "position %d exceeds the model's context of %d%s", p0 + T - 1,
+                            hfconfig_max_context(c), c->sliding_window ? " (sliding_window)" : "");
+        if (p0 > 0 && a->kv_shared && !a->kv_prefix)
+            return diag_set(d, QS_EINVAL, NULL, -1, "forward: a one-layer KV arena keeps no "
+                            "earlier positions: positions from %d need kv_prefix", p0);
+        if (a->kv_prefix) {
+            const llama_acts *src = a->kv_prefix->src;
+            int s = a->kv_prefix->src_seq[b];
+            if (s < 0 || s >= src->B || p0 > src->Tcap || src->kv_shared)
+                return diag_set(d, QS_EINVAL, NULL, -1, "forward: kv_prefix of sequence %d: "
+                                "source sequence %d, %d positions do not fit its arena", b, s, p0);
+        }
+    }
+    if (m->weights_packed && m->precision != m->packs_precision)
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: the weights are packed for %s only",
+                        m->packs_precision == MATMUL_BF16 ? "bf16" : "fp32");
+    if (m->packs_substituted && !m->hook.fn)
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: the packs hold a quantization hook's "
+                        "weights but the hook is gone (re-create the packs or reload)");
     for (size_t i = 0; i < (size_t)B * T; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return diag_set(d, QS_ERANGE, NULL, -1, "token %zu is %d, expected 0..%d", i,
@@ -118,16 +150,48 @@ static int model_forward_check(const llama_model *m, const llama_acts *a, const 
     return 0;
 }
 
-/* Copies this call's rotated k, v rows into the cache at positions pos0.. */
-static void model_kv_store(float *kc, float *vc, const float *knew, const float *vnew, int B,
-                           int T, int pos0, int Tcap, size_t KD)
+/* Copies this call's rotated k, v rows into the cache at each sequence's positions. */
+static void model_kv_store(float *kc, float *vc, const float *knew, const float *vnew,
+                           const llama_acts *a, int B, int T, int pos0, size_t KD)
 {
+    const int Tcap = a->Tcap;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            size_t dst = ((size_t)b * Tcap + pos0 + t) * KD, src = ((size_t)b * T + t) * KD;
+            size_t dst = ((size_t)b * Tcap + model_seq_p0(a, pos0, b) + t) * KD;
+            size_t src = ((size_t)b * T + t) * KD;
             memcpy(kc + dst, knew + src, KD * sizeof *kc);
             memcpy(vc + dst, vnew + src, KD * sizeof *vc);
         }
+}
+
+/* Sequence b's cache positions 0 .. p0(b)-1 of layer l from the prefix source. */
+static void model_kv_prefix_copy(const llama_acts *a, float *kc, float *vc, int l, int B,
+                                 int pos0, size_t KD)
+{
+    const llama_acts *src = a->kv_prefix->src;
+    const size_t s_layer = (size_t)src->B * src->Tcap * KD;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (B >= 4)
+#endif
+    for (int b = 0; b < B; b++) {
+        size_t n = (size_t)model_seq_p0(a, pos0, b) * KD;
+        size_t so = (size_t)l * s_layer + (size_t)a->kv_prefix->src_seq[b] * src->Tcap * KD;
+        memcpy(kc + (size_t)b * a->Tcap * KD, src->kcache + so, n * sizeof *kc);
+        memcpy(vc + (size_t)b * a->Tcap * KD, src->vcache + so, n * sizeof *vc);
+    }
+}
+
+/* The embedding rows of tokens read back out of their pack (packed models). */
+static void model_embed_packed(const llama_model *m, float *x, const int32_t *tokens, int N)
+{
+    matmul_wpack *pk = m->embed_pack ? m->embed_pack
+                                     : m->packs[m->cfg.n_layers * MODEL_LIN_COUNT];
+    const int C = m->cfg.dim;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (N >= 64)
+#endif
+    for (int i = 0; i < N; i++)
+        matmul_wpack_row(pk, tokens[i], x + (size_t)i * C);
 }
 
 int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
@@ -142,22 +206,37 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
                         a->logits_rows ? ", logits_rows set" : "");
     if (a->logits_rows && a->training)
         return diag_set(d, QS_EINVAL, NULL, -1, "forward: logits_rows is for inference only");
-    for (int b = 0; a->logits_rows && b < B; b++)
-        if (a->logits_rows[b] < 0 || a->logits_rows[b] > T)
-            return diag_set(d, QS_EINVAL, NULL, -1, "forward: logits_rows[%d] = %d, expected "
-                            "0..%d", b, a->logits_rows[b], T);
+    long n_logits = a->logits_tail > 0 && a->logits_tail < T ? (long)B * a->logits_tail
+                                                               : (long)B * T;
+    if (a->logits_rows)
+        n_logits = 0;
+    for (int b = 0; a->logits_rows && b < B; b++) {
+        int first = a->logits_first ? a->logits_first[b] : 0;
+        if (a->logits_rows[b] < 0 || first < 0 || first + a->logits_rows[b] > T)
+            return diag_set(d, QS_EINVAL, NULL, -1, "forward: logits_rows[%d] = %d from row %d, "
+                            "expected within rows 0..%d", b, a->logits_rows[b], first, T - 1);
+        n_logits += a->logits_rows[b];
+    }
+    const long logits_cap = a->logits_cap ? a->logits_cap : (long)a->B * a->T;
+    if (n_logits > logits_cap)
+        return diag_set(d, QS_EINVAL, NULL, -1, "forward: %ld logits rows, the arena holds %ld",
+                        n_logits, logits_cap);
     const llama_config *c = &m->cfg;
     const int N = B * T, C = c->dim, F = c->hidden_dim, H = c->n_heads, KVH = c->n_kv_heads;
     const int hd = c->head_dim, QD = H * hd, KD = KVH * hd, V = c->vocab_size;
     /* per-layer strides: whole arena rows when training, 0 (shared buffers) otherwise */
     const size_t NA = (size_t)a->B * a->T, tr = a->training ? 1 : 0;
     const size_t sC = tr * NA * C, sN = tr * NA, sQ = tr * NA * QD, sF = tr * NA * F;
-    const size_t sKV = (size_t)a->B * a->Tcap * KD, sAtt = (size_t)a->B * H * a->T * a->Tcap;
+    const size_t sAtt = (size_t)a->B * H * a->T * a->Tcap;
+    const size_t sKV = a->kv_shared ? 0 : (size_t)a->B * a->Tcap * KD;
 
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
-            a->pos[b * T + t] = pos0 + t;
-    embed_forward(a->resid, tokens, m->w.wte, N, C);
+            a->pos[b * T + t] = model_seq_p0(a, pos0, b) + t;
+    if (m->w.wte)
+        embed_forward(a->resid, tokens, m->w.wte, N, C);
+    else
+        model_embed_packed(m, a->resid, tokens, N);
     if (c->n_layers > 0)
         rmsnorm_forward(a->ln1, a->ln1_rstd, a->resid, m->w.layer[0].attn_norm, N, C, c->norm_eps);
     else
@@ -169,9 +248,10 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         float *ln1 = a->ln1 + l * sC, *q = a->q + l * sQ, *atty = a->atty + l * sQ;
         float *kc = a->kcache + l * sKV, *vc = a->vcache + l * sKV;
         /* k, v straight into the cache when this call's rows are contiguous there */
-        const int kv_direct = B == 1 || (pos0 == 0 && T == a->Tcap);
-        float *knew = kv_direct ? kc + (size_t)pos0 * KD : a->kv_new;
-        float *vnew = kv_direct ? vc + (size_t)pos0 * KD : a->kv_new + (size_t)N * KD;
+        const int kv_direct = B == 1 || (!a->seq_pos0 && pos0 == 0 && T == a->Tcap);
+        const int p0_first = model_seq_p0(a, pos0, 0);
+        float *knew = kv_direct ? kc + (size_t)p0_first * KD : a->kv_new;
+        float *vnew = kv_direct ? vc + (size_t)p0_first * KD : a->kv_new + (size_t)N * KD;
         float *x_mid = a->resid_mid + l * sC, *ln2 = a->ln2 + l * sC;
         float *gate = a->gate + l * sF, *up = a->up + l * sF, *hb = a->hb + l * sF;
 
@@ -185,10 +265,16 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
         rope_forward(q, a->pos, &m->rope, N, H);
         rope_forward(knew, a->pos, &m->rope, N, KVH);
+        if (a->kv_prefix)
+            model_kv_prefix_copy(a, kc, vc, l, B, pos0, (size_t)KD);
         if (!kv_direct)
-            model_kv_store(kc, vc, knew, vnew, B, T, pos0, a->Tcap, (size_t)KD);
-        attn_forward(atty, a->training ? a->att + l * sAtt : NULL, q, kc, vc, B, T, pos0,
-                     a->Tcap, H, KVH, hd, a->attn_scratch);
+            model_kv_store(kc, vc, knew, vnew, a, B, T, pos0, (size_t)KD);
+        if (a->seq_pos0)
+            attn_forward_seq(atty, q, kc, vc, B, T, a->seq_pos0, a->Tcap, H, KVH, hd,
+                             a->attn_scratch);
+        else
+            attn_forward(atty, a->training ? a->att + l * sAtt : NULL, q, kc, vc, B, T, pos0,
+                         a->Tcap, H, KVH, hd, a->attn_scratch);
         if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C)))
             return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
         /* MLP: x_mid = x + attention, ln2 = rmsnorm(x_mid) in one pass */
@@ -219,11 +305,13 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         /* rows b*T + [0, rows_b) of every sequence, packed: move them to the front of
          * lnf (destinations never pass their sources), then ONE lm_head product */
         int rows = 0;
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < a->logits_rows[b]; t++, rows++)
+        for (int b = 0; b < B; b++) {
+            const int first = a->logits_first ? a->logits_first[b] : 0;
+            for (int t = first; t < first + a->logits_rows[b]; t++, rows++)
                 if ((size_t)rows != (size_t)b * T + t)
                     memmove(a->lnf + (size_t)rows * C, a->lnf + ((size_t)b * T + t) * C,
                             (size_t)C * sizeof *a->lnf);
+        }
         if (rows > 0 && head_pk)
             matmul_forward_packed_ws(a->logits, a->lnf, head_pk, NULL, rows, m->ws);
         else if (rows > 0)

@@ -168,7 +168,7 @@ int model_hif8_config_read(const char *dir, const llama_config *c, model_hif8 **
 
 int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetensors_tensor *t,
                            const safetensors_tensor *ws, int64_t O, int64_t IN,
-                           const char *path, qs_diag *d)
+                           int precision, const char *path, qs_diag *d)
 {
     int i = q->slot[layer * MODEL_LIN_COUNT + module];
     if (t->dtype != SAFETENSORS_U8 || t->ndim != 2 || t->shape[0] != O || t->shape[1] != IN)
@@ -193,7 +193,7 @@ int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetenso
                             c == HIF8_CODE_NAN ? "NaN" : "Inf");
     }
     if (O > INT32_MAX || IN > INT32_MAX ||
-        !(q->packs[i] = matmul_wpack_create_hif8(t->data, (int)IN, (int)O, MATMUL_BF16)))
+        !(q->packs[i] = matmul_wpack_create_hif8(t->data, (int)IN, (int)O, precision)))
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory packing '%s'", t->name);
     q->lin[i].weight_scale = scale;
     return 0;
@@ -212,8 +212,8 @@ size_t model_hif8_bytes(const model_hif8 *q)
     return b;
 }
 
-/* Linear i's pack for the precision of the forward: the loader packs for
- * MATMUL_BF16; another precision re-packs the same codes (read back). */
+/* Linear i's pack for the precision of the forward: the loader packs for its
+ * precision; another precision re-packs the same codes (read back). */
 static int model_hif8_pack_for(model_hif8 *q, int i, int precision, int IN, int O)
 {
     if (matmul_wpack_precision(q->packs[i]) == precision)

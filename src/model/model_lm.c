@@ -1,39 +1,83 @@
 /* model_lm.c: the lm.h scoring interface on a llama_model.
  *
- * Per request: the context goes through the model once (its KV cache kept) and
- * every continuation is scored on top of it from position n_ctx, overwriting
- * only the cache rows past the context.  A continuation for which context +
- * continuation does not fit max_len is scored on its own, left-truncated as
- * the harness does: input = (ctx + cont)[-(max_len + 1):][:-1].
- * Continuations of >= 2 tokens are scored LM_BATCH at a time in ONE forward
- * (B rows, each on a copy of the context KV).
- * Requests are processed one at a time in order, so a request's result never
- * depends on what else is in the batch; layers are deterministic per thread
- * count (see layers.h) and log-softmax is computed in double.
- * The lm_head (V x C, the largest matmul at V = 32000) runs only on rows whose
- * logits are scored (acts.logits_tail): the context's last row, and for a
- * truncated continuation its last n_cont rows.
+ * One score call (eval's batch of requests) runs in two kinds of forwards:
+ *  1. contexts: the requests, sorted by context length, in groups of up to
+ *     LM_CTX_ROWS tokens (B sequences right-padded to the longest); the lm_head
+ *     runs only on each context's last row (logits_first / logits_rows), which
+ *     scores the first token of every continuation;
+ *  2. continuations: each continuation of >= 2 tokens that fits on its context
+ *     (n_ctx + n_cont - 1 <= max_len) is a sequence of its n_cont - 1 leading
+ *     tokens at positions n_ctx .. (seq_pos0), reading its context's keys and
+ *     values from the context arena (kv_prefix: the continuation arena holds one
+ *     layer of cache), up to LM_CONT_ROWS tokens per forward; the lm_head runs
+ *     on every sequence's own rows.
+ * A continuation that does not fit is scored alone, left-truncated as the
+ * harness does: input = (ctx + cont)[-(max_len + 1):][:-1].  Padding (a
+ * sequence repeats its last token) comes after the real rows, where causal
+ * attention keeps it out of them.
+ * Requests share forwards only when every row's result is independent of the
+ * other rows of its forward: our GEMM kernels (matmul_rows_independent), the
+ * attention and the element-wise layers (layers.h), and a quantization hook
+ * that says so (model_linear_hook.rows_independent).  Otherwise each request
+ * is a group of its own.  Either way a request's result never depends on the
+ * other requests, and with row-independent layers it is the same bits however
+ * it is batched (test_eval_model.c, test_model_lm.c).
+ * Log-likelihoods: log-softmax in double per row (rows in parallel, each
+ * summed in order), a continuation's sum = first token + (sum of the rest, in
+ * order).
+ * Memory: three arenas (contexts, continuations, truncated) sized by capacity
+ * from the requests seen (a forward's shape is a view, model_acts_view), grown
+ * only when a request needs more; never from the config's context, of which
+ * max_len is only the cap.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "qs/model_infer.h"
 
-#define LM_BATCH 4      /* continuations per batched forward */
-#define LM_BATCH_T 128  /* longest continuation (tokens fed) scored in a batch */
+enum {
+    LM_CTX_ROWS = 512,   /* context tokens per batched forward (padding included) */
+    LM_CONT_ROWS = 512,  /* continuation tokens fed per batched forward */
+    LM_SEQS_MAX = 64,    /* sequences per batched forward */
+};
+#define LM_LOGITS_BYTES ((size_t)128 << 20) /* logits of one continuation forward */
+#define LM_KV_BYTES ((size_t)64 << 20)      /* one-layer cache of one continuation forward */
+
+typedef struct lm_key {
+    size_t n_ctx;
+    int req;
+} lm_key;
+
+typedef struct lm_cont_seq {
+    int req, c;     /* request (index into the call) and continuation */
+    int n;          /* tokens fed: n_cont - 1 */
+    int p0;         /* n_ctx */
+    int src;        /* sequence of its context in the context forward */
+} lm_cont_seq;
 
 struct model_lm {
     llama_model *m;
-    llama_acts a;       /* B = 1, T = Tcap = max_len, inference */
-    llama_acts ab;      /* B = LM_BATCH continuations on copies of the context KV (lazy) */
-    int ab_ready;
     int max_len;
-    int32_t *seq;       /* [max_len + 1] scratch for truncated sequences */
-    int32_t *bt;        /* [LM_BATCH * LM_BATCH_T] batched continuation tokens */
-    float *ctx_logits;  /* [V] logits after the last context token */
+    llama_acts ctx;     /* contexts: every layer's cache kept for the continuations */
+    llama_acts cont;    /* continuations: one layer of cache, prefixes from ctx */
+    llama_acts solo;    /* truncated continuations: one sequence, one layer of cache */
+    int32_t *tok;       /* [tok_cap] tokens of one forward */
+    size_t tok_cap;
+    int *ibuf;          /* [4 * ibuf_cap]: positions, logits rows, first rows, source seqs */
+    size_t ibuf_cap;
+    int *best;          /* [rows_cap] argmax of each scored logits row */
+    double *ls;         /* [rows_cap] log sum exp(row - row[best]) of each scored row */
+    size_t rows_cap;
+    lm_cont_seq *seqs;  /* [seq_cap] */
+    size_t seq_cap;
+    lm_key *keys;       /* [keys_cap] requests of a call, in context order */
+    int *order;         /* [keys_cap] */
+    size_t keys_cap;
 };
 
 int model_lm_create(model_lm **out, llama_model *m, int max_len, qs_diag *d)
@@ -47,16 +91,6 @@ int model_lm_create(model_lm **out, llama_model *m, int max_len, qs_diag *d)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     lm->m = m;
     lm->max_len = max_len;
-    int rc = model_acts_init(&lm->a, &m->cfg, 1, max_len, max_len, 0, d);
-    lm->seq = qs_malloc(((size_t)max_len + 1) * sizeof *lm->seq);
-    lm->ctx_logits = qs_malloc((size_t)m->cfg.vocab_size * sizeof *lm->ctx_logits);
-    lm->bt = qs_malloc((size_t)LM_BATCH * LM_BATCH_T * sizeof *lm->bt);
-    if (!rc && (!lm->seq || !lm->ctx_logits || !lm->bt))
-        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
-    if (rc) {
-        model_lm_destroy(lm);
-        return rc;
-    }
     *out = lm;
     return 0;
 }
@@ -65,42 +99,104 @@ void model_lm_destroy(model_lm *lm)
 {
     if (!lm)
         return;
-    model_acts_free(&lm->a);
-    if (lm->ab_ready)
-        model_acts_free(&lm->ab);
-    qs_free(lm->bt);
-    qs_free(lm->seq);
-    qs_free(lm->ctx_logits);
+    model_acts_free(&lm->ctx);
+    model_acts_free(&lm->cont);
+    model_acts_free(&lm->solo);
+    qs_free(lm->tok);
+    qs_free(lm->ibuf);
+    qs_free(lm->best);
+    qs_free(lm->ls);
+    qs_free(lm->seqs);
+    qs_free(lm->keys);
+    qs_free(lm->order);
     qs_free(lm);
 }
 
-/* log p(tok | row) in double; *is_max: tok is the argmax (lowest id on ties). */
-static double lm_logprob(const float *row, int V, int32_t tok, int *is_max)
+/* Grows *p (elements of `elem` bytes, capacity *cap) to hold n. */
+static int lm_grow(void **p, size_t *cap, size_t n, size_t elem, qs_diag *d)
 {
-    int best = 0;
-    for (int v = 1; v < V; v++)
-        if (row[v] > row[best])
-            best = v;
-    double s = 0;
-    for (int v = 0; v < V; v++)
-        s += exp((double)row[v] - row[best]);
-    *is_max = best == tok;
-    return (double)row[tok] - row[best] - log(s);
+    if (n <= *cap)
+        return 0;
+    size_t nc = n > 2 * *cap ? n : 2 * *cap;
+    void *q = qs_malloc(nc * elem);
+    if (!q)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    qs_free(*p);
+    *p = q;
+    *cap = nc;
+    return 0;
 }
 
-/* Scores cont[0..n) where row i of logits (first_row + i) predicts cont[i]. */
-static void lm_sum(const float *logits, int V, const int32_t *cont, size_t n, double *ll, int *gr)
+static int lm_rows_grow(model_lm *lm, size_t rows, qs_diag *d)
 {
-    *ll = 0;
-    *gr = 1;
-    for (size_t i = 0; i < n; i++) {
-        int is_max;
-        *ll += lm_logprob(logits + i * (size_t)V, V, cont[i], &is_max);
-        *gr &= is_max;
+    size_t bc = lm->rows_cap, lc = lm->rows_cap;
+    int rc = lm_grow((void **)&lm->best, &bc, rows, sizeof *lm->best, d);
+    if (!rc)
+        rc = lm_grow((void **)&lm->ls, &lc, rows, sizeof *lm->ls, d);
+    lm->rows_cap = bc < lc ? bc : lc;
+    return rc;
+}
+
+/* The arena a with capacities of at least (rows, kv, logits), then viewed as
+ * B x T on Tcap cache positions. */
+static int lm_arena(model_lm *lm, llama_acts *a, int rows, int kv, int logits, int kv_shared,
+                    int B, int T, int Tcap, qs_diag *d)
+{
+    const llama_config *c = &lm->m->cfg;
+    if (!a->memory || a->rows_cap < (size_t)rows || a->kv_cap < (size_t)kv ||
+        a->logits_cap < logits) {
+        int nr = a->rows_cap > (size_t)rows ? (int)a->rows_cap : rows;
+        int nk = a->kv_cap > (size_t)kv ? (int)a->kv_cap : kv;
+        int nl = a->logits_cap > logits ? a->logits_cap : logits;
+        model_acts_free(a);
+        int rc = model_acts_init_infer(a, c, nr, nk, nl < nr ? nl : nr, kv_shared, d);
+        if (rc)
+            return rc;
+    }
+    a->logits_tail = 0;
+    a->logits_rows = a->logits_first = a->seq_pos0 = NULL;
+    a->kv_prefix = NULL;
+    return model_acts_view(a, c, B, T, Tcap, d);
+}
+
+/* log p(tok | row) = row[tok] - row[best] - log(sum_v exp(row[v] - row[best])) in
+ * double, the argmax `best` (lowest id on ties) and the log-sum ls computed once
+ * per row by lm_rows_stats for all the tokens it scores. */
+static double lm_logprob(const float *row, int best, double ls, int32_t tok, int *is_max)
+{
+    *is_max = best == tok;
+    return (double)row[tok] - row[best] - ls;
+}
+
+/* lm->best[i], lm->ls[i] of logits rows i < n: rows in parallel (each row's sum
+ * in order, so the same bits on any thread count). */
+static void lm_rows_stats(model_lm *lm, const float *logits, int n)
+{
+    const int V = lm->m->cfg.vocab_size;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)n * V >= ((size_t)1 << 18))
+#endif
+    for (int i = 0; i < n; i++) {
+        const float *row = logits + (size_t)i * V;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (row[v] > row[best])
+                best = v;
+        double s = 0;
+        for (int v = 0; v < V; v++)
+            s += exp((double)row[v] - row[best]);
+        lm->best[i] = best;
+        lm->ls[i] = log(s);
     }
 }
 
-static int lm_score_truncated(model_lm *lm, const lm_request *r, int c, double *ll, int *gr,
+/* A continuation is scored on the shared context when context + continuation fits. */
+static int lm_shared(const model_lm *lm, const lm_request *r, int c)
+{
+    return r->n_ctx + r->n_cont_tok[c] - 1 <= (size_t)lm->max_len;
+}
+
+static int lm_score_truncated(model_lm *lm, const lm_request *r, int c, lm_result *res,
                               qs_diag *d)
 {
     size_t nc = r->n_cont_tok[c], total = r->n_ctx + nc, keep = (size_t)lm->max_len + 1;
@@ -108,184 +204,279 @@ static int lm_score_truncated(model_lm *lm, const lm_request *r, int c, double *
         return diag_set(d, QS_ERANGE, NULL, -1,
                         "continuation of %zu tokens exceeds the context of %d", nc, lm->max_len);
     size_t start = total > keep ? total - keep : 0, n = total - start;
+    int T = (int)(n - 1);
+    int rc = lm_arena(lm, &lm->solo, T, T, (int)nc, 1, 1, T, T, d);
+    if (!rc)
+        rc = lm_grow((void **)&lm->tok, &lm->tok_cap, n, sizeof *lm->tok, d);
+    if (!rc)
+        rc = lm_rows_grow(lm, nc, d);
+    if (rc)
+        return rc;
     for (size_t i = 0; i < n; i++) {
         size_t j = start + i;
-        lm->seq[i] = j < r->n_ctx ? r->ctx[j] : r->cont[c][j - r->n_ctx];
+        lm->tok[i] = j < r->n_ctx ? r->ctx[j] : r->cont[c][j - r->n_ctx];
     }
-    lm->a.logits_tail = (int)nc;   /* lm_head only on the rows that predict cont */
-    int rc = model_forward(lm->m, &lm->a, lm->seq, NULL, 1, (int)(n - 1), 0, d);
-    lm->a.logits_tail = 0;
+    lm->solo.logits_tail = (int)nc;   /* lm_head only on the rows that predict cont */
+    rc = model_forward(lm->m, &lm->solo, lm->tok, NULL, 1, T, 0, d);
+    lm->solo.logits_tail = 0;
     if (rc)
         return rc;
-    lm_sum(lm->a.logits, lm->m->cfg.vocab_size, r->cont[c], nc, ll, gr);
+    const int V = lm->m->cfg.vocab_size;
+    lm_rows_stats(lm, lm->solo.logits, (int)nc);
+    double ll = 0;
+    int gr = 1;
+    for (size_t i = 0; i < nc; i++) {
+        int is_max;
+        ll += lm_logprob(lm->solo.logits + i * V, lm->best[i], lm->ls[i], r->cont[c][i], &is_max);
+        gr &= is_max;
+    }
+    res->loglik[c] = ll;
+    if (res->greedy)
+        res->greedy[c] = gr;
     return 0;
 }
 
-/* The batch arena holds T fed tokens per row at positions up to Tcap. */
-static int lm_batch_reserve(model_lm *lm, int T, int Tcap, qs_diag *d)
+/* Contexts of requests grp[0..g) (each has a shared continuation) in one forward
+ * of g sequences padded to the longest; scores every shared continuation's
+ * first token into res. */
+static int lm_contexts(model_lm *lm, const lm_request *req, lm_result *res, const int *grp, int g,
+                       qs_diag *d)
 {
-    if (lm->ab_ready && lm->ab.T >= T && lm->ab.Tcap >= Tcap)
-        return 0;
-    int nt = lm->ab_ready && lm->ab.T > T ? lm->ab.T : T;
-    int ncap = lm->ab_ready && lm->ab.Tcap > Tcap ? lm->ab.Tcap : Tcap;
-    nt = nt < 32 ? 32 : nt;
-    ncap = (ncap + 255) / 256 * 256;
-    ncap = ncap > lm->max_len ? lm->max_len : ncap;
-    nt = nt > ncap ? ncap : nt;
-    if (lm->ab_ready)
-        model_acts_free(&lm->ab);
-    lm->ab_ready = 0;
-    int rc = model_acts_init(&lm->ab, &lm->m->cfg, LM_BATCH, nt, ncap, 0, d);
-    lm->ab_ready = rc == 0;
-    return rc;
+    int Tg = 0;
+    for (int b = 0; b < g; b++)
+        Tg = (int)req[grp[b]].n_ctx > Tg ? (int)req[grp[b]].n_ctx : Tg;
+    int rows = g * Tg;
+    int rc = lm_arena(lm, &lm->ctx, rows > LM_CTX_ROWS ? rows : LM_CTX_ROWS,
+                      rows > LM_CTX_ROWS ? rows : LM_CTX_ROWS, LM_SEQS_MAX > g ? LM_SEQS_MAX : g,
+                      0, g, Tg, Tg, d);
+    if (!rc)
+        rc = lm_grow((void **)&lm->tok, &lm->tok_cap, (size_t)rows, sizeof *lm->tok, d);
+    if (!rc)
+        rc = lm_grow((void **)&lm->ibuf, &lm->ibuf_cap, 4 * (size_t)g, sizeof *lm->ibuf, d);
+    if (!rc)
+        rc = lm_rows_grow(lm, (size_t)g, d);
+    if (rc)
+        return rc;
+    int *first = lm->ibuf, *nrows = lm->ibuf + g;
+    for (int b = 0; b < g; b++) {
+        const lm_request *r = &req[grp[b]];
+        int n = (int)r->n_ctx;
+        for (int t = 0; t < Tg; t++)
+            lm->tok[(size_t)b * Tg + t] = r->ctx[t < n ? t : n - 1];
+        first[b] = n - 1;
+        nrows[b] = 1;
+    }
+    lm->ctx.logits_first = first;
+    lm->ctx.logits_rows = nrows;
+    rc = model_forward(lm->m, &lm->ctx, lm->tok, NULL, g, Tg, 0, d);
+    lm->ctx.logits_first = lm->ctx.logits_rows = NULL;
+    if (rc)
+        return rc;
+    /* each shared continuation's first token, from its context's row */
+    const int V = lm->m->cfg.vocab_size;
+    lm_rows_stats(lm, lm->ctx.logits, g);
+    for (int b = 0; b < g; b++) {
+        const lm_request *r = &req[grp[b]];
+        lm_result *o = &res[grp[b]];
+        for (int c = 0; c < r->n_cont; c++) {
+            if (!lm_shared(lm, r, c))
+                continue;
+            int is_max;
+            double ll = 0;
+            ll += lm_logprob(lm->ctx.logits + (size_t)b * V, lm->best[b], lm->ls[b], r->cont[c][0],
+                             &is_max);
+            o->loglik[c] = ll;
+            if (o->greedy)
+                o->greedy[c] = is_max;
+        }
+    }
+    return 0;
 }
 
-/* Scores continuations idx[0..nb) (each fits on the context, >= 2 tokens) in ONE
- * forward of nb rows at positions n_ctx.., every row attending to its own copy of
- * the context KV computed in lm->a.  Rows are right-padded with their last token:
- * causal attention keeps padding out of the scored rows. */
-static int lm_score_batch(model_lm *lm, const lm_request *r, const int *idx, int nb, double *ll,
-                          int *gr, qs_diag *d)
+static int lm_seq_cmp(const void *a, const void *b)
+{
+    const lm_cont_seq *x = a, *y = b;
+    if (x->n != y->n)
+        return x->n < y->n ? -1 : 1;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    return x->c < y->c ? -1 : x->c > y->c;
+}
+
+/* Sequences s[0..S) in one forward on the context arena's caches; adds the rest
+ * of each continuation to res. */
+static int lm_cont_forward(model_lm *lm, const lm_request *req, lm_result *res,
+                           const lm_cont_seq *s, int S, int Tm, int Tcap, int n_logits,
+                           qs_diag *d)
 {
     const llama_config *c = &lm->m->cfg;
-    int Tm = 0, V = c->vocab_size;
-    for (int b = 0; b < nb; b++) {
-        int t = (int)r->n_cont_tok[idx[b]] - 1;
-        Tm = t > Tm ? t : Tm;
-    }
-    int rc = lm_batch_reserve(lm, Tm, (int)r->n_ctx + Tm, d);
+    size_t KD = (size_t)c->n_kv_heads * c->head_dim;
+    int kv_budget = (int)(LM_KV_BYTES / (2 * KD * sizeof(float)));
+    int logit_budget = (int)(LM_LOGITS_BYTES / ((size_t)c->vocab_size * sizeof(float)));
+    int rows = S * Tm, kv = S * Tcap;
+    int rc = lm_arena(lm, &lm->cont, rows > LM_CONT_ROWS ? rows : LM_CONT_ROWS,
+                      kv > kv_budget ? kv : kv_budget,
+                      n_logits > logit_budget ? n_logits : logit_budget, 1, S, Tm, Tcap, d);
+    if (!rc)
+        rc = lm_grow((void **)&lm->tok, &lm->tok_cap, (size_t)rows, sizeof *lm->tok, d);
+    if (!rc)
+        rc = lm_grow((void **)&lm->ibuf, &lm->ibuf_cap, 4 * (size_t)(S > n_logits ? S : n_logits),
+                     sizeof *lm->ibuf, d);
+    if (!rc)
+        rc = lm_rows_grow(lm, (size_t)n_logits, d);
     if (rc)
         return rc;
-    const size_t KD = (size_t)c->n_kv_heads * c->head_dim, n_ctx = r->n_ctx;
-    const size_t sa = (size_t)lm->a.Tcap * KD, sb = (size_t)LM_BATCH * lm->ab.Tcap * KD;
-    for (int l = 0; l < c->n_layers; l++)
-        for (int b = 0; b < nb; b++) {
-            size_t dst = (size_t)l * sb + (size_t)b * lm->ab.Tcap * KD;
-            memcpy(lm->ab.kcache + dst, lm->a.kcache + (size_t)l * sa, n_ctx * KD * sizeof(float));
-            memcpy(lm->ab.vcache + dst, lm->a.vcache + (size_t)l * sa, n_ctx * KD * sizeof(float));
-        }
-    for (int b = 0; b < nb; b++) {
-        const int32_t *ct = r->cont[idx[b]];
-        int n = (int)r->n_cont_tok[idx[b]] - 1;
+    int *p0 = lm->ibuf, *nrows = lm->ibuf + S, *src = lm->ibuf + 2 * (size_t)S;
+    for (int b = 0; b < S; b++) {
+        const int32_t *ct = req[s[b].req].cont[s[b].c];
         for (int t = 0; t < Tm; t++)
-            lm->bt[b * Tm + t] = ct[t < n ? t : n - 1];
+            lm->tok[(size_t)b * Tm + t] = ct[t < s[b].n ? t : s[b].n - 1];
+        p0[b] = s[b].p0;
+        nrows[b] = s[b].n;
+        src[b] = s[b].src;
     }
-    /* the lm_head only on each row's own (unpadded) positions, logits packed */
-    int rows[LM_BATCH];
-    for (int b = 0; b < nb; b++)
-        rows[b] = (int)r->n_cont_tok[idx[b]] - 1;
-    lm->ab.logits_rows = rows;
-    rc = model_forward(lm->m, &lm->ab, lm->bt, NULL, nb, Tm, (int)n_ctx, d);
-    lm->ab.logits_rows = NULL;
+    model_kv_prefix pre = {&lm->ctx, src};
+    lm->cont.seq_pos0 = p0;
+    lm->cont.logits_rows = nrows;
+    lm->cont.kv_prefix = &pre;
+    rc = model_forward(lm->m, &lm->cont, lm->tok, NULL, S, Tm, 0, d);
+    lm->cont.seq_pos0 = lm->cont.logits_rows = NULL;
+    lm->cont.kv_prefix = NULL;
     if (rc)
         return rc;
-    size_t first = 0;
-    for (int b = 0; b < nb; b++) {
-        const int32_t *ct = r->cont[idx[b]];
-        double rest;
-        int gr_rest;
-        lm_sum(lm->ab.logits + first * V, V, ct + 1, (size_t)rows[b], &rest, &gr_rest);
-        first += (size_t)rows[b];
-        ll[b] += rest;
-        gr[b] &= gr_rest;
-    }
-    return 0;
-}
-
-static int lm_batch_flush(model_lm *lm, const lm_request *r, lm_result *res, const int *idx,
-                          int nb, double *lb, int *gb, qs_diag *d)
-{
-    int rc = lm_score_batch(lm, r, idx, nb, lb, gb, d);
-    for (int b = 0; !rc && b < nb; b++) {
-        res->loglik[idx[b]] = lb[b];
-        if (res->greedy)
-            res->greedy[idx[b]] = gb[b];
-    }
-    return rc;
-}
-
-/* A continuation is scored on the shared context when context + continuation
- * fits max_len, else on its own (truncated).  The choice depends only on that
- * continuation, and shared ones are all scored before any truncated one
- * overwrites the cache, so each result depends on the request alone.  With
- * AVX-512 every layer is row-invariant (our GEMM, attention: layer_attn_impl.h),
- * so the batch padding to the longest sibling does not change a bit; without
- * it the sgemm calls see a different row count: last-bit differences (~1e-6). */
-static int lm_score_one(model_lm *lm, const lm_request *r, lm_result *res, qs_diag *d)
-{
-    int V = lm->m->cfg.vocab_size, rc, ctx_ready = 0;
-    for (int c = 0; c < r->n_cont; c++)
-        if (r->n_cont_tok[c] < 1)
-            return diag_set(d, QS_EINVAL, NULL, -1, "continuation %d is empty", c);
-    if (r->n_ctx < 1)
-        return diag_set(d, QS_EINVAL, NULL, -1, "empty context: prepend BOS");
-    int idx[LM_BATCH], gb[LM_BATCH], nb = 0;
-    double lb[LM_BATCH];
-    for (int pass = 0; pass < 2; pass++) {
-        for (int c = 0; c < r->n_cont; c++) {
-            size_t nc = r->n_cont_tok[c];
-            int shared = r->n_ctx + nc - 1 <= (size_t)lm->max_len;
-            if (shared != (pass == 0))
-                continue;
-            double ll = 0;
-            int gr = 1;
-            if (!shared) {
-                if ((rc = lm_score_truncated(lm, r, c, &ll, &gr, d)))
-                    return rc;
-            } else {
-                if (!ctx_ready) {
-                    lm->a.logits_tail = 1;   /* only the last context row is scored */
-                    rc = model_forward(lm->m, &lm->a, r->ctx, NULL, 1, (int)r->n_ctx, 0, d);
-                    lm->a.logits_tail = 0;
-                    if (rc)
-                        return rc;
-                    memcpy(lm->ctx_logits, lm->a.logits, (size_t)V * sizeof *lm->ctx_logits);
-                    ctx_ready = 1;
-                }
-                lm_sum(lm->ctx_logits, V, r->cont[c], 1, &ll, &gr);
-                if (nc > 1 && nc - 1 <= LM_BATCH_T) {
-                    /* the rest in a batch with its siblings (flushed below) */
-                    idx[nb] = c;
-                    lb[nb] = ll;
-                    gb[nb++] = gr;
-                    if (nb == LM_BATCH) {
-                        if ((rc = lm_batch_flush(lm, r, res, idx, nb, lb, gb, d)))
-                            return rc;
-                        nb = 0;
-                    }
-                    continue;
-                }
-                if (nc > 1) {   /* too long for the batch arena: on its own */
-                    double ll_rest = 0;
-                    int gr_rest = 1;
-                    rc = model_forward(lm->m, &lm->a, r->cont[c], NULL, 1, (int)nc - 1,
-                                       (int)r->n_ctx, d);
-                    if (rc)
-                        return rc;
-                    lm_sum(lm->a.logits, V, r->cont[c] + 1, nc - 1, &ll_rest, &gr_rest);
-                    ll += ll_rest;
-                    gr &= gr_rest;
-                }
-            }
-            res->loglik[c] = ll;
-            if (res->greedy)
-                res->greedy[c] = gr;
+    /* row t of sequence b predicts token t + 1 of its continuation */
+    const int V = c->vocab_size;
+    lm_rows_stats(lm, lm->cont.logits, n_logits);
+    for (int b = 0, k = 0; b < S; b++) {
+        const int32_t *ct = req[s[b].req].cont[s[b].c];
+        double rest = 0;
+        int gr = 1;
+        for (int t = 0; t < s[b].n; t++, k++) {
+            int is_max;
+            rest += lm_logprob(lm->cont.logits + (size_t)k * V, lm->best[k], lm->ls[k], ct[t + 1],
+                               &is_max);
+            gr &= is_max;
         }
-        /* the last partial batch, before a truncated continuation overwrites the context KV */
-        if (pass == 0 && nb > 0 && (rc = lm_batch_flush(lm, r, res, idx, nb, lb, gb, d)))
-            return rc;
-        nb = 0;
+        lm_result *o = &res[s[b].req];
+        o->loglik[s[b].c] += rest;
+        if (o->greedy)
+            o->greedy[s[b].c] &= gr;
     }
     return 0;
+}
+
+/* Every shared continuation of >= 2 tokens of the group, batched (see top). */
+static int lm_continuations(model_lm *lm, const lm_request *req, lm_result *res, const int *grp,
+                            int g, qs_diag *d)
+{
+    const llama_config *c = &lm->m->cfg;
+    size_t n_seq = 0;
+    for (int b = 0; b < g; b++)
+        for (int k = 0; k < req[grp[b]].n_cont; k++)
+            n_seq += req[grp[b]].n_cont_tok[k] >= 2 && lm_shared(lm, &req[grp[b]], k);
+    if (!n_seq)
+        return 0;
+    int rc = lm_grow((void **)&lm->seqs, &lm->seq_cap, n_seq, sizeof *lm->seqs, d);
+    if (rc)
+        return rc;
+    size_t ns = 0;
+    for (int b = 0; b < g; b++) {
+        const lm_request *r = &req[grp[b]];
+        for (int k = 0; k < r->n_cont; k++)
+            if (r->n_cont_tok[k] >= 2 && lm_shared(lm, r, k))
+                lm->seqs[ns++] = (lm_cont_seq){grp[b], k, (int)r->n_cont_tok[k] - 1,
+                                               (int)r->n_ctx, b};
+    }
+    qsort(lm->seqs, ns, sizeof *lm->seqs, lm_seq_cmp);   /* similar lengths share a forward */
+    size_t KD = (size_t)c->n_kv_heads * c->head_dim;
+    long kv_budget = (long)(LM_KV_BYTES / (2 * KD * sizeof(float)));
+    long logit_budget = (long)(LM_LOGITS_BYTES / ((size_t)c->vocab_size * sizeof(float)));
+    for (size_t i = 0; i < ns;) {
+        /* padding rows sit at positions up to max p0 + Tm - 1: within max_len */
+        int S = 0, Tm = 0, p0_max = 0, n_logits = 0;
+        while (i + (size_t)S < ns && S < LM_SEQS_MAX) {
+            const lm_cont_seq *q = &lm->seqs[i + (size_t)S];
+            int tm = q->n > Tm ? q->n : Tm, pm = q->p0 > p0_max ? q->p0 : p0_max;
+            if (S > 0 && ((long)(S + 1) * tm > LM_CONT_ROWS || (long)(S + 1) * (pm + tm) > kv_budget ||
+                          n_logits + q->n > logit_budget || pm + tm > lm->max_len))
+                break;
+            Tm = tm;
+            p0_max = pm;
+            n_logits += q->n;
+            S++;
+        }
+        if ((rc = lm_cont_forward(lm, req, res, lm->seqs + i, S, Tm, p0_max + Tm, n_logits, d)))
+            return rc;
+        i += (size_t)S;
+    }
+    return 0;
+}
+
+/* requests by context length, then index */
+static int lm_key_cmp(const void *a, const void *b)
+{
+    const lm_key *x = a, *y = b;
+    if (x->n_ctx != y->n_ctx)
+        return x->n_ctx < y->n_ctx ? -1 : 1;
+    return x->req < y->req ? -1 : x->req > y->req;
+}
+
+static int lm_batch_ok(const model_lm *lm)
+{
+    const llama_model *m = lm->m;
+    return matmul_rows_independent(m->precision) && (!m->hook.fn || m->hook.rows_independent);
 }
 
 static int lm_score(void *self, const lm_request *req, lm_result *res, size_t n_req, qs_diag *d)
 {
+    model_lm *lm = self;
     for (size_t i = 0; i < n_req; i++) {
-        int rc = lm_score_one(self, &req[i], &res[i], d);
-        if (rc)
-            return rc;
+        for (int c = 0; c < req[i].n_cont; c++)
+            if (req[i].n_cont_tok[c] < 1)
+                return diag_set(d, QS_EINVAL, NULL, -1, "continuation %d is empty", c);
+        if (req[i].n_ctx < 1)
+            return diag_set(d, QS_EINVAL, NULL, -1, "empty context: prepend BOS");
     }
+    size_t kc = lm->keys_cap, oc = lm->keys_cap;
+    int rc = lm_grow((void **)&lm->keys, &kc, n_req ? n_req : 1, sizeof *lm->keys, d);
+    if (!rc)
+        rc = lm_grow((void **)&lm->order, &oc, n_req ? n_req : 1, sizeof *lm->order, d);
+    lm->keys_cap = kc < oc ? kc : oc;
+    if (rc)
+        return rc;
+    int n_sh = 0;
+    for (size_t i = 0; i < n_req; i++) {
+        int any = 0;
+        for (int c = 0; c < req[i].n_cont; c++)
+            any |= lm_shared(lm, &req[i], c);
+        if (any)
+            lm->keys[n_sh++] = (lm_key){req[i].n_ctx, (int)i};
+    }
+    const int batch = lm_batch_ok(lm);
+    if (batch)   /* similar lengths share a forward: little padding */
+        qsort(lm->keys, (size_t)n_sh, sizeof *lm->keys, lm_key_cmp);
+    for (int i = 0; i < n_sh; i++)
+        lm->order[i] = lm->keys[i].req;
+    for (int i = 0; i < n_sh;) {
+        int g = 1, Tg = (int)req[lm->order[i]].n_ctx;
+        while (batch && i + g < n_sh && g < LM_SEQS_MAX) {
+            int t = (int)req[lm->order[i + g]].n_ctx;
+            t = t > Tg ? t : Tg;
+            if ((long)(g + 1) * t > LM_CTX_ROWS)
+                break;
+            Tg = t;
+            g++;
+        }
+        if ((rc = lm_contexts(lm, req, res, lm->order + i, g, d)) ||
+            (rc = lm_continuations(lm, req, res, lm->order + i, g, d)))
+            return rc;
+        i += g;
+    }
+    /* continuations too long for their context, each on its own */
+    for (size_t i = 0; i < n_req; i++)
+        for (int c = 0; c < req[i].n_cont; c++)
+            if (!lm_shared(lm, &req[i], c) && (rc = lm_score_truncated(lm, &req[i], c, &res[i], d)))
+                return rc;
     return 0;
 }
 

@@ -1,0 +1,20 @@
+/* digest_impl.h: internals of digest.c shared with its SHA-extension path (not API).
+ *
+ * Both paths compress whole 64-byte blocks into the state h[0..7] (FIPS 180-4
+ * section 6.2.2); digest.c picks one at run time (digest_sha256_blocks_impl)
+ * and does the buffering and padding, so they agree bit for bit by
+ * construction of the interface and are compared in tests/test_digest.c. */
+#ifndef QS_DIGEST_IMPL_H
+#define QS_DIGEST_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The round constants K[0..63] (FIPS 180-4 section 4.2.2). */
+extern const uint32_t digest_k_impl[64];
+
+/* n_blocks blocks of p with the SHA-NI instructions (x86 SHA extensions; call
+ * only when the CPU has them: digest.c checks CPUID). */
+void digest_sha256_blocks_shani_impl(uint32_t h[8], const unsigned char *p, size_t n_blocks);
+
+#endif

@@ -1,0 +1,315 @@
+/* model_packed.c: inference models whose matrices live only in frozen packs
+ * (model_load_packed), constant weight substitutes (model_packs_substitute)
+ * and the bf16 rounding of evaluation in the export's arithmetic
+ * (model_params_round_bf16); see include/qs/model.h.
+ *
+ * Memory of a loaded inference model, per precision (V x C embedding, P the
+ * parameters of the Linears and the embedding; tied: the lm_head's pack is the
+ * embedding):
+ *   bf16 checkpoint, bf16 forwards   2 P bytes (bf16 packs) + norms/biases fp32
+ *   any checkpoint, fp32 forwards    4 P bytes (fp32 packs)  + norms/biases fp32
+ *   F32/F16 checkpoint, bf16         4 P (fp32 block) + 2 P (bf16 packs): the
+ *                                    fp32 values are kept, so the embedding
+ *                                    lookup and hook substitutes see them
+ * plus the workspace and the activation arenas of the caller.
+ *
+ * Loading: tensors are taken in the size table's order; each matrix is packed
+ * from the mapping (bf16 bits directly; F32 from the mapping, F16 through an
+ * fp32 copy of that one tensor) and its pages are released right after, so
+ * the process never holds the mapped checkpoint and the packs at once.  A
+ * BF16 matrix is scanned first: NaN/Inf is the same error as model_load_dir's,
+ * a subnormal value (which a bf16 pack would flush to zero) sends the whole
+ * load down model_load_dir + model_packs_create, which keeps it.
+ *
+ * A HiF8 checkpoint (qs/model_hif8.h): its coded weights go into code packs
+ * made for the precision of the forwards (m->hif8; 1 byte per weight, no
+ * entry in m->packs), everything else as above (the export stores it as BF16,
+ * so in bf16 nothing takes the model_load_dir route).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "model_impl.h"
+#include "qs/matmul.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/model_hif8.h"
+#include "qs/safetensors.h"
+
+enum { MODEL_PACKED_INEXACT = 1 };   /* internal: take the model_load_dir route */
+
+/* BF16 bits of t: QS_ENAN naming the first NaN/Inf (as safetensors_tensor_to_f32
+ * words it), else 1 when a subnormal value is present, else 0. */
+static int model_bf16_scan(const safetensors_tensor *t, const char *file, qs_diag *d)
+{
+    const unsigned char *p = t->data;
+    unsigned any_max = 0, any_sub = 0;
+    for (size_t i = 0; i < t->n_elems; i++) {
+        unsigned h = (unsigned)p[2 * i] | (unsigned)p[2 * i + 1] << 8, e = h & 0x7F80u;
+        any_max |= e == 0x7F80u;
+        any_sub |= e == 0 && (h & 0x7Fu);
+    }
+    for (size_t i = 0; any_max && i < t->n_elems; i++) {
+        unsigned h = (unsigned)p[2 * i] | (unsigned)p[2 * i + 1] << 8;
+        if ((h & 0x7F80u) == 0x7F80u)
+            return diag_set(d, QS_ENAN, file, -1, "tensor '%s': element %zu is %s", t->name, i,
+                            h & 0x7Fu ? "NaN" : "Inf");
+    }
+    return any_sub ? 1 : 0;
+}
+
+static const fileio_map *model_map_of(const safetensors_dir *sd, const unsigned char *p)
+{
+    for (int i = 0; i < sd->n_files; i++) {
+        const fileio_map *mp = &sd->files[i].map;
+        if (p >= mp->data && p < mp->data + mp->bytes)
+            return mp;
+    }
+    return NULL;
+}
+
+/* The frozen pack of one matrix w [rows, cols] (O = rows, IN = cols). */
+static int model_pack_tensor(const safetensors_tensor *t, int IN, int O, int precision,
+                             matmul_wpack **out, const char *file, qs_diag *d)
+{
+    *out = NULL;
+    if (t->dtype == SAFETENSORS_BF16 && ((uintptr_t)t->data & 1) == 0) {
+        int rc = model_bf16_scan(t, file, d);
+        if (rc < 0)
+            return rc;
+        if (rc == 1 && precision == MATMUL_BF16)
+            return MODEL_PACKED_INEXACT;
+        *out = matmul_wpack_create_frozen_bf16((const uint16_t *)(const void *)t->data, IN, O,
+                                               precision);
+    } else if (precision != MATMUL_FP32) {
+        return MODEL_PACKED_INEXACT;   /* F32/F16 values would be rounded by a bf16 pack */
+    } else if (t->dtype == SAFETENSORS_F32 && ((uintptr_t)t->data & 3) == 0) {
+        const float *w = (const float *)(const void *)t->data;
+        for (size_t i = 0; i < t->n_elems; i++)
+            if (w[i] - w[i] != 0.0f)   /* NaN or Inf, worded as safetensors_tensor_to_f32 */
+                return diag_set(d, QS_ENAN, file, -1, "tensor '%s': element %zu is %s", t->name,
+                                i, w[i] != w[i] ? "NaN" : "Inf");
+        *out = matmul_wpack_create_frozen(w, IN, O, precision);
+    } else {
+        float *tmp = qs_malloc(t->n_elems * sizeof *tmp);
+        if (!tmp)
+            return diag_set(d, QS_ENOMEM, file, -1, "out of memory converting tensor '%s'",
+                            t->name);
+        int rc = safetensors_tensor_to_f32(t, tmp, file, d);
+        if (!rc)
+            *out = matmul_wpack_create_frozen(tmp, IN, O, precision);
+        qs_free(tmp);
+        if (rc)
+            return rc;
+    }
+    if (!*out)
+        return diag_set(d, QS_ENOMEM, file, -1, "out of memory packing tensor '%s'", t->name);
+    return 0;
+}
+
+/* q8: the checkpoint's quantization (NULL: none), owned by m from here on. */
+static int model_load_packed_try(llama_model *m, const llama_config *cfg, model_hif8 *q8,
+                                 const safetensors_dir *sd, const char *dir, int precision,
+                                 qs_diag *d)
+{
+    int rc = model_init_packed_impl(m, cfg, d);
+    if (rc) {
+        model_hif8_free(q8);
+        return rc;
+    }
+    m->hif8 = q8;
+    const int n_packs = cfg->n_layers * MODEL_LIN_COUNT + 1;
+    m->precision = m->packs_precision = precision;
+    m->packs = qs_calloc((size_t)n_packs, sizeof *m->packs);
+    m->ws = matmul_ws_create();
+    if (!m->packs || !m->ws)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
+    for (int i = 0; i < m->n_tensors && !rc; i++) {
+        const model_tensor *e = &m->tensors[i];
+        const safetensors_tensor *t;
+        const char *file = NULL;
+        if ((rc = model_tensor_find_impl(sd, e, dir, &t, &file, d)))
+            break;
+        model_note_dtype_impl(m, t->dtype);
+        if (!model_kind_is_packed_impl(e->kind)) {
+            rc = safetensors_tensor_to_f32(t, m->params + e->offset_elems, file, d);
+            continue;
+        }
+        matmul_wpack *pk = NULL;
+        int coded = model_tensor_coded_impl(m, e);
+        if (coded)   /* its code pack (m->hif8) */
+            rc = model_load_hif8_weight_impl(m, sd, e, t, file, precision, d);
+        else
+            rc = model_pack_tensor(t, (int)e->shape[1], (int)e->shape[0], precision, &pk, file,
+                                   d);
+        const fileio_map *mp = model_map_of(sd, t->data);
+        if (mp)
+            fileio_map_release(mp, t->data, t->n_bytes);
+        if (rc || coded)
+            continue;
+        int module = model_kind_module_impl(e->kind);
+        if (module >= 0)
+            m->packs[e->layer * MODEL_LIN_COUNT + module] = pk;
+        else if (e->kind == MK_LM_HEAD || (e->kind == MK_WTE && cfg->tied))
+            m->packs[n_packs - 1] = pk;
+        else
+            m->embed_pack = pk;
+    }
+    return rc;
+}
+
+int model_load_packed(llama_model *m, const char *dir, int precision, qs_diag *d)
+{
+    llama_config cfg;
+    memset(m, 0, sizeof *m);
+    if (precision != MATMUL_FP32 && precision != MATMUL_BF16)
+        return diag_set(d, QS_EINVAL, dir, -1, "packed load: precision %d, expected fp32 or bf16",
+                        precision);
+    int rc = hfconfig_load(&cfg, dir, d);
+    if (rc)
+        return rc;
+    if (matmul_frozen_available(precision)) {
+        safetensors_dir sd;
+        model_hif8 *q8 = NULL;
+        if ((rc = model_hif8_config_read(dir, &cfg, &q8, d)) < 0)
+            return rc;
+        if ((rc = safetensors_dir_open(&sd, dir, d))) {
+            model_hif8_free(q8);
+            return rc;
+        }
+        rc = model_load_packed_try(m, &cfg, q8, &sd, dir, precision, d);
+        safetensors_dir_close(&sd);
+        if (rc <= 0) {
+            if (rc)
+                model_free(m);
+            return rc;
+        }
+        model_free(m);   /* MODEL_PACKED_INEXACT: keep the fp32 values */
+    }
+    if ((rc = model_load_dir(m, dir, d)))
+        return rc;
+    m->precision = precision;
+    if ((rc = model_packs_create(m, d)))
+        model_free(m);
+    return rc;
+}
+
+/* Weight of Linear (layer, module): from the fp32 block, or read back out of its pack into buf. */
+static const float *model_linear_w(llama_model *m, int layer, int module, float *buf)
+{
+    const llama_layer_weights *lw = &m->w.layer[layer];
+    const float *const views[MODEL_LIN_COUNT] = {lw->wq, lw->wk, lw->wv, lw->wo,
+                                                 lw->w_gate, lw->w_up, lw->w_down};
+    if (views[module])
+        return views[module];
+    matmul_wpack *pk = m->packs[layer * MODEL_LIN_COUNT + module];
+    const llama_config *c = &m->cfg;
+    int IN = module == MODEL_LIN_O ? c->n_heads * c->head_dim
+             : module == MODEL_LIN_DOWN ? c->hidden_dim : c->dim;
+    int O = module == MODEL_LIN_Q ? c->n_heads * c->head_dim
+            : module == MODEL_LIN_K || module == MODEL_LIN_V ? c->n_kv_heads * c->head_dim
+            : module == MODEL_LIN_O || module == MODEL_LIN_DOWN ? c->dim : c->hidden_dim;
+    for (int o = 0; o < O; o++)
+        matmul_wpack_row(pk, o, buf + (size_t)o * IN);
+    return buf;
+}
+
+int model_packs_substitute(llama_model *m, qs_diag *d)
+{
+    const llama_config *c = &m->cfg;
+    if (!m->packs || !m->hook.weight)
+        return diag_set(d, QS_EINVAL, NULL, -1, "weight substitutes need packs and hook.weight");
+    if (m->packs_substituted || !matmul_frozen_available(m->packs_precision))
+        return 0;   /* no packed format (sgemm): the hook keeps substituting per call */
+    size_t max_w = 0;
+    int QD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
+    const int in_dim[MODEL_LIN_COUNT] = {c->dim, c->dim, c->dim, QD, c->dim, c->dim, c->hidden_dim};
+    const int out_dim[MODEL_LIN_COUNT] = {QD, KD, KD, c->dim, c->hidden_dim, c->hidden_dim, c->dim};
+    for (int k = 0; k < MODEL_LIN_COUNT; k++)
+        max_w = (size_t)in_dim[k] * out_dim[k] > max_w ? (size_t)in_dim[k] * out_dim[k] : max_w;
+    float *buf = qs_malloc(max_w * sizeof *buf), *wq = qs_malloc(max_w * sizeof *wq);
+    int rc = buf && wq ? 0 : diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    for (int l = 0; l < c->n_layers && !rc; l++)
+        for (int k = 0; k < MODEL_LIN_COUNT && !rc; k++) {
+            if ((m->hook.planned && !m->hook.planned(m->hook.self, l, k)) ||
+                model_hif8_planned(m, l, k))   /* a code pack is the weight */
+                continue;
+            matmul_wpack *pk = m->packs[l * MODEL_LIN_COUNT + k];
+            const float *w = model_linear_w(m, l, k, buf);
+            if ((rc = m->hook.weight(m->hook.self, l, k, w, wq, out_dim[k], in_dim[k])))
+                rc = diag_set(d, rc, NULL, -1, "weight substitute failed at layer %d", l);
+            else if (matmul_wpack_frozen(pk))
+                rc = matmul_wpack_frozen_set(pk, wq);
+            else {   /* a plain pack points at the fp32 view: give it a frozen one */
+                matmul_wpack *fz = matmul_wpack_create_frozen(wq, in_dim[k], out_dim[k],
+                                                              m->packs_precision);
+                if (fz) {
+                    matmul_wpack_destroy(pk);
+                    m->packs[l * MODEL_LIN_COUNT + k] = fz;
+                }
+                rc = fz ? 0 : QS_ENOMEM;
+            }
+            if (rc == QS_ENOMEM)
+                rc = diag_set(d, rc, NULL, -1, "out of memory for substitute packs");
+            m->packs_substituted = 1;   /* from the first one on, the packs are mixed */
+        }
+    qs_free(buf);
+    qs_free(wq);
+    return rc;
+}
+
+/* The frozen pack that holds table row e of a packed model (NULL: none). */
+static matmul_wpack *model_pack_of(const llama_model *m, const model_tensor *e)
+{
+    int module = model_kind_module_impl(e->kind);
+    if (module >= 0)
+        return m->packs[e->layer * MODEL_LIN_COUNT + module];
+    if (e->kind == MK_WTE && m->embed_pack)
+        return m->embed_pack;
+    return e->kind == MK_WTE || e->kind == MK_LM_HEAD ? m->packs[m->cfg.n_layers * MODEL_LIN_COUNT]
+                                                      : NULL;
+}
+
+int model_params_round_bf16(llama_model *m, qs_diag *d)
+{
+    float *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (int i = 0; i < m->n_tensors && !rc; i++) {
+        const model_tensor *e = &m->tensors[i];
+        int mod = model_kind_module_impl(e->kind);
+        if (mod >= 0 && (model_hif8_planned(m, e->layer, mod) ||
+                         (m->hook.fn && (!m->hook.planned ||
+                                         m->hook.planned(m->hook.self, e->layer, mod)))))
+            continue;
+        if (e->offset_elems != MODEL_NO_STORAGE) {
+            float *p = m->params + e->offset_elems;
+            for (size_t j = 0; j < e->n_elems; j++)
+                p[j] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(p[j]));
+            continue;
+        }
+        /* in a frozen pack: a bf16 one holds bf16 values (rounded to nearest
+         * even when it was made); an fp32 one is read back, rounded, re-packed */
+        matmul_wpack *pk = m->packs ? model_pack_of(m, e) : NULL;
+        if (!pk || !matmul_wpack_frozen(pk) || matmul_wpack_precision(pk) == MATMUL_BF16)
+            continue;
+        if (e->n_elems > cap) {
+            qs_free(buf);
+            cap = e->n_elems;
+            if (!(buf = qs_malloc(cap * sizeof *buf))) {
+                rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory rounding '%s'", e->name);
+                break;
+            }
+        }
+        const size_t IN = (size_t)e->shape[1];
+        for (int64_t o = 0; o < e->shape[0]; o++)
+            matmul_wpack_row(pk, (int)o, buf + (size_t)o * IN);
+        for (size_t j = 0; j < e->n_elems; j++)
+            buf[j] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(buf[j]));
+        if ((rc = matmul_wpack_frozen_set(pk, buf)))
+            rc = diag_set(d, rc, NULL, -1, "out of memory re-packing '%s'", e->name);
+    }
+    qs_free(buf);
+    model_packs_refresh(m);   /* plain packs re-pack the rounded views */
+    return rc;
+}

@@ -1,0 +1,142 @@
+/* test_digest.c: SHA-256 against the FIPS 180-2 / NIST example vectors on
+ * both compression paths (the SHA extensions when the CPU has them, and the
+ * portable code forced with cpu_limit(CPU_LEVEL_SCALAR)), the two paths on
+ * random lengths fed in random pieces, the file hash, and background hashing
+ * of a file list (same hex as digest_sha256_file, errors name the file). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/cpu.h"
+#include "qs/digest.h"
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "qs/rng.h"
+#include "test.h"
+
+static void hash_buf(const void *p, size_t n, char hex[65])
+{
+    digest_sha256 s;
+    digest_sha256_init(&s);
+    digest_sha256_update(&s, p, n);
+    digest_sha256_final(&s, hex);
+}
+
+/* The NIST example vectors; "a" x 1,000,000 fed in 1000-byte pieces. */
+static int nist_vectors_pass(void)
+{
+    static const struct { const char *msg, *hex; } v[] = {
+        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqr"
+         "lmnopqrsmnopqrstnopqrstu",
+         "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1"},
+    };
+    char hex[65];
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        hash_buf(v[i].msg, strlen(v[i].msg), hex);
+        if (strcmp(hex, v[i].hex)) {
+            TEST_FAIL_AT("vector %zu at %s: %s, expected %s", i, cpu_level_name(cpu_level()), hex,
+                         v[i].hex);
+            return 0;
+        }
+    }
+    char piece[1000];
+    memset(piece, 'a', sizeof piece);
+    digest_sha256 s;
+    digest_sha256_init(&s);
+    for (int i = 0; i < 1000; i++)
+        digest_sha256_update(&s, piece, sizeof piece);
+    digest_sha256_final(&s, hex);
+    if (strcmp(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")) {
+        TEST_FAIL_AT("a x 1e6 at %s: %s", cpu_level_name(cpu_level()), hex);
+        return 0;
+    }
+    return 1;
+}
+
+TEST(digest, nist_vectors_on_both_paths)
+{
+    int level = cpu_level();
+    ASSERT_TRUE(nist_vectors_pass());
+    cpu_limit(CPU_LEVEL_SCALAR);
+    ASSERT_EQ_INT(digest_sha256_accelerated(), 0);
+    int ok = nist_vectors_pass();
+    cpu_limit(level);
+    ASSERT_TRUE(ok);
+    if (getenv("QS_TEST_VERBOSE"))
+        fprintf(stderr, "    SHA extensions: %s\n", digest_sha256_accelerated() ? "yes" : "no");
+}
+
+/* Random lengths 0..5000, each fed in random pieces (so blocks straddle the
+ * calls), hashed on the default path and on the portable one: same hex. */
+TEST(digest, paths_agree_on_random_lengths_and_splits)
+{
+    enum { MAX = 5000 };
+    unsigned char *buf = qs_malloc(MAX);
+    ASSERT_TRUE(buf);
+    rng r;
+    rng_seed(&r, 13);
+    int level = cpu_level(), bad = 0;
+    for (int trial = 0; trial < 300 && !bad; trial++) {
+        size_t n = trial < 130 ? (size_t)trial : rng_u32(&r) % MAX;
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (unsigned char)rng_u32(&r);
+        char hex[2][65];
+        for (int path = 0; path < 2; path++) {
+            cpu_limit(path ? CPU_LEVEL_SCALAR : level);
+            digest_sha256 s;
+            digest_sha256_init(&s);
+            size_t done = 0;
+            while (done < n) {
+                size_t k = 1 + rng_u32(&r) % 200;
+                k = k > n - done ? n - done : k;
+                digest_sha256_update(&s, buf + done, k);
+                done += k;
+            }
+            digest_sha256_final(&s, hex[path]);
+        }
+        cpu_limit(level);
+        char whole[65];
+        hash_buf(buf, n, whole);
+        if (strcmp(hex[0], hex[1]) || strcmp(hex[0], whole)) {
+            TEST_FAIL_AT("length %zu: %s (default) %s (scalar) %s (one piece)", n, hex[0], hex[1],
+                         whole);
+            bad = 1;
+        }
+    }
+    qs_free(buf);
+}
+
+TEST(digest, background_files_equal_file_hashes_and_name_missing_file)
+{
+    char p0[600], p1[600], missing[600];
+    snprintf(p0, sizeof p0, "%s/digest_a.bin", test_tmp_dir());
+    snprintf(p1, sizeof p1, "%s/digest_b.bin", test_tmp_dir());
+    snprintf(missing, sizeof missing, "%s/digest_missing.bin", test_tmp_dir());
+    qs_diag d = {0};
+    static unsigned char big[300000];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (unsigned char)(i * 7 + i / 251);
+    ASSERT_OK(fileio_write_atomic(p0, big, sizeof big, &d), &d);
+    ASSERT_OK(fileio_write_atomic(p1, "abc", 3, &d), &d);
+    const char *paths[3] = {p0, p1, missing};
+    digest_files_job *j;
+    ASSERT_OK(digest_sha256_files_start(&j, paths, 2, &d), &d);
+    char hex[2][65], ref[65];
+    ASSERT_OK(digest_sha256_files_finish(j, hex, &d), &d);
+    ASSERT_OK(digest_sha256_file(p0, ref, &d), &d);
+    ASSERT_EQ_STR(hex[0], ref);
+    hash_buf(big, sizeof big, ref);
+    ASSERT_EQ_STR(hex[0], ref);
+    ASSERT_EQ_STR(hex[1], "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    ASSERT_OK(digest_sha256_files_start(&j, paths, 3, &d), &d);
+    char hex3[3][65];
+    ASSERT_TRUE(digest_sha256_files_finish(j, hex3, &d) == QS_EIO);
+    ASSERT_TRUE(strstr(d.path, "digest_missing.bin") != NULL);
+    ASSERT_OK(digest_sha256_files_start(&j, paths, 2, &d), &d);
+    ASSERT_OK(digest_sha256_files_finish(j, NULL, &d), &d);   /* results dropped */
+    ASSERT_OK(digest_sha256_files_finish(NULL, NULL, &d), &d);
+}
