@@ -132,6 +132,33 @@ TEST(w8a8, compare_export_with_source_fake_quant_is_zero_kl)
     ASSERT_TRUE(strstr(w8_out, "\"ppl\": ") != NULL);
 }
 
+/* hif8-fp32 is the export in fp32: on an F32 source (the other weights rounded
+ * to bf16 inside fp32 packs) compare gives KL exactly 0 */
+TEST(w8a8, stories260K_export_in_fp32_is_hif8_fp32_of_its_source)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char src[512], out[600], txt[600], args[4096];
+    if (!test_shared_path(src, sizeof src, "models/stories260K"))
+        SKIP("../shared/models/stories260K not present");
+    snprintf(out, sizeof out, "%s/w8_s260k_fp32", test_tmp_dir());
+    snprintf(args, sizeof args, "export --format hif8 --model %s --out %s --quant-modules "
+             "'*.mlp.*'", src, out);
+    ASSERT_EQ_INT(w8_cli(args), 0);
+    snprintf(txt, sizeof txt, "%s/w8_fp32.txt", test_tmp_dir());
+    const char *s = "Once upon a time, there was a little girl named Lily. She liked to play "
+                    "outside with her friends and her dog.";
+    ASSERT_OK(fileio_write_atomic(txt, s, strlen(s), NULL), NULL);
+    snprintf(args, sizeof args, "compare --model %s --reference %s --text %s --json --precision "
+             "fp32 --reference-precision hif8-fp32 --quant-modules '*.mlp.*'", out, src, txt);
+    ASSERT_EQ_INT(w8_cli(args), 0);
+    ASSERT_TRUE(strstr(w8_out, "\"kl_max\": 0,") && strstr(w8_out, "\"top1_agree\": 1,"));
+    snprintf(args, sizeof args, "compare --model %s --reference %s --text %s --json --precision "
+             "fp32 --reference-precision fp32", out, src, txt);
+    ASSERT_EQ_INT(w8_cli(args), 0);
+    ASSERT_TRUE(strstr(w8_out, "\"kl_max\": 0,") == NULL);
+}
+
 /* the real path on one Linear against the definition, element by element */
 TEST(w8a8, forward_of_a_quantized_linear_is_the_documented_arithmetic)
 {
