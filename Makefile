@@ -14,7 +14,9 @@
 
 PKGS := jansson libpng libzstd openblas
 APT_PKGS := build-essential pkg-config libjansson-dev libpng-dev libzstd-dev libopenblas-dev zstd \
-            libopenmpi-dev openmpi-bin
+            libopenmpi-dev openmpi-bin libtcmalloc-minimal4
+# libtcmalloc-minimal4: the benches' tuned PyTorch baselines (tests/bench/bench_torch.h);
+# python3-torch itself is optional (the baselines are skipped without it)
 
 NO_DEP_GOALS := deps clean lint
 ifeq ($(filter-out $(NO_DEP_GOALS),$(or $(MAKECMDGOALS),all)),)

@@ -76,6 +76,7 @@ TEST(cli_model, inspect_reports_architecture_groups_and_memory)
     ASSERT_TRUE(strstr(out, "q/k/v yes, o yes") != NULL);
     ASSERT_TRUE(strstr(out, "weights:      2 files") != NULL);
     ASSERT_TRUE(strstr(out, "training, 2 x 16 tokens") != NULL);
+    ASSERT_TRUE(strstr(out, "training with recompute: ") != NULL);
     llama_config c;
     qs_diag d = {0};
     ASSERT_OK(hfconfig_load(&c, "data/fixtures/pangu_bias_sharded_f32", &d), &d);

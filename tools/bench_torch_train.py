@@ -1,12 +1,17 @@
 #!/usr/bin/python3
-"""bench_torch_train.py: PyTorch fp32 eager training throughput, the baseline of
+"""bench_torch_train.py: PyTorch eager training throughput, the baseline of
 tests/bench/bench_train.c.  Same Llama shape as the C bench (random weights, lm_head tied
-to the embedding), forward + backward + AdamW per step, on the given thread count.
-Prints one JSON line: {"tok_per_s": median, "step_s": [..]}.
+to the embedding), forward + backward + AdamW per step, on the given thread count, in
+fp32 or with bf16 autocast (torch.autocast("cpu", torch.bfloat16) around the forward and
+the loss, fp32 master weights and AdamW: PyTorch's mixed-precision recipe on CPU).
+Prints one JSON line: {"tok_per_s": median, "step_s": [..], "precision": ..,
+"malloc": "tcmalloc"|"glibc", "omp_wait_policy": ..} (the last two from the environment
+the caller set: LD_PRELOAD, OMP_WAIT_POLICY).
     /usr/bin/python3 tools/bench_torch_train.py --dim 288 --layers 6 --heads 6 \
-        --kv-heads 6 --hidden 768 --vocab 32000 --batch 4 --seq 256 --steps 4 --threads 2
+        --kv-heads 6 --hidden 768 --vocab 32000 --batch 4 --seq 256 --steps 4 --threads 2 \
+        --precision bf16
 """
-import argparse, json, os, statistics, sys, time
+import argparse, contextlib, json, os, statistics, sys, time
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +25,7 @@ def main():
     for k, v in [("dim", 288), ("layers", 6), ("heads", 6), ("kv-heads", 6), ("hidden", 768),
                  ("vocab", 32000), ("batch", 4), ("seq", 256), ("steps", 4), ("threads", 2)]:
         ap.add_argument("--" + k, type=int, default=v)
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(a.threads)
@@ -32,17 +38,24 @@ def main():
     opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
     x = torch.randint(0, a.vocab, (a.batch, a.seq))
     y = torch.randint(0, a.vocab, (a.batch, a.seq))
+    amp = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.precision == "bf16" \
+        else contextlib.nullcontext
     times = []
     for step in range(a.steps + 1):
         t0 = time.perf_counter()
-        loss = F.cross_entropy(model(x).view(-1, a.vocab), y.view(-1))
+        with amp():
+            loss = F.cross_entropy(model(x).view(-1, a.vocab), y.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         if step > 0:   # the first step allocates optimizer state
             times.append(time.perf_counter() - t0)
     med = statistics.median(times)
-    print(json.dumps({"tok_per_s": a.batch * a.seq / med, "step_s": times}))
+    print(json.dumps({"tok_per_s": a.batch * a.seq / med, "step_s": times,
+                      "precision": a.precision,
+                      "malloc": "tcmalloc" if "tcmalloc" in os.environ.get("LD_PRELOAD", "")
+                      else "glibc",
+                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ on one machine; the committed copy is the reference).
 import argparse, json, math, os, random, struct, sys
 
 import numpy as np
-import sentencepiece as spm
 import torch
 import torch.nn.functional as F
 
@@ -173,6 +172,8 @@ def main():
     text = "\n\n".join(story(rng) for _ in range(args.stories)) + "\n"
     with open(os.path.join(args.out, "train.txt"), "w") as f:
         f.write(text)
+
+    import sentencepiece as spm  # here: bench_torch_train.py imports Tiny without it
 
     prefix = os.path.join(mdir, "tokenizer")
     spm.SentencePieceTrainer.train(

@@ -95,6 +95,12 @@ typedef struct model_linear_hook {
      * where it returns 0 fn is not called, so the Linears that share an input
      * can run as one fused GEMM.  NULL: fn is called for every Linear. */
     int (*planned)(void *self, int layer, int module);
+    /* Optional: the recomputation of a block (MODEL_ACTS_RECOMPUTE arenas, from
+     * model_backward): as fn, but it must make exactly the substitution fn made
+     * for (layer, module) in the last forward, and record nothing (no amax, no
+     * statistics).  NULL: fn is called again (right for hooks without state). */
+    int (*replay)(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
+                  const float *w, float *wq, int O);
     /* Optional, for hooks whose weight substitute is constant (evaluation: frozen
      * scales, fixed weights): writes the substitute of w[O, IN] to wq and returns
      * 0 (or a negative QS_E*).  model_packs_substitute() then packs it once, and
@@ -119,7 +125,8 @@ typedef struct llama_model {
     char dtypes[32];         /* storage dtypes found when loading, e.g. "BF16" or "F32+F16" */
     struct matmul_wpack **packs; /* NULL, or [L * MODEL_LIN_COUNT + 1] (last: lm_head) */
     int packs_precision;     /* precision the packs were made for */
-    struct matmul_ws *ws;    /* with packs: the workspace of dW packs and unpacked weights */
+    struct matmul_ws *ws;    /* NULL, or the workspace of dW packs and unpacked weights
+                              * (with packs, or model_ws_create alone) */
     struct model_hif8 *hif8; /* NULL, or a HiF8 W8A8 checkpoint's quantized Linears
                               * (qs/model_hif8.h): their weights only in its code packs */
     int weights_packed;      /* 1: Linear weights, lm_head and embedding only in (frozen) packs */
@@ -193,7 +200,16 @@ void model_packs_refresh(llama_model *m);
 /* Bytes of the packs and workspace after training steps over N rows per
  * micro-batch (n_unpacked: Linears whose weight the hook substitutes). */
 size_t model_packs_bytes_estimate(const llama_config *c, int precision, int N, int n_unpacked);
-void model_packs_destroy(llama_model *m);   /* safe without packs */
+void model_packs_destroy(llama_model *m);   /* safe without packs; frees the workspace too */
+/* The workspace alone, no persistent packs (memory-lean training): every
+ * product packs its weight on the fly into m->ws instead of allocating per call;
+ * the same bits.  At N rows per call the packing is a few per cent of a
+ * product's time and the memory is one workspace instead of a copy of every
+ * weight.  Freed by model_packs_destroy / model_free. */
+int model_ws_create(llama_model *m, qs_diag *d);
+/* Bytes of that workspace after training steps over N rows per micro-batch
+ * (an upper bound: it counts the lm_head's dout rows, which only packs use). */
+size_t model_ws_bytes_estimate(const llama_config *c, int precision, int N);
 /* Constant weight substitutes (evaluation): for every Linear the hook plans (all
  * when hook.planned is NULL), the pack is re-made from hook.weight(w) once,
  * instead of substituting the weight on every forward; w is read from the fp32
@@ -214,6 +230,8 @@ typedef struct model_memory {
     size_t acts_train_bytes; /* model_acts_elems(B, T, T, training=1) * 4 */
     size_t rope_bytes;     /* cos+sin tables */
     size_t train_bytes;    /* params + grads + adam + acts_train + rope */
+    size_t acts_recompute_bytes; /* model_acts_elems(B, T, T, MODEL_ACTS_RECOMPUTE) * 4 */
+    size_t train_recompute_bytes; /* train_bytes with acts_recompute instead of acts_train */
     size_t acts_infer_bytes; /* model_acts_elems(1, ctx, ctx, training=0) * 4 */
     size_t infer_bytes;    /* params + acts_infer + rope */
 } model_memory;

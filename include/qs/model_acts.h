@@ -1,11 +1,21 @@
 /* model_acts.h: the activation arena of a llama_model and the forward pass
  * that fills it.
  *
- * ONE arena (llama_acts) sized up front from (B, T, Tcap, config, training);
- * model_forward never allocates.  With training = 1 every tensor backward
- * needs is kept per layer (inputs of each linear, RMSNorm rstd, rotated q,
- * k/v, attention probabilities, SwiGLU inputs); with training = 0 per-layer
- * buffers are shared by all layers except the KV cache.
+ * ONE arena (llama_acts) sized up front from (B, T, Tcap, config, mode);
+ * model_forward never allocates.  Modes (the `training` argument):
+ *  - MODEL_ACTS_INFER (0): per-layer buffers are shared by all layers except
+ *    the KV cache;
+ *  - MODEL_ACTS_TRAIN (1): every tensor backward needs is kept per layer
+ *    (inputs of each linear, RMSNorm rstd, rotated q, k/v, attention
+ *    probabilities, SwiGLU inputs);
+ *  - MODEL_ACTS_RECOMPUTE (2): training with per-block recomputation: only the
+ *    residual stream entering each block is kept per layer, every other
+ *    tensor (KV and attention probabilities included) is ONE block's worth,
+ *    and model_backward recomputes a block's forward from its residual input
+ *    just before that block's backward (the last block's tensors are still
+ *    there).  The recomputation runs the same code on the same inputs, so
+ *    the gradients are the same bits as with MODEL_ACTS_TRAIN; the quantization
+ *    hook is asked to replay (model_linear_hook.replay), not to quantize anew.
  */
 #ifndef QS_MODEL_ACTS_H
 #define QS_MODEL_ACTS_H
@@ -16,6 +26,8 @@
 #include "qs/err.h"
 #include "qs/hfconfig.h"
 #include "qs/model.h"
+
+enum { MODEL_ACTS_INFER = 0, MODEL_ACTS_TRAIN = 1, MODEL_ACTS_RECOMPUTE = 2 };
 
 struct llama_acts;
 /* Positions 0 .. seq_pos0[b]-1 of sequence b taken from another arena's KV
@@ -30,7 +42,8 @@ typedef struct model_kv_prefix {
 typedef struct llama_acts {
     int B, T;           /* max batch and tokens per forward call */
     int Tcap;           /* KV cache capacity (positions) per sequence, >= T */
-    int training;       /* 1: keep every layer's tensors for backward */
+    int training;       /* nonzero: a training arena (backward possible) */
+    int recompute;      /* 1: MODEL_ACTS_RECOMPUTE (one block's tensors, resid per layer) */
     int kv_shared;      /* 1: ONE layer of KV cache, reused by every layer: nothing outlives
                          * a call (model_acts_init_infer); earlier positions need kv_prefix */
     int logits_cap;     /* rows the logits hold (0: B*T) */
@@ -38,7 +51,8 @@ typedef struct llama_acts {
     size_t n_elems;     /* floats in memory */
     float *memory;      /* the arena */
     int32_t *pos;       /* [B*T] positions of the current call */
-    /* per layer l: base + l * stride (stride 0 when !training, except the KV cache) */
+    /* per layer l: base + l * stride (stride 0 when !training, except the KV cache
+     * without kv_shared; with recompute every stride is 0 except resid's) */
     float *resid;       /* [L+1, N, C] residual stream entering layer l (L: final) */
     float *ln1;         /* [L, N, C] */
     float *ln1_rstd;    /* [L, N] */
@@ -76,9 +90,10 @@ typedef struct llama_acts {
     double loss;        /* mean loss of the last call with targets, else -1 */
 } llama_acts;
 
-/* Floats the arena needs: the explicit formula behind inspect's estimates. */
+/* Floats the arena needs: the explicit formula behind inspect's estimates.
+ * training: MODEL_ACTS_INFER, MODEL_ACTS_TRAIN or MODEL_ACTS_RECOMPUTE. */
 size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int training);
-/* training = 1 requires Tcap == T (attention backward's layout). */
+/* A training mode requires Tcap == T (attention backward's layout). */
 int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,
                     qs_diag *d);
 void model_acts_free(llama_acts *a);

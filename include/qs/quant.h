@@ -143,6 +143,13 @@ int quant_apply_scale(quant *q, const float *x, size_t n, float *scale, qs_diag 
  * it does (current scaling, or the fallback of an empty history). */
 int quant_static_scale(const quant *q, float *scale);
 
+/* Recomputation (per-block activation recomputation): y = fake-quant(x) at a
+ * scale an earlier quantize() of this quantizer used (quant_last_scale right
+ * after it), recording NOTHING; the same bits as that call's y when x holds the
+ * same values.  Non-saturating recipes need x != y.  Elements are split over
+ * OpenMP threads (call from serial code). */
+void quant_replay(const quant *q, const float *x, float *y, size_t n, float scale);
+
 /* Straight-through estimator for the backward pass.  PASS: gradient unchanged
  * (the default, what the paper uses); MASKED: zero the gradient where the
  * forward clipped, i.e. |x * scale| > 32768, with the scale the forward used. */

@@ -25,6 +25,7 @@ typedef struct runcfg {
     long batch_size;                     /* sequences per micro-batch (B) */
     long seq_len;                        /* tokens per sequence (T) */
     long grad_accum;                     /* micro-batches per optimizer step */
+    int recompute;                       /* bool: per-block activation recomputation */
     long steps;                          /* optimizer steps */
     double lr, lr_min;
     long lr_warmup_steps;

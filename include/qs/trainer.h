@@ -116,12 +116,14 @@ typedef struct train_step_info {
 typedef struct train_memory {
     size_t model_train_bytes;  /* model_memory_estimate().train_bytes */
     size_t grad_acts_bytes;    /* backward scratch */
-    size_t quant_bytes;        /* saved quantized operands + amax histories */
+    size_t quant_bytes;        /* saved quantized operands + amax histories (QAT steps) */
+    size_t warmup_pack_bytes;  /* packs of the quantized Linears' master weights, built in
+                                * the bf16 warmup and released before QAT (0 without one) */
     size_t batch_bytes;        /* token/target buffers */
-    size_t pack_bytes;         /* persistent weight packs + matmul workspace */
+    size_t pack_bytes;         /* other persistent weight packs + matmul workspace */
     size_t grad_scratch_bytes; /* grad_accum > 1: later micro-batches' gradients (n_params x 4) */
     size_t kl_ref_bytes;       /* runcfg_kl_reference: the bf16 reference model and its arena */
-    size_t total_bytes;
+    size_t total_bytes;        /* the peak: the sum, with max(quant, warmup_pack) */
 } train_memory;
 
 typedef struct trainer trainer;

@@ -67,6 +67,10 @@ int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d);
  * Payloads are NOT aligned: memcpy them out. */
 int trainstate_section(const trainstate_reader *r, const char *tag, const void **data,
                        size_t *bytes, qs_diag *d);
+/* memcpy(dst, src, bytes) out of a section (src inside the mapping), whose pages
+ * then leave the resident set: a large section costs no more memory than its
+ * copy.  trainstate_open reads every payload the same way to check it. */
+void trainstate_copy_out(const trainstate_reader *r, void *dst, const void *src, size_t bytes);
 void trainstate_close(trainstate_reader *r);
 
 #endif

@@ -175,6 +175,9 @@ static void inspect_print(const inspect_info *in, const char *dir)
            "activations %.1f + rope %.1f\n",
            in->B, in->T, mib(mm->train_bytes), mib(mm->params_bytes), mib(mm->grads_bytes),
            mib(mm->adam_bytes), mib(mm->acts_train_bytes), mib(mm->rope_bytes));
+    printf("  training with recompute: %.1f (activations %.1f); train adds the backward "
+           "scratch, quantized operands and packs (its header line)\n",
+           mib(mm->train_recompute_bytes), mib(mm->acts_recompute_bytes));
 }
 
 static int inspect_run(const char *dir, long B, long T)

@@ -67,8 +67,9 @@ static void train_usage(FILE *f)
             "  --resume RUN_DIR       continue RUN_DIR from its latest checkpoint, bit-exactly\n"
             "                         (config = RUN_DIR/config.json; --set may change steps,\n"
             "                         ckpt_every, stop_on_saturation, stop_on_forgetting,\n"
-            "                         max_memory_gb, plot_every, zero, and grad_accum when the\n"
-            "                         rank count changes: ranks x grad_accum must stay the same)\n"
+            "                         max_memory_gb, plot_every, recompute, zero, and\n"
+            "                         grad_accum when the rank count changes: ranks x\n"
+            "                         grad_accum must stay the same)\n"
             "  --ste pass|masked      straight-through estimator (= --set ste=...)\n"
             "  --bf16-warmup-steps N  unquantized steps before QAT (= --set bf16_warmup_steps=N)\n"
             "  --stop-on-saturation   stop with exit 1 on a saturation alarm\n"
@@ -101,7 +102,7 @@ static int train_resume_key_ok(const char *assignment)
 {
     static const char *const ok[] = {"steps=",         "ckpt_every=",    "stop_on_saturation=",
                                      "stop_on_forgetting=", "max_memory_gb=", "plot_every=",
-                                     "zero=",          "grad_accum="};
+                                     "zero=",          "grad_accum=",    "recompute="};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
         if (!strncmp(assignment, ok[i], strlen(ok[i])))
             return 1;
@@ -251,7 +252,8 @@ int cmd_train(int argc, char **argv)
                 exit_code = cli_error("train: --resume: '%s' cannot change in a resumed run (it "
                                       "would not continue the same run); allowed: steps, "
                                       "ckpt_every, stop_on_saturation, stop_on_forgetting, "
-                                      "max_memory_gb, plot_every, zero, grad_accum",
+                                      "max_memory_gb, plot_every, zero, grad_accum, "
+                                      "recompute",
                                       a.sets[i]);
                 goto done;
             }

@@ -344,6 +344,8 @@ size_t model_packs_bytes_estimate(const llama_config *c, int precision, int N, i
 
 void model_packs_destroy(llama_model *m)
 {
+    matmul_ws_destroy(m->ws);   /* also a workspace without packs (model_ws_create) */
+    m->ws = NULL;
     if (!m->packs)
         return;
     for (int i = 0; i < m->cfg.n_layers * MODEL_LIN_COUNT + 1; i++)
@@ -351,8 +353,31 @@ void model_packs_destroy(llama_model *m)
     qs_free(m->packs);
     m->packs = NULL;
     m->packs_substituted = 0;
-    matmul_ws_destroy(m->ws);
-    m->ws = NULL;
+}
+
+int model_ws_create(llama_model *m, qs_diag *d)
+{
+    if (m->weights_packed)
+        return diag_set(d, QS_EINVAL, NULL, -1, "the weights live in their packs (model_load_packed): "
+                        "a training workspace needs the fp32 weights");
+    model_packs_destroy(m);
+    m->ws = matmul_ws_create();
+    return m->ws ? 0 : diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for the matmul workspace");
+}
+
+size_t model_ws_bytes_estimate(const llama_config *c, int precision, int N)
+{
+    int QD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
+    const int in_dim[MODEL_LIN_COUNT + 1] = {c->dim, c->dim, c->dim, QD, c->dim, c->dim,
+                                             c->hidden_dim, c->dim};
+    const int out_dim[MODEL_LIN_COUNT + 1] = {QD, KD, KD, c->dim, c->hidden_dim, c->hidden_dim,
+                                              c->dim, c->vocab_size};
+    size_t ws = 0;
+    for (int k = 0; k <= MODEL_LIN_COUNT; k++) {   /* the 7 Linears and the lm_head */
+        size_t u = matmul_ws_bytes_estimate(N, in_dim[k], out_dim[k], precision, 1);
+        ws = u > ws ? u : ws;
+    }
+    return ws;
 }
 
 void model_free(llama_model *m)
@@ -529,6 +554,8 @@ void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, m
     mm->rope_bytes = (size_t)hfconfig_max_context(c) * (size_t)c->head_dim * 4;
     mm->train_bytes = mm->params_bytes + mm->grads_bytes + mm->adam_bytes +
                       mm->acts_train_bytes + mm->rope_bytes;
+    mm->acts_recompute_bytes = model_acts_elems(c, B, T, T, MODEL_ACTS_RECOMPUTE) * 4;
+    mm->train_recompute_bytes = mm->train_bytes - mm->acts_train_bytes + mm->acts_recompute_bytes;
     mm->acts_infer_bytes = model_acts_elems(c, 1, infer_ctx, infer_ctx, 0) * 4;
     mm->infer_bytes = mm->params_bytes + mm->acts_infer_bytes + mm->rope_bytes;
 }

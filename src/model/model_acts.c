@@ -33,8 +33,12 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
 {
     size_t N = (size_t)B * T, C = (size_t)c->dim, F = (size_t)c->hidden_dim;
     size_t QD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
-    size_t L = (size_t)c->n_layers, Lk = training ? L : 1, V = (size_t)c->vocab_size;
-    size_t Lkv = kv_shared ? 1 : L, NV = (logits_rows > 0 ? (size_t)logits_rows : N) * V;
+    /* per-layer copies: every layer's when training without recompute, else one
+     * (shared); the KV cache is per layer except under recompute or kv_shared */
+    size_t L = (size_t)c->n_layers, V = (size_t)c->vocab_size;
+    size_t Lk = training == MODEL_ACTS_TRAIN ? L : 1;
+    size_t Lkv = kv_shared || training == MODEL_ACTS_RECOMPUTE ? 1 : L;
+    size_t NV = (logits_rows > 0 ? (size_t)logits_rows : N) * V;
     size_t off = 0;
     size_t max_w = acts_max3(QD * C, F * C, KD * C);
     llama_acts sizes_only;   /* fields are only written when base is set */
@@ -46,7 +50,7 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
     acts_take(&a->q, base, &off, Lk * N * QD);
     acts_take(&a->kcache, base, &off, Lkv * B * (size_t)Tcap * KD);
     acts_take(&a->vcache, base, &off, Lkv * B * (size_t)Tcap * KD);
-    acts_take(&a->att, base, &off, training ? L * B * c->n_heads * (size_t)T * Tcap : 0);
+    acts_take(&a->att, base, &off, training ? Lk * B * c->n_heads * (size_t)T * Tcap : 0);
     acts_take(&a->atty, base, &off, Lk * N * QD);
     acts_take(&a->resid_mid, base, &off, Lk * N * C);
     acts_take(&a->ln2, base, &off, Lk * N * C);
@@ -83,6 +87,8 @@ static int model_acts_init_any(llama_acts *a, const llama_config *c, int B, int 
                                qs_diag *d)
 {
     memset(a, 0, sizeof *a);
+    if (training < MODEL_ACTS_INFER || training > MODEL_ACTS_RECOMPUTE)
+        return diag_set(d, QS_EINVAL, NULL, -1, "activations: unknown mode %d", training);
     if (B < 1 || T < 1 || Tcap < T)
         return diag_set(d, QS_EINVAL, NULL, -1, "activations: need B >= 1, T >= 1, Tcap >= T "
                         "(got B=%d T=%d Tcap=%d)", B, T, Tcap);
@@ -103,7 +109,8 @@ static int model_acts_init_any(llama_acts *a, const llama_config *c, int B, int 
     a->B = B;
     a->T = T;
     a->Tcap = Tcap;
-    a->training = training;
+    a->training = training != MODEL_ACTS_INFER;
+    a->recompute = training == MODEL_ACTS_RECOMPUTE;
     a->kv_shared = kv_shared;
     a->logits_cap = logits_rows;
     a->n_elems = model_acts_layout(NULL, NULL, c, B, T, Tcap, training, logits_rows, kv_shared);

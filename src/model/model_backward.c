@@ -25,6 +25,7 @@
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "qs/model_train.h"
+#include "model_impl.h"
 
 static void grad_take(float **field, float *base, size_t *off, size_t n_elems)
 {
@@ -188,9 +189,8 @@ int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llam
                         g->T, g->B, B, T, a->T, a->Tcap, a->training);
     const int N = B * T, C = c->dim, F = c->hidden_dim, H = c->n_heads, KVH = c->n_kv_heads;
     const int hd = c->head_dim, QD = H * hd, KD = KVH * hd;
-    const size_t NA = (size_t)a->B * a->T;
-    const size_t sC = NA * C, sN = NA, sQ = NA * QD, sF = NA * F;
-    const size_t sKV = (size_t)a->B * a->Tcap * KD, sAtt = (size_t)a->B * H * a->T * a->Tcap;
+    const model_strides st = model_strides_impl(m, a);
+    const size_t sC = st.C, sN = st.N, sQ = st.Q, sF = st.F, sKV = st.KV, sAtt = st.att;
 
     size_t n_valid = 0;
     for (int i = 0; i < N; i++)
@@ -201,13 +201,18 @@ int model_backward(llama_model *m, llama_acts *a, llama_grad_acts *g, const llam
     memset(g->dln, 0, (size_t)N * C * sizeof *g->dln);
     model_head_backward(m, a, g->dln, gw->lm_head, targets, N, scale);
     memset(g->dresid, 0, (size_t)N * C * sizeof *g->dresid);
-    rmsnorm_backward(g->dresid, gw->norm, g->dln, a->resid + c->n_layers * sC, m->w.norm,
+    rmsnorm_backward(g->dresid, gw->norm, g->dln, a->resid + c->n_layers * st.resid, m->w.norm,
                      a->lnf_rstd, N, C);
 
     for (int l = c->n_layers - 1; l >= 0; l--) {
         const llama_layer_weights *lw = &m->w.layer[l];
         const llama_layer_weights *lg = &gw->layer[l];
-        const float *x = a->resid + l * sC, *x_mid = a->resid_mid + l * sC;
+        /* recompute: the arena holds the last block's tensors from the forward */
+        int rc;
+        if (a->recompute && l + 1 < c->n_layers &&
+            (rc = model_block_recompute_impl(m, a, l, B, T, d)))
+            return rc;
+        const float *x = a->resid + l * st.resid, *x_mid = a->resid_mid + l * sC;
         const float *ln1 = a->ln1 + l * sC, *ln2 = a->ln2 + l * sC;
         const float *q = a->q + l * sQ, *atty = a->atty + l * sQ;
         const float *kc = a->kcache + l * sKV, *vc = a->vcache + l * sKV;

@@ -21,15 +21,21 @@
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "qs/model_hif8.h"
+#include "model_impl.h"
 
+/* replay: a recomputation (model_block_recompute_impl): the hook's replay
+ * callback stands in for fn when it has one. */
 static int model_linear(llama_model *m, llama_acts *a, int layer, int module, float *out,
-                        const float *x, const float *w, const float *bias, int N, int IN, int O)
+                        const float *x, const float *w, const float *bias, int N, int IN, int O,
+                        int replay)
 {
     if (m->hook.fn && (!m->hook.planned || m->hook.planned(m->hook.self, layer, module))) {
         /* substituted packs already hold the hook's weight: it substitutes x only */
         const int sub = m->packs_substituted;
-        int r = m->hook.fn(m->hook.self, layer, module, x, a->xq, N, IN, sub ? NULL : w,
-                           sub ? NULL : a->wq, O);
+        int (*fn)(void *, int, int, const float *, float *, int, int, const float *, float *,
+                  int) = replay && m->hook.replay ? m->hook.replay : m->hook.fn;
+        int r = fn(m->hook.self, layer, module, x, a->xq, N, IN, sub ? NULL : w,
+                   sub ? NULL : a->wq, O);
         if (r < 0)
             return r;
         /* r == 2: code-domain operands, the bias after the scales (once per row) */
@@ -50,7 +56,7 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
         matmul_forward_packed_ws(out, x, m->packs[layer * MODEL_LIN_COUNT + module], bias, N,
                                  m->ws);
     else
-        matmul_forward(out, x, w, bias, N, IN, O, m->precision);
+        matmul_forward_ws(out, x, w, bias, N, IN, O, m->precision, m->ws);
     return 0;
 }
 
@@ -62,7 +68,7 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
 static int model_linear_group(llama_model *m, llama_acts *a, int layer, int n, const int *modules,
                               float *const *out, const float *x, const float *const *w,
                               const float *const *bias, int N, int IN, const int *O,
-                              const matmul_epilogue *ep)
+                              const matmul_epilogue *ep, int replay)
 {
     int hooked = 0;
     for (int i = 0; m->hook.fn && i < n; i++)
@@ -77,7 +83,8 @@ static int model_linear_group(llama_model *m, llama_acts *a, int layer, int n, c
         return 0;
     }
     for (int i = 0; i < n; i++) {
-        int rc = model_linear(m, a, layer, modules[i], out[i], x, w[i], bias[i], N, IN, O[i]);
+        int rc = model_linear(m, a, layer, modules[i], out[i], x, w[i], bias[i], N, IN, O[i],
+                              replay);
         if (rc)
             return rc;
     }
@@ -132,7 +139,7 @@ static int model_forward_check(const llama_model *m, const llama_acts *a, const 
         if (a->kv_prefix) {
             const llama_acts *src = a->kv_prefix->src;
             int s = a->kv_prefix->src_seq[b];
-            if (s < 0 || s >= src->B || p0 > src->Tcap || src->kv_shared)
+            if (s < 0 || s >= src->B || p0 > src->Tcap || src->kv_shared || src->recompute)
                 return diag_set(d, QS_EINVAL, NULL, -1, "forward: kv_prefix of sequence %d: "
                                 "source sequence %d, %d positions do not fit its arena", b, s, p0);
         }
@@ -194,6 +201,102 @@ static void model_embed_packed(const llama_model *m, float *x, const int32_t *to
         matmul_wpack_row(pk, tokens[i], x + (size_t)i * C);
 }
 
+model_strides model_strides_impl(const llama_model *m, const llama_acts *a)
+{
+    const llama_config *c = &m->cfg;
+    const size_t NA = (size_t)a->B * a->T, tr = a->training && !a->recompute;
+    const size_t QD = (size_t)c->n_heads * c->head_dim, KD = (size_t)c->n_kv_heads * c->head_dim;
+    model_strides s;
+    s.resid = a->training ? NA * c->dim : 0;
+    s.C = tr * NA * c->dim;
+    s.N = tr * NA;
+    s.Q = tr * NA * QD;
+    s.F = tr * NA * c->hidden_dim;
+    s.KV = a->recompute || a->kv_shared ? 0 : (size_t)a->B * a->Tcap * KD;
+    s.att = tr * a->B * c->n_heads * (size_t)a->T * a->Tcap;
+    return s;
+}
+
+/* Block l on resid[l] (ln1 of layer l is ready: computed with the residual add
+ * that made resid[l]).  recompute = 1 (model_block_recompute_impl): ln1 is
+ * computed here from resid[l], the hook replays, and the block stops once
+ * everything its backward reads is there (before down_proj, whose output
+ * resid[l + 1] is kept). */
+static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int pos0,
+                       int recompute, qs_diag *d)
+{
+    const llama_config *c = &m->cfg;
+    const int N = B * T, C = c->dim, F = c->hidden_dim, H = c->n_heads, KVH = c->n_kv_heads;
+    const int hd = c->head_dim, QD = H * hd, KD = KVH * hd;
+    const model_strides st = model_strides_impl(m, a);
+    const llama_layer_weights *lw = &m->w.layer[l];
+    float *x = a->resid + l * st.resid, *x_next = a->resid + (l + 1) * st.resid;
+    float *ln1 = a->ln1 + l * st.C, *q = a->q + l * st.Q, *atty = a->atty + l * st.Q;
+    float *kc = a->kcache + l * st.KV, *vc = a->vcache + l * st.KV;
+    /* k, v straight into the cache when this call's rows are contiguous there */
+    const int kv_direct = B == 1 || (!a->seq_pos0 && pos0 == 0 && T == a->Tcap);
+    const int p0_first = model_seq_p0(a, pos0, 0);
+    float *knew = kv_direct ? kc + (size_t)p0_first * KD : a->kv_new;
+    float *vnew = kv_direct ? vc + (size_t)p0_first * KD : a->kv_new + (size_t)N * KD;
+    float *x_mid = a->resid_mid + l * st.C, *ln2 = a->ln2 + l * st.C;
+    float *gate = a->gate + l * st.F, *up = a->up + l * st.F, *hb = a->hb + l * st.F;
+    int rc;
+
+    if (recompute)
+        rmsnorm_forward(ln1, a->ln1_rstd + l * st.N, x, lw->attn_norm, N, C, c->norm_eps);
+    /* attention (ln1 = rmsnorm(x) was computed with the residual add that made x) */
+    const int qkv_mod[3] = {MODEL_LIN_Q, MODEL_LIN_K, MODEL_LIN_V}, qkv_o[3] = {QD, KD, KD};
+    float *const qkv_out[3] = {q, knew, vnew};
+    const float *const qkv_w[3] = {lw->wq, lw->wk, lw->wv};
+    const float *const qkv_b[3] = {lw->bq, lw->bk, lw->bv};
+    if ((rc = model_linear_group(m, a, l, 3, qkv_mod, qkv_out, ln1, qkv_w, qkv_b, N, C,
+                                 qkv_o, NULL, recompute)))
+        return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+    rope_forward(q, a->pos, &m->rope, N, H);
+    rope_forward(knew, a->pos, &m->rope, N, KVH);
+    if (a->kv_prefix)
+        model_kv_prefix_copy(a, kc, vc, l, B, pos0, (size_t)KD);
+    if (!kv_direct)
+        model_kv_store(kc, vc, knew, vnew, a, B, T, pos0, (size_t)KD);
+    if (a->seq_pos0)
+        attn_forward_seq(atty, q, kc, vc, B, T, a->seq_pos0, a->Tcap, H, KVH, hd,
+                         a->attn_scratch);
+    else
+        attn_forward(atty, a->training ? a->att + l * st.att : NULL, q, kc, vc, B, T, pos0,
+                     a->Tcap, H, KVH, hd, a->attn_scratch);
+    if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C,
+                           recompute)))
+        return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+    /* MLP: x_mid = x + attention, ln2 = rmsnorm(x_mid) in one pass */
+    rmsnorm_residual_forward(x_mid, ln2, a->ln2_rstd + l * st.N, x, a->proj, lw->mlp_norm, N, C,
+                             c->norm_eps);
+    const int mlp_mod[2] = {MODEL_LIN_GATE, MODEL_LIN_UP}, mlp_o[2] = {F, F};
+    float *const mlp_out[2] = {gate, up};
+    const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
+    const float *const mlp_b[2] = {NULL, NULL};
+    /* hb = silu(gate) * up, computed block by block as gate/up finish */
+    model_swiglu_ctx sw = {hb, gate, up, F};
+    const matmul_epilogue sw_ep = {model_swiglu_block, &sw};
+    if ((rc = model_linear_group(m, a, l, 2, mlp_mod, mlp_out, ln2, mlp_w, mlp_b, N, C,
+                                 mlp_o, &sw_ep, recompute)))
+        return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+    if (recompute)
+        return 0;
+    if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C, 0)))
+        return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+    /* x_next = x_mid + MLP, normed for the next layer (ln1) or the head (lnf) */
+    const int last = l + 1 == c->n_layers;
+    rmsnorm_residual_forward(x_next, last ? a->lnf : a->ln1 + (l + 1) * st.C,
+                             last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * st.N, x_mid, a->proj,
+                             last ? m->w.norm : m->w.layer[l + 1].attn_norm, N, C, c->norm_eps);
+    return 0;
+}
+
+int model_block_recompute_impl(llama_model *m, llama_acts *a, int l, int B, int T, qs_diag *d)
+{
+    return model_block(m, a, l, B, T, 0, 1, d);
+}
+
 int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
                   int B, int T, int pos0, qs_diag *d)
 {
@@ -222,13 +325,7 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         return diag_set(d, QS_EINVAL, NULL, -1, "forward: %ld logits rows, the arena holds %ld",
                         n_logits, logits_cap);
     const llama_config *c = &m->cfg;
-    const int N = B * T, C = c->dim, F = c->hidden_dim, H = c->n_heads, KVH = c->n_kv_heads;
-    const int hd = c->head_dim, QD = H * hd, KD = KVH * hd, V = c->vocab_size;
-    /* per-layer strides: whole arena rows when training, 0 (shared buffers) otherwise */
-    const size_t NA = (size_t)a->B * a->T, tr = a->training ? 1 : 0;
-    const size_t sC = tr * NA * C, sN = tr * NA, sQ = tr * NA * QD, sF = tr * NA * F;
-    const size_t sAtt = (size_t)a->B * H * a->T * a->Tcap;
-    const size_t sKV = a->kv_shared ? 0 : (size_t)a->B * a->Tcap * KD;
+    const int N = B * T, C = c->dim, V = c->vocab_size;
 
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
@@ -242,63 +339,9 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
     else
         rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid, m->w.norm, N, C, c->norm_eps);
 
-    for (int l = 0; l < c->n_layers; l++) {
-        const llama_layer_weights *lw = &m->w.layer[l];
-        float *x = a->resid + l * sC, *x_next = a->resid + (l + 1) * sC;
-        float *ln1 = a->ln1 + l * sC, *q = a->q + l * sQ, *atty = a->atty + l * sQ;
-        float *kc = a->kcache + l * sKV, *vc = a->vcache + l * sKV;
-        /* k, v straight into the cache when this call's rows are contiguous there */
-        const int kv_direct = B == 1 || (!a->seq_pos0 && pos0 == 0 && T == a->Tcap);
-        const int p0_first = model_seq_p0(a, pos0, 0);
-        float *knew = kv_direct ? kc + (size_t)p0_first * KD : a->kv_new;
-        float *vnew = kv_direct ? vc + (size_t)p0_first * KD : a->kv_new + (size_t)N * KD;
-        float *x_mid = a->resid_mid + l * sC, *ln2 = a->ln2 + l * sC;
-        float *gate = a->gate + l * sF, *up = a->up + l * sF, *hb = a->hb + l * sF;
-
-        /* attention (ln1 = rmsnorm(x) was computed with the residual add that made x) */
-        const int qkv_mod[3] = {MODEL_LIN_Q, MODEL_LIN_K, MODEL_LIN_V}, qkv_o[3] = {QD, KD, KD};
-        float *const qkv_out[3] = {q, knew, vnew};
-        const float *const qkv_w[3] = {lw->wq, lw->wk, lw->wv};
-        const float *const qkv_b[3] = {lw->bq, lw->bk, lw->bv};
-        if ((rc = model_linear_group(m, a, l, 3, qkv_mod, qkv_out, ln1, qkv_w, qkv_b, N, C,
-                                     qkv_o, NULL)))
-            return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        rope_forward(q, a->pos, &m->rope, N, H);
-        rope_forward(knew, a->pos, &m->rope, N, KVH);
-        if (a->kv_prefix)
-            model_kv_prefix_copy(a, kc, vc, l, B, pos0, (size_t)KD);
-        if (!kv_direct)
-            model_kv_store(kc, vc, knew, vnew, a, B, T, pos0, (size_t)KD);
-        if (a->seq_pos0)
-            attn_forward_seq(atty, q, kc, vc, B, T, a->seq_pos0, a->Tcap, H, KVH, hd,
-                             a->attn_scratch);
-        else
-            attn_forward(atty, a->training ? a->att + l * sAtt : NULL, q, kc, vc, B, T, pos0,
-                         a->Tcap, H, KVH, hd, a->attn_scratch);
-        if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C)))
-            return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        /* MLP: x_mid = x + attention, ln2 = rmsnorm(x_mid) in one pass */
-        rmsnorm_residual_forward(x_mid, ln2, a->ln2_rstd + l * sN, x, a->proj, lw->mlp_norm, N, C,
-                                 c->norm_eps);
-        const int mlp_mod[2] = {MODEL_LIN_GATE, MODEL_LIN_UP}, mlp_o[2] = {F, F};
-        float *const mlp_out[2] = {gate, up};
-        const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
-        const float *const mlp_b[2] = {NULL, NULL};
-        /* hb = silu(gate) * up, computed block by block as gate/up finish */
-        model_swiglu_ctx sw = {hb, gate, up, F};
-        const matmul_epilogue sw_ep = {model_swiglu_block, &sw};
-        if ((rc = model_linear_group(m, a, l, 2, mlp_mod, mlp_out, ln2, mlp_w, mlp_b, N, C,
-                                     mlp_o, &sw_ep)))
-            return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C)))
-            return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
-        /* x_next = x_mid + MLP, normed for the next layer (ln1) or the head (lnf) */
-        const int last = l + 1 == c->n_layers;
-        rmsnorm_residual_forward(x_next, last ? a->lnf : a->ln1 + (l + 1) * sC,
-                                 last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * sN, x_mid, a->proj,
-                                 last ? m->w.norm : m->w.layer[l + 1].attn_norm, N, C,
-                                 c->norm_eps);
-    }
+    for (int l = 0; l < c->n_layers; l++)
+        if ((rc = model_block(m, a, l, B, T, pos0, 0, d)))
+            return rc;
     matmul_wpack *head_pk = m->packs && m->packs_precision == m->precision
                                 ? m->packs[c->n_layers * MODEL_LIN_COUNT] : NULL;
     if (a->logits_rows) {
@@ -315,7 +358,8 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         if (rows > 0 && head_pk)
             matmul_forward_packed_ws(a->logits, a->lnf, head_pk, NULL, rows, m->ws);
         else if (rows > 0)
-            matmul_forward(a->logits, a->lnf, m->w.lm_head, NULL, rows, C, V, m->precision);
+            matmul_forward_ws(a->logits, a->lnf, m->w.lm_head, NULL, rows, C, V, m->precision,
+                              m->ws);
         a->loss = -1.0;
         return 0;
     }
@@ -329,7 +373,7 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
             matmul_forward_packed_ws(out, in, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, rows,
                                      m->ws);
         else
-            matmul_forward(out, in, m->w.lm_head, NULL, rows, C, V, m->precision);
+            matmul_forward_ws(out, in, m->w.lm_head, NULL, rows, C, V, m->precision, m->ws);
     }
     a->loss = targets ? xent_forward(a->losses, a->logits, targets, N, V) : -1.0;
     return 0;

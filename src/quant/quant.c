@@ -488,3 +488,22 @@ int quant_static_scale(const quant *q, float *scale)
     return !amax_estimator_needs_current(&r->est) && amax_estimate(&r->est, &q->hist, -1.0f, &est) &&
            quant_scale_from_amax(est, r->margin, scale) == 0;
 }
+
+void quant_replay(const quant *q, const float *x, float *y, size_t n, float scale)
+{
+    enum { QUANT_REPLAY_CHUNK = 1 << 16 };
+    const int saturate = q->r->saturate;
+    long n_chunks = (long)((n + QUANT_REPLAY_CHUNK - 1) / QUANT_REPLAY_CHUNK);
+    /* elements are independent: any split gives the bits of one call */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n_chunks > 1)
+#endif
+    for (long ch = 0; ch < n_chunks; ch++) {
+        size_t lo = (size_t)ch * QUANT_REPLAY_CHUNK;
+        size_t len = n - lo < QUANT_REPLAY_CHUNK ? n - lo : QUANT_REPLAY_CHUNK;
+        hif8_stats st;
+        hif8_fakequant(x + lo, y + lo, len, scale, 0, &st);
+        if (!saturate && st.n_clipped)
+            quant_apply_nonsat(x + lo, y + lo, len, scale);
+    }
+}

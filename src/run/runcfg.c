@@ -31,6 +31,7 @@ static const runcfg_row runcfg_rows[] = {
     {{"batch_size", RUNCFG_INT, "4", "[1, 65536]", "Sequences per micro-batch (B)."}, RC_NUM(batch_size), 1, 65536},
     {{"seq_len", RUNCFG_INT, "256", "[2, 1048576]", "Tokens per sequence (T); at most the model's max_position_embeddings."}, RC_NUM(seq_len), 2, 1048576},
     {{"grad_accum", RUNCFG_INT, "1", "[1, 65536]", "Micro-batches accumulated per optimizer step (global batch = B x grad_accum sequences)."}, RC_NUM(grad_accum), 1, 65536},
+    {{"recompute", RUNCFG_BOOL, "false", "true|false", "Per-block activation recomputation: keep only each block's input for the backward and recompute the rest of a block just before its backward (quantized operands replayed at the forward's scales, nothing recorded twice). About a third more matmul work for a fraction of the activation memory; the same bits as false."}, RC_NUM(recompute), 0, 1},
     {{"steps", RUNCFG_INT, "1000", "[1, 1e9]", "Optimizer steps of the run."}, RC_NUM(steps), 1, 1e9},
     {{"lr", RUNCFG_DOUBLE, "1e-5", "[0, 1]", "Peak learning rate (the method: 1e-5)."}, RC_NUM(lr), 0, 1},
     {{"lr_min", RUNCFG_DOUBLE, "0", "[0, 1]", "Floor of the cosine decay (unused with lr_decay=constant)."}, RC_NUM(lr_min), 0, 1},

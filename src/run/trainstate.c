@@ -114,6 +114,33 @@ void trainstate_write_abort(trainstate_writer *w)
     afile_abort(&w->af);
 }
 
+/* FNV-1a of the payload at off, read in pieces whose pages then leave the
+ * resident set (the optimizer moments are twice the weights: reading them
+ * whole would keep them all resident next to the copies being made). */
+static uint64_t trainstate_hash_released(const trainstate_reader *r, size_t off, size_t bytes)
+{
+    enum { TRAINSTATE_PIECE = 64 << 20 };
+    uint64_t h = trainstate_hash(NULL, 0);
+    for (size_t done = 0; done < bytes;) {
+        size_t n = bytes - done < TRAINSTATE_PIECE ? bytes - done : TRAINSTATE_PIECE;
+        h = digest_fnv1a64(h, r->map.data + off + done, n);
+        fileio_map_release(&r->map, r->map.data + off + done, n);
+        done += n;
+    }
+    return h;
+}
+
+void trainstate_copy_out(const trainstate_reader *r, void *dst, const void *src, size_t bytes)
+{
+    enum { TRAINSTATE_PIECE = 64 << 20 };
+    for (size_t done = 0; done < bytes;) {
+        size_t n = bytes - done < TRAINSTATE_PIECE ? bytes - done : TRAINSTATE_PIECE;
+        memcpy((unsigned char *)dst + done, (const unsigned char *)src + done, n);
+        fileio_map_release(&r->map, (const unsigned char *)src + done, n);
+        done += n;
+    }
+}
+
 int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
 {
     memset(r, 0, sizeof *r);
@@ -151,7 +178,7 @@ int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
                           (unsigned long long)bytes, size - off);
             goto fail;
         }
-        if (trainstate_hash(b + off, (size_t)bytes) != hash) {
+        if (trainstate_hash_released(r, off, (size_t)bytes) != hash) {
             rc = diag_set(d, QS_EFORMAT, path, -1, "section '%.16s': checksum mismatch (corrupt file)",
                           (const char *)b + off - TRAINSTATE_TAG_BYTES - 16);
             goto fail;

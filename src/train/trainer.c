@@ -11,6 +11,7 @@
 #include "qs/hfconfig.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
+#include "qs/model_acts.h"
 #include "trainer_impl.h"
 
 static double trainer_now_s(void)
@@ -38,11 +39,17 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
     model_memory_estimate(&c, B, T, T, &mm);
-    mem->model_train_bytes = mm.train_bytes;
+    mem->model_train_bytes = cfg->recompute ? mm.train_recompute_bytes : mm.train_bytes;
     mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
-    mem->quant_bytes = trainer_quant_bytes(&c, cfg, precision, &n_slots, d);
+    size_t master_packs = 0;
+    mem->quant_bytes = trainer_quant_bytes(&c, cfg, precision, &n_slots, &master_packs, d);
+    /* the quantized Linears' packs exist during a bf16 warmup only (never with recompute) */
+    mem->warmup_pack_bytes = cfg->qat && cfg->bf16_warmup_steps > 0 && !cfg->recompute
+                                 ? master_packs : 0;
     mem->batch_bytes = 2 * (size_t)B * T * sizeof(int32_t);
-    mem->pack_bytes = model_packs_bytes_estimate(&c, precision, B * T, n_slots);
+    mem->pack_bytes = cfg->recompute ? model_ws_bytes_estimate(&c, precision, B * T)
+                                     : model_packs_bytes_estimate(&c, precision, B * T, n_slots) -
+                                           master_packs;
     /* micro-batches after a rank's first are computed into a scratch block */
     mem->grad_scratch_bytes = cfg->grad_accum > 1 ? mm.grads_bytes : 0;
     if (runcfg_kl_reference(cfg)) {   /* trainer_eval.c's reference: weights, bf16 packs, arena */
@@ -55,7 +62,10 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
     int n_ranks = dist_size();
     if (cfg->zero && n_ranks > 1)   /* ZeRO-1: this rank's part of the Adam moments */
         mem->model_train_bytes -= mm.adam_bytes - mm.adam_bytes / (size_t)n_ranks;
-    mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + mem->quant_bytes +
+    /* the warmup's packs of the quantized weights go before the operands come */
+    size_t phase_bytes = mem->quant_bytes > mem->warmup_pack_bytes ? mem->quant_bytes
+                                                                   : mem->warmup_pack_bytes;
+    mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + phase_bytes +
                        mem->batch_bytes + mem->pack_bytes + mem->grad_scratch_bytes +
                        mem->kl_ref_bytes;
     return 0;
@@ -123,7 +133,8 @@ static int trainer_alloc(struct trainer *t, qs_diag *d)
 {
     const llama_config *c = &t->m.cfg;
     int B = (int)t->cfg.batch_size, T = (int)t->cfg.seq_len;
-    int rc = model_acts_init(&t->a, c, B, T, T, 1, d);
+    int rc = model_acts_init(&t->a, c, B, T, T,
+                             t->cfg.recompute ? MODEL_ACTS_RECOMPUTE : MODEL_ACTS_TRAIN, d);
     if (rc || (rc = model_grad_acts_init(&t->g, c, B, T, d)) || (rc = trainer_dist_init(t, d)))
         return rc;
     t->grads = qs_calloc(t->m.n_params, sizeof *t->grads);
@@ -219,8 +230,9 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         rc = trainer_ckpt_restore(t, ck_dir, d);
     else
         rc = trainer_fresh_dir(t, d);
-    /* weight packs after the (restored) weights are final; refreshed every step */
-    if (rc || (rc = model_packs_create(&t->m, d)) ||
+    /* weight packs after the (restored) weights are final; refreshed every step.
+     * recompute (the memory-lean mode): none, weights packed on the fly */
+    if (rc || (rc = cfg->recompute ? model_ws_create(&t->m, d) : model_packs_create(&t->m, d)) ||
         (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->step0 = t->step;
@@ -390,6 +402,8 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     }
     double t0 = trainer_now_s();
     t->phase = schedule_phase(&t->sched, t->step);
+    if (t->qset && t->phase == SCHEDULE_PHASE_QAT && (rc = trainer_quant_operands(t, d)))
+        return rc;
     if (t->qset && t->phase == SCHEDULE_PHASE_QAT && t->step == t->sched.bf16_warmup_steps) {
         if ((rc = trainer_event(t->run_dir, t->step, "phase", d, "phase", "qat", "msg", "QAT on",
                                 NULL)))

@@ -279,9 +279,9 @@ int trainer_ckpt_latest(const char *run_dir, char *path, size_t path_bytes, long
     return 1;
 }
 
-/* Section `name` of exactly `bytes` bytes, copied to dst. */
 /* Copies bytes of section `name`, from byte `first` on, to dst; the section
- * must hold exactly `total` bytes. */
+ * must hold exactly `total` bytes.  Its pages leave the resident set as they
+ * are copied (the moments are twice the weights). */
 static int ckpt_section_copy(const trainstate_reader *r, const char *name, void *dst, size_t first,
                              size_t bytes, size_t total, const char *path, qs_diag *d)
 {
@@ -293,7 +293,7 @@ static int ckpt_section_copy(const trainstate_reader *r, const char *name, void 
     if (n != total)
         return diag_set(d, QS_EFORMAT, path, -1, "%s: expected %zu bytes, found %zu", name, total,
                         n);
-    memcpy(dst, (const unsigned char *)p + first, bytes);
+    trainstate_copy_out(r, dst, (const unsigned char *)p + first, bytes);
     return 0;
 }
 

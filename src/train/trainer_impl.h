@@ -21,7 +21,11 @@
 
 #define TRAINER_PATH_MAX 1024
 
-/* One quantized Linear: its two quantizers and the operands its forward used. */
+/* One quantized Linear: its two quantizers and the operands its forward used.
+ * With recompute, xq and wq are the buffers of the slot's module kind, shared
+ * by that module in every block (trainer.mod_xq/mod_wq; mod_owner says which
+ * slot's operands they hold) and refilled by replaying the quantizers at the
+ * forward's scales; there is no wpack. */
 typedef struct trainer_qslot {
     int q_input, q_weight;    /* indices in the quantizer set */
     float *xq;                /* [N * IN] quantized input of the last forward */
@@ -30,6 +34,7 @@ typedef struct trainer_qslot {
     struct matmul_wpack *wpack; /* persistent pack of wq (model precision), the backward's */
     const float *x;           /* unquantized input (arena), for the masked STE */
     const float *w;           /* master weight */
+    float x_scale, w_scale;   /* scales of the last forward's quantize calls (replay) */
     int quantized;            /* 1: the last forward used xq/wq */
     long spike_step;          /* step of the last injected spike (-1: none) */
     int spike_row;            /* its token row */
@@ -65,6 +70,9 @@ struct trainer {
     trainer_qslot *slots;               /* [n_slots] */
     int n_slots;
     int *slot_of;                       /* [n_layers * MODEL_LIN_COUNT], -1 = not planned */
+    float *mod_xq[MODEL_LIN_COUNT];     /* recompute: one xq/wq buffer per module kind */
+    float *mod_wq[MODEL_LIN_COUNT];
+    int mod_owner[MODEL_LIN_COUNT];     /* slot whose operands mod_xq/mod_wq hold, -1: none */
     int ste;                            /* QUANT_STE_* */
     int phase;                          /* SCHEDULE_PHASE_* of the current step */
     int frozen;                         /* 1: in-loop eval, fake-quant without recording */
@@ -99,13 +107,20 @@ int trainer_dist_moment_write(struct trainer *t, trainstate_writer *w, const cha
 
 /* trainer_quant.c */
 int trainer_quant_init(struct trainer *t, qs_diag *d);
+/* Before the first QAT step: the quantized operands' buffers are allocated and
+ * the weight packs the bf16 warmup built of the quantized Linears' master
+ * weights are released (QAT never reads them); nothing on later calls. */
+int trainer_quant_operands(struct trainer *t, qs_diag *d);
 /* The quantizer recipe of cfg (amax_estimator, amax_history, amax_margin), checked as a
  * quantizer checks it; errors name the config keys.  Run by trainer_memory_estimate, so
  * a bad recipe is refused before anything is loaded, whether or not qat is on. */
 int trainer_recipe_from_cfg(const runcfg *cfg, quant_recipe *r, qs_diag *d);
 void trainer_quant_free(struct trainer *t);
+/* Bytes of the quantized operands (+ amax histories) of cfg's plan, and in
+ * *master_pack_bytes those of the packs of the planned Linears' master weights
+ * (built during a bf16 warmup, released before QAT). */
 size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
-                           qs_diag *d);
+                           size_t *master_pack_bytes, qs_diag *d);
 extern const model_linear_bwd_hook trainer_bwd_hook_proto;
 /* events.jsonl records of the spikes injected in step t->step (after the detector's step end). */
 int trainer_spike_events(struct trainer *t, qs_diag *d);

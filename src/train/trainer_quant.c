@@ -40,6 +40,14 @@ static void trainer_linear_shape(const llama_config *c, int module, int *IN, int
     *O = dims[strchr(kinds, out_kind[module]) - kinds];
 }
 
+static const float *trainer_master_weight(const llama_model *m, int layer, int module)
+{
+    const llama_layer_weights *lw = &m->w.layer[layer];
+    const float *const w[MODEL_LIN_COUNT] = {lw->wq, lw->wk, lw->wv, lw->wo,
+                                             lw->w_gate, lw->w_up, lw->w_down};
+    return w[module];
+}
+
 static int trainer_plan_build(qplan *p, const llama_config *c, const runcfg *cfg, qs_diag *d)
 {
     int rc = qplan_init(p, c->n_layers);
@@ -86,23 +94,30 @@ int trainer_recipe_from_cfg(const runcfg *cfg, quant_recipe *r, qs_diag *d)
 }
 
 size_t trainer_quant_bytes(const llama_config *c, const runcfg *cfg, int precision, int *n_slots,
-                           qs_diag *d)
+                           size_t *master_pack_bytes, qs_diag *d)
 {
     qplan p;
     *n_slots = 0;
+    *master_pack_bytes = 0;
     if (trainer_plan_build(&p, c, cfg, d))
         return 0;
     size_t N = (size_t)cfg->batch_size * cfg->seq_len, total = 0, spike_bytes = 0;
+    int kind_used[MODEL_LIN_COUNT] = {0};
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_LIN_COUNT; k++)
             if (qplan_is_on(&p, l, k)) {
                 int IN, O;
                 trainer_linear_shape(c, k, &IN, &O);
-                total += (N * IN + (size_t)O * IN) * sizeof(float);
+                if (!cfg->recompute || !kind_used[k])   /* recompute: one pair per kind */
+                    total += (N * IN + (size_t)O * IN) * sizeof(float);
+                kind_used[k] = 1;
                 /* the pack of wq: only its dx form is built (the forward packs
-                 * its copy on the fly), about half of both forms */
-                total += matmul_wpack_bytes_estimate(IN, O, precision) / 2;
+                 * its copy on the fly), about half of both forms; none with
+                 * recompute (the backward packs wq on the fly) */
+                if (!cfg->recompute)
+                    total += matmul_wpack_bytes_estimate(IN, O, precision) / 2;
                 total += 2 * (size_t)cfg->amax_history * sizeof(float);
+                *master_pack_bytes += matmul_wpack_bytes_estimate(IN, O, precision);
                 if (cfg->spike_rate > 0 && N * IN * sizeof(float) > spike_bytes)
                     spike_bytes = N * IN * sizeof(float);
                 (*n_slots)++;
@@ -156,7 +171,9 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
         return QS_ENAN;
     if (row >= 0)
         spike_row_div(sl->xq, row, IN, t->spike.scale);
-    if (sl->w_step == t->step) {   /* a later micro-batch: same weight, same scale */
+    /* a later micro-batch: same weight, same scale (with recompute only while the
+     * module's shared buffer still holds this slot's wq) */
+    if (sl->w_step == t->step && (!t->cfg.recompute || t->mod_owner[module] == s)) {
         if (quant_quantize_repeat(qw, w, sl->wq, nw, &d))
             return QS_ENAN;
     } else {
@@ -166,9 +183,55 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
         sl->w_step = t->step;
         matmul_wpack_refresh(sl->wpack);
     }
+    sl->x_scale = quant_last_scale(qi);
+    sl->w_scale = quant_last_scale(qw);
+    if (t->cfg.recompute)
+        t->mod_owner[module] = s;
     memcpy(xq, sl->xq, nx * sizeof *xq);
     memcpy(wq, sl->wq, nw * sizeof *wq);
     sl->quantized = 1;
+    return 1;
+}
+
+/* Recompute: slot s's operands back into its module's buffers, fake-quantized
+ * at the scales of the forward (x[N, IN]: the recomputed input, same values);
+ * a spike the forward injected is injected again (spike_pick is a pure
+ * function of the step and the Linear), its amax not recorded again. */
+static void trainer_slot_replay(struct trainer *t, int s, int layer, int module, const float *x,
+                                int N, int IN, int O)
+{
+    trainer_qslot *sl = &t->slots[s];
+    size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
+    const float *xin = x;
+    int row = -1;
+    if (t->spike_x && spike_pick(&t->spike, t->step, layer * MODEL_LIN_COUNT + module, N, &row)) {
+        memcpy(t->spike_x, x, nx * sizeof *x);
+        (void)spike_row_mul(t->spike_x, row, IN, t->spike.scale);
+        xin = t->spike_x;
+    }
+    quant_replay(quant_set_get(t->qset, sl->q_input), xin, sl->xq, nx, sl->x_scale);
+    if (row >= 0)
+        spike_row_div(sl->xq, row, IN, t->spike.scale);
+    quant_replay(quant_set_get(t->qset, sl->q_weight), sl->w, sl->wq, nw, sl->w_scale);
+    sl->x = x;
+    t->mod_owner[module] = s;
+}
+
+/* model_linear_hook.replay: a block recomputed for its backward gets the
+ * substitution its forward made, and nothing is recorded again. */
+static int trainer_replay_hook(void *self, int layer, int module, const float *x, float *xq,
+                               int N, int IN, const float *w, float *wq, int O)
+{
+    struct trainer *t = self;
+    int s = t->slot_of[layer * MODEL_LIN_COUNT + module];
+    if (s < 0 || !t->slots[s].quantized)   /* the forward used x and w as they are */
+        return 0;
+    trainer_qslot *sl = &t->slots[s];
+    size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
+    (void)w;
+    trainer_slot_replay(t, s, layer, module, x, N, IN, O);
+    memcpy(xq, sl->xq, nx * sizeof *xq);
+    memcpy(wq, sl->wq, nw * sizeof *wq);
     return 1;
 }
 
@@ -179,6 +242,12 @@ static int trainer_bwd_operands(void *self, int layer, int module, const float *
     int s = t->slot_of[layer * MODEL_LIN_COUNT + module];
     if (s < 0 || !t->slots[s].quantized)
         return 0;
+    if (t->cfg.recompute && t->mod_owner[module] != s) {   /* not replayed by the block */
+        int IN, O;
+        trainer_linear_shape(&t->m.cfg, module, &IN, &O);
+        trainer_slot_replay(t, s, layer, module, t->slots[s].x,
+                            (int)(t->cfg.batch_size * t->cfg.seq_len), IN, O);
+    }
     *x_used = t->slots[s].xq;
     *w_used = t->slots[s].wq;
     *w_pack = t->slots[s].wpack;
@@ -226,31 +295,29 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     }
     size_t N = (size_t)t->cfg.batch_size * t->cfg.seq_len, spike_elems = 0;
+    for (int k = 0; k < MODEL_LIN_COUNT; k++)
+        t->mod_owner[k] = -1;
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_LIN_COUNT; k++) {
             if (!qplan_is_on(&t->plan, l, k))
                 continue;
             int s = t->n_slots++, IN, O;
+            trainer_qslot *sl = &t->slots[s];
             char mod[96];
             qplan_module_name(mod, sizeof mod, l, k);
             snprintf(names[2 * s], QUANT_NAME_MAX, "%s.input", mod);
             snprintf(names[2 * s + 1], QUANT_NAME_MAX, "%s.weight", mod);
             ptrs[2 * s] = names[2 * s];
             ptrs[2 * s + 1] = names[2 * s + 1];
+            sl->q_input = 2 * s;
+            sl->q_weight = 2 * s + 1;
+            sl->w_step = -1;
+            sl->spike_step = -1;
+            sl->w = trainer_master_weight(&t->m, l, k);
             trainer_linear_shape(c, k, &IN, &O);
-            t->slots[s].q_input = 2 * s;
-            t->slots[s].q_weight = 2 * s + 1;
-            t->slots[s].xq = qs_malloc(N * IN * sizeof(float));
-            t->slots[s].wq = qs_malloc((size_t)O * IN * sizeof(float));
-            t->slots[s].w_step = -1;
-            t->slots[s].spike_step = -1;
             if (t->cfg.spike_rate > 0 && N * IN > spike_elems)
                 spike_elems = N * IN;
-            if (t->slots[s].wq)
-                t->slots[s].wpack = matmul_wpack_create(t->slots[s].wq, IN, O, t->m.precision);
             t->slot_of[l * MODEL_LIN_COUNT + k] = s;
-            if (!t->slots[s].xq || !t->slots[s].wq || !t->slots[s].wpack)
-                rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for quantized operands");
         }
     if (!rc && spike_elems) {
         t->spike = (spike_plan){(uint64_t)t->cfg.seed, t->cfg.spike_rate, (float)t->cfg.spike_scale};
@@ -266,6 +333,49 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
     t->m.hook.self = t;
     t->m.hook.fn = trainer_fwd_hook;
     t->m.hook.planned = trainer_hook_planned;
+    t->m.hook.replay = trainer_replay_hook;
+    return 0;
+}
+
+int trainer_quant_operands(struct trainer *t, qs_diag *d)
+{
+    if (!t->n_slots || t->slots[0].xq)
+        return 0;
+    const llama_config *c = &t->m.cfg;
+    size_t N = (size_t)t->cfg.batch_size * t->cfg.seq_len;
+    const int shared = t->cfg.recompute != 0;
+    /* first the warmup's packs of the quantized Linears' master weights: QAT substitutes
+     * those weights, so the packs are replaced by empty ones (matmul_wpack builds its
+     * forms on first use, which never comes) and their memory goes; then the buffers */
+    for (int i = 0; t->m.packs && i < c->n_layers * MODEL_LIN_COUNT; i++) {
+        int s = t->slot_of[i], IN, O;
+        if (s < 0 || !t->m.packs[i])
+            continue;
+        trainer_linear_shape(c, i % MODEL_LIN_COUNT, &IN, &O);
+        matmul_wpack_destroy(t->m.packs[i]);
+        t->m.packs[i] = matmul_wpack_create(t->slots[s].w, IN, O, t->m.packs_precision);
+        if (!t->m.packs[i])
+            return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        for (int k = 0; k < MODEL_LIN_COUNT; k++) {
+            int s = t->slot_of[l * MODEL_LIN_COUNT + k], IN, O;
+            if (s < 0)
+                continue;
+            trainer_qslot *sl = &t->slots[s];
+            trainer_linear_shape(c, k, &IN, &O);
+            if (shared && !t->mod_xq[k]) {
+                t->mod_xq[k] = qs_malloc(N * IN * sizeof(float));
+                t->mod_wq[k] = qs_malloc((size_t)O * IN * sizeof(float));
+            }
+            sl->xq = shared ? t->mod_xq[k] : qs_malloc(N * IN * sizeof(float));
+            sl->wq = shared ? t->mod_wq[k] : qs_malloc((size_t)O * IN * sizeof(float));
+            if (sl->wq && !shared)
+                sl->wpack = matmul_wpack_create(sl->wq, IN, O, t->m.precision);
+            if (!sl->xq || !sl->wq || (!shared && !sl->wpack))
+                return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for quantized operands "
+                                "(%.1f MiB per Linear)", (N * IN + (size_t)O * IN) * 4.0 / 1048576);
+        }
     return 0;
 }
 
@@ -275,10 +385,16 @@ void trainer_quant_free(struct trainer *t)
     t->sat = NULL;
     quant_set_destroy(t->qset);
     t->qset = NULL;
-    for (int s = 0; s < t->n_slots; s++) {
+    for (int s = 0; s < t->n_slots && !t->cfg.recompute; s++) {
         qs_free(t->slots[s].xq);
         qs_free(t->slots[s].wq);
+    }
+    for (int s = 0; s < t->n_slots; s++)
         matmul_wpack_destroy(t->slots[s].wpack);
+    for (int k = 0; k < MODEL_LIN_COUNT; k++) {
+        qs_free(t->mod_xq[k]);
+        qs_free(t->mod_wq[k]);
+        t->mod_xq[k] = t->mod_wq[k] = NULL;
     }
     qs_free(t->slots);
     qs_free(t->slot_of);
