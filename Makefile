@@ -54,8 +54,9 @@ LDLIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null) $(OMPFLAGS) $(SANFLAGS)
 ISA_avx2 := -mavx2 -mfma -mf16c
 ISA_avx512 := $(ISA_avx2) -mavx512f -mavx512bw -mavx512dq -mavx512vl
 ISA_avx512bf16 := $(ISA_avx512) -mavx512bf16
+ISA_avx512vbmi := $(ISA_avx512) -mavx512vbmi
 ISA_shani := -msha -mssse3 -msse4.1
-isa_flags = $(if $(filter %_avx512bf16.c,$1),$(ISA_avx512bf16),$(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),$(if $(filter %_shani.c,$1),$(ISA_shani)))))
+isa_flags = $(if $(filter %_avx512bf16.c,$1),$(ISA_avx512bf16),$(if $(filter %_avx512vbmi.c,$1),$(ISA_avx512vbmi),$(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),$(if $(filter %_shani.c,$1),$(ISA_shani))))))
 
 # one implementation of include/qs/dist.h per flavour (the only build-time switch)
 DIST_OFF := src/dist/$(if $(MPI),dist_single.c,dist_mpi.c)

@@ -11,6 +11,8 @@
  * colour in the eval panel, where runs differ by dash pattern (legend at the top
  * shows both).  The BF16 -> QAT boundary of each run with quantizers is a
  * dashed vertical line; a run without quantizers is labelled so, never "QAT".
+ * Runs that log the KL against their step-0 weights (val_kl_ref, val_top1_ref)
+ * get a fourth row: that KL (log y) and the top-1 agreement (%).
  */
 #include <math.h>
 #include <stdio.h>
@@ -382,6 +384,41 @@ static void draw_evals(plots_image *img, panel *p, const curve_run *runs, int n_
     }
 }
 
+/* which 0: KL(step-0 bf16 || model) on the val batches (log y); 1: top-1 agreement (%) */
+static void draw_kl(plots_image *img, panel *p, const curve_run *runs, int n_runs, int which)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (int r = 0; r < n_runs; r++)
+        for (long i = 0; i < runs[r].n_eval; i++) {
+            double v = which ? 100 * runs[r].eval_top1[i] : runs[r].eval_kl[i];
+            if (!isnan(v) && (which || v > 0)) {
+                lo = fmin(lo, v);
+                hi = fmax(hi, v);
+            }
+        }
+    const char *title = which ? "top-1 agreement with the step-0 bf16 weights (val, %)"
+                              : "KL(step-0 weights bf16 || model), val (log)";
+    if (which) {
+        p->y0 = isfinite(lo) ? floor(lo - 1) : 0;
+        p->y1 = isfinite(hi) ? fmin(ceil(hi + 1), 101) : 100;
+    } else {
+        p->log_y = 1;
+        p->floor_is_zero = 1;
+        p->y0 = isfinite(lo) ? floor(log10(lo)) - 1 : -4;
+        p->y1 = isfinite(hi) ? fmax(ceil(log10(hi)), p->y0 + 1) : 0;
+    }
+    panel_axes(img, p, title);
+    for (int r = 0; r < n_runs; r++) {
+        double *v = qs_malloc((size_t)(runs[r].n_eval ? runs[r].n_eval : 1) * sizeof *v);
+        for (long i = 0; v && i < runs[r].n_eval; i++)
+            v[i] = which ? 100 * runs[r].eval_top1[i] : runs[r].eval_kl[i];
+        if (v)
+            series(img, p, runs[r].eval_step, v, runs[r].n_eval, 1, 2, DASH[r % 4],
+                   PALETTE[r % 6], 1);
+        qs_free(v);
+    }
+}
+
 static void draw_header(plots_image *img, const curve_run *runs, int n_runs)
 {
     canvas_text_impl(img, 24, 14, n_runs > 1 ? "training curves: runs compared" : "training curves", 2, INK);
@@ -425,16 +462,24 @@ int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *im
             x1 = runs[r].eval_step[i] > x1 ? runs[r].eval_step[i] : x1;
         }
     }
+    int n_panels = 5;   /* + KL and top-1 agreement when some run logged them */
+    for (int r = 0; r < n_runs && !rc; r++)
+        for (long i = 0; i < runs[r].n_eval && n_panels == 5; i++)
+            n_panels = isnan(runs[r].eval_kl[i]) ? 5 : 7;
     if (!rc)
-        rc = canvas_init_impl(img, CURVE_W, CURVE_TOP + CURVE_ROWS * CURVE_PANEL_H + 10, PAPER, d);
+        rc = canvas_init_impl(img, CURVE_W,
+                              CURVE_TOP + (CURVE_ROWS + (n_panels > 5)) * CURVE_PANEL_H + 10,
+                              PAPER, d);
     if (!rc) {
         draw_header(img, runs, n_runs);
-        /* loss | val ppl, lr | clip rate, then eval accuracy across the width */
-        panel ps[5];
-        for (int i = 0; i < 5; i++) {
+        /* loss | val ppl, lr | clip rate, then eval accuracy across the width,
+         * then KL | top-1 agreement when logged */
+        panel ps[7];
+        for (int i = 0; i < n_panels; i++) {
+            int row = i < 5 ? i / 2 : 3, col = i < 5 ? i % 2 : i - 5;
             ps[i] = (panel){0};
-            ps[i].x = (i % 2) * (CURVE_W / 2) + 110;
-            ps[i].y = CURVE_TOP + (i / 2) * CURVE_PANEL_H + 40;
+            ps[i].x = col * (CURVE_W / 2) + 110;
+            ps[i].y = CURVE_TOP + row * CURVE_PANEL_H + 40;
             ps[i].w = i == 4 ? CURVE_W - 140 : CURVE_W / 2 - 140;
             ps[i].h = CURVE_PANEL_H - 90;
             ps[i].x0 = (double)x0;
@@ -447,7 +492,9 @@ int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *im
         draw_train_series(img, &ps[2], runs, n_runs, 1);
         draw_train_series(img, &ps[3], runs, n_runs, 2);
         draw_evals(img, &ps[4], runs, n_runs);
-        for (int i = 0; i < 5; i++) {
+        for (int i = 5; i < n_panels; i++)
+            draw_kl(img, &ps[i], runs, n_runs, i - 5);
+        for (int i = 0; i < n_panels; i++) {
             canvas_text_at_impl(img, ps[i].x + ps[i].w / 2, ps[i].y + ps[i].h + 30, 1, 0, "step", 2, MUTED);
         }
     }

@@ -1,9 +1,10 @@
 /* curve_data.c: RUN_DIR/metrics.jsonl (+ events.jsonl) -> series for the curve plot.
  * "train" records give loss, lr and max_clip_rate per step; "eval" records give
  * per-task accuracy (acc_norm for hellaswag/arc when present, acc otherwise: the
- * gate's rule) and the held-out val_loss / val_ppl.  The QAT boundary is the
- * events.jsonl phase event, else the first train record in phase "qat" -- but
- * only for a run that had quantizers (the phase event, or a quant.jsonl.zst in
+ * gate's rule), the held-out val_loss / val_ppl, and the KL / top-1 agreement
+ * against the step-0 reference (val_kl_ref, val_top1_ref; eval_kl_reference).
+ * The QAT boundary is the events.jsonl phase event, else the first train
+ * record in phase "qat" -- but only for a run that had quantizers (the phase event, or a quant.jsonl.zst in
  * the run dir): a run without any has no QAT boundary, whatever its schedule's
  * phase names say.  A last line cut mid-write is ignored. */
 #include <jansson.h>
@@ -28,6 +29,8 @@ void curve_run_free_impl(curve_run *r)
     qs_free(r->clip);
     qs_free(r->eval_step);
     qs_free(r->eval_acc);
+    qs_free(r->eval_kl);
+    qs_free(r->eval_top1);
     qs_free(r->val_loss);
     qs_free(r->val_ppl);
     memset(r, 0, sizeof *r);
@@ -102,6 +105,8 @@ static int add_eval(curve_run *r, const qs_json_at *obj, long *cap, qs_diag *d)
         long c = *cap ? 2 * *cap : 64;
         if (grow((void **)&r->eval_step, c, sizeof *r->eval_step) ||
             grow((void **)&r->eval_acc, c * CURVE_MAX_TASKS, sizeof(double)) ||
+            grow((void **)&r->eval_kl, c, sizeof(double)) ||
+            grow((void **)&r->eval_top1, c, sizeof(double)) ||
             grow((void **)&r->val_loss, c, sizeof(double)) ||
             grow((void **)&r->val_ppl, c, sizeof(double)))
             return diag_set(d, QS_ENOMEM, obj->file, obj->line, "out of memory");
@@ -114,6 +119,9 @@ static int add_eval(curve_run *r, const qs_json_at *obj, long *cap, qs_diag *d)
         return rc;
     for (int t = 0; t < CURVE_MAX_TASKS; t++)
         r->eval_acc[e * CURVE_MAX_TASKS + t] = NAN;
+    if ((rc = num(obj, "val_kl_ref", &r->eval_kl[e], d)) ||
+        (rc = num(obj, "val_top1_ref", &r->eval_top1[e], d)))
+        return rc;
     const char *name;
     json_t *tobj;
     json_object_foreach((json_t *)tasks.v, name, tobj) {

@@ -49,6 +49,7 @@ typedef struct curve_run {
     long n_eval;
     long *eval_step;             /* (n_eval) */
     double *eval_acc;            /* (n_eval, CURVE_MAX_TASKS) fractions; NAN = absent */
+    double *eval_kl, *eval_top1; /* (n_eval) val_kl_ref, val_top1_ref; NAN = absent */
     double *val_loss, *val_ppl;  /* (n_eval) held-out loss / perplexity; NAN = absent */
     long qat_step;               /* -1 when the run never entered QAT (or had no quantizers) */
     int has_quant;               /* the run had quantizers: a phase event or a quant.jsonl.zst */

@@ -158,3 +158,40 @@ TEST(model_packed, hif8_substitutes_packed_once_equal_per_forward)
     model_free(&ref);
     model_free(&pk);
 }
+
+/* hif8-fp32 (eval in the export's arithmetic on fp32 matmuls): the other
+ * parameters rounded to bf16 inside fp32 frozen packs (read back, re-packed)
+ * give the bits of rounding the fp32 block before packing; untied and tied. */
+TEST(model_packed, bf16_rounding_in_fp32_packs_equals_rounding_the_block)
+{
+    static const char *const dirs[] = {"data/fixtures/llama_gqa_f32",
+                                       "data/fixtures/qwen2_bias_tied_f32"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        llama_model ref, pk;
+        evalquant *qr = NULL, *qp = NULL;
+        qs_diag d = {0};
+        ASSERT_OK(model_load_dir(&ref, dirs[i], &d), &d);
+        ASSERT_OK(evalquant_create(&qr, &ref, "*.mlp.*", &d), &d);
+        ASSERT_OK(model_params_round_bf16(&ref, &d), &d);
+        ASSERT_OK(model_packs_create(&ref, &d), &d);
+        ASSERT_OK(model_load_packed(&pk, dirs[i], MATMUL_FP32, &d), &d);
+        ASSERT_EQ_INT(pk.weights_packed, matmul_frozen_available(MATMUL_FP32));
+        ASSERT_OK(evalquant_create(&qp, &pk, "*.mlp.*", &d), &d);
+        size_t n = (size_t)(PK_B * PK_T + PK_B) * ref.cfg.vocab_size;
+        float *a = qs_malloc(n * 4), *b = qs_malloc(n * 4), *c = qs_malloc(n * 4);
+        ASSERT_TRUE(a && b && c);
+        ASSERT_OK(pk_logits(&pk, c, &d), &d);   /* not rounded yet */
+        ASSERT_OK(model_params_round_bf16(&pk, &d), &d);
+        ASSERT_OK(pk_logits(&ref, a, &d), &d);
+        ASSERT_OK(pk_logits(&pk, b, &d), &d);
+        ASSERT_TRUE(memcmp(a, b, n * 4) == 0);
+        ASSERT_TRUE(memcmp(b, c, n * 4) != 0);   /* F32 weights: the rounding moved them */
+        evalquant_destroy(qr);
+        evalquant_destroy(qp);
+        qs_free(a);
+        qs_free(b);
+        qs_free(c);
+        model_free(&ref);
+        model_free(&pk);
+    }
+}

@@ -672,3 +672,33 @@ TEST(plots, step_scanner_mutants_agree_with_jansson)
     }
     ASSERT_TRUE(accepted > 100);   /* the mutants exercised the accepting path too */
 }
+
+/* eval lines with val_kl_ref / val_top1_ref (eval_kl_reference) add the KL and
+ * agreement row; a malformed value names its line */
+TEST(plots, curves_kl_reference_row_appears_with_kl_records)
+{
+    const char *a = run_path("cv_kl"), *b = run_path("cv_nokl");
+    write_metrics(b, 100, 50, 1, -1);
+    char path[700];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", a);
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    for (int s = 0; s <= 100; s += 20)
+        fprintf(f, "{\"type\":\"eval\",\"step\":%d,\"quantized\":%s,\"val_loss\":3.0,"
+                   "\"val_kl_ref\":%g,\"val_top1_ref\":%g,\"tasks\":{}}\n",
+                s, s >= 40 ? "true" : "false", s ? 0.01 * s : 2e-7, 1.0 - 0.001 * s);
+    fclose(f);
+    plots_image with, without;
+    qs_diag d = {0};
+    ASSERT_OK(plots_curves_render(&a, 1, &with, &d), &d);
+    ASSERT_OK(plots_curves_render(&b, 1, &without, &d), &d);
+    ASSERT_TRUE(with.height > without.height + 300);
+    ASSERT_TRUE(count_color(&with, (plot_rgb){38, 96, 200}) > 200);
+    plots_image_free(&with);
+    plots_image_free(&without);
+    const char *bad = "{\"type\":\"eval\",\"step\":0,\"val_kl_ref\":\"x\",\"tasks\":{}}\n";
+    ASSERT_OK(fileio_write_atomic(path, bad, strlen(bad), NULL), NULL);
+    ASSERT_EQ_INT(plots_curves_render(&a, 1, &with, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "val_kl_ref") != NULL);
+    ASSERT_EQ_INT(d.line, 1);
+}

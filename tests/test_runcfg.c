@@ -105,3 +105,38 @@ TEST(runcfg, every_key_is_documented)
     }
     ASSERT_TRUE(runcfg_key_at(runcfg_key_count()) == NULL);
 }
+
+TEST(runcfg, kl_reference_is_auto_true_or_false_and_follows_qat)
+{
+    runcfg c, back;
+    qs_diag d = {0};
+    runcfg_defaults(&c);
+    ASSERT_EQ_INT(c.eval_kl_reference, -1);   /* auto */
+    c.eval_every = 5;
+    ASSERT_EQ_INT(runcfg_kl_reference(&c), 1);   /* qat on, val batches 8 */
+    c.qat = 0;
+    ASSERT_EQ_INT(runcfg_kl_reference(&c), 0);
+    ASSERT_OK(runcfg_set(&c, "eval_kl_reference=true", &d), &d);
+    ASSERT_EQ_INT(runcfg_kl_reference(&c), 1);   /* asked for: also without QAT */
+    c.eval_val_batches = 0;
+    ASSERT_EQ_INT(runcfg_kl_reference(&c), 0);
+    snprintf(c.model, sizeof c.model, "m");
+    snprintf(c.train_data, sizeof c.train_data, "t");
+    snprintf(c.out_dir, sizeof c.out_dir, "o");
+    ASSERT_EQ_INT(runcfg_validate(&c, &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "eval_kl_reference") && strstr(d.msg, "eval_val_batches"));
+    ASSERT_EQ_INT(runcfg_set(&c, "eval_kl_reference=maybe", &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "true, false or auto") != NULL);
+    ASSERT_EQ_INT(runcfg_set(&c, "qat=auto", &d), QS_EINVAL);   /* only where documented */
+    /* JSON: a boolean or "auto"; the snapshot keeps "auto" as written */
+    ASSERT_OK(runcfg_load_text(&c, "{\"eval_kl_reference\":false}", "r.json", &d), &d);
+    ASSERT_EQ_INT(c.eval_kl_reference, 0);
+    ASSERT_OK(runcfg_load_text(&c, "{\"eval_kl_reference\":\"auto\"}", "r.json", &d), &d);
+    ASSERT_EQ_INT(c.eval_kl_reference, -1);
+    char *js = runcfg_to_json(&c);
+    ASSERT_TRUE(js && strstr(js, "\"eval_kl_reference\": \"auto\""));
+    ASSERT_OK(runcfg_load_text(&back, js, "snap.json", &d), &d);
+    ASSERT_EQ_INT(back.eval_kl_reference, -1);
+    qs_free(js);
+    ASSERT_EQ_INT(runcfg_load_text(&c, "{\"eval_kl_reference\":1}", "r.json", &d), QS_EINVAL);
+}

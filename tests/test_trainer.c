@@ -319,7 +319,7 @@ TEST(trainer, eval_seam_runs_baseline_then_every_k_and_can_stop)
     mem_data dm = {0, 512};
     train_data src = {&dm, mem_next, mem_save, mem_restore};
     fake_eval fe = {0};
-    train_eval_hook hook = {&fe, 2, fake_eval_run, NULL, NULL};
+    train_eval_hook hook = {.self = &fe, .every_steps = 2, .run = fake_eval_run};
     trainer_options opt = {NULL, 0, &hook};
     trainer *t;
     qs_diag d = {0};
@@ -522,7 +522,8 @@ TEST(trainer, resumed_logs_equal_the_uninterrupted_run)
         mem_data dm = {0, 512};
         train_data src = {&dm, mem_next, mem_save, mem_restore};
         count_eval ce = {0};
-        train_eval_hook hook = {&ce, 5, count_eval_run, count_eval_save, count_eval_restore};
+        train_eval_hook hook = {&ce, 5, count_eval_run, count_eval_save, count_eval_restore,
+                                NULL};
         trainer_options opt = {NULL, 0, &hook};
         trainer *t;
         ASSERT_OK(trainer_create(&t, &cfg[k], &src, &opt, &d), &d);

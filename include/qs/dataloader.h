@@ -46,6 +46,9 @@ void dataloader_next(dataloader *dl, int32_t *inputs, int32_t *targets);
 
 uint64_t dataloader_n_tokens(const dataloader *dl);
 uint64_t dataloader_n_windows(const dataloader *dl);
+/* The split's whole token stream [dataloader_n_tokens], in shard order (valid
+ * until dataloader_destroy): scoring that walks it its own way (compare). */
+const int32_t *dataloader_tokens(const dataloader *dl);
 void dataloader_pos_get(const dataloader *dl, dataloader_pos *pos);
 /* Refuses (QS_EINVAL) a position saved over different data. */
 int dataloader_pos_set(dataloader *dl, const dataloader_pos *pos, qs_diag *d);

@@ -86,6 +86,24 @@ typedef struct hif8_stats {
 void hif8_fakequant(const float *x, float *y, size_t n, float scale, int want_sq_err,
                     hif8_stats *st);
 
+/* W8A8 on codes (hif8_w8a8.c).  The quantizers' scale rule (quant.h):
+ * scale = 32768 / 2^margin / amax, nudged down one ulp at a time while
+ * fl(amax * scale) > 32768 / 2^margin; QS_ERANGE for an amax that is not > 0
+ * and finite or a scale that is not finite. */
+int hif8_scale_for_amax(float amax, int margin, float *scale);
+/* Current scaling of one row (a token), margin 0: 32768 / max|x|, or 1 when
+ * the row is all zero (or holds no finite maximum), as quant_apply falls back. */
+float hif8_row_scale(const float *x, size_t n);
+/* Code-domain values: y[i] = decode(encode_sat(fl(x[i] * scale))), the HiF8
+ * values a W8A8 matmul multiplies (exact in bf16 and fp32; the fake-quantized
+ * value is y[i] / scale).  Returns how many x[i] are not finite (NaN gives
+ * NaN, +-Inf the saturated +-32768: callers refuse both, as quant_apply does). */
+size_t hif8_scaled_values(const float *x, float *y, size_t n, float scale);
+
+/* The one factor that takes a W8A8 product back to real units:
+ * fl(1 / (scale_x * scale_w)), the product and quotient in double. */
+float hif8_dequant_factor(float scale_x, float scale_w);
+
 /* The portable scalar reference for the above (always built, used by tests). */
 void hif8_fakequant_ref(const float *x, float *y, size_t n, float scale, int want_sq_err,
                         hif8_stats *st);

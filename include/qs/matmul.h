@@ -144,6 +144,25 @@ int matmul_dout_begin(matmul_ws *ws, matmul_wpack *pk, const float *x, int N);
 void matmul_dout_store(matmul_ws *ws, int n0, const float *rows);
 void matmul_dout_backward(float *dx, float *dw, matmul_wpack *pk, int N, matmul_ws *ws);
 
+/* HiF8 code packs, for inference on a HiF8 checkpoint's quantized Linears: the
+ * forward form of a weight given as HiF8 codes [O, IN] (row-major, 1 byte
+ * each), kept as 1 byte per weight (about IN x O bytes, panels padded to 32
+ * columns) and decoded through a 256-entry table into each micro-panel as the
+ * GEMM uses it.  Products equal matmul_forward_packed_ws on a pack of the
+ * decoded weight hif8_decode(code) (exact in fp32 and bf16), bit for bit.
+ * The codes are copied (the caller may free or unmap them); NaN and Inf codes
+ * decode to NaN / Inf as hif8_decode does.  Forward calls only (no backward
+ * with dx); the kernel is fixed when the pack is made.  Precisions without a
+ * packed kernel (MATMUL_FP32_BLAS, MATMUL_FP32 without AVX-512) decode the
+ * weight for each call and use sgemm.  NULL on bad shape or no memory. */
+matmul_wpack *matmul_wpack_create_hif8(const uint8_t *codes, int IN, int O, int precision);
+int matmul_wpack_hif8(const matmul_wpack *pk);        /* 1 for a code pack */
+int matmul_wpack_precision(const matmul_wpack *pk);
+/* A code pack's weight read back row-major [O, IN]: codes and / or their
+ * decoded values (either may be NULL). */
+void matmul_wpack_hif8_read(const matmul_wpack *pk, uint8_t *codes, float *values);
+size_t matmul_wpack_hif8_bytes_estimate(int IN, int O);
+
 /* Memory estimates on this CPU: a pack of a [O, IN] weight once both forms are
  * built; a workspace after backward (and, with unpacked_w, the _ws calls) of
  * that Linear over N rows (including matmul_dout_* with its dout[N, O]).  A

@@ -16,7 +16,9 @@
  *    forwards, one copy (a bf16 checkpoint scored in bf16: 2 bytes per weight,
  *    no fp32 copy; the embedding of a tied model is read back out of the
  *    lm_head's pack); the params block holds the norms and biases alone and
- *    the views of the packed tensors are NULL.  Forward only.
+ *    the views of the packed tensors are NULL.  Forward only.  A HiF8
+ *    checkpoint's quantized Linears are held as code packs (m->hif8, 1 byte
+ *    per weight, qs/model_hif8.h) in either loader.
  *
  * Quantization seam: every Linear in model_forward goes through one call of
  * the optional model_linear_hook (layer, module) before its matmul, which may
@@ -59,12 +61,16 @@ typedef struct llama_weights {
     float *lm_head;               /* [V, C]; == wte when tied */
 } llama_weights;
 
+#define MODEL_NO_STORAGE ((size_t)-1)
+
 /* One row of the size table. */
 typedef struct model_tensor {
     char name[80];        /* HF name, e.g. "model.layers.3.mlp.up_proj.weight" */
     int ndim;             /* 1 or 2 */
     int64_t shape[2];
-    size_t offset_elems;  /* into the params block */
+    size_t offset_elems;  /* into the params block; MODEL_NO_STORAGE: none, its view
+                             is NULL (a packed model's matrices: in their frozen
+                             packs; a HiF8 checkpoint's coded weight: its code pack) */
     size_t n_elems;
     int layer;            /* block index, -1 for embed/norm/lm_head */
     int kind;             /* which view (model.c's table), internal */
@@ -74,9 +80,17 @@ typedef struct model_linear_hook {
     void *self;
     /* x[N, IN] input, w[O, IN] weight of linear (layer, module).  Return 1 after
      * writing fake-quantized copies to xq[N*IN] and wq[O*IN] (the matmul then
-     * uses them), 0 to use x and w unchanged, or a negative QS_E* to abort. */
+     * uses them), 0 to use x and w unchanged, or a negative QS_E* to abort.
+     * Return 2 after writing CODE-DOMAIN operands (HiF8 values without their
+     * scales, decode(encode_sat(x * s))) to xq and wq: the matmul then runs on
+     * them without bias and output row r becomes fl(acc * row_scale()[r]) + bias
+     * (model_linear_rows_finish), the W8A8 arithmetic of a HiF8 checkpoint.
+     * With substituted packs (w = wq = NULL, see weight below) the pack holds
+     * the substitute of the same kind (fake-quantized, or code-domain values). */
     int (*fn)(void *self, int layer, int module, const float *x, float *xq, int N, int IN,
               const float *w, float *wq, int O);
+    /* With fn returning 2: the N row factors 1 / (s_x[r] s_w) of that call. */
+    const float *(*row_scale)(void *self);
     /* Optional: nonzero when fn may act on (layer, module) (substitute or observe);
      * where it returns 0 fn is not called, so the Linears that share an input
      * can run as one fused GEMM.  NULL: fn is called for every Linear. */
@@ -113,17 +127,26 @@ typedef struct llama_model {
     int packs_precision;     /* precision the packs were made for */
     struct matmul_ws *ws;    /* NULL, or the workspace of dW packs and unpacked weights
                               * (with packs, or model_ws_create alone) */
+    struct model_hif8 *hif8; /* NULL, or a HiF8 W8A8 checkpoint's quantized Linears
+                              * (qs/model_hif8.h): their weights only in its code packs */
     int weights_packed;      /* 1: Linear weights, lm_head and embedding only in (frozen) packs */
     struct matmul_wpack *embed_pack; /* weights_packed and untied: embed_tokens (rows read back) */
     int packs_substituted;   /* model_packs_substitute ran: the planned Linears' packs hold
                               * hook.weight's substitutes */
 } llama_model;
 
+/* The last step of a code-domain Linear (hook fn 2, HiF8 checkpoints):
+ * out[r, o] = fl(out[r, o] * row_scale[r]) (+ bias[o], may be NULL). */
+void model_linear_rows_finish(float *out, const float *row_scale, const float *bias, int N, int O);
+
 /* Size table + block (uninitialised) + views + RoPE table for cfg. */
 int model_init(llama_model *m, const llama_config *cfg, qs_diag *d);
 /* config.json + (sharded) safetensors from an HF directory: every expected
  * tensor must be present with its shape; F32/BF16/F16 converted once;
- * NaN/Inf refused naming the tensor. */
+ * NaN/Inf refused naming the tensor.  A HiF8 checkpoint (quantization_config,
+ * qs/model_hif8.h) sets m->hif8; its coded weights go into code packs
+ * (m->hif8->packs), 1 byte per weight, and take no room in the params block
+ * (offset MODEL_NO_STORAGE, views NULL). */
 int model_load_dir(llama_model *m, const char *dir, qs_diag *d);
 void model_free(llama_model *m);   /* safe on a zeroed model */
 /* Inference load for forwards in `precision` (MATMUL_FP32 or MATMUL_BF16): as
@@ -136,8 +159,20 @@ void model_free(llama_model *m);   /* safe on a zeroed model */
  * subnormal, or no packed format on this CPU) the model is loaded as
  * model_load_dir does and packed by model_packs_create (fp32 block + packs).
  * Either way m->precision = precision and the packs exist on return; forwards
- * give the same bits as model_load_dir + model_packs_create. */
+ * give the same bits as model_load_dir + model_packs_create.  A HiF8
+ * checkpoint's coded weights go into code packs made for `precision` (m->hif8,
+ * as model_load_dir; its other tensors are BF16, so in bf16 the model holds 1
+ * byte per quantized and 2 per other Linear / embedding weight). */
 int model_load_packed(llama_model *m, const char *dir, int precision, qs_diag *d);
+/* The checkpoint's identity: sha256 over "name sha256\n" of config.json and
+ * every *.safetensors file of dir, in name order (results.json's model_sha256). */
+int model_dir_sha256(const char *dir, char hex[65], qs_diag *d);
+/* Every parameter rounded to bf16 in place (round to nearest even, as the
+ * export stores them), except the weights of Linears a HiF8 checkpoint or the
+ * installed hook quantizes: evaluation in the arithmetic of the export.  The
+ * weights of fp32 frozen packs are read back, rounded and re-packed (bf16
+ * packs hold bf16 values already); plain packs are refreshed.  0 or QS_ENOMEM. */
+int model_params_round_bf16(llama_model *m, qs_diag *d);
 /* Views of the table laid over any block of n_params floats (grads, Adam m/v). */
 int model_weights_point(llama_weights *w, const llama_model *m, float *block);
 /* Deterministic N(0, std^2) weights, norms = 1 (tests, benchmarks). */
@@ -182,7 +217,8 @@ size_t model_ws_bytes_estimate(const llama_config *c, int precision, int N);
  * and hook.weight.  One way: a packed model keeps only the substitutes (its
  * forwards then refuse to run without the hook); with an fp32 block,
  * model_packs_create restores the plain packs.  Same bits as the per-call
- * substitution. */
+ * substitution.  A HiF8 checkpoint's coded Linears are skipped (their code
+ * packs are the weight). */
 int model_packs_substitute(llama_model *m, qs_diag *d);
 
 /* Memory estimates in bytes (what inspect prints; the trainer checks its real

@@ -38,6 +38,57 @@ typedef struct model_ppl_result {
 int model_ppl_compute(llama_model *m, const int32_t *ids, size_t n_ids, int window, int stride,
                       model_ppl_result *r, qs_diag *d);
 
+/* Comparison of two models' next-token distributions over the same windows
+ * (qatscope compare; the in-loop KL of the trainer), as llama.cpp's
+ * `llama-perplexity --kl-divergence` reports it, computed live instead of from
+ * a stored logits file.  Per scored position, in double precision from the
+ * fp32 logits (log-softmax via the row maximum and log-sum-exp):
+ *   kl     KL(ref || model) = sum_v p_ref(v) (log p_ref(v) - log p_model(v)),
+ *          evaluated as  sum_v e_ref(v) (x_ref(v) - x(v)) / sum_v e_ref(v)
+ *                        - (lse_ref - lse)   with e_ref = exp(x_ref - max x_ref),
+ *          so identical logits give exactly 0; rounding can leave values of a few
+ *          1e-16 below 0 on rows that differ;
+ *   top, top_ref  the first argmax of each distribution; the rows agree when equal;
+ *   dlogp  |log p_ref(top_ref) - log p_model(top_ref)|: how much the model moved
+ *          the probability of the reference's choice;
+ *   nll, nll_ref  -log p(target) of each model (xent_row_nll, as model_ppl_compute). */
+typedef struct model_compare_row {
+    double kl, dlogp, nll, nll_ref;
+    int32_t top, top_ref;
+} model_compare_row;
+/* One position: logits[V] of the model, logits_ref[V] of the reference; target
+ * in [0, V) or < 0 (no target: nll fields 0).  QS_ENAN when a logit is not
+ * finite (then *r is unspecified). */
+int model_compare_row_stats(const float *logits, const float *logits_ref, int V, int32_t target,
+                            model_compare_row *r);
+/* rows positions at once (OpenMP over rows): logits[rows, V], logits_ref[rows,
+ * V], targets[rows] (NULL: none) -> out[rows].  QS_ENAN with *bad_row = the
+ * first row with a non-finite logit. */
+int model_compare_rows(const float *logits, const float *logits_ref, int V,
+                       const int32_t *targets, int rows, model_compare_row *out, int *bad_row);
+
+/* Summary over every scored position (the windows of model_ppl_compute): mean,
+ * sample standard error, median, 99th percentile and maximum of kl (percentile
+ * q = the ceil(q n)-th smallest value, "nearest rank"); the fraction of
+ * positions whose top tokens agree, with its standard error sqrt(p (1-p) / (n-1));
+ * the mean dlogp; the mean nll of both (ppl = exp).  Sums run in position order:
+ * the same bits for any thread count. */
+typedef struct model_compare_result {
+    size_t n_scored, n_windows;
+    double kl_mean, kl_stderr, kl_median, kl_p99, kl_max;
+    double top1_agree, top1_stderr;   /* fractions in [0, 1] */
+    double dlogp_mean;
+    double nll, nll_ref;              /* mean -log p(target) per scored token, nats */
+} model_compare_result;
+/* m and ref must share vocab_size; the window must fit both contexts.  Each
+ * window is run through both models (chunks of <= 256 rows on their KV caches,
+ * two activation arenas).  rows (may be NULL) receives every scored
+ * position's model_compare_row, position order (row i predicts ids[i + 1]):
+ * room for n_ids - 1. */
+int model_compare_compute(llama_model *m, llama_model *ref, const int32_t *ids, size_t n_ids,
+                          int window, int stride, model_compare_row *rows,
+                          model_compare_result *r, qs_diag *d);
+
 /* lm.h implementation: contexts computed once (KV kept), continuations scored
  * on top; requests are processed one by one, so results do not depend on how
  * they are batched. */

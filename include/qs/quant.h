@@ -134,6 +134,14 @@ int quant_quantize_repeat(quant *q, const float *x, float *y, size_t n, qs_diag 
  * none), recording NOTHING: no amax, counts or last scale, so the history and
  * the step's record are exactly as before the call (in-loop evaluation). */
 int quant_apply(quant *q, const float *x, float *y, size_t n, qs_diag *d);
+/* The scale quant_apply would use on x[n] now (recording nothing), so a caller
+ * can quantize to codes itself: code = hif8_encode(x * scale, HIF8_SAT) gives
+ * the codes behind quant_apply's y = decode(code) / scale.  QS_ENAN as quant_apply. */
+int quant_apply_scale(quant *q, const float *x, size_t n, float *scale, qs_diag *d);
+/* 1 and the scale when quant_apply's scale does not depend on the tensor (an
+ * estimator that reads only the history, and a usable estimate in it); 0 when
+ * it does (current scaling, or the fallback of an empty history). */
+int quant_static_scale(const quant *q, float *scale);
 
 /* Recomputation (per-block activation recomputation): y = fake-quant(x) at a
  * scale an earlier quantize() of this quantizer used (quant_last_scale right

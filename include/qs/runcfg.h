@@ -50,6 +50,7 @@ typedef struct runcfg {
     char eval_tasks_dir[RUNCFG_STR_MAX];
     long eval_subset;                    /* documents per task, 0 = all */
     long eval_val_batches;               /* held-out batches per in-loop eval, 0 = no val_loss */
+    int eval_kl_reference;               /* bool, or -1 = auto (on with qat); runcfg_kl_reference */
     long plot_every;                     /* heatmap.png + curves.png every N steps, 0 = off */
     int stop_on_forgetting;              /* bool */
     double forgetting_drop_points, forgetting_alpha;
@@ -80,6 +81,11 @@ int runcfg_set(runcfg *c, const char *assignment, qs_diag *d);
 int runcfg_validate(const runcfg *c, qs_diag *d);
 /* The full config as a JSON object text (qs_malloc'd, caller qs_free's). */
 char *runcfg_to_json(const runcfg *c);
+
+/* Whether the in-loop evaluation measures KL and top-1 agreement against the
+ * step-0 weights: eval_kl_reference, where "auto" means qat; never without
+ * in-loop evaluations on val batches (eval_every, eval_val_batches > 0). */
+int runcfg_kl_reference(const runcfg *c);
 
 int runcfg_key_count(void);
 const runcfg_key *runcfg_key_at(int i);

@@ -113,6 +113,13 @@ int safetensors_stream_create(safetensors_stream **s, const char *path,
                               const safetensors_entry *entries, int n_entries, int dtype,
                               const char *const *meta_kv, qs_diag *d);
 int safetensors_stream_append(safetensors_stream *s, const float *x, size_t n, qs_diag *d);
+/* Tensors of several dtypes in one file: dtypes[i] (F32, BF16 or U8) for
+ * entries[i]; F32/BF16 tensors take fp32 values (append), U8 tensors bytes
+ * stored as they are (append_u8), each in entry order. */
+int safetensors_stream_create_mixed(safetensors_stream **s, const char *path,
+                                    const safetensors_entry *entries, const int *dtypes,
+                                    int n_entries, const char *const *meta_kv, qs_diag *d);
+int safetensors_stream_append_u8(safetensors_stream *s, const uint8_t *x, size_t n, qs_diag *d);
 int safetensors_stream_commit(safetensors_stream *s, qs_diag *d);
 void safetensors_stream_abort(safetensors_stream *s);
 

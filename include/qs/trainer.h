@@ -71,13 +71,22 @@ typedef struct train_eval_hook {
      * back (not aligned) from a checkpoint before any run() call. */
     int (*save)(void *self, void **bytes, size_t *n, qs_diag *d);
     int (*restore)(void *self, const void *bytes, size_t n, qs_diag *d);
+    /* optional: called once by trainer_create on the rank that evaluates (0),
+     * once the run directory is ready and before any run(): resume = 0 for a
+     * fresh run (the hook may record what a resume must find again), 1 when
+     * continuing one (it checks that record). */
+    int (*begin)(void *self, const char *run_dir, int resume, qs_diag *d);
 } train_eval_hook;
 
 /* The built-in hook: the evaluator (cfg eval_tasks on eval_data_dir, a fixed
  * seeded subset of eval_subset documents per task) + held-out loss on the
  * first eval_val_batches batches of train_data's "val" split (val_loss,
  * val_ppl) + the forgetting alarm (eval lines in metrics.jsonl with per-item
- * correctness and "quantized", alarm events, stop_on_forgetting).
+ * correctness and "quantized", alarm events, stop_on_forgetting) + with
+ * runcfg_kl_reference(): KL(reference || model) and top-1 agreement on the same
+ * val batches (val_kl_ref, val_top1_ref), the reference being the run's step-0
+ * weights (cfg->model) in bf16, checked on resume against the sha256 recorded
+ * in RUN_DIR/kl_reference.json at the start.
  * src/train/trainer_eval.c. */
 int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d);
 void trainer_eval_destroy(train_eval_hook *h);   /* safe on a zeroed hook */
@@ -113,6 +122,7 @@ typedef struct train_memory {
     size_t batch_bytes;        /* token/target buffers */
     size_t pack_bytes;         /* other persistent weight packs + matmul workspace */
     size_t grad_scratch_bytes; /* grad_accum > 1: later micro-batches' gradients (n_params x 4) */
+    size_t kl_ref_bytes;       /* runcfg_kl_reference: the bf16 reference model and its arena */
     size_t total_bytes;        /* the peak: the sum, with max(quant, warmup_pack) */
 } train_memory;
 

@@ -43,7 +43,9 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_hif8.h"
 #include "qs/model_infer.h"
+#include "qs/qplan.h"
 #include "qs/results.h"
 #include "qs/tokenizer.h"
 
@@ -359,6 +361,9 @@ int cmd_eval(int argc, char **argv)
     evalquant_options qo = {a.quant_modules, a.scaling, a.model};
     if (a.hif8 && (rc = evalquant_create_opts(&eq, &m, &qo, &d)))
         goto fail;
+    /* the arithmetic of the export: its other tensors are bf16 */
+    if (a.hif8 && (rc = model_params_round_bf16(&m, &d)))
+        goto fail;
     /* the histories that set the scales: hashed now, before hours of scoring */
     if (evalquant_scaling(eq) == EVALQUANT_DELAYED) {
         char state_path[1200];
@@ -414,9 +419,18 @@ int cmd_eval(int argc, char **argv)
     const char *qmods[512];
     for (int i = 0; i < evalquant_count(eq) && meta.n_quant < 512; i++)
         qmods[meta.n_quant++] = evalquant_module(eq, i);
+    char q8names[512][64];   /* a HiF8 checkpoint run as it is: W8A8 on its codes */
+    for (int i = 0; !eq && m.hif8 && i < m.hif8->n && meta.n_quant < 512; i++) {
+        qplan_module_name(q8names[i], (int)sizeof q8names[i], m.hif8->lin[i].layer,
+                          m.hif8->lin[i].module);
+        qmods[meta.n_quant++] = q8names[i];
+    }
+    const char *q8scaling = m.hif8 && m.hif8->dynamic ? "stored (dynamic per token)"
+                                                     : "stored (static)";
     meta.quant_modules = qmods;
-    meta.quant_scaling = eq ? evalquant_scaling_name(eq) : NULL;
-    meta.quant_recipe = eq ? evalquant_recipe_text(eq) : NULL;
+    meta.quant_scaling = eq ? evalquant_scaling_name(eq) : m.hif8 ? q8scaling : NULL;
+    meta.quant_recipe = eq ? evalquant_recipe_text(eq)
+                           : m.hif8 ? "HiF8 checkpoint: W8A8 on the stored codes and scales" : NULL;
     meta.quant_state_hash = state_hash[0] ? state_hash : NULL;
 #ifdef _OPENMP
     if (!a.threads)
@@ -434,6 +448,8 @@ int cmd_eval(int argc, char **argv)
     if (eq)
         printf("hif8 W8A8 on %d Linear modules, scaling %s: %s\n", evalquant_count(eq),
                evalquant_scaling_name(eq), evalquant_recipe_text(eq));
+    else if (m.hif8)
+        printf("HiF8 checkpoint: W8A8 on %d Linear modules, scaling %s\n", m.hif8->n, q8scaling);
     size_t n_items;
     eval_session_items(s, &n_items);
     printf("%zu items in %.1f s (load %.1f s, scoring %.1f s, hash wait %.1f s); results: %s%s%s\n",

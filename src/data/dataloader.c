@@ -220,6 +220,7 @@ void dataloader_next(dataloader *dl, int32_t *inputs, int32_t *targets)
 
 uint64_t dataloader_n_tokens(const dataloader *dl) { return dl->n_tokens; }
 uint64_t dataloader_n_windows(const dataloader *dl) { return dl->n_windows; }
+const int32_t *dataloader_tokens(const dataloader *dl) { return dl->tokens; }
 
 void dataloader_pos_get(const dataloader *dl, dataloader_pos *pos)
 {

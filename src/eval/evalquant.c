@@ -23,7 +23,9 @@
 #include "qs/fileio.h"
 #include "qs/json.h"
 #include "qs/mem.h"
+#include "qs/hif8.h"
 #include "qs/model.h"
+#include "qs/model_hif8.h"
 #include "qs/qplan.h"
 #include "qs/quant.h"
 #include "qs/runcfg.h"
@@ -35,7 +37,10 @@ struct evalquant {
     int n;                 /* quantized modules */
     int *slot_of;          /* [L * MODEL_LIN_COUNT] module index or -1 */
     char (*names)[QUANT_NAME_MAX];   /* [n] module names */
-    int scaling;           /* EVALQUANT_CURRENT | EVALQUANT_DELAYED */
+    int scaling;           /* EVALQUANT_CURRENT | EVALQUANT_DELAYED | EVALQUANT_STORED */
+    float *w_scale;        /* [n] weight scales of the substitutes packed once (evalquant_weight) */
+    float *row_scale;      /* [row_cap] the hook's factors 1 / (s_x s_w) of the last call */
+    size_t row_cap;
     char scaling_name[64];
     char recipe_text[QS_DIAG_PATH_MAX + 256];
 };
@@ -68,6 +73,28 @@ static int evalquant_planned(void *self, int layer, int module)
     return q->slot_of[layer * MODEL_LIN_COUNT + module] >= 0;
 }
 
+/* The weight of module s in the code domain: wq = decode(encode_sat(w * s_w))
+ * and its scale; w NULL: the pack holds wq already (evalquant_weight), only
+ * the scale. */
+static int evalquant_weight_codes(evalquant *q, int s, const float *w, float *wq, size_t n,
+                                  float *sw)
+{
+    if (!w) {
+        *sw = q->w_scale[s];
+        return 0;
+    }
+    qs_diag d = {0};
+    if (quant_apply_scale(quant_set_get(q->qs, 2 * s + 1), w, n, sw, &d) ||
+        hif8_scaled_values(w, wq, n, *sw))
+        return QS_ENAN;
+    return 0;
+}
+
+/* W8A8 in the code domain (model.h, fn returning 2): the HiF8 values of input
+ * and weight at the scales the quantizers give (the same codes as
+ * quant_apply's fake-quant), their product accumulated by the model's matmul,
+ * and one factor 1 / (s_x s_w) per output row: the arithmetic of the exported
+ * checkpoint (model_hif8_forward), bit for bit. */
 static int evalquant_hook(void *self, int layer, int module, const float *x, float *xq, int N,
                           int IN, const float *w, float *wq, int O)
 {
@@ -75,34 +102,52 @@ static int evalquant_hook(void *self, int layer, int module, const float *x, flo
     int s = q->slot_of[layer * MODEL_LIN_COUNT + module];
     if (s < 0)
         return 0;
+    if ((size_t)N > q->row_cap) {
+        float *rs = qs_realloc(q->row_scale, (size_t)N * sizeof *rs);
+        if (!rs)
+            return QS_ENOMEM;
+        q->row_scale = rs;
+        q->row_cap = (size_t)N;
+    }
+    float sw, sx = 0.0f;
+    int rc = evalquant_weight_codes(q, s, w, wq, (size_t)O * IN, &sw);
+    if (rc)
+        return rc;
     qs_diag d = {0};
     quant *qi = quant_set_get(q->qs, 2 * s);
-    if (q->scaling == EVALQUANT_CURRENT) {
-        /* per token: a row's scale from that row alone, so a choice's score does not
-         * depend on which rows (siblings, padding, batch) share the forward */
-        for (int r = 0; r < N; r++)
-            if (quant_apply(qi, x + (size_t)r * IN, xq + (size_t)r * IN, (size_t)IN, &d))
-                return QS_ENAN;
-    } else if (quant_apply(qi, x, xq, (size_t)N * IN, &d)) {
+    /* one scale for the call (delayed), else per token: a row's scale from that
+     * row alone, so a choice's score does not depend on which rows (siblings,
+     * padding, batch) share the forward */
+    int per_row = q->scaling == EVALQUANT_CURRENT;
+    if (!per_row && quant_apply_scale(qi, x, (size_t)N * IN, &sx, &d))
         return QS_ENAN;
+    size_t bad = 0;
+    for (int r = 0; r < N; r++) {
+        const float *xr = x + (size_t)r * IN;
+        if (per_row && quant_apply_scale(qi, xr, (size_t)IN, &sx, &d))
+            return QS_ENAN;
+        bad += hif8_scaled_values(xr, xq + (size_t)r * IN, (size_t)IN, sx);
+        q->row_scale[r] = hif8_dequant_factor(sx, sw);
     }
-    /* w NULL: the packs hold the substitute already (evalquant_weight, once) */
-    if (w && quant_apply(quant_set_get(q->qs, 2 * s + 1), w, wq, (size_t)O * IN, &d))
-        return QS_ENAN;
-    return 1;
+    return bad ? QS_ENAN : 2;
 }
 
-/* The weight's fake-quantized copy: constant during an evaluation (frozen
- * scale, fixed weight), so model_packs_substitute packs it once. */
+static const float *evalquant_row_scale(void *self)
+{
+    return ((const evalquant *)self)->row_scale;
+}
+
+/* The weight in the code domain, with its scale kept for the hook: constant
+ * during an evaluation (frozen scale, fixed weight), so model_packs_substitute
+ * packs it once (the HiF8 values are exact in either pack precision). */
 static int evalquant_weight(void *self, int layer, int module, const float *w, float *wq, int O,
                             int IN)
 {
     evalquant *q = self;
     int s = q->slot_of[layer * MODEL_LIN_COUNT + module];
-    qs_diag d = {0};
     if (s < 0)
         return QS_EINVAL;
-    return quant_apply(quant_set_get(q->qs, 2 * s + 1), w, wq, (size_t)O * IN, &d) ? QS_ENAN : 0;
+    return evalquant_weight_codes(q, s, w, wq, (size_t)O * IN, &q->w_scale[s]);
 }
 
 static int evalquant_plan(qplan *p, const char *patterns, qs_diag *d)
@@ -380,6 +425,45 @@ static int evalquant_create_current(evalquant *q, struct llama_model *m, const c
     return 0;
 }
 
+/* A HiF8 checkpoint (m->hif8): its modules, described only.  Its quantized
+ * Linears run on their code packs (model_hif8_forward) already, so no hook is
+ * installed: --precision hif8 on it is bf16 (hif8-fp32: fp32). */
+static int evalquant_create_stored(evalquant *q, struct llama_model *m, const evalquant_options *o,
+                                   qs_diag *d)
+{
+    const model_hif8 *h = m->hif8;
+    if ((o->patterns && o->patterns[0]) || o->scaling != EVALQUANT_AUTO)
+        return diag_set(d, QS_EINVAL, o->model_dir, -1, "a HiF8 checkpoint: its quantized "
+                        "modules and scales are stored (no --quant-modules, --quant-scaling)");
+    size_t cap = (size_t)h->n * 40 + 1;
+    char *pat = qs_malloc(cap);
+    if (!pat)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    pat[0] = 0;
+    for (int i = 0, used = 0; i < h->n; i++) {
+        char name[QUANT_NAME_MAX];
+        qplan_module_name(name, sizeof name, h->lin[i].layer, h->lin[i].module);
+        used += snprintf(pat + used, cap - (size_t)used, "%s%s", i ? "," : "", name);
+    }
+    quant_recipe r;
+    quant_recipe_default(&r);
+    r.margin = 0;
+    r.saturate = 1;
+    r.want_qsnr = 0;
+    int rc = evalquant_build(q, m, pat, &r, d);
+    qs_free(pat);
+    if (rc)
+        return rc;
+    q->scaling = EVALQUANT_STORED;
+    snprintf(q->scaling_name, sizeof q->scaling_name, "stored (%s)",
+             h->dynamic ? "dynamic per token" : "static");
+    snprintf(q->recipe_text, sizeof q->recipe_text,
+             "the HiF8 checkpoint's codes and scales (W8A8 on its code packs), inputs %s",
+             h->dynamic ? "per token at their own amax (current, margin 0)"
+                        : "at the stored input_scales");
+    return 0;
+}
+
 int evalquant_create_opts(evalquant **out, struct llama_model *m, const evalquant_options *o,
                           qs_diag *d)
 {
@@ -391,6 +475,10 @@ int evalquant_create_opts(evalquant **out, struct llama_model *m, const evalquan
     memset(&st, 0, sizeof st);
     int have_state = 0, rc = 0, scaling = o->scaling;
     char path[QS_DIAG_PATH_MAX];
+    if (m->hif8) {
+        rc = evalquant_create_stored(q, m, o, d);
+        goto done;
+    }
     if (scaling != EVALQUANT_CURRENT) {
         snprintf(path, sizeof path, "%.480s/train_state.bin", o->model_dir ? o->model_dir : ".");
         if (fileio_exists(path)) {
@@ -415,16 +503,21 @@ int evalquant_create_opts(evalquant **out, struct llama_model *m, const evalquan
 done:
     if (have_state)
         trainstate_close(&st.r);
+    if (!rc && !(q->w_scale = qs_calloc((size_t)q->n, sizeof *q->w_scale)))
+        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     if (rc) {
         evalquant_destroy(q);
         return rc;
     }
+    *out = q;
+    if (q->scaling == EVALQUANT_STORED)   /* its code packs are the quantized Linears */
+        return 0;
     m->hook.self = q;
     m->hook.fn = evalquant_hook;
     m->hook.planned = evalquant_planned;
+    m->hook.row_scale = evalquant_row_scale;
     m->hook.weight = evalquant_weight;
     m->hook.rows_independent = 1;   /* per-row scales (current) or frozen ones (delayed) */
-    *out = q;
     /* with packs: the planned weights are fake-quantized and packed once, here */
     if (m->packs && (rc = model_packs_substitute(m, d))) {
         evalquant_destroy(q);
@@ -448,10 +541,13 @@ void evalquant_destroy(evalquant *q)
         q->m->hook.self = NULL;
         q->m->hook.fn = NULL;
         q->m->hook.planned = NULL;
+        q->m->hook.row_scale = NULL;
         q->m->hook.weight = NULL;
         q->m->hook.rows_independent = 0;
     }
     quant_set_destroy(q->qs);
+    qs_free(q->w_scale);
+    qs_free(q->row_scale);
     qs_free(q->slot_of);
     qs_free(q->names);
     qs_free(q);
@@ -480,4 +576,28 @@ const char *evalquant_scaling_name(const evalquant *q)
 const char *evalquant_recipe_text(const evalquant *q)
 {
     return q ? q->recipe_text : "";
+}
+
+void evalquant_module_at(const evalquant *q, int i, int *layer, int *module)
+{
+    *layer = *module = -1;
+    for (int k = 0; q && i >= 0 && i < q->n && k < q->m->cfg.n_layers * MODEL_LIN_COUNT; k++)
+        if (q->slot_of[k] == i) {
+            *layer = k / MODEL_LIN_COUNT;
+            *module = k % MODEL_LIN_COUNT;
+            return;
+        }
+}
+
+int evalquant_weight_scale(evalquant *q, int i, const float *w, size_t n, float *scale,
+                           qs_diag *d)
+{
+    return quant_apply_scale(quant_set_get(q->qs, 2 * i + 1), w, n, scale, d);
+}
+
+int evalquant_input_scale(const evalquant *q, int i, float *scale)
+{
+    /* current scaling is per token: never one scale, whatever the history holds */
+    return q->scaling == EVALQUANT_DELAYED &&
+           quant_static_scale(quant_set_get(q->qs, 2 * i), scale);
 }

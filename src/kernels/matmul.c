@@ -22,12 +22,14 @@
 #include "qs/mem.h"
 
 struct matmul_wpack {
-    const float *w; /* [O, IN], owned by the caller; NULL when frozen */
+    const float *w; /* [O, IN], owned by the caller; NULL when frozen or a code pack */
     int IN, O, precision;
     mm_bpack fwd;   /* B = w^T, K = IN, N = O */
     mm_bpack bwd;   /* B = w,   K = O,  N = IN */
     int fwd_fresh, bwd_fresh;
     int frozen;     /* forward form only, made once (matmul_wpack_create_frozen*) */
+    int codes;      /* HiF8 code pack (matmul_wpack_create_hif8): fwd holds the codes */
+    int sgemm;      /* code pack of a precision without a packed kernel: decoded per call */
 };
 
 /* Kernel choice for a public precision at the current cpu_level(); -1 = use sgemm. */
@@ -43,10 +45,13 @@ static int mm_kernel_select(int precision)
     return level >= CPU_LEVEL_AVX512 ? MM_KERNEL_AVX512 : -1;
 }
 
-/* The kernel a pack's products run on: a frozen pack keeps the format it was
- * made in (it cannot be re-packed), others follow the precision. */
+/* The kernel a pack's products run on: frozen and code packs keep the one they
+ * were made for (they have no fp32 source to re-pack from; -1 for a code pack
+ * of an sgemm precision), others follow the precision. */
 static int mm_pack_kernel(const matmul_wpack *pk, int precision)
 {
+    if (pk && pk->codes)
+        return pk->sgemm ? -1 : (int)pk->fwd.kernel;
     return pk && pk->frozen ? (int)pk->fwd.kernel : mm_kernel_select(precision);
 }
 
@@ -120,6 +125,45 @@ static mm_bpack *mm_forward_xpack(int kernel, int N, int IN, matmul_ws *ws, mm_b
     return mm_apack_rows_reserve_impl(xp, N, IN) == 0 ? xp : NULL;
 }
 
+/* A code pack's product: the GEMM decodes its micro-panels; without a packed
+ * kernel (sgemm precisions) the weight is decoded whole for the call (or, when
+ * that memory cannot be had, row by row into a plain fp32 dot product). */
+static void mm_forward_codes(float *out, const float *x, matmul_wpack *pk, const float *bias,
+                             int N, mm_bpack *xp)
+{
+    const int IN = pk->IN, O = pk->O;
+    mm_view xa = {x, IN, 1};
+    if (!pk->sgemm) {
+        mm_gemm_impl(out, O, N, &xa, xp, xp != NULL, &pk->fwd, bias ? MM_INIT_BIAS : MM_INIT_ZERO,
+                     bias);
+        return;
+    }
+    float *w = qs_malloc((size_t)O * IN * sizeof *w);
+    if (w) {
+        for (int o = 0; o < O; o++)
+            mm_bpack_codes_row_impl(&pk->fwd, o, 0, IN, NULL, w + (size_t)o * IN);
+        mm_forward_sgemm(out, x, w, bias, N, IN, O);
+        qs_free(w);
+        return;
+    }
+    enum { CHUNK = 1024 };
+    float row[CHUNK];
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++)
+            out[(size_t)n * O + o] = bias ? bias[o] : 0.0f;
+    for (int o = 0; o < O; o++)
+        for (int k0 = 0; k0 < IN; k0 += CHUNK) {   /* the weight row in chunks */
+            int kc = IN - k0 < CHUNK ? IN - k0 : CHUNK;
+            mm_bpack_codes_row_impl(&pk->fwd, o, k0, kc, NULL, row);
+            for (int n = 0; n < N; n++) {
+                float acc = out[(size_t)n * O + o];
+                for (int k = 0; k < kc; k++)
+                    acc += x[(size_t)n * IN + k0 + k] * row[k];
+                out[(size_t)n * O + o] = acc;
+            }
+        }
+}
+
 /* pk may be NULL (pack w on the fly, into ws->bpack when ws is given); xp: a
  * reserved row pack for x, converted by the GEMM, or NULL. */
 static void mm_forward_gemm(float *out, const float *x, const float *w, const float *bias, int N,
@@ -128,6 +172,10 @@ static void mm_forward_gemm(float *out, const float *x, const float *w, const fl
 {
     mm_view wt = {w, 1, IN}, xa = {x, IN, 1};
     mm_init init = bias ? MM_INIT_BIAS : MM_INIT_ZERO;
+    if (pk && pk->codes) {
+        mm_forward_codes(out, x, pk, bias, N, xp);
+        return;
+    }
     int kernel = mm_pack_kernel(pk, precision);
     if (kernel >= 0) {
         mm_bpack tmp = {0};
@@ -282,7 +330,7 @@ matmul_wpack *matmul_wpack_create(const float *w, int IN, int O, int precision)
 
 void matmul_wpack_refresh(matmul_wpack *pk)
 {
-    if (pk && !pk->frozen)   /* a frozen pack has no source to re-read */
+    if (pk && !pk->frozen && !pk->codes)   /* frozen, code packs: no source to re-read */
         pk->fwd_fresh = pk->bwd_fresh = 0;
 }
 
@@ -317,8 +365,8 @@ static int mm_forward_group(float *const *out, const float *x, matmul_wpack *con
     int kernel = mm_pack_kernel(pk[0], precision);
     if (kernel < 0)
         return -1;
-    for (int i = 1; i < n; i++)
-        if (mm_pack_kernel(pk[i], precision) != kernel)
+    for (int i = 0; i < n; i++)   /* code packs, mixed kernels: one by one */
+        if (pk[i]->codes || mm_pack_kernel(pk[i], precision) != kernel)
             return -1;
     const mm_bpack *bp[4];
     ptrdiff_t ldc[4];
@@ -372,7 +420,7 @@ void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wp
 void matmul_backward_packed_ws(float *dx, float *dw, float *db, const float *dout,
                                const float *x, matmul_wpack *pk, int N, matmul_ws *ws)
 {
-    assert(!pk->frozen || !dx);   /* frozen packs have no backward form (matmul.h) */
+    assert((!pk->frozen && !pk->codes) || !dx);   /* no backward form (matmul.h) */
     mm_backward_run(dx, dw, db, dout, x, pk->w, N, pk->IN, pk->O, pk->precision, pk, ws);
 }
 
@@ -543,6 +591,10 @@ int matmul_wpack_frozen(const matmul_wpack *pk) { return pk && pk->frozen; }
 
 void matmul_wpack_row(matmul_wpack *pk, int o, float *out)
 {
+    if (pk->codes) {   /* decode(code), exact */
+        mm_bpack_codes_row_impl(&pk->fwd, o, 0, pk->IN, NULL, out);
+        return;
+    }
     if (!pk->frozen) {   /* the forward form as the next product would build it */
         int kernel = mm_kernel_select(pk->precision);
         mm_view wt = {pk->w, 1, pk->IN};
@@ -560,4 +612,46 @@ void matmul_wpack_row(matmul_wpack *pk, int o, float *out)
 size_t matmul_wpack_frozen_bytes_estimate(int IN, int O, int precision)
 {
     return sizeof(matmul_wpack) + mm_bpack_bytes_for(IN, O, precision);
+}
+
+/* ---- HiF8 code packs ---- */
+
+matmul_wpack *matmul_wpack_create_hif8(const uint8_t *codes, int IN, int O, int precision)
+{
+    if (!codes || IN < 1 || O < 1)
+        return NULL;
+    matmul_wpack *pk = qs_calloc(1, sizeof *pk);
+    if (!pk)
+        return NULL;
+    int kernel = mm_kernel_select(precision);
+    pk->IN = IN;
+    pk->O = O;
+    pk->precision = precision;
+    pk->codes = 1;
+    pk->sgemm = kernel < 0;
+    if (mm_bpack_fill_codes_impl(&pk->fwd, codes, IN, O,
+                                 kernel < 0 ? MM_KERNEL_C : (mm_kernel)kernel,
+                                 precision == MATMUL_BF16)) {
+        matmul_wpack_destroy(pk);
+        return NULL;
+    }
+    pk->fwd_fresh = 1;
+    return pk;
+}
+
+int matmul_wpack_hif8(const matmul_wpack *pk) { return pk && pk->codes; }
+
+int matmul_wpack_precision(const matmul_wpack *pk) { return pk->precision; }
+
+void matmul_wpack_hif8_read(const matmul_wpack *pk, uint8_t *codes, float *values)
+{
+    for (int o = 0; o < pk->O; o++)
+        mm_bpack_codes_row_impl(&pk->fwd, o, 0, pk->IN, codes ? codes + (size_t)o * pk->IN : NULL,
+                                values ? values + (size_t)o * pk->IN : NULL);
+}
+
+size_t matmul_wpack_hif8_bytes_estimate(int IN, int O)
+{
+    return sizeof(matmul_wpack) +
+           (size_t)(IN + 1) / 2 * MM_NR * (size_t)((O + MM_NR - 1) / MM_NR) * sizeof(uint16_t);
 }

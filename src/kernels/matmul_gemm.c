@@ -58,6 +58,8 @@ typedef struct mm_job {
     int mc, nc;     /* task size: rows (multiple of MM_MR, <= MM_MC), columns (multiple of MM_NR) */
     mm_ukernel uk;
     int fma16;      /* bf16 pairs on the FMA kernel (widened, FTZ/DAZ) */
+    int codes;      /* B holds HiF8 codes: each micro-panel decoded (dec) as it is used */
+    mm_decode dec;
     int kc;         /* K block */
     mm_afmt afmt;   /* A panel format (not for fma16 or whole-A packs) */
 } mm_job;
@@ -67,7 +69,7 @@ typedef struct mm_job {
  * run of page faults on every call. */
 typedef struct mm_scratch {
     _Alignas(64) float ablock[MM_ABLOCK_ELEMS]; /* the task's A panels for one K block */
-    _Alignas(64) float bwide[MM_KC * MM_NR];    /* fma16: the B micro-panel widened */
+    _Alignas(64) float bwide[MM_KC * MM_NR];    /* fma16 / codes: the B micro-panel widened */
     _Alignas(64) float tile[MM_MR * MM_NR];     /* tiles narrower than MM_NR */
 } mm_scratch;
 
@@ -144,11 +146,18 @@ static mm_apanel mm_task_apanel(const mm_job *jb, float *slot, ptrdiff_t ld, int
     return mm_apanel_make_impl(slot, ld, *jb->a, jb->M, i, k0, kc, jb->afmt);
 }
 
+/* The code pairs of k block k0 (even) in the code panel of column j. */
+static const uint16_t *mm_codes_panel(const mm_bpack *bp, int j, int k0)
+{
+    return (const uint16_t *)bp->data + (size_t)(j / MM_NR) * bp->panel_elems +
+           (size_t)(k0 / 2) * MM_NR;
+}
+
 /* 1 when a task of nc columns runs as one K block, row panels outer. */
 static int mm_rows_outer(const mm_job *jb, int nc)
 {
     int krows = jb->uk == MM_UK_BF16DP ? (jb->bp->K + 1) / 2 : jb->bp->K; /* rows of B */
-    int kmax = jb->fma16 ? MM_KROWS_FMA16 : MM_KROWS;
+    int kmax = jb->fma16 || jb->codes ? MM_KROWS_FMA16 : MM_KROWS; /* bwide holds the panel */
     return krows <= kmax && (size_t)krows * (size_t)nc * 4 <= MM_ROWS_OUTER_BYTES;
 }
 
@@ -180,7 +189,11 @@ static void mm_task_rows_outer(const mm_job *jb, int i0, int j0, int mc, int nc,
         for (int jr = 0; jr < nc; jr += MM_NR) {
             const uint32_t *bpanel = first + (size_t)jr / MM_NR * jb->bp->panel_elems;
             const void *b = bpanel;
-            if (jb->fma16) {
+            if (jb->codes) {
+                mm_codes_decode_impl(s->bwide, mm_codes_panel(jb->bp, j0 + jr, 0), (K + 1) / 2,
+                                     jb->dec);
+                b = s->bwide;
+            } else if (jb->fma16) {
                 mm_bf16_widen_kmajor_avx512bf16_impl(s->bwide, bpanel, (K + 1) / 2, MM_NR, bpanel);
                 b = s->bwide;
             }
@@ -234,7 +247,11 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
                                                                      MM_NR
                                                         : (const void *)bpanel;
             const void *b = bpanel;
-            if (jb->fma16) {
+            if (jb->codes) {
+                mm_codes_decode_impl(s->bwide, mm_codes_panel(bp, j0 + jr, k0), (kc + 1) / 2,
+                                     jb->dec);
+                b = next = s->bwide;
+            } else if (jb->fma16) {
                 mm_bf16_widen_kmajor_avx512bf16_impl(s->bwide, bpanel, (kc + 1) / 2, MM_NR, next);
                 b = next = s->bwide;
             }
@@ -308,7 +325,7 @@ static void mm_gemm_empty(const mm_job *jb)
         }
 }
 
-enum { MM_MULTI_MAX = 4 };
+enum { MM_MULTI_MAX = 4, MM_CODES_DP_ROWS = 8 };
 
 void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
                         mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
@@ -334,15 +351,22 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
             continue;
         }
         int pairs = bp[i]->kernel == MM_KERNEL_AVX512BF16;
-        j.fma16 = pairs && fma16;
-        j.uk = pairs && !fma16                      ? MM_UK_BF16DP
+        /* code packs with few rows (decoding: M = 1) stay on vdpbf16ps: a pair
+         * row decodes to bf16 pairs in fewer steps than to fp32, and the kernel
+         * there is not the bottleneck (same bits either way) */
+        j.fma16 = pairs && fma16 && !(bp[i]->codes && M <= MM_CODES_DP_ROWS);
+        j.uk = pairs && !j.fma16                    ? MM_UK_BF16DP
                : bp[i]->kernel == MM_KERNEL_C       ? MM_UK_C
                                                     : MM_UK_F32;
-        j.kc = pairs && !fma16 ? 2 * MM_KC : MM_KC; /* the same bytes per B micro-panel */
+        j.kc = pairs && !j.fma16 ? 2 * MM_KC : MM_KC; /* the same bytes per B micro-panel */
 
         j.afmt = pairs ? MM_AFMT_BF16 : bp[i]->round_bf16 ? MM_AFMT_F32_BF16 : MM_AFMT_F32;
         if (j.fma16)
             j.afmt = MM_AFMT_F32_BF16;
+        j.codes = bp[i]->codes;
+        j.dec = pairs && !j.fma16 ? MM_DECODE_PAIRS
+                : pairs || bp[i]->round_bf16 ? MM_DECODE_F32_SWAP
+                                             : MM_DECODE_F32;
         mm_task_shape(&j, n_threads, mm_a_in_place(&j) ? 1 : 2);
         jb[n_jobs] = j;
         n_ib[n_jobs] = (M + j.mc - 1) / j.mc;

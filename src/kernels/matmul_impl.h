@@ -53,6 +53,9 @@ typedef struct mm_bpack {
                              mm_bf16_order, K padded to even (bf16 fallback) */
     ptrdiff_t row_pairs;  /* whole-A packs: 0 = k-major panels (mm_apack_whole_impl),
                              > 0 = row-major rows of this many bf16 pairs (mm_apack_rows_*) */
+    int codes;            /* B packs: elements are HiF8 codes, uint16 pairs of bytes
+                             (matmul_hif8.c), panel_elems counts them; kernel and
+                             round_bf16 say which micro-panel they decode into */
 } mm_bpack;
 
 /* How the GEMM starts each output element. */
@@ -95,6 +98,29 @@ static inline int mm_bf16_order(int k) { return k ^ 1; }
  * than twice their rate: Intel cores (cpu_bf16_dot_slow()).
  * mm_bf16_fma_force_impl / mm_bf16_fma_impl: qs/matmul_test.h. */
 #include "qs/matmul_test.h"
+
+/* HiF8 code packs (matmul_hif8.c).  B = w^T of codes w [N, K] row-major, in
+ * the code layout (mm_bpack.codes); kernel / round_bf16 as mm_bpack_fill_impl's
+ * (they only select the decoding).  0 or QS_ENOMEM. */
+int mm_bpack_fill_codes_impl(mm_bpack *bp, const uint8_t *codes, int K, int N, mm_kernel kernel,
+                             int round_bf16);
+/* What the k rows of one code micro-panel become (kp code pairs x MM_NR columns):
+ *   PAIRS     [kp][MM_NR] uint32 bf16 pairs (the vdpbf16ps kernel's B panel)
+ *   F32_SWAP  [2 kp][MM_NR] fp32, the odd term of each pair first (mm_bf16_order:
+ *             the FMA kernel on bf16 values, the bf16 fallbacks)
+ *   F32       [2 kp][MM_NR] fp32 in k order (fp32 products) */
+typedef enum { MM_DECODE_PAIRS = 0, MM_DECODE_F32_SWAP = 1, MM_DECODE_F32 = 2 } mm_decode;
+void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, mm_decode mode);
+/* The decode tables (built by the first fill; call before decoding otherwise). */
+void mm_codes_tables_impl(void);
+/* The decode with AVX-512 VBMI (CPUs with it only), after _init with the 256
+ * bf16 bit patterns of decode(c) (serial code, once). */
+void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16);
+void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, mm_decode mode);
+/* Column n of a code pack (row n of w), k in [k0, k0 + kc): codes[k - k0] and / or
+ * values[k - k0] = decode (either may be NULL). */
+void mm_bpack_codes_row_impl(const mm_bpack *bp, int n, int k0, int kc, uint8_t *codes,
+                             float *values);
 
 /* Pack B (K x N view) into bp; reuses bp->data when large enough.  0 or QS_ENOMEM. */
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16);

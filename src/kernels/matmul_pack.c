@@ -283,6 +283,7 @@ int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, 
     bp->N = N;
     bp->kernel = kernel;
     bp->round_bf16 = is_bf16 ? 1 : round_bf16;
+    bp->codes = 0;
     if (is_bf16 && b.cs == 1) {
         mm_pack_bf16_rowsweep(bp->data, panel_elems, MM_NR, b, K, N);
         return 0;

@@ -14,6 +14,7 @@
 #include "model_impl.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
+#include "qs/model_hif8.h"
 #include "qs/rng.h"
 #include "qs/safetensors.h"
 
@@ -52,9 +53,11 @@ static int64_t model_dim_of(const llama_config *c, char k)
     }
 }
 
-/* Appends one row (t NULL: only counts) and advances the block offset. */
+/* Appends one row (t NULL: only counts) and advances the block offset; a row
+ * without storage (a HiF8 checkpoint's coded weight, kept in its code pack)
+ * gets MODEL_NO_STORAGE and no room in the block. */
 static void model_table_add(model_tensor *t, int *n, size_t *off, const char *name, int layer,
-                            int kind, int64_t rows, int64_t cols)
+                            int kind, int64_t rows, int64_t cols, int no_storage)
 {
     size_t n_elems = (size_t)rows * (size_t)(cols ? cols : 1);
     if (t) {
@@ -66,32 +69,38 @@ static void model_table_add(model_tensor *t, int *n, size_t *off, const char *na
         e->shape[0] = rows;
         e->shape[1] = cols;
         e->n_elems = n_elems;
-        e->offset_elems = *off;
+        e->offset_elems = no_storage ? MODEL_NO_STORAGE : *off;
     }
     (*n)++;
-    *off += (n_elems + 15) / 16 * 16;   /* keep every tensor 64-byte aligned */
+    if (!no_storage)
+        *off += (n_elems + 15) / 16 * 16;   /* keep every tensor 64-byte aligned */
 }
 
-/* Fills t (may be NULL to count); returns the number of tensors, *n_params the block size. */
-static int model_table_build(const llama_config *c, model_tensor *t, size_t *n_params)
+/* Fills t (may be NULL to count); returns the number of tensors, *n_params the block size.
+ * q8 (may be NULL): a HiF8 checkpoint's quantized Linears get no storage. */
+static int model_table_build(const llama_config *c, const model_hif8 *q8, model_tensor *t,
+                             size_t *n_params)
 {
     int n = 0;
     size_t off = 0;
     char name[80];
-    model_table_add(t, &n, &off, "model.embed_tokens.weight", -1, MK_WTE, c->vocab_size, c->dim);
+    model_table_add(t, &n, &off, "model.embed_tokens.weight", -1, MK_WTE, c->vocab_size, c->dim,
+                    0);
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_KINDS_PER_LAYER; k++) {
             if ((model_kinds[k].need == 1 && !c->qkv_bias) ||
                 (model_kinds[k].need == 2 && !c->o_bias))
                 continue;
             snprintf(name, sizeof name, "model.layers.%d.%s", l, model_kinds[k].suffix);
+            int mod = model_kind_module_impl(model_kinds[k].kind);
             model_table_add(t, &n, &off, name, l, model_kinds[k].kind,
                             model_dim_of(c, model_kinds[k].rows),
-                            model_dim_of(c, model_kinds[k].cols));
+                            model_dim_of(c, model_kinds[k].cols),
+                            q8 && mod >= 0 && q8->slot[l * MODEL_LIN_COUNT + mod] >= 0);
         }
-    model_table_add(t, &n, &off, "model.norm.weight", -1, MK_NORM, c->dim, 0);
+    model_table_add(t, &n, &off, "model.norm.weight", -1, MK_NORM, c->dim, 0, 0);
     if (!c->tied)
-        model_table_add(t, &n, &off, "lm_head.weight", -1, MK_LM_HEAD, c->vocab_size, c->dim);
+        model_table_add(t, &n, &off, "lm_head.weight", -1, MK_LM_HEAD, c->vocab_size, c->dim, 0);
     *n_params = off;
     return n;
 }
@@ -100,18 +109,18 @@ static int model_table_build(const llama_config *c, model_tensor *t, size_t *n_p
 static size_t model_param_count(const llama_config *c)
 {
     size_t n_params;
-    model_table_build(c, NULL, &n_params);
+    model_table_build(c, NULL, NULL, &n_params);
     return n_params;
 }
 
 int model_table_create(const llama_config *c, model_tensor **tensors, int *n_tensors)
 {
     size_t n_params;
-    int n = model_table_build(c, NULL, &n_params);
+    int n = model_table_build(c, NULL, NULL, &n_params);
     *tensors = qs_calloc((size_t)n, sizeof **tensors);
     if (!*tensors)
         return QS_ENOMEM;
-    *n_tensors = model_table_build(c, *tensors, &n_params);
+    *n_tensors = model_table_build(c, NULL, *tensors, &n_params);
     return 0;
 }
 
@@ -145,7 +154,7 @@ int model_weights_point(llama_weights *w, const llama_model *m, float *block)
 {
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *e = &m->tensors[i];
-        float *p = e->offset_elems == MODEL_OFFSET_PACKED ? NULL : block + e->offset_elems;
+        float *p = e->offset_elems == MODEL_NO_STORAGE ? NULL : block + e->offset_elems;
         llama_layer_weights *lw = e->layer >= 0 ? &w->layer[e->layer] : NULL;
         switch (e->kind) {
         case MK_WTE: w->wte = p; break;
@@ -197,23 +206,25 @@ int model_kind_module_impl(int kind)
     }
 }
 
-/* packed: the matrices get no room in the block (MODEL_OFFSET_PACKED), the
- * other tensors are laid out compactly in table order. */
-static int model_init_layout(llama_model *m, const llama_config *cfg, int packed, qs_diag *d)
+/* q8 (may be NULL): a HiF8 checkpoint, whose coded weights get no room in the
+ * block; packed: no matrix gets room (MODEL_NO_STORAGE), the other tensors are
+ * laid out compactly in table order. */
+static int model_init_layout(llama_model *m, const llama_config *cfg, const model_hif8 *q8,
+                             int packed, qs_diag *d)
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    m->n_tensors = model_table_build(cfg, NULL, &m->n_params);
+    m->n_tensors = model_table_build(cfg, q8, NULL, &m->n_params);
     m->tensors = qs_calloc((size_t)m->n_tensors, sizeof *m->tensors);
     m->w.layer = qs_calloc((size_t)cfg->n_layers, sizeof *m->w.layer);
     if (m->tensors)
-        model_table_build(cfg, m->tensors, &m->n_params);
+        model_table_build(cfg, q8, m->tensors, &m->n_params);
     if (m->tensors && packed) {
         size_t off = 0;
         for (int i = 0; i < m->n_tensors; i++) {
             model_tensor *e = &m->tensors[i];
-            e->offset_elems = model_kind_is_packed_impl(e->kind) ? MODEL_OFFSET_PACKED : off;
-            off += e->offset_elems == MODEL_OFFSET_PACKED ? 0 : (e->n_elems + 15) / 16 * 16;
+            e->offset_elems = model_kind_is_packed_impl(e->kind) ? MODEL_NO_STORAGE : off;
+            off += e->offset_elems == MODEL_NO_STORAGE ? 0 : (e->n_elems + 15) / 16 * 16;
         }
         m->n_params = off;
         m->weights_packed = 1;
@@ -239,12 +250,12 @@ static int model_init_layout(llama_model *m, const llama_config *cfg, int packed
 
 int model_init(llama_model *m, const llama_config *cfg, qs_diag *d)
 {
-    return model_init_layout(m, cfg, 0, d);
+    return model_init_layout(m, cfg, NULL, 0, d);
 }
 
 int model_init_packed_impl(llama_model *m, const llama_config *cfg, qs_diag *d)
 {
-    return model_init_layout(m, cfg, 1, d);
+    return model_init_layout(m, cfg, NULL, 1, d);
 }
 
 static const float *model_linear_weight(const llama_layer_weights *lw, int module)
@@ -278,6 +289,8 @@ int model_packs_create(llama_model *m, qs_diag *d)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
     for (int l = 0; l < c->n_layers; l++)
         for (int k = 0; k < MODEL_LIN_COUNT; k++) {
+            if (model_hif8_planned(m, l, k))   /* its code pack (m->hif8) is the weight */
+                continue;
             m->packs[l * MODEL_LIN_COUNT + k] = matmul_wpack_create(
                 model_linear_weight(&m->w.layer[l], k), in_dim[k], out_dim[k], m->precision);
         }
@@ -289,7 +302,8 @@ int model_packs_create(llama_model *m, qs_diag *d)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
     }
     for (int i = 0; i < n; i++)
-        if (!m->packs[i]) {
+        if (!m->packs[i] && !(i < n - 1 && model_hif8_planned(m, i / MODEL_LIN_COUNT,
+                                                             i % MODEL_LIN_COUNT))) {
             model_packs_destroy(m);
             return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
         }
@@ -369,6 +383,7 @@ size_t model_ws_bytes_estimate(const llama_config *c, int precision, int N)
 void model_free(llama_model *m)
 {
     model_packs_destroy(m);
+    model_hif8_free(m->hif8);
     matmul_wpack_destroy(m->embed_pack);
     qs_free(m->tensors);
     qs_free(m->w.layer);
@@ -418,6 +433,23 @@ int model_tensor_find_impl(const safetensors_dir *sd, const model_tensor *e, con
                     (long long)e->shape[0], found);
 }
 
+int model_tensor_coded_impl(const llama_model *m, const model_tensor *e)
+{
+    int mod = model_kind_module_impl(e->kind);
+    return mod >= 0 && model_hif8_planned(m, e->layer, mod);
+}
+
+int model_load_hif8_weight_impl(llama_model *m, const safetensors_dir *sd, const model_tensor *e,
+                                const safetensors_tensor *t, const char *file, int precision,
+                                qs_diag *d)
+{
+    char name[sizeof e->name + 8];
+    snprintf(name, sizeof name, "%s_scale", e->name);
+    return model_hif8_load_weight(m->hif8, e->layer, model_kind_module_impl(e->kind), t,
+                                  safetensors_dir_find(sd, name, NULL), e->shape[0], e->shape[1],
+                                  precision, file, d);
+}
+
 static int model_load_tensors(llama_model *m, const safetensors_dir *sd, const char *dir,
                               qs_diag *d)
 {
@@ -428,7 +460,10 @@ static int model_load_tensors(llama_model *m, const safetensors_dir *sd, const c
         int rc = model_tensor_find_impl(sd, e, dir, &t, &file, d);
         if (rc)
             return rc;
-        rc = safetensors_tensor_to_f32(t, m->params + e->offset_elems, file, d);
+        if (model_tensor_coded_impl(m, e))   /* into its code pack only */
+            rc = model_load_hif8_weight_impl(m, sd, e, t, file, MATMUL_BF16, d);
+        else
+            rc = safetensors_tensor_to_f32(t, m->params + e->offset_elems, file, d);
         if (rc)
             return rc;
         model_note_dtype_impl(m, t->dtype);
@@ -443,11 +478,20 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
     int rc = hfconfig_load(&cfg, dir, d);
     if (rc)
         return rc;
+    model_hif8 *q8 = NULL;
+    if ((rc = model_hif8_config_read(dir, &cfg, &q8, d)) < 0)
+        return rc;
     safetensors_dir sd;
     rc = safetensors_dir_open(&sd, dir, d);
-    if (rc)
+    if (rc) {
+        model_hif8_free(q8);
         return rc;
-    rc = model_init(m, &cfg, d);
+    }
+    rc = model_init_layout(m, &cfg, q8, 0, d);
+    if (rc)
+        model_hif8_free(q8);
+    else
+        m->hif8 = q8;
     if (!rc)
         rc = model_load_tensors(m, &sd, dir, d);
     safetensors_dir_close(&sd);
@@ -463,7 +507,7 @@ void model_params_randomize(llama_model *m, uint64_t seed, float std)
     uint64_t s = seed;
     for (int i = 0; i < m->n_tensors; i++) {
         const model_tensor *e = &m->tensors[i];
-        if (e->offset_elems == MODEL_OFFSET_PACKED)
+        if (e->offset_elems == MODEL_NO_STORAGE)
             continue;
         float *p = m->params + e->offset_elems;
         int is_norm = e->kind == MK_NORM || e->kind == MK_ATTN_NORM || e->kind == MK_MLP_NORM;

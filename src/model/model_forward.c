@@ -20,6 +20,7 @@
 #include "qs/matmul.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
+#include "qs/model_hif8.h"
 #include "model_impl.h"
 
 /* replay: a recomputation (model_block_recompute_impl): the hook's replay
@@ -37,16 +38,20 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
                    sub ? NULL : a->wq, O);
         if (r < 0)
             return r;
-        if (r == 1 && sub) {
-            matmul_forward_packed_ws(out, a->xq, m->packs[layer * MODEL_LIN_COUNT + module], bias,
-                                     N, m->ws);
+        /* r == 2: code-domain operands, the bias after the scales (once per row) */
+        const float *b = r == 2 ? NULL : bias;
+        if (r >= 1 && sub)
+            matmul_forward_packed_ws(out, a->xq, m->packs[layer * MODEL_LIN_COUNT + module], b, N,
+                                     m->ws);
+        else if (r >= 1)
+            matmul_forward_ws(out, a->xq, a->wq, b, N, IN, O, m->precision, m->ws);
+        if (r == 2)
+            model_linear_rows_finish(out, m->hook.row_scale(m->hook.self), bias, N, O);
+        if (r >= 1)
             return 0;
-        }
-        if (r == 1) {
-            matmul_forward_ws(out, a->xq, a->wq, bias, N, IN, O, m->precision, m->ws);
-            return 0;
-        }
     }
+    if (model_hif8_planned(m, layer, module))   /* a HiF8 checkpoint's W8A8 Linear */
+        return model_hif8_forward(m, layer, module, out, x, bias, N, IN, O, a->xq);
     if (m->packs && m->packs_precision == m->precision)
         matmul_forward_packed_ws(out, x, m->packs[layer * MODEL_LIN_COUNT + module], bias, N,
                                  m->ws);
@@ -68,6 +73,8 @@ static int model_linear_group(llama_model *m, llama_acts *a, int layer, int n, c
     int hooked = 0;
     for (int i = 0; m->hook.fn && i < n; i++)
         hooked |= !m->hook.planned || m->hook.planned(m->hook.self, layer, modules[i]);
+    for (int i = 0; i < n; i++)
+        hooked |= model_hif8_planned(m, layer, modules[i]);
     if (!hooked && m->packs && m->packs_precision == m->precision) {
         struct matmul_wpack *pk[3];
         for (int i = 0; i < n; i++)

@@ -19,9 +19,6 @@ enum {
     MK_MLP_NORM, MK_GATE, MK_UP, MK_DOWN
 };
 
-/* offset_elems of a tensor that has no room in the params block (its pack holds it) */
-#define MODEL_OFFSET_PACKED SIZE_MAX
-
 /* 1 for the kinds a packed model keeps in packs: every Linear weight, embed_tokens, lm_head. */
 int model_kind_is_packed_impl(int kind);
 /* MODEL_LIN_* of a Linear weight kind, -1 for the others. */
@@ -32,6 +29,13 @@ int model_init_packed_impl(llama_model *m, const llama_config *cfg, qs_diag *d);
 int model_tensor_find_impl(const safetensors_dir *sd, const model_tensor *e, const char *dir,
                            const safetensors_tensor **out, const char **file, qs_diag *d);
 void model_note_dtype_impl(llama_model *m, int dtype);
+/* 1 when table row e is a coded weight of m's HiF8 checkpoint (m->hif8). */
+int model_tensor_coded_impl(const llama_model *m, const model_tensor *e);
+/* That weight t (and its "_scale" tensor in sd) into its code pack, made for
+ * precision (model_hif8_load_weight). */
+int model_load_hif8_weight_impl(llama_model *m, const safetensors_dir *sd, const model_tensor *e,
+                                const safetensors_tensor *t, const char *file, int precision,
+                                qs_diag *d);
 
 /* Per-layer strides (floats) of the arena's tensors: layer l's tensor starts at
  * base + l * stride; 0 where one buffer serves every layer (inference, except

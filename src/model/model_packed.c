@@ -1,6 +1,7 @@
 /* model_packed.c: inference models whose matrices live only in frozen packs
- * (model_load_packed) and constant weight substitutes (model_packs_substitute);
- * see include/qs/model.h.
+ * (model_load_packed), constant weight substitutes (model_packs_substitute)
+ * and the bf16 rounding of evaluation in the export's arithmetic
+ * (model_params_round_bf16); see include/qs/model.h.
  *
  * Memory of a loaded inference model, per precision (V x C embedding, P the
  * parameters of the Linears and the embedding; tied: the lm_head's pack is the
@@ -19,6 +20,11 @@
  * BF16 matrix is scanned first: NaN/Inf is the same error as model_load_dir's,
  * a subnormal value (which a bf16 pack would flush to zero) sends the whole
  * load down model_load_dir + model_packs_create, which keeps it.
+ *
+ * A HiF8 checkpoint (qs/model_hif8.h): its coded weights go into code packs
+ * made for the precision of the forwards (m->hif8; 1 byte per weight, no
+ * entry in m->packs), everything else as above (the export stores it as BF16,
+ * so in bf16 nothing takes the model_load_dir route).
  */
 #include <stdint.h>
 #include <string.h>
@@ -27,6 +33,7 @@
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_hif8.h"
 #include "qs/safetensors.h"
 
 enum { MODEL_PACKED_INEXACT = 1 };   /* internal: take the model_load_dir route */
@@ -100,13 +107,17 @@ static int model_pack_tensor(const safetensors_tensor *t, int IN, int O, int pre
     return 0;
 }
 
-static int model_load_packed_try(llama_model *m, const llama_config *cfg,
+/* q8: the checkpoint's quantization (NULL: none), owned by m from here on. */
+static int model_load_packed_try(llama_model *m, const llama_config *cfg, model_hif8 *q8,
                                  const safetensors_dir *sd, const char *dir, int precision,
                                  qs_diag *d)
 {
     int rc = model_init_packed_impl(m, cfg, d);
-    if (rc)
+    if (rc) {
+        model_hif8_free(q8);
         return rc;
+    }
+    m->hif8 = q8;
     const int n_packs = cfg->n_layers * MODEL_LIN_COUNT + 1;
     m->precision = m->packs_precision = precision;
     m->packs = qs_calloc((size_t)n_packs, sizeof *m->packs);
@@ -124,13 +135,18 @@ static int model_load_packed_try(llama_model *m, const llama_config *cfg,
             rc = safetensors_tensor_to_f32(t, m->params + e->offset_elems, file, d);
             continue;
         }
-        matmul_wpack *pk;
-        rc = model_pack_tensor(t, (int)e->shape[1], (int)e->shape[0], precision, &pk, file, d);
+        matmul_wpack *pk = NULL;
+        int coded = model_tensor_coded_impl(m, e);
+        if (coded)   /* its code pack (m->hif8) */
+            rc = model_load_hif8_weight_impl(m, sd, e, t, file, precision, d);
+        else
+            rc = model_pack_tensor(t, (int)e->shape[1], (int)e->shape[0], precision, &pk, file,
+                                   d);
         const fileio_map *mp = model_map_of(sd, t->data);
         if (mp)
             fileio_map_release(mp, t->data, t->n_bytes);
-        if (rc)
-            break;
+        if (rc || coded)
+            continue;
         int module = model_kind_module_impl(e->kind);
         if (module >= 0)
             m->packs[e->layer * MODEL_LIN_COUNT + module] = pk;
@@ -154,9 +170,14 @@ int model_load_packed(llama_model *m, const char *dir, int precision, qs_diag *d
         return rc;
     if (matmul_frozen_available(precision)) {
         safetensors_dir sd;
-        if ((rc = safetensors_dir_open(&sd, dir, d)))
+        model_hif8 *q8 = NULL;
+        if ((rc = model_hif8_config_read(dir, &cfg, &q8, d)) < 0)
             return rc;
-        rc = model_load_packed_try(m, &cfg, &sd, dir, precision, d);
+        if ((rc = safetensors_dir_open(&sd, dir, d))) {
+            model_hif8_free(q8);
+            return rc;
+        }
+        rc = model_load_packed_try(m, &cfg, q8, &sd, dir, precision, d);
         safetensors_dir_close(&sd);
         if (rc <= 0) {
             if (rc)
@@ -210,7 +231,8 @@ int model_packs_substitute(llama_model *m, qs_diag *d)
     int rc = buf && wq ? 0 : diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     for (int l = 0; l < c->n_layers && !rc; l++)
         for (int k = 0; k < MODEL_LIN_COUNT && !rc; k++) {
-            if (m->hook.planned && !m->hook.planned(m->hook.self, l, k))
+            if ((m->hook.planned && !m->hook.planned(m->hook.self, l, k)) ||
+                model_hif8_planned(m, l, k))   /* a code pack is the weight */
                 continue;
             matmul_wpack *pk = m->packs[l * MODEL_LIN_COUNT + k];
             const float *w = model_linear_w(m, l, k, buf);
@@ -233,5 +255,61 @@ int model_packs_substitute(llama_model *m, qs_diag *d)
         }
     qs_free(buf);
     qs_free(wq);
+    return rc;
+}
+
+/* The frozen pack that holds table row e of a packed model (NULL: none). */
+static matmul_wpack *model_pack_of(const llama_model *m, const model_tensor *e)
+{
+    int module = model_kind_module_impl(e->kind);
+    if (module >= 0)
+        return m->packs[e->layer * MODEL_LIN_COUNT + module];
+    if (e->kind == MK_WTE && m->embed_pack)
+        return m->embed_pack;
+    return e->kind == MK_WTE || e->kind == MK_LM_HEAD ? m->packs[m->cfg.n_layers * MODEL_LIN_COUNT]
+                                                      : NULL;
+}
+
+int model_params_round_bf16(llama_model *m, qs_diag *d)
+{
+    float *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    for (int i = 0; i < m->n_tensors && !rc; i++) {
+        const model_tensor *e = &m->tensors[i];
+        int mod = model_kind_module_impl(e->kind);
+        if (mod >= 0 && (model_hif8_planned(m, e->layer, mod) ||
+                         (m->hook.fn && (!m->hook.planned ||
+                                         m->hook.planned(m->hook.self, e->layer, mod)))))
+            continue;
+        if (e->offset_elems != MODEL_NO_STORAGE) {
+            float *p = m->params + e->offset_elems;
+            for (size_t j = 0; j < e->n_elems; j++)
+                p[j] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(p[j]));
+            continue;
+        }
+        /* in a frozen pack: a bf16 one holds bf16 values (rounded to nearest
+         * even when it was made); an fp32 one is read back, rounded, re-packed */
+        matmul_wpack *pk = m->packs ? model_pack_of(m, e) : NULL;
+        if (!pk || !matmul_wpack_frozen(pk) || matmul_wpack_precision(pk) == MATMUL_BF16)
+            continue;
+        if (e->n_elems > cap) {
+            qs_free(buf);
+            cap = e->n_elems;
+            if (!(buf = qs_malloc(cap * sizeof *buf))) {
+                rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory rounding '%s'", e->name);
+                break;
+            }
+        }
+        const size_t IN = (size_t)e->shape[1];
+        for (int64_t o = 0; o < e->shape[0]; o++)
+            matmul_wpack_row(pk, (int)o, buf + (size_t)o * IN);
+        for (size_t j = 0; j < e->n_elems; j++)
+            buf[j] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(buf[j]));
+        if ((rc = matmul_wpack_frozen_set(pk, buf)))
+            rc = diag_set(d, rc, NULL, -1, "out of memory re-packing '%s'", e->name);
+    }
+    qs_free(buf);
+    model_packs_refresh(m);   /* plain packs re-pack the rounded views */
     return rc;
 }

@@ -23,13 +23,13 @@ static size_t sw_elems(const safetensors_entry *e)
     return n;
 }
 
-static char *sw_header(const safetensors_entry *entries, int n_entries, int dtype,
+static char *sw_header(const safetensors_entry *entries, int n_entries, const int *dtypes,
                        const char *const *meta_kv, size_t *hdr_bytes)
 {
     json_t *root = json_object();
     if (!root)
         return NULL;
-    size_t off = 0, esz = safetensors_dtype_bytes(dtype);
+    size_t off = 0;
     int bad = 0;
     if (meta_kv && meta_kv[0]) {
         json_t *m = json_object();
@@ -42,10 +42,10 @@ static char *sw_header(const safetensors_entry *entries, int n_entries, int dtyp
         json_t *t = json_object(), *sh = json_array();
         for (int k = 0; sh && k < e->ndim; k++)
             bad |= json_array_append_new(sh, json_integer(e->shape[k]));
-        size_t nb = sw_elems(e) * esz;
+        size_t nb = sw_elems(e) * safetensors_dtype_bytes(dtypes[i]);
         bad |= !t || !sh;
         if (!bad) {
-            bad |= json_object_set_new(t, "dtype", json_string(safetensors_dtype_name(dtype)));
+            bad |= json_object_set_new(t, "dtype", json_string(safetensors_dtype_name(dtypes[i])));
             bad |= json_object_set_new(t, "shape", sh);
             bad |= json_object_set_new(t, "data_offsets",
                                        json_pack("[II]", (json_int_t)off, (json_int_t)(off + nb)));
@@ -70,7 +70,7 @@ static char *sw_header(const safetensors_entry *entries, int n_entries, int dtyp
 
 struct safetensors_stream {
     afile af;
-    int dtype;
+    int *dtypes;          /* [n_entries] F32, BF16 or U8 */
     int n_entries;
     size_t *n_elems;      /* [n_entries] values each tensor still expects, in order */
     int cur;              /* tensor being written */
@@ -88,9 +88,8 @@ static int sw_write_pad(safetensors_stream *s, size_t nb)
  * expecting values, or n_entries. */
 static int sw_advance(safetensors_stream *s)
 {
-    size_t esz = safetensors_dtype_bytes(s->dtype);
     while (s->cur < s->n_entries && s->done == s->n_elems[s->cur]) {
-        if (!sw_write_pad(s, s->n_elems[s->cur] * esz))
+        if (!sw_write_pad(s, s->n_elems[s->cur] * safetensors_dtype_bytes(s->dtypes[s->cur])))
             return 0;
         s->cur++;
         s->done = 0;
@@ -98,36 +97,47 @@ static int sw_advance(safetensors_stream *s)
     return 1;
 }
 
-int safetensors_stream_create(safetensors_stream **out, const char *path,
-                              const safetensors_entry *entries, int n_entries, int dtype,
-                              const char *const *meta_kv, qs_diag *d)
+static void sw_free(safetensors_stream *s)
+{
+    if (!s)
+        return;
+    qs_free(s->n_elems);
+    qs_free(s->dtypes);
+    qs_free(s);
+}
+
+int safetensors_stream_create_mixed(safetensors_stream **out, const char *path,
+                                    const safetensors_entry *entries, const int *dtypes,
+                                    int n_entries, const char *const *meta_kv, qs_diag *d)
 {
     *out = NULL;
-    if (dtype != SAFETENSORS_F32 && dtype != SAFETENSORS_BF16)
-        return diag_set(d, QS_EUNSUPPORTED, path, -1, "writer stores F32 or BF16, not %s",
-                        safetensors_dtype_name(dtype));
+    for (int i = 0; i < n_entries; i++)
+        if (dtypes[i] != SAFETENSORS_F32 && dtypes[i] != SAFETENSORS_BF16 &&
+            dtypes[i] != SAFETENSORS_U8)
+            return diag_set(d, QS_EUNSUPPORTED, path, -1, "writer stores F32, BF16 or U8, not %s",
+                            safetensors_dtype_name(dtypes[i]));
     size_t hdr_bytes = 0;
-    char *hdr = sw_header(entries, n_entries, dtype, meta_kv, &hdr_bytes);
+    char *hdr = sw_header(entries, n_entries, dtypes, meta_kv, &hdr_bytes);
     safetensors_stream *s = qs_calloc(1, sizeof *s);
-    if (s)
+    if (s) {
         s->n_elems = qs_calloc((size_t)n_entries + 1, sizeof *s->n_elems);
-    if (!hdr || !s || !s->n_elems) {
+        s->dtypes = qs_calloc((size_t)n_entries + 1, sizeof *s->dtypes);
+    }
+    if (!hdr || !s || !s->n_elems || !s->dtypes) {
         qs_free(hdr);
-        if (s)
-            qs_free(s->n_elems);
-        qs_free(s);
+        sw_free(s);
         return diag_set(d, QS_ENOMEM, path, -1, "cannot build the header (out of memory or "
                         "duplicate tensor name)");
     }
-    s->dtype = dtype;
     s->n_entries = n_entries;
-    for (int i = 0; i < n_entries; i++)
+    for (int i = 0; i < n_entries; i++) {
         s->n_elems[i] = sw_elems(&entries[i]);
+        s->dtypes[i] = dtypes[i];
+    }
     int rc = afile_open(&s->af, path, d);
     if (rc) {
         qs_free(hdr);
-        qs_free(s->n_elems);
-        qs_free(s);
+        sw_free(s);
         return rc;
     }
     unsigned char len8[8];
@@ -142,17 +152,64 @@ int safetensors_stream_create(safetensors_stream **out, const char *path,
     return 0;
 }
 
+int safetensors_stream_create(safetensors_stream **out, const char *path,
+                              const safetensors_entry *entries, int n_entries, int dtype,
+                              const char *const *meta_kv, qs_diag *d)
+{
+    *out = NULL;
+    if (dtype != SAFETENSORS_F32 && dtype != SAFETENSORS_BF16)
+        return diag_set(d, QS_EUNSUPPORTED, path, -1, "writer stores F32 or BF16, not %s",
+                        safetensors_dtype_name(dtype));
+    int *dtypes = qs_malloc(((size_t)n_entries + 1) * sizeof *dtypes);
+    if (!dtypes)
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+    for (int i = 0; i < n_entries; i++)
+        dtypes[i] = dtype;
+    int rc = safetensors_stream_create_mixed(out, path, entries, dtypes, n_entries, meta_kv, d);
+    qs_free(dtypes);
+    return rc;
+}
+
+/* The current tensor takes values of kind u8 (1) or floats (0)? */
+static int sw_kind_ok(safetensors_stream *s, int u8, size_t n, qs_diag *d)
+{
+    if (s->cur >= s->n_entries)
+        return diag_set(d, QS_EINVAL, s->af.final_path, -1,
+                        "%zu values more than the header declares", n);
+    if ((s->dtypes[s->cur] == SAFETENSORS_U8) != u8)
+        return diag_set(d, QS_EINVAL, s->af.final_path, -1, "tensor %d is %s: it takes %s",
+                        s->cur + 1, safetensors_dtype_name(s->dtypes[s->cur]),
+                        u8 ? "float values" : "bytes");
+    return 0;
+}
+
+int safetensors_stream_append_u8(safetensors_stream *s, const uint8_t *x, size_t n, qs_diag *d)
+{
+    int ok = 1, rc;
+    while (n && ok) {
+        if ((rc = sw_kind_ok(s, 1, n, d)))
+            return rc;
+        size_t m = s->n_elems[s->cur] - s->done;
+        m = n < m ? n : m;
+        ok = fwrite(x, 1, m, s->af.f) == m;
+        s->done += m;
+        x += m;
+        n -= m;
+        ok = ok && sw_advance(s);
+    }
+    return ok ? 0 : diag_set(d, QS_EIO, s->af.final_path, -1, "write failed");
+}
+
 int safetensors_stream_append(safetensors_stream *s, const float *x, size_t n, qs_diag *d)
 {
     unsigned char buf[4096];
-    int ok = 1;
+    int ok = 1, rc;
     while (n && ok) {
-        if (s->cur >= s->n_entries)
-            return diag_set(d, QS_EINVAL, s->af.final_path, -1,
-                            "%zu values more than the header declares", n);
+        if ((rc = sw_kind_ok(s, 0, n, d)))
+            return rc;
         size_t m = s->n_elems[s->cur] - s->done;
         m = n < m ? n : m;
-        if (s->dtype == SAFETENSORS_F32) {
+        if (s->dtypes[s->cur] == SAFETENSORS_F32) {
             ok = fwrite(x, 4, m, s->af.f) == m;
         } else {
             for (size_t j = 0; j < m && ok; j += sizeof buf / 2) {
@@ -184,8 +241,7 @@ int safetensors_stream_commit(safetensors_stream *s, qs_diag *d)
     } else {
         rc = afile_commit(&s->af, d);
     }
-    qs_free(s->n_elems);
-    qs_free(s);
+    sw_free(s);
     return rc;
 }
 
@@ -194,8 +250,7 @@ void safetensors_stream_abort(safetensors_stream *s)
     if (!s)
         return;
     afile_abort(&s->af);
-    qs_free(s->n_elems);
-    qs_free(s);
+    sw_free(s);
 }
 
 int safetensors_write(const char *path, const safetensors_entry *entries, int n_entries,

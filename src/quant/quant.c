@@ -77,17 +77,7 @@ int quant_recipe_check(const quant_recipe *r, qs_diag *d)
 
 int quant_scale_from_amax(float est_amax, int margin, float *scale)
 {
-    if (!(est_amax > 0.0f) || !isfinite(est_amax))
-        return QS_ERANGE;
-    float top = ldexpf(HIF8_MAX_FINITE, -margin);   /* 32768 / 2^margin, exact */
-    float s = top / est_amax;
-    if (!isfinite(s) || !(s > 0.0f))
-        return QS_ERANGE;
-    /* the boundary promise: est_amax * scale must not round above top */
-    while (est_amax * s > top)
-        s = nextafterf(s, 0.0f);
-    *scale = s;
-    return 0;
+    return hif8_scale_for_amax(est_amax, margin, scale);   /* the rule lives with the codec */
 }
 
 int quant_set_create(quant_set **out, const quant_recipe *r, const char *const *names, int n,
@@ -482,6 +472,21 @@ int quant_apply(quant *q, const float *x, float *y, size_t n, qs_diag *d)
     int fallback;
     hif8_stats st;
     return quant_fake(q, x, y, n, 0, &scale, &pred, &fallback, &st, d);
+}
+
+int quant_apply_scale(quant *q, const float *x, size_t n, float *scale, qs_diag *d)
+{
+    float pred, amax_now;
+    int fallback;
+    return quant_pick_scale(q, x, n, scale, &pred, &fallback, &amax_now, d);
+}
+
+int quant_static_scale(const quant *q, float *scale)
+{
+    const quant_recipe *r = q->r;
+    float est = 0.0f;
+    return !amax_estimator_needs_current(&r->est) && amax_estimate(&r->est, &q->hist, -1.0f, &est) &&
+           quant_scale_from_amax(est, r->margin, scale) == 0;
 }
 
 void quant_replay(const quant *q, const float *x, float *y, size_t n, float scale)

@@ -61,6 +61,7 @@ static const runcfg_row runcfg_rows[] = {
     {{"eval_tasks_dir", RUNCFG_STRING, "", "", "Directory of the task definitions; default: the tasks/ folder of the qatscope tree the binary lives in (as `qatscope eval`), whatever the current directory."}, RC_STR(eval_tasks_dir), 0, 0},
     {{"eval_subset", RUNCFG_INT, "200", "[0, 1e9]", "Documents per task, a fixed seeded subset (the same items at every evaluation); 0 = all."}, RC_NUM(eval_subset), 0, 1e9},
     {{"eval_val_batches", RUNCFG_INT, "8", "[0, 1e6]", "Held-out perplexity at each in-loop evaluation: val_loss / val_ppl over the first N batch_size x seq_len batches of train_data's `val` split (tokenize --val-fraction), the same batches every time; 0 = off."}, RC_NUM(eval_val_batches), 0, 1e6},
+    {{"eval_kl_reference", RUNCFG_BOOL, "auto", "true|false|auto", "At each in-loop evaluation, also KL(step-0 weights in bf16 || model as trained) and top-1 agreement on the eval_val_batches batches (val_kl_ref, val_top1_ref); keeps a bf16 copy of the base model; auto = on when qat is."}, RC_NUM(eval_kl_reference), 0, 1},
     {{"plot_every", RUNCFG_INT, "0", "[0, 1e9]", "Write RUN_DIR/heatmap.png (clip rate) and RUN_DIR/curves.png every N steps and at the end (atomic replace); 0 = off."}, RC_NUM(plot_every), 0, 1e9},
     {{"stop_on_forgetting", RUNCFG_BOOL, "false", "true|false", "Stop the run (checkpoint, event `stop`/`forgetting`, exit 1) on a forgetting alarm."}, RC_NUM(stop_on_forgetting), 0, 1},
     {{"forgetting_drop_points", RUNCFG_DOUBLE, "2", "[0, 100]", "Forgetting alarm: accuracy drop vs the step-0 baseline above this many points ..."}, RC_NUM(forgetting_drop_points), 0, 100},
@@ -135,8 +136,12 @@ static int runcfg_field_parse(runcfg *c, const runcfg_row *r, const char *v, con
             *(int *)field = 1;
         else if (!strcmp(v, "false") || !strcmp(v, "0"))
             *(int *)field = 0;
+        else if (runcfg_enum_has(r->key.choices, "auto") && !strcmp(v, "auto"))
+            *(int *)field = -1;   /* resolved by the key's reader (runcfg_kl_reference) */
         else
-            return diag_set(d, QS_EINVAL, path, -1, "%s: expected true or false, got '%s'", name, v);
+            return diag_set(d, QS_EINVAL, path, -1, "%s: expected %s, got '%s'", name,
+                            runcfg_enum_has(r->key.choices, "auto") ? "true, false or auto"
+                                                                    : "true or false", v);
         return 0;
     case RUNCFG_ENUM:
         if (!runcfg_enum_has(r->key.choices, v))
@@ -176,6 +181,8 @@ static int runcfg_json_set(runcfg *c, const runcfg_row *r, const qs_json_at *roo
         snprintf(buf, sizeof buf, "%.17g", json_number_value(v));
         return runcfg_field_parse(c, r, buf, path, d);
     case RUNCFG_BOOL:
+        if (json_is_string(v) && runcfg_enum_has(r->key.choices, "auto"))
+            return runcfg_field_parse(c, r, json_string_value(v), path, d);
         if (!json_is_boolean(v))
             break;
         *(int *)((char *)c + r->offset) = json_is_true(v);
@@ -294,7 +301,16 @@ int runcfg_validate(const runcfg *c, qs_diag *d)
                         "and ste=pass (the masked STE would not see them)");
     if (c->qat && !c->quant_modules[0])
         return diag_set(d, QS_EINVAL, NULL, -1, "quant_modules: empty while qat is true");
+    if (c->eval_kl_reference == 1 && c->eval_every > 0 && c->eval_val_batches == 0)
+        return diag_set(d, QS_EINVAL, NULL, -1, "eval_kl_reference: true needs eval_val_batches "
+                        "> 0 (the KL is measured on the val batches)");
     return 0;
+}
+
+int runcfg_kl_reference(const runcfg *c)
+{
+    int on = c->eval_kl_reference < 0 ? c->qat : c->eval_kl_reference;
+    return on && c->eval_every > 0 && c->eval_val_batches > 0;
 }
 
 char *runcfg_to_json(const runcfg *c)
@@ -309,7 +325,9 @@ char *runcfg_to_json(const runcfg *c)
         switch (r->key.type) {
         case RUNCFG_INT: v = json_integer(*(const long *)field); break;
         case RUNCFG_DOUBLE: v = json_real(*(const double *)field); break;
-        case RUNCFG_BOOL: v = json_boolean(*(const int *)field); break;
+        case RUNCFG_BOOL:
+            v = *(const int *)field < 0 ? json_string("auto") : json_boolean(*(const int *)field);
+            break;
         case RUNCFG_LIST: {
             v = json_array();
             char buf[RUNCFG_STR_MAX];

@@ -52,6 +52,13 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
                                            master_packs;
     /* micro-batches after a rank's first are computed into a scratch block */
     mem->grad_scratch_bytes = cfg->grad_accum > 1 ? mm.grads_bytes : 0;
+    if (runcfg_kl_reference(cfg)) {   /* trainer_eval.c's reference: weights, bf16 packs, arena */
+        model_memory rm;
+        model_memory_estimate(&c, B, T, T, &rm);
+        mem->kl_ref_bytes = rm.params_bytes + rm.rope_bytes +
+                            model_packs_bytes_estimate(&c, MATMUL_BF16, B * T, 0) +
+                            model_acts_elems(&c, B, T, T, 0) * sizeof(float);
+    }
     int n_ranks = dist_size();
     if (cfg->zero && n_ranks > 1)   /* ZeRO-1: this rank's part of the Adam moments */
         mem->model_train_bytes -= mm.adam_bytes - mm.adam_bytes / (size_t)n_ranks;
@@ -59,7 +66,8 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
     size_t phase_bytes = mem->quant_bytes > mem->warmup_pack_bytes ? mem->quant_bytes
                                                                    : mem->warmup_pack_bytes;
     mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + phase_bytes +
-                       mem->batch_bytes + mem->pack_bytes + mem->grad_scratch_bytes;
+                       mem->batch_bytes + mem->pack_bytes + mem->grad_scratch_bytes +
+                       mem->kl_ref_bytes;
     return 0;
 }
 
@@ -171,12 +179,12 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         return diag_set(d, QS_ERANGE, NULL, -1,
                         "run needs %.1f MiB (model+grads+Adam+activations %.1f, backward scratch "
                         "%.1f, quantized operands %.1f, weight packs %.1f, gradient scratch "
-                        "%.1f) but %.1f MiB are allowed; lower batch_size/seq_len or raise "
-                        "max_memory_gb",
+                        "%.1f, KL reference %.1f) but %.1f MiB are allowed; lower "
+                        "batch_size/seq_len or raise max_memory_gb",
                         mem.total_bytes / 1048576.0, mem.model_train_bytes / 1048576.0,
                         mem.grad_acts_bytes / 1048576.0, mem.quant_bytes / 1048576.0,
                         mem.pack_bytes / 1048576.0, mem.grad_scratch_bytes / 1048576.0,
-                        opt->mem_limit_bytes / 1048576.0);
+                        mem.kl_ref_bytes / 1048576.0, opt->mem_limit_bytes / 1048576.0);
     struct trainer *t = qs_calloc(1, sizeof *t);
     if (!t)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
@@ -204,6 +212,11 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     if ((rc = model_load_dir(&t->m, t->model_dir, d)) ||
         (rc = matmul_precision_parse(cfg->precision, "precision", &t->m.precision, d)))
         goto fail;
+    if (t->m.hif8) {
+        rc = diag_set(d, QS_EINVAL, t->model_dir, -1, "a HiF8 checkpoint (quantization_config: "
+                      "weights stored as codes) is for inference: train from its source checkpoint");
+        goto fail;
+    }
     if ((rc = trainer_alloc(t, d)))
         goto fail;
     t->hp = (adamw_hparams){cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay};
@@ -223,6 +236,9 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->step0 = t->step;
+    if (t->eval.begin && t->rank == 0 &&   /* the evaluating rank */
+        (rc = t->eval.begin(t->eval.self, t->run_dir, opt->resume_dir != NULL, d)))
+        goto fail;
     t->t_start = trainer_now_s();
     *out = t;
     return 0;

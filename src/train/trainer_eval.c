@@ -8,13 +8,27 @@
  * "items_acc":"0101.."}}} and the per-item correctness to the forgetting
  * tracker (baseline = the step-0 evaluation, carried across a resume in
  * train_state.bin); an alarm becomes an events.jsonl line and, with
- * stop_on_forgetting, a stop request. */
+ * stop_on_forgetting, a stop request.
+ *
+ * KL reference (runcfg_kl_reference): the run's step-0 weights are cfg->model,
+ * loaded again here in bf16 (precision bf16, packed); on the val batches each
+ * row's logits of the model as trained and of the reference give
+ * KL(reference || model) and top-1 agreement (model_compare_rows), logged as
+ * "val_kl_ref" (mean over rows) and "val_top1_ref" (fraction).  A fresh run
+ * records the reference's sha256 (model_dir_sha256) in RUN_DIR/kl_reference.json;
+ * a resume recomputes it and refuses a base model that changed, so the KL after
+ * a resume is the KL the uninterrupted run would have logged. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "qs/dataloader.h"
 #include "qs/eval.h"
+#include "qs/fileio.h"
+#include "qs/json.h"
+#include "qs/matmul.h"
 #include "qs/forget.h"
 #include "qs/hfconfig.h"
 #include "qs/mem.h"
@@ -38,10 +52,38 @@ struct trainer_eval {
     llama_acts val_acts;
     llama_model *val_model;  /* the model val_acts were made for */
     int32_t *val_tok;        /* [2 * B * T]: inputs, then targets */
+    int kl_on;               /* runcfg_kl_reference */
+    llama_model ref;         /* with kl_on, after begin(): step-0 weights, bf16 forwards */
+    int ref_loaded;
+    llama_acts ref_acts;     /* [B, T] */
+    model_compare_row *kl_rows; /* [B * T] */
 };
 
-/* Mean next-token loss over the first eval_val_batches val batches. */
-static int trainer_eval_val_loss(struct trainer_eval *e, llama_model *m, double *loss, qs_diag *d)
+/* KL(reference || model) and top-1 agreement over one val batch whose model
+ * logits are in e->val_acts: sums added in row order. */
+static int trainer_eval_kl_batch(struct trainer_eval *e, double *kl_sum, size_t *agree,
+                                 qs_diag *d)
+{
+    int B = (int)e->cfg.batch_size, T = (int)e->cfg.seq_len, V = e->ref.cfg.vocab_size, bad;
+    int rc = model_forward(&e->ref, &e->ref_acts, e->val_tok, NULL, B, T, 0, d);
+    if (rc)
+        return rc;
+    if (model_compare_rows(e->val_acts.logits, e->ref_acts.logits, V, NULL, B * T, e->kl_rows,
+                           &bad))
+        return diag_set(d, QS_ENAN, e->cfg.train_data, -1,
+                        "in-loop eval: non-finite logits at val row %d (model or KL reference)",
+                        bad);
+    for (int i = 0; i < B * T; i++) {
+        *kl_sum += e->kl_rows[i].kl;
+        *agree += e->kl_rows[i].top == e->kl_rows[i].top_ref;
+    }
+    return 0;
+}
+
+/* Mean next-token loss over the first eval_val_batches val batches; with the
+ * KL reference also the mean KL and the top-1 agreement over their rows. */
+static int trainer_eval_val_loss(struct trainer_eval *e, llama_model *m, double *loss,
+                                 double *kl, double *top1, qs_diag *d)
 {
     int B = (int)e->cfg.batch_size, T = (int)e->cfg.seq_len, rc;
     if (e->val_model != m) {
@@ -52,15 +94,20 @@ static int trainer_eval_val_loss(struct trainer_eval *e, llama_model *m, double 
         e->val_model = m;
     }
     dataloader_rewind(e->val);
-    double sum = 0.0;
+    double sum = 0.0, kl_sum = 0.0;
+    size_t agree = 0;
     for (long i = 0; i < e->cfg.eval_val_batches; i++) {
         dataloader_next(e->val, e->val_tok, e->val_tok + (size_t)B * T);
         if ((rc = model_forward(m, &e->val_acts, e->val_tok, e->val_tok + (size_t)B * T, B, T, 0,
-                                d)))
+                                d)) ||
+            (e->ref_loaded && (rc = trainer_eval_kl_batch(e, &kl_sum, &agree, d))))
             return rc;
         sum += e->val_acts.loss;
     }
     *loss = sum / (double)e->cfg.eval_val_batches;
+    double rows = (double)e->cfg.eval_val_batches * B * T;
+    *kl = kl_sum / rows;
+    *top1 = (double)agree / rows;
     if (!isfinite(*loss))
         return diag_set(d, QS_ENAN, e->cfg.train_data, -1, "in-loop eval: validation loss is NaN/Inf");
     return 0;
@@ -95,11 +142,15 @@ static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, i
     size_t used = (size_t)snprintf(line, line_bytes, "{\"type\":\"eval\",\"step\":%ld,\"quantized\":%s,",
                                    step, quantized ? "true" : "false");
     if (e->val) {
-        double vl;
-        if ((rc = trainer_eval_val_loss(e, m, &vl, d)))
+        double vl, kl, top1;
+        if ((rc = trainer_eval_val_loss(e, m, &vl, &kl, &top1, d)))
             return rc;
         used += (size_t)snprintf(line + used, line_bytes - used,
-                                 "\"val_loss\":%.9g,\"val_ppl\":%.9g,\"val_batches\":%ld,", vl, exp(vl),
+                                 "\"val_loss\":%.9g,\"val_ppl\":%.9g,", vl, exp(vl));
+        if (e->ref_loaded)
+            used += (size_t)snprintf(line + used, line_bytes - used,
+                                     "\"val_kl_ref\":%.9g,\"val_top1_ref\":%.9g,", kl, top1);
+        used += (size_t)snprintf(line + used, line_bytes - used, "\"val_batches\":%ld,",
                                  e->cfg.eval_val_batches);
     }
     used += (size_t)snprintf(line + used, line_bytes - used, "\"tasks\":{");
@@ -133,6 +184,65 @@ static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, i
     }
     snprintf(line + used, line_bytes - used, "}}");
     return stop;
+}
+
+/* The reference's record in the run dir: written by a fresh run (and by a
+ * resume of a run that has none yet), checked by every other resume. */
+static int trainer_eval_ref_record(struct trainer_eval *e, const char *run_dir, int resume,
+                                   qs_diag *d)
+{
+    char path[RUNCFG_STR_MAX + 64], hex[65];
+    int rc;
+    if (fileio_join(path, sizeof path, run_dir, "kl_reference.json"))
+        return diag_set(d, QS_ERANGE, run_dir, -1, "path too long");
+    if ((rc = model_dir_sha256(e->cfg.model, hex, d)))
+        return rc;
+    if (resume && fileio_exists(path)) {
+        json_t *root;
+        const char *want;
+        if ((rc = qs_json_load_file(path, QS_JSON_OBJECT, &root, d)))
+            return rc;
+        qs_json_at r = qs_json_root(root, path, -1);
+        if (!(rc = qs_json_str(&r, "model_sha256", &want, d)) && strcmp(want, hex))
+            rc = diag_set(d, QS_EINVAL, path, -1,
+                          "the KL reference %.200s (the run's base model) has sha256 %.16s..., "
+                          "the run started from %.16s...: restore the base model the run was "
+                          "started from", e->cfg.model, hex, want);
+        json_decref(root);
+        return rc;
+    }
+    char *qm = qs_json_quote_dup(e->cfg.model), text[RUNCFG_STR_MAX * 2 + 256];
+    if (!qm)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    int n = snprintf(text, sizeof text,
+                     "{\"model\": %s, \"model_sha256\": \"%s\", \"precision\": \"bf16\"}\n",
+                     qm, hex);
+    qs_free(qm);
+    return fileio_write_atomic(path, text, (size_t)n, d);
+}
+
+static int trainer_eval_begin(void *self, const char *run_dir, int resume, qs_diag *d)
+{
+    struct trainer_eval *e = self;
+    if (!e->kl_on || e->ref_loaded)
+        return 0;
+    int B = (int)e->cfg.batch_size, T = (int)e->cfg.seq_len, rc;
+    if ((rc = trainer_eval_ref_record(e, run_dir, resume, d)) ||
+        (rc = model_load_dir(&e->ref, e->cfg.model, d)))
+        return rc;
+    e->ref.precision = MATMUL_BF16;
+    if ((rc = model_packs_create(&e->ref, d)) ||
+        (rc = model_acts_init(&e->ref_acts, &e->ref.cfg, B, T, T, 0, d))) {
+        model_free(&e->ref);
+        return rc;
+    }
+    if (!(e->kl_rows = qs_malloc((size_t)B * T * sizeof *e->kl_rows))) {
+        model_acts_free(&e->ref_acts);
+        model_free(&e->ref);
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    }
+    e->ref_loaded = 1;
+    return 0;
 }
 
 /* The state a resume needs: the forgetting baselines (the step-0 evaluation is
@@ -219,9 +329,11 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
         rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
         goto fail;
     }
+    e->kl_on = runcfg_kl_reference(cfg);
     out->self = e;
     out->every_steps = cfg->eval_every;
     out->run = trainer_eval_run_hook;
+    out->begin = trainer_eval_begin;
     out->save = trainer_eval_save;
     out->restore = trainer_eval_restore;
     return 0;
@@ -245,6 +357,11 @@ void trainer_eval_destroy(train_eval_hook *h)
     if (e->val_model)
         model_acts_free(&e->val_acts);
     qs_free(e->val_tok);
+    if (e->ref_loaded) {
+        model_acts_free(&e->ref_acts);
+        model_free(&e->ref);
+        qs_free(e->kl_rows);
+    }
     qs_free(e);
     memset(h, 0, sizeof *h);
 }

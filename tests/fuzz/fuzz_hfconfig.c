@@ -1,12 +1,14 @@
 /* fuzz_hfconfig.c: config.json text -> hfconfig_parse (in memory), and on success
  * what the model derives from a config before allocating anything: the tensor
- * table, the parameter count and groups, the memory estimate, and what init
- * derives (each tensor's rule, the config text with torch_dtype set). */
+ * table, the parameter count and groups, the memory estimate, what init
+ * derives (each tensor's rule, the config text with torch_dtype set), and a
+ * HiF8 checkpoint's quantization_config (model_hif8_config_parse). */
 #include "fuzz.h"
 #include "qs/hfconfig.h"
 #include "qs/hfinit.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_hif8.h"
 
 int fuzz_hfconfig(const uint8_t *data, size_t size)
 {
@@ -30,6 +32,9 @@ int fuzz_hfconfig(const uint8_t *data, size_t size)
     if (hfinit_config_text((const char *)data, size, "bfloat16", &edited, &n_edited,
                            "fuzz/config.json", &d) == 0)
         qs_free(edited);
+    model_hif8 *q8 = NULL;
+    if (model_hif8_config_parse((const char *)data, size, "fuzz/config.json", &c, &q8, &d) == 1)
+        model_hif8_free(q8);
     model_param_groups g;
     model_param_groups_count(&c, &g);
     model_memory mm;

@@ -1,0 +1,53 @@
+/* cli_model.c: models for inference in a user precision (see cli_model.h). */
+#include "cli_model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "qs/matmul.h"
+
+int cli_precision_parse(const char *name, const char *what, int *matmul, int *hif8, qs_diag *d)
+{
+    const char *mm = !strcmp(name, "hif8") ? "bf16" : !strcmp(name, "hif8-fp32") ? "fp32" : name;
+    *hif8 = mm != name;
+    if (matmul_precision_parse(mm, what, matmul, NULL))
+        return diag_set(d, QS_EINVAL, NULL, -1, "%s: expected fp32, bf16, hif8 or hif8-fp32, got '%s'",
+                        what, name);
+    return 0;
+}
+
+int cli_model_open(cli_model *cm, const char *dir, const char *precision, const char *patterns,
+                   int scaling, qs_diag *d)
+{
+    memset(cm, 0, sizeof *cm);
+    int matmul, hif8, rc;
+    if ((rc = cli_precision_parse(precision, "--precision", &matmul, &hif8, d)) ||
+        (rc = model_load_packed(&cm->m, dir, matmul, d)))
+        return rc;
+    cm->precision = precision;
+    /* a HiF8 checkpoint carries its modules and scales (EVALQUANT_STORED) */
+    evalquant_options qo = {cm->m.hif8 ? NULL : patterns, cm->m.hif8 ? EVALQUANT_AUTO : scaling,
+                            dir};
+    if (hif8 && (rc = evalquant_create_opts(&cm->eq, &cm->m, &qo, d))) {
+        cli_model_close(cm);
+        return rc;
+    }
+    /* the other parameters as the export stores them */
+    if (hif8 && (rc = model_params_round_bf16(&cm->m, d))) {
+        cli_model_close(cm);
+        return rc;
+    }
+    if (cm->eq)
+        snprintf(cm->desc, sizeof cm->desc, "%s: W8A8 on %d Linear modules, scaling %s", precision,
+                 evalquant_count(cm->eq), evalquant_scaling_name(cm->eq));
+    else
+        snprintf(cm->desc, sizeof cm->desc, "%s", precision);
+    return 0;
+}
+
+void cli_model_close(cli_model *cm)
+{
+    evalquant_destroy(cm->eq);
+    model_free(&cm->m);
+    memset(cm, 0, sizeof *cm);
+}

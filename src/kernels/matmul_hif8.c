@@ -1,0 +1,126 @@
+/* matmul_hif8.c: B packs whose elements are HiF8 codes (1 byte each), decoded
+ * through a 256-entry table into the micro-panel as the GEMM uses it.
+ *
+ * A HiF8 checkpoint's quantized Linear keeps its weight only as codes: the
+ * forward pack (B = w^T) holds them in the panel order of the other formats,
+ *   panel p (columns [p MM_NR, (p + 1) MM_NR)), pair kp, column j:
+ *     uint16 at p * panel_elems + kp * MM_NR + j = code(2 kp) | code(2 kp + 1) << 8
+ * (code(k) of B(k, n) = w[n, k]; columns past N and the odd-K pad: code 0 = +0).
+ * The layout does not depend on the kernel, only the decoding does: the GEMM
+ * turns the MM_NR-wide rows of one k block into exactly what the fp32 or bf16
+ * micro-panel of those values would hold (mm_codes_decode_impl, the place
+ * where the FMA path widens bf16 pairs; AVX-512 VBMI byte permutes where the
+ * CPU has them, matmul_hif8_avx512vbmi.c, else the tables here).  Every HiF8 value is exact in bf16
+ * and fp32 (at most 4 significant bits, exponents within [-22, 15]), so the
+ * products are the bits of packing the decoded weight (tests/test_matmul_hif8.c).
+ */
+#include <string.h>
+
+#include "matmul_impl.h"
+#include "qs/cpu.h"
+#include "qs/err.h"
+#include "qs/hif8.h"
+#include "qs/mem.h"
+
+/* decode(code) as fp32 and as bf16 bits (exact: the low 16 bits are zero). */
+static float mm_hif8_f32[256];
+static uint32_t mm_hif8_bf16[256];
+static int mm_hif8_ready, mm_hif8_vbmi;
+
+void mm_codes_tables_impl(void)
+{
+    if (mm_hif8_ready)
+        return;
+    for (int c = 0; c < 256; c++) {
+        union { float f; uint32_t u; } v = {hif8_decode((uint8_t)c)};
+        if (v.f != v.f)   /* NaN (code 0x80): the canonical bf16 NaN, as mm_bf16_bits */
+            v.u = 0x7FC00000u;
+        mm_hif8_f32[c] = v.f;
+        mm_hif8_bf16[c] = v.u >> 16;
+    }
+    mm_hif8_vbmi = cpu_level() >= CPU_LEVEL_AVX512 && __builtin_cpu_supports("avx512vbmi");
+    if (mm_hif8_vbmi)
+        mm_codes_vtab_init_avx512vbmi_impl(mm_hif8_bf16);
+    mm_hif8_ready = 1;
+}
+
+void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, mm_decode mode)
+{
+    if (mm_hif8_vbmi && cpu_level() >= CPU_LEVEL_AVX512) {
+        mm_codes_decode_avx512vbmi_impl(dst, src, kp, mode);
+        return;
+    }
+    const int n = kp * MM_NR;
+    if (mode == MM_DECODE_PAIRS) {
+        uint32_t *d = dst;
+        for (int i = 0; i < n; i++)
+            d[i] = mm_hif8_bf16[src[i] & 0xFF] | mm_hif8_bf16[src[i] >> 8] << 16;
+        return;
+    }
+    float *d = dst;
+    const int lo = mode == MM_DECODE_F32_SWAP;   /* the odd term first (mm_bf16_order) */
+    for (int p = 0; p < kp; p++) {
+        const uint16_t *s = src + (size_t)p * MM_NR;
+        float *r0 = d + (size_t)(2 * p) * MM_NR, *r1 = r0 + MM_NR;
+        for (int j = 0; j < MM_NR; j++) {
+            r0[j] = mm_hif8_f32[lo ? s[j] >> 8 : s[j] & 0xFF];
+            r1[j] = mm_hif8_f32[lo ? s[j] & 0xFF : s[j] >> 8];
+        }
+    }
+}
+
+int mm_bpack_fill_codes_impl(mm_bpack *bp, const uint8_t *codes, int K, int N, mm_kernel kernel,
+                             int round_bf16)
+{
+    mm_codes_tables_impl();
+    const int kp_n = (K + 1) / 2, n_panels = (N + MM_NR - 1) / MM_NR;
+    const size_t panel_elems = (size_t)kp_n * MM_NR;
+    const size_t bytes = panel_elems * (size_t)n_panels * sizeof(uint16_t);
+    if (!bp->data || bp->bytes < bytes) {
+        void *p = qs_malloc(bytes);
+        if (!p)
+            return QS_ENOMEM;
+        qs_free(bp->data);
+        bp->data = p;
+        bp->bytes = bytes;
+    }
+    bp->panel_elems = panel_elems;
+    bp->K = K;
+    bp->N = N;
+    bp->kernel = kernel;
+    bp->round_bf16 = kernel == MM_KERNEL_AVX512BF16 ? 1 : round_bf16;
+    bp->row_pairs = 0;
+    bp->codes = 1;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((size_t)K * N > ((size_t)1 << 22))
+#endif
+    for (int p = 0; p < n_panels; p++) {
+        uint16_t *dst = (uint16_t *)bp->data + (size_t)p * panel_elems;
+        const int j0 = p * MM_NR, nj = N - j0 < MM_NR ? N - j0 : MM_NR;
+        if (nj < MM_NR)
+            memset(dst, 0, panel_elems * sizeof *dst);
+        for (int j = 0; j < nj; j++) {
+            const uint8_t *row = codes + (size_t)(j0 + j) * K;
+            for (int q = 0; q < K / 2; q++)
+                dst[(size_t)q * MM_NR + j] = (uint16_t)(row[2 * q] | row[2 * q + 1] << 8);
+            if (K & 1)
+                dst[(size_t)(K / 2) * MM_NR + j] = row[K - 1];
+        }
+    }
+    return 0;
+}
+
+void mm_bpack_codes_row_impl(const mm_bpack *bp, int n, int k0, int kc, uint8_t *codes,
+                             float *values)
+{
+    const uint16_t *pan = (const uint16_t *)bp->data + (size_t)(n / MM_NR) * bp->panel_elems;
+    const int j = n % MM_NR;
+    for (int k = k0; k < k0 + kc; k++) {
+        uint16_t u = pan[(size_t)(k / 2) * MM_NR + j];
+        uint8_t c = (uint8_t)(k & 1 ? u >> 8 : u & 0xFF);
+        if (codes)
+            codes[k - k0] = c;
+        if (values)
+            values[k - k0] = mm_hif8_f32[c];
+    }
+}

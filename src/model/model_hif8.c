@@ -1,0 +1,287 @@
+/* model_hif8.c: reading HiF8 W8A8 checkpoints: the quantization_config of
+ * config.json and the coded weights (format: include/qs/model_hif8.h; the
+ * writer is model_hif8_export.c). */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/hif8.h"
+#include "qs/json.h"
+#include "qs/matmul.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/model_hif8.h"
+#include "qs/safetensors.h"
+
+/* MODEL_LIN_* order */
+static const char *const hif8_module_suffix[MODEL_LIN_COUNT] = {
+    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj",
+};
+
+void model_hif8_module_name(char *buf, size_t buf_bytes, int layer, int module)
+{
+    snprintf(buf, buf_bytes, "model.layers.%d.%s", layer,
+             module >= 0 && module < MODEL_LIN_COUNT ? hif8_module_suffix[module] : "?");
+}
+
+/* "model.layers.<L>.<suffix>" -> layer, module; 0 or -1 */
+static int hif8_module_parse(const char *name, int n_layers, int *layer, int *module)
+{
+    static const char prefix[] = "model.layers.";
+    if (strncmp(name, prefix, sizeof prefix - 1))
+        return -1;
+    char *end;
+    long l = strtol(name + sizeof prefix - 1, &end, 10);
+    if (end == name + sizeof prefix - 1 || *end != '.' || l < 0 || l >= n_layers)
+        return -1;
+    for (int k = 0; k < MODEL_LIN_COUNT; k++)
+        if (!strcmp(end + 1, hif8_module_suffix[k])) {
+            *layer = (int)l;
+            *module = k;
+            return 0;
+        }
+    return -1;
+}
+
+void model_hif8_free(model_hif8 *q)
+{
+    if (!q)
+        return;
+    for (int i = 0; q->packs && i < q->n; i++)
+        matmul_wpack_destroy(q->packs[i]);
+    qs_free(q->packs);
+    qs_free(q->row_scale);
+    qs_free(q->lin);
+    qs_free(q->slot);
+    qs_free(q);
+}
+
+static int hif8_config_modules(model_hif8 *q, const llama_config *c, const qs_json_at *qc,
+                               qs_diag *d)
+{
+    qs_json_at mods, scales = {0};
+    size_t n;
+    const char *act;
+    int rc;
+    if ((rc = qs_json_arr(qc, "modules", &mods, &n, d)) ||
+        (rc = qs_json_str(qc, "activation_scaling", &act, d)))
+        return rc;
+    if (n == 0 || n > (size_t)c->n_layers * MODEL_LIN_COUNT)
+        return qs_json_fail(&mods, NULL, QS_EFORMAT, d, "expected 1 to %d module names, found %zu",
+                            c->n_layers * MODEL_LIN_COUNT, n);
+    if (strcmp(act, "static") && strcmp(act, "dynamic"))
+        return qs_json_fail(qc, "activation_scaling", QS_EFORMAT, d,
+                            "expected \"static\" or \"dynamic\", found \"%s\"", act);
+    q->dynamic = !strcmp(act, "dynamic");
+    if (!q->dynamic && (rc = qs_json_obj(qc, "input_scales", &scales, d)))
+        return rc;
+    q->lin = qs_calloc(n, sizeof *q->lin);
+    q->packs = qs_calloc(n, sizeof *q->packs);
+    q->slot = qs_malloc((size_t)c->n_layers * MODEL_LIN_COUNT * sizeof *q->slot);
+    if (!q->lin || !q->packs || !q->slot)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    for (int k = 0; k < c->n_layers * MODEL_LIN_COUNT; k++)
+        q->slot[k] = -1;
+    for (size_t i = 0; i < n; i++) {
+        qs_json_at e = qs_json_item(&mods, i);
+        const char *name;
+        model_hif8_linear *l = &q->lin[i];
+        if ((rc = qs_json_str(&e, NULL, &name, d)))
+            return rc;
+        if (hif8_module_parse(name, c->n_layers, &l->layer, &l->module))
+            return qs_json_fail(&e, NULL, QS_EFORMAT, d, "expected a Linear module of this "
+                                "%d-block model such as \"model.layers.0.mlp.up_proj\", found "
+                                "\"%.200s\"", c->n_layers, name);
+        int *slot = &q->slot[l->layer * MODEL_LIN_COUNT + l->module];
+        if (*slot >= 0)
+            return qs_json_fail(&e, NULL, QS_EFORMAT, d, "\"%.200s\" listed twice", name);
+        *slot = (int)i;
+        q->n = (int)i + 1;
+        if (q->dynamic)
+            continue;
+        double v;
+        if ((rc = qs_json_num(&scales, name, &v, d)))
+            return rc;
+        if (!(v > 0) || v > 3.4e38 || (float)v != v)
+            return qs_json_fail(&scales, name, QS_EFORMAT, d, "expected a positive fp32 scale, "
+                                "found %g", v);
+        l->input_scale = (float)v;
+    }
+    if (!q->dynamic && json_object_size(scales.v) != n)
+        return qs_json_fail(&scales, NULL, QS_EFORMAT, d, "expected one scale per module (%zu), "
+                            "found %zu", n, json_object_size(scales.v));
+    return 0;
+}
+
+int model_hif8_config_parse(const char *text, size_t len, const char *path,
+                            const llama_config *c, model_hif8 **out, qs_diag *d)
+{
+    *out = NULL;
+    json_t *root;
+    int rc = qs_json_load_text(text, len, path, 1, QS_JSON_OBJECT, &root, d);
+    if (rc)
+        return rc;
+    qs_json_at r = qs_json_root(root, path, -1), qc;
+    const char *method;
+    long long version;
+    if (!json_object_get(root, "quantization_config")) {
+        json_decref(root);
+        return 0;
+    }
+    model_hif8 *q = qs_calloc(1, sizeof *q);
+    if (!q)
+        rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    else if (!(rc = qs_json_obj(&r, "quantization_config", &qc, d)) &&
+             !(rc = qs_json_str(&qc, "quant_method", &method, d))) {
+        if (strcmp(method, "hif8"))
+            rc = qs_json_fail(&qc, "quant_method", QS_EUNSUPPORTED, d,
+                              "\"%.60s\": only \"hif8\" checkpoints are read", method);
+        else if (!(rc = qs_json_i64(&qc, "version", 1, MODEL_HIF8_VERSION, &version, d)))
+            rc = hif8_config_modules(q, c, &qc, d);
+    }
+    json_decref(root);
+    if (rc) {
+        model_hif8_free(q);
+        return rc;
+    }
+    *out = q;
+    return 1;
+}
+
+int model_hif8_config_read(const char *dir, const llama_config *c, model_hif8 **out, qs_diag *d)
+{
+    *out = NULL;
+    char path[4096], *text = NULL;
+    size_t len = 0;
+    if (fileio_join(path, sizeof path, dir, "config.json"))
+        return diag_set(d, QS_ERANGE, dir, -1, "path too long");
+    int rc = fileio_read_all(path, &text, &len, d);
+    if (!rc)
+        rc = model_hif8_config_parse(text, len, path, c, out, d);
+    qs_free(text);
+    return rc;
+}
+
+int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetensors_tensor *t,
+                           const safetensors_tensor *ws, int64_t O, int64_t IN,
+                           int precision, const char *path, qs_diag *d)
+{
+    int i = q->slot[layer * MODEL_LIN_COUNT + module];
+    if (t->dtype != SAFETENSORS_U8 || t->ndim != 2 || t->shape[0] != O || t->shape[1] != IN)
+        return diag_set(d, QS_ESHAPE, path, -1, "tensor '%s': expected U8 [%lld, %lld] HiF8 "
+                        "codes (quantization_config lists it), found %s with %d dims",
+                        t->name, (long long)O, (long long)IN, safetensors_dtype_name(t->dtype),
+                        t->ndim);
+    if (!ws)
+        return diag_set(d, QS_ENOTFOUND, path, -1, "tensor '%s_scale' (F32 [1]) is missing",
+                        t->name);
+    float scale;
+    if (ws->dtype != SAFETENSORS_F32 || ws->n_elems != 1 ||
+        safetensors_tensor_to_f32(ws, &scale, path, d) || !(scale > 0.0f))
+        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': expected one positive finite F32 "
+                        "scale", ws->name);
+    const size_t n = (size_t)O * (size_t)IN;
+    for (size_t j = 0; j < n; j++) {
+        uint8_t c = t->data[j];
+        if (c == HIF8_CODE_NAN || c == HIF8_CODE_POS_INF || c == HIF8_CODE_NEG_INF)
+            return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': element %zu is code 0x%02X "
+                            "(%s), expected a finite saturating code", t->name, j, c,
+                            c == HIF8_CODE_NAN ? "NaN" : "Inf");
+    }
+    if (O > INT32_MAX || IN > INT32_MAX ||
+        !(q->packs[i] = matmul_wpack_create_hif8(t->data, (int)IN, (int)O, precision)))
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory packing '%s'", t->name);
+    q->lin[i].weight_scale = scale;
+    return 0;
+}
+
+void model_hif8_weight_values(const model_hif8 *q, int i, float *values)
+{
+    matmul_wpack_hif8_read(q->packs[i], NULL, values);
+}
+
+size_t model_hif8_bytes(const model_hif8 *q)
+{
+    size_t b = 0;
+    for (int i = 0; q && q->packs && i < q->n; i++)
+        b += matmul_wpack_bytes(q->packs[i]);
+    return b;
+}
+
+/* Linear i's pack for the precision of the forward: the loader packs for its
+ * precision; another precision re-packs the same codes (read back). */
+static int model_hif8_pack_for(model_hif8 *q, int i, int precision, int IN, int O)
+{
+    if (matmul_wpack_precision(q->packs[i]) == precision)
+        return 0;
+    uint8_t *codes = qs_malloc((size_t)O * IN);
+    if (!codes)
+        return QS_ENOMEM;
+    matmul_wpack_hif8_read(q->packs[i], codes, NULL);
+    matmul_wpack *pk = matmul_wpack_create_hif8(codes, IN, O, precision);
+    qs_free(codes);
+    if (!pk)
+        return QS_ENOMEM;
+    matmul_wpack_destroy(q->packs[i]);
+    q->packs[i] = pk;
+    return 0;
+}
+
+int model_hif8_planned(const llama_model *m, int layer, int module)
+{
+    return m->hif8 && m->hif8->slot[layer * MODEL_LIN_COUNT + module] >= 0;
+}
+
+void model_linear_rows_finish(float *out, const float *row_scale, const float *bias, int N, int O)
+{
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if ((size_t)N * O > 65536)
+#endif
+    for (int r = 0; r < N; r++) {
+        float *y = out + (size_t)r * O;
+        const float f = row_scale[r];
+        for (int o = 0; o < O; o++)
+            y[o] = bias ? y[o] * f + bias[o] : y[o] * f;
+    }
+}
+
+int model_hif8_forward(llama_model *m, int layer, int module, float *out, const float *x,
+                       const float *bias, int N, int IN, int O, float *xq)
+{
+    model_hif8 *q = m->hif8;
+    const int i = q->slot[layer * MODEL_LIN_COUNT + module];
+    const model_hif8_linear *l = &q->lin[i];
+    if ((size_t)N > q->row_cap) {
+        float *rs = qs_realloc(q->row_scale, (size_t)N * sizeof *rs);
+        if (!rs)
+            return QS_ENOMEM;
+        q->row_scale = rs;
+        q->row_cap = (size_t)N;
+    }
+    size_t bad = 0;
+    if (l->input_scale > 0.0f) {
+        bad = hif8_scaled_values(x, xq, (size_t)N * IN, l->input_scale);
+        const float f = hif8_dequant_factor(l->input_scale, l->weight_scale);
+        for (int r = 0; r < N; r++)
+            q->row_scale[r] = f;
+    } else {
+        for (int r = 0; r < N; r++) {
+            const float *xr = x + (size_t)r * IN;
+            const float s = hif8_row_scale(xr, (size_t)IN);
+            bad += hif8_scaled_values(xr, xq + (size_t)r * IN, (size_t)IN, s);
+            q->row_scale[r] = hif8_dequant_factor(s, l->weight_scale);
+        }
+    }
+    if (bad)
+        return QS_ENAN;
+    int rc = model_hif8_pack_for(q, i, m->precision, IN, O);
+    if (rc)
+        return rc;
+    matmul_forward_packed_ws(out, xq, q->packs[i], NULL, N, m->ws);
+    model_linear_rows_finish(out, q->row_scale, bias, N, O);
+    return 0;
+}

@@ -1,0 +1,401 @@
+/* test_export.c: `qatscope export --format hif8` and reading the result back:
+ * the codes are the fake-quantized weights' codes, a run checkpoint's input
+ * scales are its delayed scaling's, the rest is bf16, bad inputs are one line
+ * with exit 2 and nothing written, broken checkpoints are refused by name. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/hif8.h"
+#include "qs/json.h"
+#include "qs/mem.h"
+#include "qs/model.h"
+#include "qs/model_hif8.h"
+#include "qs/model_infer.h"
+#include "qs/quant.h"
+#include "qs/runcfg.h"
+#include "qs/safetensors.h"
+#include "qs/trainer.h"
+#include "qs/trainstate.h"
+#include "test.h"
+
+static char ex_out[16384], ex_err[4096];
+
+static int ex_next(void *self, int32_t *tok, int32_t *tgt, int B, int T, qs_diag *d)
+{
+    (void)d;
+    long *pos = self;
+    for (int i = 0; i < B * T; i++, (*pos)++) {
+        tok[i] = (int32_t)((*pos * 41 + 7) % 500 + 3);
+        tgt[i] = (int32_t)(((*pos + 1) * 41 + 7) % 500 + 3);
+    }
+    return 0;
+}
+
+static int ex_save(void *self, void **bytes, size_t *n, qs_diag *d)
+{
+    (void)d;
+    if (!(*bytes = qs_malloc(sizeof(long))))
+        return QS_ENOMEM;
+    memcpy(*bytes, self, sizeof(long));
+    *n = sizeof(long);
+    return 0;
+}
+
+static int ex_restore(void *self, const void *bytes, size_t n, qs_diag *d)
+{
+    if (n != sizeof(long))
+        return diag_set(d, QS_EFORMAT, NULL, -1, "bad position");
+    memcpy(self, bytes, sizeof(long));
+    return 0;
+}
+
+/* A 6-step QAT run of the demo model on layers 2-5's MLPs (4 warmup steps,
+ * max-window:3), once per process: its checkpoint RUN/ckpt/step_6, or NULL. */
+static const char *ex_ckpt(void)
+{
+    static char ck[500];
+    static int state;
+    if (state)
+        return state > 0 ? ck : NULL;
+    state = -1;
+    char run[400];
+    snprintf(run, sizeof run, "%s/export_run", test_tmp_dir());
+    runcfg c;
+    qs_diag d = {0};
+    runcfg_defaults(&c);
+    snprintf(c.model, sizeof c.model, "data/demo/model");
+    snprintf(c.train_data, sizeof c.train_data, "(memory)");
+    snprintf(c.out_dir, sizeof c.out_dir, "%s", run);
+    static const char *const sets[] = {"batch_size=2", "seq_len=16", "steps=6", "lr=1e-3",
+                                       "bf16_warmup_steps=4", "amax_estimator=max-window:3",
+                                       "quant_modules=layers.2-5.mlp.*"};
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
+        if (runcfg_set(&c, sets[i], &d))
+            return NULL;
+    long pos = 0;
+    train_data src = {&pos, ex_next, ex_save, ex_restore};
+    trainer_options opt = {0};
+    trainer *t;
+    if (trainer_create(&t, &c, &src, &opt, &d))
+        return NULL;
+    train_step_info info;
+    while (!trainer_done(t))
+        if (trainer_step(t, &info, &d)) {
+            trainer_destroy(t);
+            return NULL;
+        }
+    if (trainer_finish(t, "done", &d))
+        return NULL;
+    snprintf(ck, sizeof ck, "%s/ckpt/step_6", run);
+    state = 1;
+    return ck;
+}
+
+/* the max of the last `window` entries of quantizer `name`'s stored history */
+static float ex_history_max(const char *ckpt, const char *name, int window)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/train_state.bin", ckpt);
+    trainstate_reader r;
+    qs_diag d = {0};
+    const void *sec;
+    size_t bytes;
+    float mx = -1.0f;
+    if (trainstate_open(&r, path, &d))
+        return -1.0f;
+    if (trainstate_section(&r, "amax", &sec, &bytes, &d) == 0) {
+        const unsigned char *p = sec, *end = p + bytes;
+        while (end - p >= 8) {
+            uint32_t nl, nv;
+            memcpy(&nl, p, 4);
+            memcpy(&nv, p + 4 + nl, 4);
+            if (nl == strlen(name) && !memcmp(p + 4, name, nl))
+                for (uint32_t i = nv > (uint32_t)window ? nv - (uint32_t)window : 0; i < nv; i++) {
+                    float v;
+                    memcpy(&v, p + 8 + nl + 4 * (size_t)i, 4);
+                    mx = v > mx ? v : mx;
+                }
+            p += 8 + nl + 4 * (size_t)nv;
+        }
+    }
+    trainstate_close(&r);
+    return mx;
+}
+
+static int ex_cli(const char *fmt, const char *a, const char *b)
+{
+    char args[2048];
+    snprintf(args, sizeof args, fmt, a, b);
+    return test_run_cli(args, ex_out, sizeof ex_out, ex_err, sizeof ex_err);
+}
+
+TEST(export, current_scaling_codes_are_the_fake_quantized_weights)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char out[600];
+    snprintf(out, sizeof out, "%s/export_cur", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s --quant-modules "
+                         "'layers.1-6.mlp.*'", "data/demo/model", out), 0);
+    ASSERT_TRUE(strstr(ex_out, "18 Linear modules") && strstr(ex_out, "dynamic"));
+    qs_diag d = {0};
+    llama_model src, m;
+    ASSERT_OK(model_load_dir(&src, "data/demo/model", &d), &d);
+    ASSERT_OK(model_load_dir(&m, out, &d), &d);
+    ASSERT_TRUE(m.hif8 != NULL && m.hif8->n == 18 && m.hif8->dynamic);
+    char path[700];
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    safetensors_file f = {0};
+    ASSERT_OK(safetensors_open(&f, path, &d), &d);
+    size_t n_u8 = 0;
+    for (int i = 0; i < src.n_tensors; i++) {
+        const model_tensor *e = &src.tensors[i];
+        const safetensors_tensor *t = safetensors_find(&f, e->name);
+        ASSERT_TRUE(t != NULL);
+        const float *w = src.params + e->offset_elems;
+        int quantized = strstr(e->name, ".mlp.") && e->layer >= 1 && e->layer <= 6;
+        /* the export's block holds the other tensors only */
+        ASSERT_TRUE(!strcmp(m.tensors[i].name, e->name) &&
+                    (m.tensors[i].offset_elems == MODEL_NO_STORAGE) == quantized);
+        if (!quantized) {   /* BF16, the source's values (a BF16 checkpoint: exact) */
+            const float *back = m.params + m.tensors[i].offset_elems;
+            ASSERT_EQ_INT(t->dtype, SAFETENSORS_BF16);
+            ASSERT_TRUE(!memcmp(w, back, e->n_elems * sizeof *w));
+            continue;
+        }
+        /* independently: scale from the tensor's amax, codes of w * scale */
+        float amax = 0, scale;
+        for (size_t j = 0; j < e->n_elems; j++)
+            amax = fmaxf(amax, fabsf(w[j]));
+        ASSERT_OK(quant_scale_from_amax(amax, 0, &scale), NULL);
+        char sname[128];
+        snprintf(sname, sizeof sname, "%s_scale", e->name);
+        const safetensors_tensor *ts = safetensors_find(&f, sname);
+        ASSERT_TRUE(t->dtype == SAFETENSORS_U8 && ts && ts->dtype == SAFETENSORS_F32);
+        float stored;
+        memcpy(&stored, ts->data, 4);
+        ASSERT_TRUE(stored == scale);
+        float *fq = qs_malloc(e->n_elems * sizeof *fq);
+        ASSERT_TRUE(fq != NULL);
+        hif8_stats st;
+        hif8_fakequant_ref(w, fq, e->n_elems, scale, 0, &st);
+        /* loaded as codes only (the code pack): decode(code) / scale is the
+         * fake-quantized weight */
+        int slot = m.hif8->slot[e->layer * MODEL_LIN_COUNT + (int)(strstr(e->name, "gate_proj")
+                                                                    ? MODEL_LIN_GATE
+                                                                : strstr(e->name, "up_proj")
+                                                                    ? MODEL_LIN_UP
+                                                                    : MODEL_LIN_DOWN)];
+        ASSERT_TRUE(slot >= 0);
+        float *vals = qs_malloc(e->n_elems * sizeof *vals);
+        ASSERT_TRUE(vals != NULL);
+        model_hif8_weight_values(m.hif8, slot, vals);
+        for (size_t j = 0; j < e->n_elems; j++) {
+            ASSERT_EQ_INT(t->data[j], hif8_encode(w[j] * scale, HIF8_SAT));
+            ASSERT_TRUE(vals[j] / stored == fq[j]);
+        }
+        qs_free(vals);
+        qs_free(fq);
+        n_u8++;
+    }
+    ASSERT_EQ_INT(n_u8, 18);
+    safetensors_close(&f);
+    model_free(&src);
+    model_free(&m);
+    /* config: the documented quantization_config, other keys kept */
+    json_t *cfg;
+    snprintf(path, sizeof path, "%s/config.json", out);
+    ASSERT_OK(qs_json_load_file(path, QS_JSON_OBJECT, &cfg, &d), &d);
+    json_t *q = json_object_get(cfg, "quantization_config");
+    ASSERT_EQ_STR(json_string_value(json_object_get(q, "quant_method")), "hif8");
+    ASSERT_EQ_STR(json_string_value(json_object_get(q, "activation_scaling")), "dynamic");
+    ASSERT_EQ_INT(json_array_size(json_object_get(q, "modules")), 18);
+    ASSERT_EQ_STR(json_string_value(json_array_get(json_object_get(q, "modules"), 0)),
+                  "model.layers.1.mlp.gate_proj");
+    ASSERT_TRUE(json_object_get(q, "input_scales") == NULL);
+    ASSERT_EQ_STR(json_string_value(json_object_get(cfg, "torch_dtype")), "bfloat16");
+    ASSERT_TRUE(json_object_get(cfg, "hidden_size") != NULL);
+    json_decref(cfg);
+    snprintf(path, sizeof path, "%s/tokenizer.json", out);
+    ASSERT_TRUE(fileio_exists(path));
+}
+
+TEST(export, run_checkpoint_stores_its_delayed_scales)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *ck = ex_ckpt();
+    ASSERT_TRUE(ck != NULL);
+    char out[600];
+    snprintf(out, sizeof out, "%s/export_run_out", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s", ck, out), 0);
+    ASSERT_TRUE(strstr(ex_out, "12 Linear modules") && strstr(ex_out, "static") &&
+                strstr(ex_out, "delayed (train_state step 6)"));
+    qs_diag d = {0};
+    llama_model m;
+    ASSERT_OK(model_load_dir(&m, out, &d), &d);
+    ASSERT_TRUE(m.hif8 && m.hif8->n == 12 && !m.hif8->dynamic);
+    for (int i = 0; i < m.hif8->n; i++) {
+        const model_hif8_linear *l = &m.hif8->lin[i];
+        ASSERT_TRUE(l->layer >= 2 && l->layer <= 5 && l->module >= MODEL_LIN_GATE);
+        /* max-window:3 over the stored history, margin 0 */
+        static const char *const kind[3] = {"gate_proj", "up_proj", "down_proj"};
+        char name[128];
+        float want;
+        snprintf(name, sizeof name, "layers.%d.mlp.%s.input", l->layer,
+                 kind[l->module - MODEL_LIN_GATE]);
+        ASSERT_OK(quant_scale_from_amax(ex_history_max(ck, name, 3), 0, &want), NULL);
+        ASSERT_TRUE(l->input_scale == want);
+        snprintf(name, sizeof name, "layers.%d.mlp.%s.weight", l->layer,
+                 kind[l->module - MODEL_LIN_GATE]);
+        ASSERT_OK(quant_scale_from_amax(ex_history_max(ck, name, 3), 0, &want), NULL);
+        ASSERT_TRUE(l->weight_scale == want);
+    }
+    model_free(&m);
+}
+
+/* The fake-quant of the export (its stored scales) and of the checkpoint it
+ * came from score alike, bit for bit: the demo model is BF16, so the export's
+ * other tensors hold the source's values exactly. */
+TEST(export, stored_scales_reproduce_the_sources_fake_quant)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char out[600], txt[600];
+    snprintf(out, sizeof out, "%s/export_cur2", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s --quant-modules "
+                         "'layers.2-5.mlp.*'", "data/demo/model", out), 0);
+    snprintf(txt, sizeof txt, "%s/export.txt", test_tmp_dir());
+    const char *s = "Tom had a red ball. He threw it to Sue and she laughed. They played all day.";
+    ASSERT_OK(fileio_write_atomic(txt, s, strlen(s), NULL), NULL);
+    char args[2048];
+    snprintf(args, sizeof args,
+             "compare --model %s --reference data/demo/model --text %s --json --precision hif8 "
+             "--reference-precision hif8 --quant-modules 'layers.2-5.mlp.*'", out, txt);
+    ASSERT_EQ_INT(test_run_cli(args, ex_out, sizeof ex_out, ex_err, sizeof ex_err), 0);
+    ASSERT_TRUE(strstr(ex_out, "\"kl_max\": 0,") && strstr(ex_out, "\"top1_agree\": 1,"));
+}
+
+TEST(export, bad_inputs_exit_2_and_write_nothing)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char out[600], exp1[600];
+    snprintf(out, sizeof out, "%s/export_bad", test_tmp_dir());
+    snprintf(exp1, sizeof exp1, "%s/export_bad_src", test_tmp_dir());
+    static const struct {
+        const char *fmt, *want;
+    } cases[] = {
+        {"export --format fp8 --model %s --out %s", "--format: expected hif8"},
+        {"export --model %s --out %s", "are required"},
+        {"export --format hif8 --model %s/nope --out %s", "nope"},
+        {"export --format hif8 --model %s --out %s --quant-modules 'layers.99.*'", "99"},
+        {"export --format hif8 --model %s --out %s --quant-scaling delayed", "train_state.bin"},
+        {"export --format hif8 --model %s --out %s --quant-scaling sometimes",
+         "--quant-scaling: expected"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ASSERT_EQ_INT(ex_cli(cases[i].fmt, "data/demo/model", out), 2);
+        if (!strstr(ex_err, cases[i].want))
+            fprintf(stderr, "    case %zu: %s", i, ex_err);
+        ASSERT_TRUE(strstr(ex_err, cases[i].want) != NULL);
+        ASSERT_TRUE(strchr(ex_err, '\n') == ex_err + strlen(ex_err) - 1);
+        ASSERT_TRUE(!fileio_exists(out));
+    }
+    /* an existing output is never touched; an export is not exported again */
+    ASSERT_OK(fileio_mkdir_p(out, NULL), NULL);
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s", "data/demo/model", out), 2);
+    ASSERT_TRUE(strstr(ex_err, "already exists") != NULL);
+    char again[700];
+    snprintf(again, sizeof again, "%s_again", out);
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s --quant-modules "
+                         "'layers.3.mlp.up_proj'", "data/demo/model", exp1), 0);
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s", exp1, again), 2);
+    ASSERT_TRUE(strstr(ex_err, "already a HiF8 checkpoint") != NULL);
+    ASSERT_TRUE(!fileio_exists(again));
+}
+
+/* config.json edits that the loader must refuse, each naming the JSON path */
+TEST(export, broken_hif8_checkpoints_are_refused_by_name)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/export_broken", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s --quant-modules "
+                         "'layers.3.mlp.up_proj'", "data/demo/model", dir), 0);
+    char path[700], *cfg;
+    size_t n;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ASSERT_OK(fileio_read_all(path, &cfg, &n, NULL), NULL);
+    static const struct {
+        const char *from, *to, *want;
+    } edits[] = {
+        {"\"quant_method\": \"hif8\"", "\"quant_method\": \"fp8\"", "only \"hif8\""},
+        {"\"version\": 1", "\"version\": 2", "$.quantization_config.version"},
+        {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.30.mlp.up_proj\"",
+         "$.quantization_config.modules[0]"},
+        {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.3.mlp.gate_proj\"",
+         "expected U8"},
+        {"\"dynamic\"", "\"sometimes\"", "activation_scaling"},
+        {"\"dynamic\"", "\"static\"", "input_scales"},
+    };
+    qs_diag d = {0};
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        const char *at = strstr(cfg, edits[i].from);
+        ASSERT_TRUE(at != NULL);
+        char *bad = qs_malloc(n + 64);
+        ASSERT_TRUE(bad != NULL);
+        size_t pre = (size_t)(at - cfg);
+        int len = snprintf(bad, n + 64, "%.*s%s%s", (int)pre, cfg, edits[i].to,
+                           at + strlen(edits[i].from));
+        ASSERT_OK(fileio_write_atomic(path, bad, (size_t)len, NULL), NULL);
+        qs_free(bad);
+        llama_model m;
+        ASSERT_TRUE(model_load_dir(&m, dir, &d) < 0);
+        if (!strstr(d.msg, edits[i].want) && !strstr(d.path, edits[i].want))
+            fprintf(stderr, "    edit %zu: %s: %s\n", i, d.path, d.msg);
+        ASSERT_TRUE(strstr(d.msg, edits[i].want) || strstr(d.path, edits[i].want));
+    }
+    ASSERT_OK(fileio_write_atomic(path, cfg, n, NULL), NULL);
+    qs_free(cfg);
+    llama_model m;
+    ASSERT_OK(model_load_dir(&m, dir, &d), &d);
+    model_free(&m);
+}
+
+/* static input scales: eval on the export (the real W8A8 path) and eval
+ * --precision hif8 on the run checkpoint (delayed scaling) agree bit for bit */
+TEST(export, run_checkpoint_export_scores_like_its_delayed_fake_quant)
+{
+    char bench[512];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    if (!test_shared_path(bench, sizeof bench, "bench"))
+        SKIP("../shared/bench not present");
+    const char *ck = ex_ckpt();
+    ASSERT_TRUE(ck != NULL);
+    char out[600], args[4096], sa[700], sb[700];
+    snprintf(out, sizeof out, "%s/export_run_eval", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s", ck, out), 0);
+    snprintf(sa, sizeof sa, "%s/export_run_real.jsonl", test_tmp_dir());
+    snprintf(sb, sizeof sb, "%s/export_run_fake.jsonl", test_tmp_dir());
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir %s --limit 20 "
+             "--precision bf16 --output %s.json --log-samples %s", out, bench, sa, sa);
+    ASSERT_EQ_INT(test_run_cli(args, ex_out, sizeof ex_out, ex_err, sizeof ex_err), 0);
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir %s --limit 20 "
+             "--precision hif8 --output %s.json --log-samples %s", ck, bench, sb, sb);
+    ASSERT_EQ_INT(test_run_cli(args, ex_out, sizeof ex_out, ex_err, sizeof ex_err), 0);
+    ASSERT_TRUE(strstr(ex_out, "delayed (train_state step 6)") != NULL);
+    char *a = NULL, *b = NULL;
+    size_t na, nb;
+    ASSERT_OK(fileio_read_all(sa, &a, &na, NULL), NULL);
+    ASSERT_OK(fileio_read_all(sb, &b, &nb, NULL), NULL);
+    ASSERT_TRUE(na == nb && na > 0 && !memcmp(a, b, na));
+    qs_free(a);
+    qs_free(b);
+}

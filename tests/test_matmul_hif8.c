@@ -1,0 +1,136 @@
+/* test_matmul_hif8.c: HiF8 code packs (matmul_wpack_create_hif8) give the
+ * bits of packing the decoded weight, on every kernel that can run here
+ * (fp32 FMA, vdpbf16ps, the FMA kernel on bf16 values, the portable and
+ * AVX-512 bf16 fallbacks, sgemm), over shapes that exercise the odd-K pad,
+ * narrow last panels, partial row panels and both K blockings. */
+#include <stdint.h>
+#include <string.h>
+
+#include "qs/cpu.h"
+#include "qs/hif8.h"
+#include "qs/matmul.h"
+#include "qs/matmul_test.h"
+#include "qs/mem.h"
+#include "qs/rng.h"
+#include "test.h"
+
+/* random finite codes (NaN 0x80, +-Inf never written by the encoder) */
+static void h8_codes(uint8_t *c, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v;
+        do
+            v = (uint8_t)(rng_splitmix64(&s) >> 56);
+        while (v == HIF8_CODE_NAN || v == HIF8_CODE_POS_INF || v == HIF8_CODE_NEG_INF);
+        c[i] = v;
+    }
+}
+
+static void h8_fill(float *x, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((double)(rng_splitmix64(&s) >> 11) / 9007199254740992.0 * 8.0 - 4.0);
+}
+
+/* out of the code pack == out of a plain pack of decode(codes), bit for bit */
+static int h8_case(int N, int IN, int O, int precision, int with_bias, uint64_t seed)
+{
+    size_t nw = (size_t)O * IN;
+    uint8_t *codes = qs_malloc(nw);
+    float *w = qs_malloc(nw * sizeof *w), *x = qs_malloc((size_t)N * IN * sizeof *x);
+    float *bias = qs_malloc((size_t)O * sizeof *bias);
+    float *y0 = qs_malloc((size_t)N * O * sizeof *y0), *y1 = qs_malloc((size_t)N * O * sizeof *y1);
+    float *back = qs_malloc(nw * sizeof *back);
+    uint8_t *cback = qs_malloc(nw);
+    int bad = !codes || !w || !x || !bias || !y0 || !y1 || !back || !cback;
+    if (!bad) {
+        h8_codes(codes, nw, seed);
+        hif8_codes_decode(codes, w, nw);
+        h8_fill(x, (size_t)N * IN, seed + 1);
+        h8_fill(bias, (size_t)O, seed + 2);
+        matmul_wpack *ref = matmul_wpack_create(w, IN, O, precision);
+        matmul_wpack *pk = matmul_wpack_create_hif8(codes, IN, O, precision);
+        matmul_ws *ws = matmul_ws_create();
+        bad = !ref || !pk || !ws || !matmul_wpack_hif8(pk) || matmul_wpack_hif8(ref);
+        if (!bad) {
+            matmul_forward_packed_ws(y0, x, ref, with_bias ? bias : NULL, N, ws);
+            matmul_forward_packed_ws(y1, x, pk, with_bias ? bias : NULL, N, ws);
+            bad = memcmp(y0, y1, (size_t)N * O * sizeof *y0) != 0;
+            if (bad)
+                fprintf(stderr, "    N=%d IN=%d O=%d precision %d: products differ\n", N, IN, O,
+                        precision);
+            matmul_wpack_hif8_read(pk, cback, back);
+            bad |= memcmp(cback, codes, nw) != 0 || memcmp(back, w, nw * sizeof *w) != 0;
+            /* 1 byte per weight (+ panel padding) */
+            bad |= matmul_wpack_bytes(pk) > sizeof(float) * 64 + (size_t)(IN + 1) * (O + 31);
+        }
+        matmul_wpack_destroy(ref);
+        matmul_wpack_destroy(pk);
+        matmul_ws_destroy(ws);
+    }
+    qs_free(codes);
+    qs_free(w);
+    qs_free(x);
+    qs_free(bias);
+    qs_free(y0);
+    qs_free(y1);
+    qs_free(back);
+    qs_free(cback);
+    return bad;
+}
+
+/* shapes: odd K, K over one K block (256 fp32 / 512 bf16 values), short K
+ * (rows-outer tasks), N = 1 (decode), partial 12-row panels, O not a multiple of 32 */
+static int h8_shapes(int precision)
+{
+    static const int shapes[][3] = {
+        {1, 64, 96},   {1, 577, 70},  {5, 33, 31},  {13, 256, 64}, {7, 1031, 45},
+        {40, 128, 200}, {100, 300, 33}, {3, 1, 5},   {2, 2, 1},     {25, 96, 1100},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        bad |= h8_case(shapes[i][0], shapes[i][1], shapes[i][2], precision, (int)(i & 1),
+                       100 + i);
+    return bad;
+}
+
+TEST(matmul_hif8, code_pack_products_equal_the_decoded_weight_fp32)
+{
+    ASSERT_EQ_INT(h8_shapes(MATMUL_FP32), 0);
+    ASSERT_EQ_INT(h8_shapes(MATMUL_FP32_BLAS), 0);   /* decoded per call, sgemm */
+}
+
+TEST(matmul_hif8, code_pack_products_equal_the_decoded_weight_bf16_both_kernels)
+{
+    /* vdpbf16ps (pairs decoded as bf16) and the FMA kernel (decoded as fp32,
+     * odd term first); on CPUs without AVX512-BF16 both are the fallback */
+    mm_bf16_fma_force_impl(0);
+    int bad = h8_shapes(MATMUL_BF16);
+    mm_bf16_fma_force_impl(1);
+    if (cpu_level() >= CPU_LEVEL_AVX512BF16)
+        bad |= h8_shapes(MATMUL_BF16);
+    mm_bf16_fma_force_impl(-1);
+    ASSERT_EQ_INT(bad, 0);
+}
+
+TEST(matmul_hif8, code_pack_products_equal_the_decoded_weight_on_fallbacks)
+{
+    int level = cpu_level(), bad = 0;
+    cpu_limit(CPU_LEVEL_AVX512);   /* bf16 on the AVX-512 FMA kernel, rounded operands */
+    bad |= h8_shapes(MATMUL_BF16);
+    cpu_limit(CPU_LEVEL_SCALAR);   /* portable kernel; fp32 goes to sgemm */
+    bad |= h8_shapes(MATMUL_BF16);
+    bad |= h8_shapes(MATMUL_FP32);
+    cpu_limit(level);
+    ASSERT_EQ_INT(bad, 0);
+}
+
+TEST(matmul_hif8, bad_shapes_give_no_pack)
+{
+    uint8_t c[4] = {0};
+    ASSERT_TRUE(matmul_wpack_create_hif8(NULL, 2, 2, MATMUL_BF16) == NULL);
+    ASSERT_TRUE(matmul_wpack_create_hif8(c, 0, 2, MATMUL_BF16) == NULL);
+    ASSERT_TRUE(matmul_wpack_create_hif8(c, 2, 0, MATMUL_FP32) == NULL);
+}
