@@ -81,14 +81,9 @@ int mm_bpack_fill_bf16_impl(mm_bpack *bp, const uint16_t *w, int K, int N, mm_ke
     size_t panel_elems = k_rows * MM_NR, bytes;
     int n_panels = (N + MM_NR - 1) / MM_NR;
     bytes = panel_elems * (size_t)n_panels * sizeof(float);
-    if (!bp->data || bp->bytes < bytes) {
-        void *p = qs_malloc(bytes);
-        if (!p)
-            return QS_ENOMEM;
-        qs_free(bp->data);
-        bp->data = p;
-        bp->bytes = bytes;
-    }
+    int rc = mm_pack_reserve_impl(bp, bytes);
+    if (rc)
+        return rc;
     bp->panel_elems = panel_elems;
     bp->K = K;
     bp->N = N;

@@ -76,14 +76,9 @@ int mm_bpack_fill_codes_impl(mm_bpack *bp, const uint8_t *codes, int K, int N, m
     const int kp_n = (K + 1) / 2, n_panels = (N + MM_NR - 1) / MM_NR;
     const size_t panel_elems = (size_t)kp_n * MM_NR;
     const size_t bytes = panel_elems * (size_t)n_panels * sizeof(uint16_t);
-    if (!bp->data || bp->bytes < bytes) {
-        void *p = qs_malloc(bytes);
-        if (!p)
-            return QS_ENOMEM;
-        qs_free(bp->data);
-        bp->data = p;
-        bp->bytes = bytes;
-    }
+    int rc = mm_pack_reserve_impl(bp, bytes);
+    if (rc)
+        return rc;
     bp->panel_elems = panel_elems;
     bp->K = K;
     bp->N = N;

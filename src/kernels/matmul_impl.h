@@ -124,6 +124,10 @@ void mm_bpack_codes_row_impl(const mm_bpack *bp, int n, int k0, int kc, uint8_t 
 
 /* Pack B (K x N view) into bp; reuses bp->data when large enough.  0 or QS_ENOMEM. */
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16);
+
+/* A pack buffer of at least `bytes` in bp->data (kept when big enough; qs_malloc
+ * places a large one on huge pages).  0 or QS_ENOMEM. */
+int mm_pack_reserve_impl(mm_bpack *bp, size_t bytes);
 void mm_bpack_free_impl(mm_bpack *bp);
 /* Pack all of A (M x K) whose columns are contiguous (a.rs == 1, dW's dout^T) as
  * bf16 k-major micro-panels, panel i at data + i * panel_elems, [K/2][MM_MR]

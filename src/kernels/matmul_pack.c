@@ -100,9 +100,7 @@ static void mm_bpanel_bf16(uint32_t *dst, mm_view b, int K, int N, int j0)
     }
 }
 
-/* A pack buffer of at least `bytes` in bp (kept when big enough; qs_malloc
- * places a large one on huge pages). 0 or QS_ENOMEM. */
-static int mm_pack_reserve(mm_bpack *bp, size_t bytes)
+int mm_pack_reserve_impl(mm_bpack *bp, size_t bytes)
 {
     if (bytes <= bp->bytes && bp->data)
         return 0;
@@ -163,7 +161,7 @@ static int mm_apack_whole_reserve(mm_bpack *ap, int M, int K)
 {
     size_t panel_elems = (size_t)(K + 1) / 2 * MM_MR;
     int n_panels = (M + MM_MR - 1) / MM_MR;
-    if (mm_pack_reserve(ap, panel_elems * (size_t)n_panels * sizeof(uint32_t)) != 0)
+    if (mm_pack_reserve_impl(ap, panel_elems * (size_t)n_panels * sizeof(uint32_t)) != 0)
         return QS_ENOMEM;
     ap->panel_elems = panel_elems;
     ap->K = K;
@@ -200,7 +198,7 @@ size_t mm_apack_rows_bytes_impl(int M, int K)
 
 int mm_apack_rows_reserve_impl(mm_bpack *ap, int M, int K)
 {
-    if (mm_pack_reserve(ap, mm_apack_rows_bytes_impl(M, K)) != 0)
+    if (mm_pack_reserve_impl(ap, mm_apack_rows_bytes_impl(M, K)) != 0)
         return QS_ENOMEM;
     ap->panel_elems = (size_t)MM_MR * (size_t)mm_apack_row_pairs(K);
     ap->row_pairs = mm_apack_row_pairs(K);
@@ -276,7 +274,7 @@ int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, 
     size_t panel_elems = k_rows * MM_NR;
     int n_panels = (N + MM_NR - 1) / MM_NR;
     /* uint32 (bf16 pairs) is as wide as float */
-    if (mm_pack_reserve(bp, panel_elems * (size_t)n_panels * sizeof(float)) != 0)
+    if (mm_pack_reserve_impl(bp, panel_elems * (size_t)n_panels * sizeof(float)) != 0)
         return QS_ENOMEM;
     bp->panel_elems = panel_elems;
     bp->K = K;
