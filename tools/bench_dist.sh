@@ -2,7 +2,7 @@
 # bench_dist.sh BENCH_DIST_BINARY [STEPS [SHAPE]]  (make bench-dist)
 # The same training step as one process with two threads and as two MPI ranks
 # with one thread each; the load average before and after, since the figures
-# are provisional on a shared machine (run under flock /work/notes/bigmem.lock
+# are provisional on a shared machine (run under a flock shared by the memory-hungry jobs
 # there: dim-768 needs about 2.5 GB per process).
 set -e
 b=$1

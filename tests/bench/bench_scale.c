@@ -31,7 +31,7 @@
  * `full` is given, which runs the whole test once.  Needs ../shared (bench
  * data, tokenizer; $QS_SHARED) and bin/qatscope ($QS_BIN), else skips with a
  * message.  Several GB: on a shared machine run it under the memory lock
- * (flock /work/notes/bigmem.lock make bench).  Timings are wall clock with the
+ * (alone among the memory-hungry jobs, e.g. under flock).  Timings are wall clock with the
  * load average printed before and after each section.
  *   usage: bench_scale [full] [notorch] [notrain]
  */

@@ -7,7 +7,7 @@
  *    prints the time per product (wall clock, and process CPU time: with
  *    OMP_NUM_THREADS=1 the latter is what a loaded machine still measures) and
  *    the ratio (weights streamed: 1 byte vs 2).
- * 2. With a model (argv[1] or $QS_BENCH_W8A8_MODEL, e.g. /work/notes/pangu1b):
+ * 2. With a model (argv[1] or $QS_BENCH_W8A8_MODEL, e.g. build/scale/pangu1b):
  *    exports a HiF8 copy with the default (published) selection into
  *    build/bench_w8a8/<name>-hif8 unless it is there, then runs, as child
  *    processes of $QS_BIN (bin/qatscope), `generate --precision bf16` greedy on
@@ -16,7 +16,7 @@
  *    (tokens/s as generate prints it) and the ratios, with the target:
  *    resident weights = 1 byte per quantized parameter + 2 per other; tokens/s
  *    >= 1.3 x bf16.  A 1B model needs ~8 GB in the export step: run it under
- *    `flock /work/notes/bigmem.lock`, and print /proc/loadavg around it (the
+ *    a flock shared by the memory-hungry jobs, and print /proc/loadavg around it (the
  *    bench does): timings on a loaded machine are provisional.
  * Usage: bench_w8a8 [MODEL_DIR [NEW_TOKENS]]
  */
