@@ -153,6 +153,36 @@ TEST(lm, results_independent_of_batching_order_and_threads)
     qs_free(c.ref_logits);
 }
 
+TEST(lm, repeated_calls_reuse_the_arenas)
+{
+    llama_model m;
+    model_lm *lm;
+    lm_case c = {0};
+    qs_diag d = {0};
+    ASSERT_EQ_INT(lm_case_load(&c), 0);
+    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
+    ASSERT_OK(model_lm_create(&lm, &m, 32, &d), &d);
+    lm_request req[3];
+    const int32_t *conts[3][2];
+    size_t lens[3][2];
+    make_requests(&c, req, conts, lens);
+    double first[3][2], again[3][2];
+    ASSERT_OK(score_all(lm, req, 3, first, &d), &d);
+    long n = model_lm_arena_allocs(lm);
+    ASSERT_TRUE(n >= 1);
+    for (int rep = 0; rep < 3; rep++)
+        ASSERT_OK(score_all(lm, req, 3, again, &d), &d);
+    /* the same requests fit the arenas made by the first call: no re-allocation
+     * (a re-allocation zeroes the whole arena: it made in-loop evals 30x slower) */
+    ASSERT_EQ_INT((int)model_lm_arena_allocs(lm), (int)n);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++)
+            ASSERT_TRUE(first[i][k] == again[i][k]);
+    model_lm_destroy(lm);
+    model_free(&m);
+    qs_free(c.ref_logits);
+}
+
 TEST(lm, long_request_is_left_truncated_like_the_harness)
 {
     llama_model m;

@@ -96,5 +96,8 @@ typedef struct model_lm model_lm;
 int model_lm_create(model_lm **out, llama_model *m, int max_len, qs_diag *d);
 void model_lm_destroy(model_lm *lm);
 lm_scorer model_lm_scorer(model_lm *lm);
+/* How many times the scorer has (re)allocated an activation arena: once per
+ * arena and growth, never per call when the requests fit (tests and benches). */
+long model_lm_arena_allocs(const model_lm *lm);
 
 #endif

@@ -78,6 +78,7 @@ struct model_lm {
     lm_key *keys;       /* [keys_cap] requests of a call, in context order */
     int *order;         /* [keys_cap] */
     size_t keys_cap;
+    long arena_allocs;  /* arena (re)allocations so far */
 };
 
 int model_lm_create(model_lm **out, llama_model *m, int max_len, qs_diag *d)
@@ -94,6 +95,8 @@ int model_lm_create(model_lm **out, llama_model *m, int max_len, qs_diag *d)
     *out = lm;
     return 0;
 }
+
+long model_lm_arena_allocs(const model_lm *lm) { return lm->arena_allocs; }
 
 void model_lm_destroy(model_lm *lm)
 {
@@ -143,6 +146,10 @@ static int lm_arena(model_lm *lm, llama_acts *a, int rows, int kv, int logits, i
                     int B, int T, int Tcap, qs_diag *d)
 {
     const llama_config *c = &lm->m->cfg;
+    /* an arena holds at most one logits row per row: asking for more would
+     * re-allocate (and re-zero) it on every call */
+    if (logits > rows)
+        logits = rows;
     if (!a->memory || a->rows_cap < (size_t)rows || a->kv_cap < (size_t)kv ||
         a->logits_cap < logits) {
         int nr = a->rows_cap > (size_t)rows ? (int)a->rows_cap : rows;
@@ -152,6 +159,7 @@ static int lm_arena(model_lm *lm, llama_acts *a, int rows, int kv, int logits, i
         int rc = model_acts_init_infer(a, c, nr, nk, nl < nr ? nl : nr, kv_shared, d);
         if (rc)
             return rc;
+        lm->arena_allocs++;
     }
     a->logits_tail = 0;
     a->logits_rows = a->logits_first = a->seq_pos0 = NULL;
