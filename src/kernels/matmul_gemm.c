@@ -211,6 +211,56 @@ static void mm_task_rows_outer(const mm_job *jb, int i0, int j0, int mc, int nc,
     }
 }
 
+/* A task of at most MM_GEMV_ROWS rows on the FMA units (fma16 pairs or code
+ * packs): mm_gemv_avx512_impl over groups of micro-panels, K in blocks of
+ * MM_GEMV_KC (C carries the sums between blocks: exact); codes decoded to bf16
+ * pairs MM_GEMV_KB pair rows of each panel at a time into bwide (L1). */
+enum { MM_GEMV_KC = 2048, MM_GEMV_KB = 64 };
+_Static_assert((int)MM_MR * MM_GEMV_KC <= (int)MM_ABLOCK_ELEMS, "a k-major A block fits");
+_Static_assert(4 * MM_GEMV_KB * MM_NR <= MM_KC * MM_NR, "4 decoded panels fit bwide");
+
+static void mm_task_gemv(const mm_job *jb, int i0, int j0, int mc, int nc, mm_scratch *s)
+{
+    const mm_bpack *bp = jb->bp;
+    const int K = bp->K, np_max = mc <= 2 ? 4 : 2;
+    /* the A panel's order: mm_bf16_order (odd k first) unless plain fp32 */
+    const int odd_first = jb->fma16 || jb->dec != MM_DECODE_F32;
+    uint32_t *dec = (uint32_t *)s->bwide;
+    float *c0 = jb->c + (ptrdiff_t)i0 * jb->ldc + j0;
+    for (int k0 = 0; k0 < K; k0 += MM_GEMV_KC) {
+        int kc = K - k0 < MM_GEMV_KC ? K - k0 : MM_GEMV_KC, kp = (kc + 1) / 2;
+        int kk = jb->afmt == MM_AFMT_F32 ? kc : kc + (kc & 1); /* as mm_kernel_run */
+        int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
+        mm_apanel ap = mm_task_apanel(jb, s->ablock, MM_GEMV_KC + 16, i0, k0, kc);
+        for (int jr = 0; jr < nc; jr += np_max * MM_NR) {
+            int np = (nc - jr + MM_NR - 1) / MM_NR;
+            np = np < np_max ? np : np_max;
+            int nj_last = nc - jr - (np - 1) * MM_NR;
+            nj_last = nj_last < MM_NR ? nj_last : MM_NR;
+            float *c = c0 + jr;
+            if (!jb->codes) {
+                const uint32_t *b = (const uint32_t *)bp->data +
+                                    (size_t)(j0 + jr) / MM_NR * bp->panel_elems +
+                                    (size_t)(k0 / 2) * MM_NR;
+                mm_gemv_avx512_impl(kk, ap, mc, b, bp->panel_elems, 1, odd_first, np, c, jb->ldc,
+                                    nj_last, load_c);
+                continue;
+            }
+            for (int p0 = 0; p0 < kp; p0 += MM_GEMV_KB) {
+                int kb = kp - p0 < MM_GEMV_KB ? kp - p0 : MM_GEMV_KB;
+                for (int q = 0; q < np; q++)
+                    mm_codes_decode_impl(dec + (size_t)q * MM_GEMV_KB * MM_NR,
+                                         mm_codes_panel(bp, j0 + jr + q * MM_NR, k0 + 2 * p0), kb,
+                                         MM_DECODE_PAIRS);
+                mm_apanel a = {(const float *)ap.p + (ptrdiff_t)(2 * p0) * ap.ks, ap.rs, ap.ks};
+                int kkb = p0 + kb == kp ? kk - 2 * p0 : 2 * kb;
+                mm_gemv_avx512_impl(kkb, a, mc, dec, (size_t)MM_GEMV_KB * MM_NR, 1, odd_first, np,
+                                    c, jb->ldc, nj_last, load_c || p0 > 0);
+            }
+        }
+    }
+}
+
 static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
 {
     const mm_bpack *bp = jb->bp;
@@ -224,6 +274,12 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
         for (int r = 0; r < mc; r++)
             memcpy(jb->c + (i0 + r) * jb->ldc + j0, jb->bias + j0, (size_t)nc * sizeof(float));
     unsigned csr = jb->fma16 ? mm_mxcsr_ftz_daz_impl() : 0;
+    if (mc <= MM_GEMV_ROWS && jb->uk == MM_UK_F32 && (jb->fma16 || jb->codes)) {
+        mm_task_gemv(jb, i0, j0, mc, nc, s);
+        if (jb->fma16)
+            mm_mxcsr_restore_impl(csr);
+        return;
+    }
     if (mm_rows_outer(jb, nc)) {
         mm_task_rows_outer(jb, i0, j0, mc, nc, s);
         if (jb->fma16)
@@ -355,6 +411,10 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
          * row decodes to bf16 pairs in fewer steps than to fp32, and the kernel
          * there is not the bottleneck (same bits either way) */
         j.fma16 = pairs && fma16 && !(bp[i]->codes && M <= MM_CODES_DP_ROWS);
+        /* decode-sized products of a code pack: the few-row kernel (codes
+         * decoded to pairs, then FMAs with many independent chains) */
+        if (bp[i]->codes && M <= MM_GEMV_ROWS && pairs)
+            j.fma16 = 1;
         j.uk = pairs && !j.fma16                    ? MM_UK_BF16DP
                : bp[i]->kernel == MM_KERNEL_C       ? MM_UK_C
                                                     : MM_UK_F32;

@@ -63,9 +63,19 @@ void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16)
     mm_vtab_ready = 1;
 }
 
-/* bf16 high / low bytes of the 64 codes in c */
+/* bf16 high / low bytes of the 64 codes in c.  Every code but 0x80 (NaN) is
+ * sign | magnitude with decode(c | 0x80) = -decode(c): without 0x80 among
+ * them, the magnitude is looked up (vpermi2b reads 7 index bits) and the sign
+ * copied into the high byte, half the shuffles of the full 256-entry lookup. */
 static inline void mm_codes_lookup(__m512i c, __m512i *hi, __m512i *lo)
 {
+    const __m512i sign = _mm512_set1_epi8((char)0x80);
+    if (!_mm512_cmpeq_epi8_mask(c, sign)) {
+        *hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(mm_vtab.hi[0], c, mm_vtab.hi[1]),
+                                        c, sign, 0xF8); /* a | (c & sign) */
+        *lo = _mm512_permutex2var_epi8(mm_vtab.lo[0], c, mm_vtab.lo[1]);
+        return;
+    }
     __mmask64 top = _mm512_movepi8_mask(c);
     *hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(mm_vtab.hi[0], c, mm_vtab.hi[1]),
                                  _mm512_permutex2var_epi8(mm_vtab.hi[2], c, mm_vtab.hi[3]));

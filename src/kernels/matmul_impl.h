@@ -237,6 +237,16 @@ void mm_kernel_f32_c_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff
                           int load_c, int mr);
 void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
                                int load_c, int mr, const void *pf);
+/* A few rows (mr <= MM_GEMV_ROWS) times np <= 4 (mr <= 2) or 2 B micro-panels
+ * read side by side: panel q at b + q * bstride elements, as bf16 pairs
+ * (pairs = 1: [(kk+1)/2][MM_NR] uint32 widened in registers, per pair the hi
+ * (odd k) half first when odd_first, else the lo half; an odd kk ends on the
+ * first half of the last pair) or fp32 rows ([kk][MM_NR]).  c: the mr
+ * rows of the np tiles, the last tile nj_last (1..MM_NR) columns wide.  The
+ * bits of mm_kernel_f32_avx512_impl on the widened panels. */
+enum { MM_GEMV_ROWS = 4 };
+void mm_gemv_avx512_impl(int kk, mm_apanel a, int mr, const void *b, size_t bstride, int pairs,
+                         int odd_first, int np, float *c, ptrdiff_t ldc, int nj_last, int load_c);
 /* kp = number of k pairs */
 void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
                                     ptrdiff_t ldc, int load_c, int mr, const void *pf);

@@ -1,0 +1,179 @@
+/* test_matmul_gemv.c: products of 1-4 rows (decode) run on their own kernel
+ * (src/kernels/matmul_gemv_avx512.c, for bf16 pairs on the FMA units and for
+ * HiF8 code packs); each of those rows must have the bits it has inside a
+ * batch of 16 (the blocked kernel), and bf16 the bits of vdpbf16ps: plain and
+ * code-packed weights, with and without bias, odd K, K over several blocks of
+ * the small-row path (2048), column tails, rows at every offset of the batch.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "qs/cpu.h"
+#include "qs/hif8.h"
+#include "qs/matmul.h"
+#include "qs/matmul_test.h"
+#include "qs/mem.h"
+#include "qs/rng.h"
+#include "test.h"
+
+enum { GV_BATCH = 16 };
+
+static void gv_fill(float *x, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((double)(rng_splitmix64(&s) >> 11) / 9007199254740992.0 * 8.0 - 4.0);
+}
+
+static void gv_codes(uint8_t *c, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t v;
+        do
+            v = (uint8_t)(rng_splitmix64(&s) >> 56);
+        while (v == HIF8_CODE_NAN || v == HIF8_CODE_POS_INF || v == HIF8_CODE_NEG_INF);
+        c[i] = v;
+    }
+}
+
+/* The product of rows [r0, r0 + m) of x alone, through a code pack (codes) or
+ * the plain weight. */
+static void gv_rows(float *y, const float *x, int m, const float *w, matmul_wpack *pk,
+                    const float *bias, int IN, int O, int precision, matmul_ws *ws)
+{
+    if (pk)
+        matmul_forward_packed_ws(y, x, pk, bias, m, ws);
+    else
+        matmul_forward(y, x, w, bias, m, IN, O, precision);
+}
+
+/* Every run of 1..4 consecutive rows equals the same rows of the batch of 16. */
+static int gv_case(int IN, int O, int precision, int codes, int with_bias, uint64_t seed)
+{
+    size_t nw = (size_t)O * IN;
+    float *w = qs_malloc(nw * sizeof *w), *x = qs_malloc((size_t)GV_BATCH * IN * sizeof *x);
+    float *bias = qs_malloc((size_t)O * sizeof *bias);
+    float *yb = qs_malloc((size_t)GV_BATCH * O * sizeof *yb), *ys = qs_malloc(4 * (size_t)O * sizeof *ys);
+    uint8_t *cw = qs_malloc(nw);
+    matmul_ws *ws = matmul_ws_create();
+    int bad = !w || !x || !bias || !yb || !ys || !cw || !ws;
+    matmul_wpack *pk = NULL;
+    if (!bad) {
+        gv_codes(cw, nw, seed);
+        if (codes)
+            hif8_codes_decode(cw, w, nw);
+        else
+            gv_fill(w, nw, seed + 3);
+        gv_fill(x, (size_t)GV_BATCH * IN, seed + 1);
+        gv_fill(bias, (size_t)O, seed + 2);
+        pk = codes ? matmul_wpack_create_hif8(cw, IN, O, precision) : NULL;
+        bad = codes && !pk;
+    }
+    const float *b = with_bias ? bias : NULL;
+    if (!bad)
+        gv_rows(yb, x, GV_BATCH, w, pk, b, IN, O, precision, ws);
+    for (int m = 1; m <= 4 && !bad; m++)
+        for (int r0 = 0; r0 + m <= GV_BATCH && !bad; r0 += 3) {
+            gv_rows(ys, x + (size_t)r0 * IN, m, w, pk, b, IN, O, precision, ws);
+            if (memcmp(ys, yb + (size_t)r0 * O, (size_t)m * O * sizeof *ys)) {
+                fprintf(stderr, "    IN=%d O=%d precision %d codes %d bias %d: rows %d..%d differ\n",
+                        IN, O, precision, codes, with_bias, r0, r0 + m - 1);
+                bad = 1;
+            }
+        }
+    matmul_wpack_destroy(pk);
+    matmul_ws_destroy(ws);
+    qs_free(w);
+    qs_free(x);
+    qs_free(bias);
+    qs_free(yb);
+    qs_free(ys);
+    qs_free(cw);
+    return bad;
+}
+
+/* odd K, K over 2 and 3 blocks of 2048, O from one partial tile to 5 tiles and a tail */
+static const int gv_shapes[][2] = {{37, 100}, {2500, 70}, {1536, 129}, {64, 32}, {4097, 33}, {5, 1}};
+
+static int gv_all(int precision, int codes)
+{
+    int bad = 0;
+    for (size_t i = 0; i < sizeof gv_shapes / sizeof gv_shapes[0]; i++)
+        bad |= gv_case(gv_shapes[i][0], gv_shapes[i][1], precision, codes, (int)(i & 1), 40 + i);
+    return bad;
+}
+
+TEST(matmul_gemv, few_rows_equal_their_rows_in_a_batch_bf16_fma)
+{
+    mm_bf16_fma_force_impl(1);
+    int bad = cpu_level() >= CPU_LEVEL_AVX512BF16 ? gv_all(MATMUL_BF16, 0) | gv_all(MATMUL_BF16, 1)
+                                                   : 0;
+    mm_bf16_fma_force_impl(-1);
+    ASSERT_EQ_INT(bad, 0);
+}
+
+TEST(matmul_gemv, few_rows_equal_their_rows_in_a_batch_fp32_codes)
+{
+    ASSERT_EQ_INT(gv_all(MATMUL_FP32, 1), 0);
+    ASSERT_EQ_INT(gv_all(MATMUL_FP32, 0), 0);
+}
+
+/* the small-row kernel on widened pairs gives vdpbf16ps's bits */
+TEST(matmul_gemv, few_rows_on_the_fma_units_equal_vdpbf16ps)
+{
+    if (cpu_level() < CPU_LEVEL_AVX512BF16)
+        SKIP("no AVX512-BF16");
+    for (size_t i = 0; i < sizeof gv_shapes / sizeof gv_shapes[0]; i++) {
+        int IN = gv_shapes[i][0], O = gv_shapes[i][1];
+        float *w = qs_malloc((size_t)O * IN * sizeof *w), *x = qs_malloc(3 * (size_t)IN * sizeof *x);
+        float *y0 = qs_malloc(3 * (size_t)O * sizeof *y0), *y1 = qs_malloc(3 * (size_t)O * sizeof *y1);
+        ASSERT_TRUE(w && x && y0 && y1);
+        gv_fill(w, (size_t)O * IN, 7 + i);
+        gv_fill(x, 3 * (size_t)IN, 8 + i);
+        for (int m = 1; m <= 3; m++) {
+            mm_bf16_fma_force_impl(0);
+            matmul_forward(y0, x, w, NULL, m, IN, O, MATMUL_BF16);
+            mm_bf16_fma_force_impl(1);
+            matmul_forward(y1, x, w, NULL, m, IN, O, MATMUL_BF16);
+            mm_bf16_fma_force_impl(-1);
+            ASSERT_TRUE(memcmp(y0, y1, (size_t)m * O * sizeof *y0) == 0);
+        }
+        qs_free(w);
+        qs_free(x);
+        qs_free(y0);
+        qs_free(y1);
+    }
+}
+
+/* a code pack holding NaN (0x80) and infinity codes: the rows that meet them
+ * are NaN / infinite exactly where the batch's rows are, with the same bits */
+TEST(matmul_gemv, nan_and_infinity_codes_in_few_rows_as_in_a_batch)
+{
+    enum { IN = 300, O = 70 };
+    uint8_t *cw = qs_malloc((size_t)IN * O);
+    float *x = qs_malloc((size_t)GV_BATCH * IN * sizeof *x);
+    float *yb = qs_malloc((size_t)GV_BATCH * O * sizeof *yb), *ys = qs_malloc((size_t)O * sizeof *ys);
+    ASSERT_TRUE(cw && x && yb && ys);
+    gv_codes(cw, (size_t)IN * O, 5);
+    cw[3 * IN + 17] = HIF8_CODE_NAN;
+    cw[10 * IN + 200] = HIF8_CODE_POS_INF;
+    cw[11 * IN + 1] = HIF8_CODE_NEG_INF;
+    gv_fill(x, (size_t)GV_BATCH * IN, 6);
+    int precisions[2] = {MATMUL_FP32, MATMUL_BF16};
+    for (int i = 0; i < 2; i++) {
+        matmul_wpack *pk = matmul_wpack_create_hif8(cw, IN, O, precisions[i]);
+        ASSERT_TRUE(pk != NULL);
+        matmul_forward_packed(yb, x, pk, NULL, GV_BATCH);
+        for (int r = 0; r < GV_BATCH; r++) {
+            matmul_forward_packed(ys, x + (size_t)r * IN, pk, NULL, 1);
+            ASSERT_TRUE(memcmp(ys, yb + (size_t)r * O, (size_t)O * sizeof *ys) == 0);
+            ASSERT_TRUE(ys[3] != ys[3] && isinf(ys[10]) && isinf(ys[11]));
+        }
+        matmul_wpack_destroy(pk);
+    }
+    qs_free(cw);
+    qs_free(x);
+    qs_free(yb);
+    qs_free(ys);
+}
