@@ -59,7 +59,7 @@ typedef struct mm_job {
     mm_ukernel uk;
     int fma16;      /* bf16 pairs on the FMA kernel (widened, FTZ/DAZ) */
     int codes;      /* B holds HiF8 codes: each micro-panel decoded (dec) as it is used */
-    mm_decode dec;
+    int dec;        /* mm_decode mode, | MM_DECODE_NO_NAN */
     int kc;         /* K block */
     mm_afmt afmt;   /* A panel format (not for fma16 or whole-A packs) */
 } mm_job;
@@ -224,7 +224,7 @@ static void mm_task_gemv(const mm_job *jb, int i0, int j0, int mc, int nc, mm_sc
     const mm_bpack *bp = jb->bp;
     const int K = bp->K, np_max = mc <= 2 ? 4 : 2;
     /* the A panel's order: mm_bf16_order (odd k first) unless plain fp32 */
-    const int odd_first = jb->fma16 || jb->dec != MM_DECODE_F32;
+    const int odd_first = jb->fma16 || (jb->dec & MM_DECODE_MODE) != MM_DECODE_F32;
     uint32_t *dec = (uint32_t *)s->bwide;
     float *c0 = jb->c + (ptrdiff_t)i0 * jb->ldc + j0;
     for (int k0 = 0; k0 < K; k0 += MM_GEMV_KC) {
@@ -251,7 +251,7 @@ static void mm_task_gemv(const mm_job *jb, int i0, int j0, int mc, int nc, mm_sc
                 for (int q = 0; q < np; q++)
                     mm_codes_decode_impl(dec + (size_t)q * MM_GEMV_KB * MM_NR,
                                          mm_codes_panel(bp, j0 + jr + q * MM_NR, k0 + 2 * p0), kb,
-                                         MM_DECODE_PAIRS);
+                                         MM_DECODE_PAIRS | (jb->dec & MM_DECODE_NO_NAN));
                 mm_apanel a = {(const float *)ap.p + (ptrdiff_t)(2 * p0) * ap.ks, ap.rs, ap.ks};
                 int kkb = p0 + kb == kp ? kk - 2 * p0 : 2 * kb;
                 mm_gemv_avx512_impl(kkb, a, mc, dec, (size_t)MM_GEMV_KB * MM_NR, 1, odd_first, np,
@@ -427,6 +427,8 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
         j.dec = pairs && !j.fma16 ? MM_DECODE_PAIRS
                 : pairs || bp[i]->round_bf16 ? MM_DECODE_F32_SWAP
                                              : MM_DECODE_F32;
+        if (j.codes && !bp[i]->codes_nan)
+            j.dec |= MM_DECODE_NO_NAN;
         mm_task_shape(&j, n_threads, mm_a_in_place(&j) ? 1 : 2);
         jb[n_jobs] = j;
         n_ib[n_jobs] = (M + j.mc - 1) / j.mc;

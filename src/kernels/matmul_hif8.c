@@ -44,12 +44,13 @@ void mm_codes_tables_impl(void)
     mm_hif8_ready = 1;
 }
 
-void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, mm_decode mode)
+void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, int mode)
 {
     if (mm_hif8_vbmi && cpu_level() >= CPU_LEVEL_AVX512) {
         mm_codes_decode_avx512vbmi_impl(dst, src, kp, mode);
         return;
     }
+    mode &= MM_DECODE_MODE;
     const int n = kp * MM_NR;
     if (mode == MM_DECODE_PAIRS) {
         uint32_t *d = dst;
@@ -86,6 +87,7 @@ int mm_bpack_fill_codes_impl(mm_bpack *bp, const uint8_t *codes, int K, int N, m
     bp->round_bf16 = kernel == MM_KERNEL_AVX512BF16 ? 1 : round_bf16;
     bp->row_pairs = 0;
     bp->codes = 1;
+    bp->codes_nan = memchr(codes, 0x80, (size_t)K * N) != NULL;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)K * N > ((size_t)1 << 22))
 #endif

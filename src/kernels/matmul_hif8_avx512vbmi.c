@@ -64,15 +64,14 @@ void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16)
 }
 
 /* bf16 high / low bytes of the 64 codes in c.  Every code but 0x80 (NaN) is
- * sign | magnitude with decode(c | 0x80) = -decode(c): without 0x80 among
- * them, the magnitude is looked up (vpermi2b reads 7 index bits) and the sign
- * copied into the high byte, half the shuffles of the full 256-entry lookup. */
-static inline void mm_codes_lookup(__m512i c, __m512i *hi, __m512i *lo)
+ * sign | magnitude with decode(c | 0x80) = -decode(c): when the pack holds no
+ * 0x80 (no_nan), the magnitude is looked up (vpermi2b reads 7 index bits) and
+ * the sign copied into the high byte, half the shuffles of the full lookup. */
+static inline void mm_codes_lookup(__m512i c, int no_nan, __m512i *hi, __m512i *lo)
 {
-    const __m512i sign = _mm512_set1_epi8((char)0x80);
-    if (!_mm512_cmpeq_epi8_mask(c, sign)) {
+    if (no_nan) {
         *hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(mm_vtab.hi[0], c, mm_vtab.hi[1]),
-                                        c, sign, 0xF8); /* a | (c & sign) */
+                                        c, _mm512_set1_epi8((char)0x80), 0xF8); /* a | (c & sign) */
         *lo = _mm512_permutex2var_epi8(mm_vtab.lo[0], c, mm_vtab.lo[1]);
         return;
     }
@@ -83,8 +82,10 @@ static inline void mm_codes_lookup(__m512i c, __m512i *hi, __m512i *lo)
                                  _mm512_permutex2var_epi8(mm_vtab.lo[2], c, mm_vtab.lo[3]));
 }
 
-void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, mm_decode mode)
+void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, int mode)
 {
+    const int no_nan = (mode & MM_DECODE_NO_NAN) != 0;
+    mode &= MM_DECODE_MODE;
     _Static_assert(MM_NR == 32, "one pair row of a micro-panel is 64 codes");
     const __m512i zero = _mm512_setzero_si512();
     if (mode == MM_DECODE_PAIRS) {
@@ -93,7 +94,7 @@ void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, mm_
             __m512i c = _mm512_permutexvar_epi8(mm_vtab.perm_pairs,
                                                 _mm512_loadu_si512(src + (size_t)p * MM_NR));
             __m512i hi, lo;
-            mm_codes_lookup(c, &hi, &lo);
+            mm_codes_lookup(c, no_nan, &hi, &lo);
             _mm512_storeu_si512(d + (size_t)p * MM_NR, _mm512_unpacklo_epi8(lo, hi));
             _mm512_storeu_si512(d + (size_t)p * MM_NR + 16, _mm512_unpackhi_epi8(lo, hi));
         }
@@ -104,7 +105,7 @@ void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, mm_
     for (int p = 0; p < kp; p++) {
         __m512i c = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(src + (size_t)p * MM_NR));
         __m512i hi, lo;
-        mm_codes_lookup(c, &hi, &lo);
+        mm_codes_lookup(c, no_nan, &hi, &lo);
         __m512i wl = _mm512_unpacklo_epi8(lo, hi), wh = _mm512_unpackhi_epi8(lo, hi);
         float *r = d + (size_t)(2 * p) * MM_NR;   /* rows 2p (q = 0, 1) and 2p + 1 (q = 2, 3) */
         _mm512_storeu_si512(r, _mm512_unpacklo_epi16(zero, wl));

@@ -56,6 +56,7 @@ typedef struct mm_bpack {
     int codes;            /* B packs: elements are HiF8 codes, uint16 pairs of bytes
                              (matmul_hif8.c), panel_elems counts them; kernel and
                              round_bf16 say which micro-panel they decode into */
+    int codes_nan;        /* code packs: 1 when some code is 0x80 (NaN) */
 } mm_bpack;
 
 /* How the GEMM starts each output element. */
@@ -110,13 +111,16 @@ int mm_bpack_fill_codes_impl(mm_bpack *bp, const uint8_t *codes, int K, int N, m
  *             the FMA kernel on bf16 values, the bf16 fallbacks)
  *   F32       [2 kp][MM_NR] fp32 in k order (fp32 products) */
 typedef enum { MM_DECODE_PAIRS = 0, MM_DECODE_F32_SWAP = 1, MM_DECODE_F32 = 2 } mm_decode;
-void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, mm_decode mode);
+/* or-ed into a mode: the codes hold no NaN code (0x80; mm_bpack.codes_nan is 0),
+ * so the decode may use the sign | magnitude symmetry of the others */
+enum { MM_DECODE_NO_NAN = 4, MM_DECODE_MODE = 3 };
+void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, int mode);
 /* The decode tables (built by the first fill; call before decoding otherwise). */
 void mm_codes_tables_impl(void);
 /* The decode with AVX-512 VBMI (CPUs with it only), after _init with the 256
  * bf16 bit patterns of decode(c) (serial code, once). */
 void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16);
-void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, mm_decode mode);
+void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, int mode);
 /* Column n of a code pack (row n of w), k in [k0, k0 + kc): codes[k - k0] and / or
  * values[k - k0] = decode (either may be NULL). */
 void mm_bpack_codes_row_impl(const mm_bpack *bp, int n, int k0, int kc, uint8_t *codes,
