@@ -23,6 +23,7 @@ void digest_sha256_blocks_shani_impl(uint32_t h[8], const unsigned char *p, size
     for (; n_blocks; n_blocks--, p += 64) {
         const __m128i abef0 = abef, cdgh0 = cdgh;
         __m128i g[4];
+#pragma GCC unroll 16 /* g[] in registers: no stores and reloads between rounds */
         for (int j = 0; j < 16; j++) {
             if (j < 4) {
                 g[j] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * j)), bswap);
