@@ -2,10 +2,15 @@
  * both compression paths (the SHA extensions when the CPU has them, and the
  * portable code forced with cpu_limit(CPU_LEVEL_SCALAR)), the two paths on
  * random lengths fed in random pieces, the file hash, and background hashing
- * of a file list (same hex as digest_sha256_file, errors name the file). */
+ * of a file list (same hex as digest_sha256_file, errors name the file); the
+ * hash cache (hits on an unchanged file, misses after a change). */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "qs/cpu.h"
 #include "qs/digest.h"
@@ -139,4 +144,62 @@ TEST(digest, background_files_equal_file_hashes_and_name_missing_file)
     ASSERT_OK(digest_sha256_files_start(&j, paths, 2, &d), &d);
     ASSERT_OK(digest_sha256_files_finish(j, NULL, &d), &d);   /* results dropped */
     ASSERT_OK(digest_sha256_files_finish(NULL, NULL, &d), &d);
+}
+
+/* A file's mtime and ctime moved into the past (the cache refuses to store a
+ * file modified in the last 2 s): utimensat sets mtime; ctime follows the
+ * change itself, so the test waits it out only when it has to. */
+static void age_file(const char *path, long mtime_s)
+{
+    struct timespec ts[2] = {{mtime_s, 0}, {mtime_s, 0}};
+    utimensat(AT_FDCWD, path, ts, 0);
+}
+
+TEST(digest, cache_hits_on_the_same_file_and_misses_after_any_change)
+{
+    char p[600], cache[600], hex[65], ref[65];
+    snprintf(p, sizeof p, "%s/digest_cached.bin", test_tmp_dir());
+    snprintf(cache, sizeof cache, "%s/digest_cache_dir/sha256.tsv", test_tmp_dir());
+    const char *old_env = getenv("QS_HASH_CACHE");
+    char *saved = old_env ? qs_strdup(old_env) : NULL;
+    setenv("QS_HASH_CACHE", cache, 1);
+    remove(cache);
+    qs_diag d = {0};
+    ASSERT_OK(fileio_write_atomic(p, "first version", 13, &d), &d);
+    age_file(p, 1000000000L);
+    sleep(2);   /* ctime, set by the write, must be 2 s old too */
+    ASSERT_OK(digest_sha256_file_cached(p, hex, 0, &d), &d);
+    ASSERT_OK(digest_sha256_file(p, ref, &d), &d);
+    ASSERT_EQ_STR(hex, ref);
+    ASSERT_TRUE(fileio_exists(cache));
+    /* a hit comes from the cache: plant a different hash under the same key */
+    char planted[65];
+    memset(planted, 'a', 64);
+    planted[64] = '\0';
+    digest_cache_store(p, planted);
+    ASSERT_TRUE(digest_cache_lookup(p, hex) == 1);
+    ASSERT_EQ_STR(hex, planted);
+    /* same size, new content and mtime: a miss, the true hash, stored anew */
+    ASSERT_OK(fileio_write_atomic(p, "other version", 13, &d), &d);
+    ASSERT_TRUE(digest_cache_lookup(p, hex) == 0);
+    ASSERT_OK(digest_sha256_file_cached(p, hex, 0, &d), &d);
+    ASSERT_OK(digest_sha256_file(p, ref, &d), &d);
+    ASSERT_EQ_STR(hex, ref);
+    ASSERT_TRUE(strcmp(hex, planted) != 0);
+    /* a file just written is not stored (racy): still a miss */
+    ASSERT_TRUE(digest_cache_lookup(p, hex) == 0);
+    /* below min_bytes nothing is looked up */
+    age_file(p, 1000000000L);
+    sleep(2);
+    digest_cache_store(p, planted);
+    ASSERT_OK(digest_sha256_file_cached(p, hex, 1 << 20, &d), &d);
+    ASSERT_EQ_STR(hex, ref);
+    /* off: no lookups */
+    setenv("QS_HASH_CACHE", "off", 1);
+    ASSERT_TRUE(digest_cache_lookup(p, hex) == 0);
+    if (saved) {
+        setenv("QS_HASH_CACHE", saved, 1);
+        qs_free(saved);
+    } else
+        unsetenv("QS_HASH_CACHE");
 }

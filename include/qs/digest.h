@@ -27,8 +27,9 @@ int digest_sha256_file(const char *path, char hex[65], qs_diag *d);
 int digest_sha256_accelerated(void);
 
 /* Files hashed in order on a background thread while the caller does other
- * work (eval starts it before loading the weights and collects the hashes when
- * it writes results.json: the hashing is off the critical path).  _start
+ * work (eval starts it after loading the weights and collects the hashes when
+ * it writes results.json); files of DIGEST_CACHE_MIN_BYTES or more go through
+ * the hash cache below, so a checkpoint evaluated again is not re-hashed.  _start
  * copies the list; 0, or QS_ENOMEM with nothing started.  _finish waits for
  * the thread, writes hex[i] for paths[i] (hex may be NULL: results dropped),
  * frees the job and returns 0 or the first file's error (its diag in d).  Every
@@ -37,6 +38,19 @@ typedef struct digest_files_job digest_files_job;
 int digest_sha256_files_start(digest_files_job **out, const char *const *paths, int n,
                               qs_diag *d);
 int digest_sha256_files_finish(digest_files_job *j, char (*hex)[65], qs_diag *d);
+
+/* The hash of a large file remembered between runs (src/base/digest_cache.c:
+ * keyed by device, inode, size, mtime and ctime to the nanosecond and the
+ * absolute path; at $QS_HASH_CACHE, else $XDG_CACHE_HOME/qatscope/sha256.tsv,
+ * else ~/.cache/qatscope/sha256.tsv; QS_HASH_CACHE=off disables it).
+ * digest_sha256_file_cached: a file of >= min_bytes is looked up, else (or on a
+ * miss) hashed, and stored when >= min_bytes; the same hex as
+ * digest_sha256_file.  lookup: 1 and hex on a hit; store: best effort (no
+ * error: a cache that cannot be written is a miss next time). */
+#define DIGEST_CACHE_MIN_BYTES ((size_t)64 << 20)
+int digest_sha256_file_cached(const char *path, char hex[65], size_t min_bytes, qs_diag *d);
+int digest_cache_lookup(const char *path, char hex[65]);
+void digest_cache_store(const char *path, const char hex[65]);
 
 /* FNV-1a, 64 bits: per byte h = (h ^ byte) * 1099511628211.  Start from
  * DIGEST_FNV1A64_SEED (the standard offset basis), or from an earlier h to hash

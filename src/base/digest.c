@@ -184,7 +184,7 @@ static void *digest_files_run(void *arg)
 {
     digest_files_job *j = arg;
     for (int i = 0; i < j->n && !j->rc; i++)
-        j->rc = digest_sha256_file(j->paths[i], j->hex[i], &j->d);
+        j->rc = digest_sha256_file_cached(j->paths[i], j->hex[i], DIGEST_CACHE_MIN_BYTES, &j->d);
     return NULL;
 }
 
