@@ -21,7 +21,9 @@
  *            inference_mode, tuned as its CPU guides say: libtcmalloc_minimal
  *            preloaded when installed, OMP_WAIT_POLICY=PASSIVE; the setup used
  *            is printed), and the GEMM roofline: the model's own packed Linears
- *            alone on 512 rows (bench_matmul's kernel at this shape).
+ *            alone on 512 rows (bench_matmul's kernel at this shape); on AMX
+ *            CPUs the same batches again at --precision bf16-amx (a model
+ *            packed for it; matmul.h: opt-in, other sums than bf16).
  *   train    a QAT training step (time, peak RSS): scale_train_section() of
  *            tests/bench/bench_scale_train.h (branch i13-train), compiled in
  *            when that file is in the tree; otherwise the bench says so.
@@ -49,6 +51,7 @@
 #include <omp.h>
 #endif
 
+#include "qs/cpu.h"
 #include "qs/digest.h"
 #include "qs/eval.h"
 #include "qs/fileio.h"
@@ -82,7 +85,7 @@ typedef struct scale_ctx {
     long rss_bf16_kb, rss_fp32_kb, rss_mmlu_kb;
     double fp32_load_s, full_arc_s;
     double ppl_tps;
-    double fwd_tps, fwd_gflops, roof_gflops, torch_tps;
+    double fwd_tps, fwd_gflops, roof_gflops, torch_tps, amx_tps;
 } scale_ctx;
 
 static double now_s(void)
@@ -511,6 +514,46 @@ static void scale_torch(scale_ctx *x, const char *batches)
         printf("  (libtcmalloc-minimal4 not installed: PyTorch ran with glibc malloc)\n");
 }
 
+/* The batches through a second model packed for bf16-amx: median pass, tokens/s. */
+static void scale_forward_amx(scale_ctx *x, const fwd_batch *bt, int nb, int rows, double tokens)
+{
+    if (!cpu_amx_bf16()) {
+        printf("  bf16-amx: this CPU has no AMX (needs AMX-BF16 and AMX-TILE)\n");
+        return;
+    }
+    llama_model ma;
+    llama_acts a;
+    qs_diag d = {0};
+    if (model_load_packed(&ma, SCALE_DIR, MATMUL_BF16_AMX, &d)) {
+        printf("  bf16-amx: %s\n", d.msg);
+        return;
+    }
+    double t[REPS];
+    if (!model_acts_init_infer(&a, &ma.cfg, rows, rows, FWD_SEQS, 0, &d)) {
+        for (int r = 0; r < REPS; r++) {
+            double t0 = now_s();
+            for (int i = 0; i < nb && !d.code; i++) {
+                model_acts_view(&a, &ma.cfg, bt[i].B, bt[i].T, bt[i].T, &d);
+                a.logits_first = bt[i].last;
+                a.logits_rows = bt[i].ones;
+                model_forward(&ma, &a, bt[i].tok, NULL, bt[i].B, bt[i].T, 0, &d);
+            }
+            t[r] = now_s() - t0;
+        }
+        a.logits_first = a.logits_rows = NULL;
+        model_acts_free(&a);
+    }
+    model_free(&ma);
+    if (d.code) {
+        printf("  bf16-amx: %s\n", d.msg);
+        return;
+    }
+    qsort(t, REPS, sizeof *t, cmp_double);
+    x->amx_tps = tokens / t[REPS / 2];
+    printf("  bf16-amx (AMX tiles): median %.2f s per pass, %.0f tokens/s = %.2fx bf16\n",
+           t[REPS / 2], x->amx_tps, x->amx_tps / x->fwd_tps);
+}
+
 static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_session *s)
 {
     printf("\n== forward: the %d ARC-Easy contexts in the scorer's batches (bf16)\n", ARC_ITEMS);
@@ -595,6 +638,7 @@ static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_sessi
         printf("  the same pass with the model hash on its thread: %.2f s (%+.2f s)\n",
                t_hash_pass, x->hash_added_s);
     }
+    scale_forward_amx(x, bt, nb, rows, tokens);
     loadavg_print("after");
     if (x->torch) {
         const char *path = "build/scale/batches.bin";
@@ -604,8 +648,9 @@ static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_sessi
             model_free(m);   /* room for PyTorch's copy of the weights */
             scale_torch(x, path);
             if (x->torch_tps > 0)
-                printf("  PyTorch bf16: %.0f tokens/s; ours / PyTorch = %.2fx\n", x->torch_tps,
-                       x->fwd_tps / x->torch_tps);
+                printf("  PyTorch bf16: %.0f tokens/s; ours / PyTorch = %.2fx (bf16), %.2fx "
+                       "(bf16-amx)\n", x->torch_tps, x->fwd_tps / x->torch_tps,
+                       x->amx_tps / x->torch_tps);
             loadavg_print("after torch");
         }
     }
@@ -665,6 +710,10 @@ static void scale_targets(const scale_ctx *x)
                x->fwd_tps / x->torch_tps);
     else
         printf("  eval forward >= %.1fx PyTorch bf16: not measured\n", TARGET_TORCH_RATIO);
+    if (x->amx_tps > 0 && x->torch_tps > 0)
+        printf("  eval forward at bf16-amx >= %.1fx PyTorch bf16: %s (%.2fx)\n",
+               TARGET_TORCH_RATIO, x->amx_tps >= TARGET_TORCH_RATIO * x->torch_tps ? "PASS" : "MISS",
+               x->amx_tps / x->torch_tps);
     if (x->roof_gflops > 0)
         printf("  eval forward >= %.0f%% of the GEMM roofline: %s (%.0f%%)\n", 100 * TARGET_ROOFLINE,
                x->fwd_gflops >= TARGET_ROOFLINE * x->roof_gflops ? "PASS" : "MISS",
