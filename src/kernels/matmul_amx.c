@@ -189,7 +189,7 @@ static void mm_amx_cstore(const mm_amx_job *jb, int m0, int mr, int j0, int nj, 
 /* Rows [m0, m0 + mr) (mr <= 32) x panel p of one GEMM.  Tiles wholly past M or
  * N are not multiplied (their C tiles stay as initialized and are not stored). */
 static void mm_amx_block(const mm_amx_job *jb, const mm_amx_a *a, int m0, int mr, int p,
-                         mm_amx_scratch *s)
+                         const uint8_t *pf, mm_amx_scratch *s)
 {
     const mm_bpack *bp = jb->bp;
     const int j0 = p * MM_NR, nj = bp->N - j0 < MM_NR ? bp->N - j0 : MM_NR;
@@ -200,6 +200,10 @@ static void mm_amx_block(const mm_amx_job *jb, const mm_amx_a *a, int m0, int mr
     for (int t = 0; t < n_kt; t++) {
         size_t lda;
         const uint8_t *b = panel + (size_t)t * MM_AMX_KP * MM_NR * 4;
+        if (pf)   /* the next panel's k tile, into L2 while this one computes */
+            for (int l = 0; l < MM_AMX_KP * MM_NR * 4; l += 64)
+                _mm_prefetch((const char *)pf + (size_t)t * MM_AMX_KP * MM_NR * 4 + l,
+                             _MM_HINT_T1);
         _tile_loadd(4, mm_amx_atile(a, m0, t, s->at[0], &lda), lda);
         _tile_loadd(6, b, MM_NR * 4);
         if (two_b)
@@ -222,9 +226,15 @@ static void mm_amx_block(const mm_amx_job *jb, const mm_amx_a *a, int m0, int mr
 static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc, int p0, int pc,
                         mm_amx_scratch *s)
 {
-    for (int p = p0; p < p0 + pc; p++)
+    const int n_panels = (jb->bp->N + MM_NR - 1) / MM_NR;
+    for (int p = p0; p < p0 + pc; p++) {
+        const uint8_t *next = p + 1 < n_panels ? (const uint8_t *)jb->bp->data +
+                                                     (size_t)(p + 1) * jb->bp->panel_elems * 4
+                                               : NULL;
         for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
-            mm_amx_block(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, p, s);
+            mm_amx_block(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, p,
+                         m0 == i0 ? next : NULL, s);
+    }
 }
 
 static int mm_amx_ceil(int v, int d) { return (v + d - 1) / d; }
