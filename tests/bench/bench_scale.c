@@ -514,45 +514,7 @@ static void scale_torch(scale_ctx *x, const char *batches)
         printf("  (libtcmalloc-minimal4 not installed: PyTorch ran with glibc malloc)\n");
 }
 
-/* The batches through a second model packed for bf16-amx: median pass, tokens/s. */
-static void scale_forward_amx(scale_ctx *x, const fwd_batch *bt, int nb, int rows, double tokens)
-{
-    if (!cpu_amx_bf16()) {
-        printf("  bf16-amx: this CPU has no AMX (needs AMX-BF16 and AMX-TILE)\n");
-        return;
-    }
-    llama_model ma;
-    llama_acts a;
-    qs_diag d = {0};
-    if (model_load_packed(&ma, SCALE_DIR, MATMUL_BF16_AMX, &d)) {
-        printf("  bf16-amx: %s\n", d.msg);
-        return;
-    }
-    double t[REPS];
-    if (!model_acts_init_infer(&a, &ma.cfg, rows, rows, FWD_SEQS, 0, &d)) {
-        for (int r = 0; r < REPS; r++) {
-            double t0 = now_s();
-            for (int i = 0; i < nb && !d.code; i++) {
-                model_acts_view(&a, &ma.cfg, bt[i].B, bt[i].T, bt[i].T, &d);
-                a.logits_first = bt[i].last;
-                a.logits_rows = bt[i].ones;
-                model_forward(&ma, &a, bt[i].tok, NULL, bt[i].B, bt[i].T, 0, &d);
-            }
-            t[r] = now_s() - t0;
-        }
-        a.logits_first = a.logits_rows = NULL;
-        model_acts_free(&a);
-    }
-    model_free(&ma);
-    if (d.code) {
-        printf("  bf16-amx: %s\n", d.msg);
-        return;
-    }
-    qsort(t, REPS, sizeof *t, cmp_double);
-    x->amx_tps = tokens / t[REPS / 2];
-    printf("  bf16-amx (AMX tiles): median %.2f s per pass, %.0f tokens/s = %.2fx bf16\n",
-           t[REPS / 2], x->amx_tps, x->amx_tps / x->fwd_tps);
-}
+#include "bench_scale_amx.h"   /* scale_forward_amx: the batches at bf16-amx */
 
 static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_session *s)
 {
