@@ -26,8 +26,8 @@
  *    fp32 denormal range, which the hardware flushes).  On AVX512-BF16 CPUs
  *    whose vdpbf16ps is slow (Intel) the same bf16 operands are multiplied by
  *    FMAs under FTZ/DAZ, which gives vdpbf16ps's bits, denormals included.
- *    (AMX's TDPBF16PS sums each pair before adding it, so it is not used: see
- *    tests/exhaustive/amx_bf16_order.c.)  Error relative to the
+ *    (AMX's TDPBF16PS sums each pair before adding it, so MATMUL_BF16 does not
+ *    use it, see tests/exhaustive/amx_bf16_order.c; MATMUL_BF16_AMX does.)  Error relative to the
  *    exact product of the ROUNDED operands: <= (K + 1) u (|init| + sum|a_k b_k|),
  *    growing with K; relative to fp32 math the operand rounding dominates:
  *    up to about 2^-7 sum|a_k b_k|, typically ~sqrt(K) 2^-9 times the rms term.
@@ -42,13 +42,16 @@
  *    from MATMUL_BF16's; they are deterministic on a machine and the chain of
  *    an element depends on K alone: not on M or N, the row's place in the
  *    batch, the thread count (matmul_rows_independent() == 1).  Error relative
- *    to the exact product of the rounded operands: about (K/32 + 32) u
- *    (|init| + sum|a_k b_k|), tested with (K + 64) u.  Needs AMX-BF16,
- *    AMX-TILE and the kernel's permission for the tile state
- *    (cpu_amx_bf16()); matmul_precision_parse refuses it otherwise.  Forward
- *    only: backward products given this precision run as MATMUL_BF16, HiF8
- *    code packs as MATMUL_BF16, and without AMX library calls fall back to
- *    MATMUL_BF16's unblocked loop (the CLI never gets there).
+ *    to the exact product of the rounded operands: <= K u (|init| + sum|a_k b_k|)
+ *    to first order when every addition inside the unit rounds once to fp32,
+ *    in whatever order (as the probe saw for one pair); the tests allow
+ *    (K + 64) u.  Needs AMX-BF16, AMX-TILE and the kernel's permission for
+ *    the tile state (cpu_amx_bf16()); matmul_precision_parse refuses it
+ *    otherwise.  Forward only: backward products given this precision run as
+ *    MATMUL_BF16, HiF8 code packs as MATMUL_BF16, and without AMX library
+ *    calls fall back to MATMUL_BF16's unblocked loop (the CLI never gets
+ *    there).  Opt-in because its bits differ from bf16's: scores and logits
+ *    logged in bf16 are not reproduced by it (close, not equal).
  *  Results never depend on the number of threads: each output element is owned
  *  by one task and summed in a fixed order.
  * Memory: the non-BLAS paths pack operands into scratch memory (qs_malloc); if
