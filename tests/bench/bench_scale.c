@@ -35,7 +35,8 @@
  * message.  Several GB: on a shared machine run it under the memory lock
  * (alone among the memory-hungry jobs, e.g. under flock).  Timings are wall clock with the
  * load average printed before and after each section.
- *   usage: bench_scale [full] [notorch] [notrain]
+ *   usage: bench_scale [full] [notorch] [notrain] [fwdonly]  (fwdonly: the forward section
+ *   and the PyTorch baseline alone, e.g. for bf16 against bf16-amx)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -78,7 +79,7 @@
 
 typedef struct scale_ctx {
     char shared[512], bin[512], data[600], tokdir[600];
-    int full, torch, train;
+    int full, torch, train, fwdonly;
     /* results (0 = not measured) */
     double load_s, hash_s, hash_added_s, hash_wait_s;
     double arc_s, arc_load_s, arc_score_s, arc_tokens, mmlu_items, mmlu_score_s, mmlu_tokens;
@@ -708,6 +709,8 @@ int main(int argc, char **argv)
     x.torch = x.train = 1;
     for (int i = 1; i < argc; i++) {
         x.full |= !strcmp(argv[i], "full");
+        x.fwdonly |= !strcmp(argv[i], "fwdonly");
+        x.train &= strcmp(argv[i], "fwdonly") != 0;
         x.torch &= strcmp(argv[i], "notorch") != 0;
         x.train &= strcmp(argv[i], "notrain") != 0;
     }
@@ -737,15 +740,18 @@ int main(int argc, char **argv)
         printf("bench_scale: %s\n", d.msg);
         return 1;
     }
-    scale_load_section(&x);
-    scale_eval_section(&x, tok);
+    if (!x.fwdonly) {
+        scale_load_section(&x);
+        scale_eval_section(&x, tok);
+    }
     llama_model m;
     eval_session *s = NULL;
     if (model_load_packed(&m, SCALE_DIR, MATMUL_BF16, &d)) {
         printf("bench_scale: %s\n", d.msg);
         return 1;
     }
-    scale_ppl_section(&x, &m, tok);
+    if (!x.fwdonly)
+        scale_ppl_section(&x, &m, tok);
     eval_options o;
     eval_options_default(&o);
     const char *one[1] = {"arc_easy"};
