@@ -1,4 +1,4 @@
-/* test_cli_amx.c: --precision bf16-amx end to end.  eval on stories260K scores
+/* test_amx_cli.c: --precision bf16-amx end to end.  eval on stories260K scores
  * every ARC-Easy item within a small per-token tolerance of bf16 and picks the
  * same answer on nearly all; ppl runs and names the precision; training refuses
  * the precision (config validation) with one line.  The eval/ppl tests skip

@@ -1,4 +1,4 @@
-/* test_matmul_amx.c: MATMUL_BF16_AMX (the opt-in AMX forward, matmul.h).
+/* test_amx_matmul.c: MATMUL_BF16_AMX (the opt-in AMX forward, matmul.h).
  * Products against a double-precision sum of the bf16-rounded operands within
  * the K-derived bound, with and without bias, at M, N and K tails; a row's bits
  * do not depend on the batch around it or on the thread count; frozen packs
