@@ -28,5 +28,10 @@ int cpu_level_parse(const char *name);
  * Sapphire/Emerald Rapids: ~0.45 vdpbf16ps zmm per cycle against 2 FMAs); 0 on
  * AMD (Zen 4 and 5 run vdpbf16ps at the FMA instruction rate, twice the flops). */
 int cpu_bf16_dot_slow(void);
+/* 1 when the AMX bf16 tiles can be used: the CPU has AMX-BF16 and AMX-TILE,
+ * Linux granted this process the tile data state (arch_prctl
+ * ARCH_REQ_XCOMP_PERM, asked once, on the first call) and cpu_level() is
+ * avx512bf16 (a lower cpu_limit() turns AMX off too). */
+int cpu_amx_bf16(void);
 
 #endif

@@ -26,12 +26,32 @@
  *    fp32 denormal range, which the hardware flushes).  On AVX512-BF16 CPUs
  *    whose vdpbf16ps is slow (Intel) the same bf16 operands are multiplied by
  *    FMAs under FTZ/DAZ, which gives vdpbf16ps's bits, denormals included.
- *    (AMX's TDPBF16PS sums each pair before adding it, so it is not used: see
- *    tests/exhaustive/amx_bf16_order.c.)  Error relative to the
+ *    (AMX's TDPBF16PS sums each pair before adding it, so MATMUL_BF16 does not
+ *    use it, see tests/exhaustive/amx_bf16_order.c; MATMUL_BF16_AMX does.)  Error relative to the
  *    exact product of the ROUNDED operands: <= (K + 1) u (|init| + sum|a_k b_k|),
  *    growing with K; relative to fp32 math the operand rounding dominates:
  *    up to about 2^-7 sum|a_k b_k|, typically ~sqrt(K) 2^-9 times the rms term.
  *    db is a plain fp32 column sum of dout in every precision.
+ *  - MATMUL_BF16_AMX ("bf16-amx", opt-in, inference only): both operands
+ *    rounded to bf16 as in MATMUL_BF16 (round to nearest even, subnormals to
+ *    zero), products summed by AMX's TDPBF16PS: K is split into tiles of 32
+ *    from k = 0 (the last one padded with zeros) and each output element is
+ *    init followed by one TDPBF16PS step per tile, in tile order.  Within a
+ *    step the hardware sums the 32 exact products in its own fixed way (pair
+ *    sums first, see tests/exhaustive/amx_bf16_order.c), so the bits differ
+ *    from MATMUL_BF16's; they are deterministic on a machine and the chain of
+ *    an element depends on K alone: not on M or N, the row's place in the
+ *    batch, the thread count (matmul_rows_independent() == 1).  Error relative
+ *    to the exact product of the rounded operands: <= K u (|init| + sum|a_k b_k|)
+ *    to first order when every addition inside the unit rounds once to fp32,
+ *    in whatever order (as the probe saw for one pair); the tests allow
+ *    (K + 64) u.  Needs AMX-BF16, AMX-TILE and the kernel's permission for
+ *    the tile state (cpu_amx_bf16()); matmul_precision_parse refuses it
+ *    otherwise.  Forward only: backward products given this precision run as
+ *    MATMUL_BF16, HiF8 code packs as MATMUL_BF16, and without AMX library
+ *    calls fall back to MATMUL_BF16's unblocked loop (the CLI never gets
+ *    there).  Opt-in because its bits differ from bf16's: scores and logits
+ *    logged in bf16 are not reproduced by it (close, not equal).
  *  Results never depend on the number of threads: each output element is owned
  *  by one task and summed in a fixed order.
  * Memory: the non-BLAS paths pack operands into scratch memory (qs_malloc); if
@@ -47,14 +67,19 @@
 #include "qs/err.h"
 
 /* precision values (append only) */
-enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1, MATMUL_FP32_BLAS = 2 };
+enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1, MATMUL_FP32_BLAS = 2, MATMUL_BF16_AMX = 3 };
 
 /* The precision spellings users write (flags, run configs): "fp32" -> MATMUL_FP32,
- * "bf16" -> MATMUL_BF16.  Anything else is QS_EINVAL with the one message
- * "<what>: expected fp32 or bf16, got '<name>'" (what: the flag or key). */
+ * "bf16" -> MATMUL_BF16, "bf16-amx" -> MATMUL_BF16_AMX.  Anything else is
+ * QS_EINVAL with the one message "<what>: expected fp32, bf16 or bf16-amx, got
+ * '<name>'" (what: the flag or key); "bf16-amx" on a CPU without AMX is
+ * QS_EINVAL "<what> bf16-amx: this CPU has no AMX (needs AMX-BF16 and AMX-TILE)". */
 int matmul_precision_parse(const char *name, const char *what, int *precision, qs_diag *d);
-/* "fp32", "bf16" or "fp32-blas". */
+/* "fp32", "bf16", "fp32-blas" or "bf16-amx". */
 const char *matmul_precision_name(int precision);
+/* Training (backward, dW) in precision: 0, or QS_EINVAL "<what>: bf16-amx is for
+ * inference only (eval, ppl, generate, compare); train with bf16 or fp32". */
+int matmul_precision_trainable(int precision, const char *what, qs_diag *d);
 
 void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N, int IN,
                     int O, int precision);

@@ -4,6 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define CPU_AMX_PROBE 1
+#endif
+
 static int cpu_cap = CPU_LEVEL_AVX512BF16;
 
 int cpu_detected_level(void)
@@ -41,6 +48,33 @@ int cpu_bf16_dot_slow(void)
 #else
     return 0;
 #endif
+}
+
+/* -1 = not asked yet; the answer does not change during the process */
+static int cpu_amx_state = -1;
+
+static int cpu_amx_probe(void)
+{
+#ifdef CPU_AMX_PROBE
+    enum { CPU_ARCH_REQ_XCOMP_PERM = 0x1023, CPU_XFEATURE_XTILEDATA = 18 };
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    if (!(d & (1u << 22)) || !(d & (1u << 24))) /* AMX-BF16, AMX-TILE */
+        return 0;
+    return syscall(SYS_arch_prctl, CPU_ARCH_REQ_XCOMP_PERM, CPU_XFEATURE_XTILEDATA) == 0;
+#else
+    return 0;
+#endif
+}
+
+int cpu_amx_bf16(void)
+{
+    if (cpu_level() < CPU_LEVEL_AVX512BF16)
+        return 0;
+    if (cpu_amx_state < 0)
+        cpu_amx_state = cpu_amx_probe();
+    return cpu_amx_state;
 }
 
 static const char *const cpu_names[] = {"scalar", "avx2", "avx512", "avx512bf16"};

@@ -10,10 +10,13 @@ int cli_precision_parse(const char *name, const char *what, int *matmul, int *hi
 {
     const char *mm = !strcmp(name, "hif8") ? "bf16" : !strcmp(name, "hif8-fp32") ? "fp32" : name;
     *hif8 = mm != name;
-    if (matmul_precision_parse(mm, what, matmul, NULL))
-        return diag_set(d, QS_EINVAL, NULL, -1, "%s: expected fp32, bf16, hif8 or hif8-fp32, got '%s'",
-                        what, name);
-    return 0;
+    qs_diag md = {0};
+    if (!matmul_precision_parse(mm, what, matmul, &md))
+        return 0;
+    if (!strcmp(name, "bf16-amx"))   /* known, but not on this CPU */
+        return diag_set(d, md.code, NULL, -1, "%s", md.msg);
+    return diag_set(d, QS_EINVAL, NULL, -1,
+                    "%s: expected fp32, bf16, bf16-amx, hif8 or hif8-fp32, got '%s'", what, name);
 }
 
 int cli_model_open(cli_model *cm, const char *dir, const char *precision, const char *patterns,

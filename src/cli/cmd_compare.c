@@ -36,10 +36,11 @@ static const char USAGE[] =
     "                        [--precision P] [--reference-precision P]\n"
     "                        [--quant-modules PATTERNS] [--quant-scaling current|delayed|auto]\n"
     "                        [--threads N]\n"
-    "P: fp32 (default), bf16, hif8 (bf16 + HiF8 W8A8 fake-quant), hif8-fp32; the quant options\n"
-    "apply to the hif8 sides.  --shards: a 'qatscope tokenize --input' dir, split val (default)\n"
-    "or train.  Prints KL(reference || model) mean/median/p99/max, top-1 agreement, mean\n"
-    "|delta log p| of the reference's top token, and both perplexities (README '### compare').\n";
+    "P: fp32 (default), bf16, bf16-amx (AMX CPUs), hif8 (bf16 + HiF8 W8A8 fake-quant), hif8-fp32;\n"
+    "the quant options apply to the hif8 sides.  --shards: a 'qatscope tokenize --input' dir,\n"
+    "split val (default) or train.  Prints KL(reference || model) mean/median/p99/max, top-1\n"
+    "agreement, mean |delta log p| of the reference's top token, and both perplexities\n"
+    "(README '### compare').\n";
 
 typedef struct compare_args {
     const char *model, *reference, *text, *shards, *split, *precision, *ref_precision;

@@ -3,7 +3,7 @@
  *
  *   qatscope eval --model DIR --tasks mmlu,hellaswag,arc_easy,arc_challenge
  *                 --data-dir DIR --output results.json [--shots K]
- *                 [--limit N | --subset N --subset-seed S] [--precision fp32|bf16|hif8|hif8-fp32]
+ *                 [--limit N | --subset N --subset-seed S] [--precision fp32|bf16|bf16-amx|hif8|hif8-fp32]
  *                 [--quant-modules PATTERNS] [--quant-scaling current|delayed|auto]
  *                 [--threads N] [--bos | --no-bos] [--log-samples F.jsonl.zst]
  *                 [--tasks-dir DIR] [--batch N] [--max-length N]
@@ -35,6 +35,7 @@
 #endif
 
 #include "cli.h"
+#include "cli_model.h"
 #include "qs/digest.h"
 #include "qs/dist.h"
 #include "qs/eval.h"
@@ -54,7 +55,7 @@
 static const char eval_usage[] =
     "usage: qatscope eval --model DIR --tasks LIST --data-dir DIR --output results.json\n"
     "         [--shots K] [--limit N | --subset N --subset-seed S]\n"
-    "         [--precision fp32|bf16|hif8|hif8-fp32] [--quant-modules PATTERNS]\n"
+    "         [--precision fp32|bf16|bf16-amx|hif8|hif8-fp32] [--quant-modules PATTERNS]\n"
     "         [--quant-scaling current|delayed|auto]\n"
     "         [--threads N] [--bos | --no-bos] [--log-samples samples.jsonl.zst]\n"
     "         [--tasks-dir DIR] [--batch N] [--max-length N]\n"
@@ -282,13 +283,9 @@ static int eval_args_parse(int argc, char **argv, eval_args *a)
         return cli_error("eval: --subset-seed needs --subset");
     /* hif8 = bf16 matmuls + HiF8 W8A8 fake-quant of the planned Linears; hif8-fp32
      * the same over fp32 matmuls */
-    const char *mm = !strcmp(a->precision, "hif8")        ? "bf16"
-                     : !strcmp(a->precision, "hif8-fp32") ? "fp32"
-                                                          : a->precision;
-    a->hif8 = mm != a->precision;
-    if (matmul_precision_parse(mm, "--precision", &a->matmul, NULL))
-        return cli_error("--precision: expected fp32, bf16, hif8 or hif8-fp32, got '%s'",
-                         a->precision);
+    qs_diag pd = {0};
+    if (cli_precision_parse(a->precision, "--precision", &a->matmul, &a->hif8, &pd))
+        return cli_diag_error(&pd);
     if (a->quant_modules && !a->hif8)
         return cli_error("--quant-modules: only with --precision hif8 or hif8-fp32 (got %s)",
                          a->precision);

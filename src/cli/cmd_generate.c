@@ -1,7 +1,7 @@
 /* cmd_generate.c: qatscope generate — sample a continuation of a prompt.
  *
  *   qatscope generate --model DIR --prompt TEXT -n N [--temperature T] [--top-p P]
- *                     [--seed S] [--stop-ids LIST] [--precision fp32|bf16]
+ *                     [--seed S] [--stop-ids LIST] [--precision fp32|bf16|bf16-amx]
  *
  * The prompt is encoded with the tokenizer's default BOS; text is streamed to
  * stdout as tokens arrive (prompt first); timing goes to stderr.  Defaults:
@@ -24,7 +24,7 @@
 
 static const char USAGE[] =
     "usage: qatscope generate --model DIR --prompt TEXT -n N [--temperature T] [--top-p P]\n"
-    "                         [--seed S] [--stop-ids ID,ID,...] [--precision fp32|bf16]\n";
+    "                         [--seed S] [--stop-ids ID,ID,...] [--precision fp32|bf16|bf16-amx]\n";
 
 #define GEN_MAX_STOP 16
 

@@ -1,7 +1,7 @@
 /* cmd_ppl.c: qatscope ppl — perplexity of a model on a text file.
  *
  *   qatscope ppl --model DIR --text FILE [--bos] [--window N --stride S] [--json]
- *               [--precision fp32|bf16]
+ *               [--precision fp32|bf16|bf16-amx]
  *
  * The file is encoded without BOS (with one at the start under --bos).
  * Defaults: window = the model's context capped at 1024, stride = window / 2
@@ -23,7 +23,7 @@
 
 static const char USAGE[] =
     "usage: qatscope ppl --model DIR --text FILE [--bos] [--window N --stride S] [--json]\n"
-    "                    [--precision fp32|bf16]\n";
+    "                    [--precision fp32|bf16|bf16-amx]\n";
 
 static int ppl_run(const char *dir, const char *path, int bos, long window, long stride, int json,
                    int precision)

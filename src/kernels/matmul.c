@@ -38,6 +38,8 @@ static int mm_kernel_select(int precision)
     int level = cpu_level();
     if (precision == MATMUL_FP32_BLAS)
         return -1;
+    if (precision == MATMUL_BF16_AMX)   /* without AMX: the unblocked loop (matmul.h) */
+        return cpu_amx_bf16() ? MM_KERNEL_AMX : -1;
     if (precision == MATMUL_BF16)
         return level >= CPU_LEVEL_AVX512BF16 ? MM_KERNEL_AVX512BF16
                : level >= CPU_LEVEL_AVX512   ? MM_KERNEL_AVX512
@@ -119,6 +121,8 @@ static int mm_pack_ready(mm_bpack *bp, int *fresh, mm_view b, int K, int Nc, int
  * short (the GEMM then converts per task, with the same bits). */
 static mm_bpack *mm_forward_xpack(int kernel, int N, int IN, matmul_ws *ws, mm_bpack *tmp)
 {
+    if (kernel == MM_KERNEL_AMX)   /* scratch for the AMX GEMM, which reserves it */
+        return ws ? &ws->xpack : tmp;
     if (kernel != MM_KERNEL_AVX512BF16)
         return NULL;
     mm_bpack *xp = ws ? &ws->xpack : tmp;
@@ -189,7 +193,7 @@ static void mm_forward_gemm(float *out, const float *x, const float *w, const fl
         if (rc == 0)
             return;
     }
-    if (precision == MATMUL_BF16)
+    if (precision == MATMUL_BF16 || precision == MATMUL_BF16_AMX)
         mm_gemm_unblocked(out, O, N, O, IN, xa, wt, init, bias);
     else
         mm_forward_sgemm(out, x, w, bias, N, IN, O);
@@ -291,6 +295,8 @@ static void mm_backward_run(float *dx, float *dw, float *db, const float *dout, 
 {
     if (N <= 0 || IN <= 0 || O <= 0)
         return;
+    if (precision == MATMUL_BF16_AMX)   /* inference only: backward as MATMUL_BF16 (matmul.h) */
+        precision = MATMUL_BF16;
     if (dx)
         mm_dx_run(dx, dout, w, N, IN, O, precision, pk, ws);
     if (dw)
@@ -486,15 +492,15 @@ static size_t mm_bpack_bytes_for(int K, int N, int precision)
     int kernel = mm_kernel_select(precision);
     if (kernel < 0 || K < 1 || N < 1)
         return 0;
-    int is_bf16 = kernel == MM_KERNEL_AVX512BF16, round = precision == MATMUL_BF16;
-    size_t k_rows = is_bf16 ? (size_t)(K + 1) / 2 : round ? (size_t)K + (K & 1) : (size_t)K;
+    size_t k_rows = mm_bpack_k_rows(K, (mm_kernel)kernel, precision == MATMUL_BF16);
     return k_rows * MM_NR * (size_t)((N + MM_NR - 1) / MM_NR) * sizeof(float);
 }
 
 size_t matmul_wpack_bytes_estimate(int IN, int O, int precision)
 {
+    int bwd = precision == MATMUL_BF16_AMX ? MATMUL_BF16 : precision;   /* as mm_backward_run */
     return sizeof(matmul_wpack) + mm_bpack_bytes_for(IN, O, precision) +
-           mm_bpack_bytes_for(O, IN, precision);
+           mm_bpack_bytes_for(O, IN, bwd);
 }
 
 size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w)
@@ -505,6 +511,9 @@ size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacke
         /* the row pack holds forward's x, or dout's rows after matmul_dout_begin */
         xr = mm_apack_rows_bytes_impl(N, IN > O ? IN : O);
     }
+    if (mm_kernel_select(precision) == MM_KERNEL_AMX)   /* forward's x; no backward form */
+        return sizeof(matmul_ws) + mm_amx_apack_bytes_impl(N, IN) +
+               (unpacked_w ? mm_bpack_bytes_for(IN, O, precision) : 0);
     if (unpacked_w) {
         size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);
         b = b > f ? b : f;
@@ -601,8 +610,9 @@ void matmul_wpack_row(matmul_wpack *pk, int o, float *out)
         if (kernel < 0 ||
             mm_pack_ready(&pk->fwd, &pk->fwd_fresh, wt, pk->IN, pk->O, kernel, pk->precision)) {
             for (int i = 0; i < pk->IN; i++)   /* no pack: what sgemm / the loop read */
-                out[i] = pk->precision == MATMUL_BF16 ? mm_bf16_round(pk->w[(size_t)o * pk->IN + i])
-                                                      : pk->w[(size_t)o * pk->IN + i];
+                out[i] = pk->precision == MATMUL_BF16 || pk->precision == MATMUL_BF16_AMX
+                             ? mm_bf16_round(pk->w[(size_t)o * pk->IN + i])
+                             : pk->w[(size_t)o * pk->IN + i];
             return;
         }
     }
@@ -623,7 +633,8 @@ matmul_wpack *matmul_wpack_create_hif8(const uint8_t *codes, int IN, int O, int 
     matmul_wpack *pk = qs_calloc(1, sizeof *pk);
     if (!pk)
         return NULL;
-    int kernel = mm_kernel_select(precision);
+    /* code packs decode into bf16's micro-panels: MATMUL_BF16_AMX runs them as MATMUL_BF16 */
+    int kernel = mm_kernel_select(precision == MATMUL_BF16_AMX ? MATMUL_BF16 : precision);
     pk->IN = IN;
     pk->O = O;
     pk->precision = precision;
@@ -631,7 +642,7 @@ matmul_wpack *matmul_wpack_create_hif8(const uint8_t *codes, int IN, int O, int 
     pk->sgemm = kernel < 0;
     if (mm_bpack_fill_codes_impl(&pk->fwd, codes, IN, O,
                                  kernel < 0 ? MM_KERNEL_C : (mm_kernel)kernel,
-                                 precision == MATMUL_BF16)) {
+                                 precision == MATMUL_BF16 || precision == MATMUL_BF16_AMX)) {
         matmul_wpack_destroy(pk);
         return NULL;
     }

@@ -76,8 +76,8 @@ static void mm_bpanel_f32_bits(float *dst, const uint16_t *w, int K, int N, int 
 int mm_bpack_fill_bf16_impl(mm_bpack *bp, const uint16_t *w, int K, int N, mm_kernel kernel,
                             int round_bf16)
 {
-    int is_bf16 = kernel == MM_KERNEL_AVX512BF16;
-    size_t k_rows = is_bf16 ? (size_t)(K + 1) / 2 : round_bf16 ? (size_t)K + (K & 1) : (size_t)K;
+    int is_bf16 = kernel == MM_KERNEL_AVX512BF16 || kernel == MM_KERNEL_AMX;
+    size_t k_rows = mm_bpack_k_rows(K, kernel, round_bf16);
     size_t panel_elems = k_rows * MM_NR, bytes;
     int n_panels = (N + MM_NR - 1) / MM_NR;
     bytes = panel_elems * (size_t)n_panels * sizeof(float);
@@ -100,13 +100,14 @@ int mm_bpack_fill_bf16_impl(mm_bpack *bp, const uint16_t *w, int K, int N, mm_ke
             mm_bpanel_f32_bits((float *)bp->data + p * panel_elems, w, K, N, p * MM_NR,
                                round_bf16);
     }
+    mm_bpack_pad_impl(bp);
     return 0;
 }
 
 void mm_bpack_col_impl(const mm_bpack *bp, int n, float *out)
 {
     const int K = bp->K, j = n % MM_NR;
-    if (bp->kernel == MM_KERNEL_AVX512BF16) {
+    if (bp->kernel == MM_KERNEL_AVX512BF16 || bp->kernel == MM_KERNEL_AMX) {
         const uint32_t *pan = (const uint32_t *)bp->data + (size_t)(n / MM_NR) * bp->panel_elems;
         for (int kp = 0; kp < (K + 1) / 2; kp++) {
             uint32_t u = pan[(size_t)kp * MM_NR + j];

@@ -396,6 +396,10 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
 #endif
     if (M <= 0)
         return;
+    if (n > 0 && bp[0]->kernel == MM_KERNEL_AMX) {   /* ap: scratch for A's bf16 rows */
+        mm_gemm_amx_impl(n, c, ldc, M, a, ap, bp, init, bias, ep);
+        return;
+    }
     first[0] = 0;
     for (int i = 0; i < n && i < MM_MULTI_MAX; i++) {
         mm_job j = {.c = c[i], .ldc = ldc[i], .M = M, .a = a, .ap = ap, .bp = bp[i],

@@ -34,7 +34,23 @@ typedef enum {
     MM_KERNEL_C = 0,          /* portable fp32 kernel; used for bf16 on older CPUs */
     MM_KERNEL_AVX512 = 1,     /* AVX-512 FMA fp32 kernel */
     MM_KERNEL_AVX512BF16 = 2, /* vdpbf16ps kernel on bf16 pairs */
+    MM_KERNEL_AMX = 3,        /* AMX tiles (MATMUL_BF16_AMX, matmul_amx.c): bf16 pairs as
+                                 for vdpbf16ps, each panel's K padded with zero pairs to
+                                 a multiple of MM_AMX_KP */
 } mm_kernel;
+
+/* AMX: bf16 pairs per tile row (32 k values, one 64-byte row of a tile) */
+enum { MM_AMX_KP = 16 };
+
+/* Rows of a B pack panel for kernel: k pairs (padded for AMX), or k values. */
+static inline size_t mm_bpack_k_rows(int K, mm_kernel kernel, int round_bf16)
+{
+    if (kernel == MM_KERNEL_AMX)
+        return (size_t)((K + 1) / 2 + MM_AMX_KP - 1) / MM_AMX_KP * MM_AMX_KP;
+    if (kernel == MM_KERNEL_AVX512BF16)
+        return (size_t)(K + 1) / 2;
+    return round_bf16 ? (size_t)K + (K & 1) : (size_t)K;
+}
 
 /* Element (r, c) of a strided matrix is p[r * rs + c * cs]. */
 typedef struct mm_view {
@@ -126,6 +142,9 @@ void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, int
 void mm_bpack_codes_row_impl(const mm_bpack *bp, int n, int k0, int kc, uint8_t *codes,
                              float *values);
 
+/* MM_KERNEL_AMX packs: zero the pair rows past (K + 1) / 2 of every panel
+ * (nothing for other formats); the fills call it. */
+void mm_bpack_pad_impl(mm_bpack *bp);
 /* Pack B (K x N view) into bp; reuses bp->data when large enough.  0 or QS_ENOMEM. */
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16);
 
@@ -230,6 +249,18 @@ void mm_gemm_impl(float *c, ptrdiff_t ldc, int M, const mm_view *a, mm_bpack *ap
 void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
                         mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
                         const float *const *bias, const matmul_epilogue *ep);
+
+/* The AMX GEMM (matmul_amx.c; MATMUL_BF16_AMX, CPUs with cpu_amx_bf16() only):
+ * the arguments of mm_gemm_multi_impl, every bp[i] an MM_KERNEL_AMX pack of the
+ * same K.  A is converted once to bf16 rows (K padded with zeros to a multiple
+ * of 32) in xs (a scratch pack, its memory reused; NULL or no memory: each A
+ * tile is converted as it is loaded, same bits); each output element is
+ * init (0, bias or C) followed by TDPBF16PS over K in tiles of 32 from k = 0,
+ * whatever M, N, the thread count or the task shape. */
+void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
+                      mm_bpack *xs, const mm_bpack *const *bp, const mm_init *init,
+                      const float *const *bias, const matmul_epilogue *ep);
+size_t mm_amx_apack_bytes_impl(int M, int K);
 
 /* Micro-kernels: rows [0, mr) (1 <= mr <= MM_MR) of an MM_NR-wide tile,
  * c[r * ldc + j] (= if !load_c) += sum_k a b.  The fp32 kernels sum strictly in

@@ -267,10 +267,21 @@ void mm_dout_store_impl(mm_bpack *rows, mm_bpack *pairs, int n0, const float *r0
     }
 }
 
+void mm_bpack_pad_impl(mm_bpack *bp)
+{
+    size_t kp = (size_t)(bp->K + 1) / 2, rows = bp->panel_elems / MM_NR;
+    int n_panels = (bp->N + MM_NR - 1) / MM_NR;
+    if (bp->kernel != MM_KERNEL_AMX || rows == kp)
+        return;
+    for (int p = 0; p < n_panels; p++)
+        memset((uint32_t *)bp->data + (size_t)p * bp->panel_elems + kp * MM_NR, 0,
+               (rows - kp) * MM_NR * sizeof(uint32_t));
+}
+
 int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, int round_bf16)
 {
-    int is_bf16 = kernel == MM_KERNEL_AVX512BF16;
-    size_t k_rows = is_bf16 ? (size_t)(K + 1) / 2 : round_bf16 ? (size_t)K + (K & 1) : (size_t)K;
+    int is_bf16 = kernel == MM_KERNEL_AVX512BF16 || kernel == MM_KERNEL_AMX;
+    size_t k_rows = mm_bpack_k_rows(K, kernel, round_bf16);
     size_t panel_elems = k_rows * MM_NR;
     int n_panels = (N + MM_NR - 1) / MM_NR;
     /* uint32 (bf16 pairs) is as wide as float */
@@ -284,6 +295,7 @@ int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, 
     bp->codes = 0;
     if (is_bf16 && b.cs == 1) {
         mm_pack_bf16_rowsweep(bp->data, panel_elems, MM_NR, b, K, N);
+        mm_bpack_pad_impl(bp);
         return 0;
     }
 #ifdef _OPENMP
@@ -295,6 +307,7 @@ int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, 
         else
             mm_bpanel_f32((float *)bp->data + p * panel_elems, b, K, N, p * MM_NR, round_bf16);
     }
+    mm_bpack_pad_impl(bp);
     return 0;
 }
 

@@ -2,6 +2,7 @@
  * parsed in one place for every flag and config key that takes one. */
 #include <string.h>
 
+#include "qs/cpu.h"
 #include "qs/matmul.h"
 
 int matmul_precision_parse(const char *name, const char *what, int *precision, qs_diag *d)
@@ -10,12 +11,29 @@ int matmul_precision_parse(const char *name, const char *what, int *precision, q
         *precision = MATMUL_FP32;
     else if (!strcmp(name, "bf16"))
         *precision = MATMUL_BF16;
+    else if (!strcmp(name, "bf16-amx") && !cpu_amx_bf16())
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "%s bf16-amx: this CPU has no AMX (needs AMX-BF16 and AMX-TILE)", what);
+    else if (!strcmp(name, "bf16-amx"))
+        *precision = MATMUL_BF16_AMX;
     else
-        return diag_set(d, QS_EINVAL, NULL, -1, "%s: expected fp32 or bf16, got '%s'", what, name);
+        return diag_set(d, QS_EINVAL, NULL, -1, "%s: expected fp32, bf16 or bf16-amx, got '%s'",
+                        what, name);
     return 0;
 }
 
 const char *matmul_precision_name(int precision)
 {
-    return precision == MATMUL_BF16 ? "bf16" : precision == MATMUL_FP32_BLAS ? "fp32-blas" : "fp32";
+    return precision == MATMUL_BF16        ? "bf16"
+           : precision == MATMUL_FP32_BLAS ? "fp32-blas"
+           : precision == MATMUL_BF16_AMX  ? "bf16-amx"
+                                           : "fp32";
+}
+
+int matmul_precision_trainable(int precision, const char *what, qs_diag *d)
+{
+    if (precision != MATMUL_BF16_AMX)
+        return 0;
+    return diag_set(d, QS_EINVAL, NULL, -1, "%s: bf16-amx is for inference only (eval, ppl, "
+                    "generate, compare); train with bf16 or fp32", what);
 }

@@ -146,7 +146,7 @@ static int model_forward_check(const llama_model *m, const llama_acts *a, const 
     }
     if (m->weights_packed && m->precision != m->packs_precision)
         return diag_set(d, QS_EINVAL, NULL, -1, "forward: the weights are packed for %s only",
-                        m->packs_precision == MATMUL_BF16 ? "bf16" : "fp32");
+                        matmul_precision_name(m->packs_precision));
     if (m->packs_substituted && !m->hook.fn)
         return diag_set(d, QS_EINVAL, NULL, -1, "forward: the packs hold a quantization hook's "
                         "weights but the hook is gone (re-create the packs or reload)");

@@ -77,7 +77,7 @@ static int model_pack_tensor(const safetensors_tensor *t, int IN, int O, int pre
         int rc = model_bf16_scan(t, file, d);
         if (rc < 0)
             return rc;
-        if (rc == 1 && precision == MATMUL_BF16)
+        if (rc == 1 && (precision == MATMUL_BF16 || precision == MATMUL_BF16_AMX))
             return MODEL_PACKED_INEXACT;
         *out = matmul_wpack_create_frozen_bf16((const uint16_t *)(const void *)t->data, IN, O,
                                                precision);
@@ -162,9 +162,9 @@ int model_load_packed(llama_model *m, const char *dir, int precision, qs_diag *d
 {
     llama_config cfg;
     memset(m, 0, sizeof *m);
-    if (precision != MATMUL_FP32 && precision != MATMUL_BF16)
-        return diag_set(d, QS_EINVAL, dir, -1, "packed load: precision %d, expected fp32 or bf16",
-                        precision);
+    if (precision != MATMUL_FP32 && precision != MATMUL_BF16 && precision != MATMUL_BF16_AMX)
+        return diag_set(d, QS_EINVAL, dir, -1,
+                        "packed load: precision %d, expected fp32, bf16 or bf16-amx", precision);
     int rc = hfconfig_load(&cfg, dir, d);
     if (rc)
         return rc;
@@ -291,7 +291,8 @@ int model_params_round_bf16(llama_model *m, qs_diag *d)
         /* in a frozen pack: a bf16 one holds bf16 values (rounded to nearest
          * even when it was made); an fp32 one is read back, rounded, re-packed */
         matmul_wpack *pk = m->packs ? model_pack_of(m, e) : NULL;
-        if (!pk || !matmul_wpack_frozen(pk) || matmul_wpack_precision(pk) == MATMUL_BF16)
+        if (!pk || !matmul_wpack_frozen(pk) || matmul_wpack_precision(pk) == MATMUL_BF16 ||
+            matmul_wpack_precision(pk) == MATMUL_BF16_AMX)
             continue;
         if (e->n_elems > cap) {
             qs_free(buf);

@@ -144,6 +144,10 @@ static int runcfg_field_parse(runcfg *c, const runcfg_row *r, const char *v, con
                                                                     : "true or false", v);
         return 0;
     case RUNCFG_ENUM:
+        /* the matmul precision that exists for inference only (qs/matmul.h) */
+        if (!strcmp(name, "precision") && !strcmp(v, "bf16-amx"))
+            return diag_set(d, QS_EINVAL, path, -1, "precision: bf16-amx is for inference only "
+                            "(eval, ppl, generate, compare); train with bf16 or fp32");
         if (!runcfg_enum_has(r->key.choices, v))
             return diag_set(d, QS_EINVAL, path, -1, "%s: expected one of %s, got '%s'", name,
                             r->key.choices, v);

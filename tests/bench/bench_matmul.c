@@ -19,6 +19,9 @@
  *   NAME: the shapes whose name starts with it ("1b down", "d768 head").
  *   cpu1: one thread timed by its own CPU time (robust on a busy machine);
  *     percentages are then of one core's peak (half of the above).
+ * amx-pk: the opt-in MATMUL_BF16_AMX forward (AMX tiles; another summation
+ *   order than bf16, matmul.h) on a pack made once, fwd only, "-" without AMX;
+ *   amx/b16 is its ratio to bf16-pk in the same run.
  * QS_BF16_DOT=vdpbf16ps|fma picks the kernel for bf16 pairs (qs/matmul_test.h:
  * the same bits; by default FMA on Intel cores, where vdpbf16ps has half the
  * FMA units' flop rate, vdpbf16ps elsewhere); the header says which ran, and
@@ -46,9 +49,9 @@
 #define PEAK_BF16_GFLOPS 890.0
 
 enum { OP_FWD, OP_DX, OP_DW };
-enum { PATH_SGEMM, PATH_FP32, PATH_FP32_PK, PATH_BF16, PATH_BF16_PK, PATH_COUNT };
+enum { PATH_SGEMM, PATH_FP32, PATH_FP32_PK, PATH_BF16, PATH_BF16_PK, PATH_AMX_PK, PATH_COUNT };
 static const char *const path_names[PATH_COUNT] = {"sgemm", "fp32", "fp32-pk", "bf16",
-                                                  "bf16-pk"};
+                                                  "bf16-pk", "amx-pk"};
 
 /* Fraction of the peak the 1B shapes must reach (issue 13). */
 #define TARGET_FRACTION 0.60
@@ -72,16 +75,19 @@ static const bench_shape shapes[] = {
     {"1b down n512", 512, 6144, 1536, GROUP_1B},    {"1b head n512", 512, 1536, 153376, GROUP_1B},
 };
 
-/* The unpacked paths are skipped on the 1B shapes (see the usage). */
-static int path_skipped(const bench_shape *s, int path)
+/* The unpacked paths are skipped on the 1B shapes (see the usage); AMX runs
+ * forwards only, on CPUs with it. */
+static int path_skipped(const bench_shape *s, int op, int path)
 {
+    if (path == PATH_AMX_PK)
+        return op != OP_FWD || !cpu_amx_bf16();
     return s->group == GROUP_1B && (path == PATH_FP32 || path == PATH_BF16);
 }
 
 
 typedef struct bench_bufs {
     float *x, *w, *out, *dout, *dx, *dw;
-    matmul_wpack *pk32, *pk16;
+    matmul_wpack *pk32, *pk16, *pkamx;
     matmul_ws *ws;
 } bench_bufs;
 
@@ -107,7 +113,10 @@ static void run_once(const bench_shape *s, int op, int path, bench_bufs *b)
     int prec = path == PATH_SGEMM                         ? MATMUL_FP32_BLAS
                : path == PATH_FP32 || path == PATH_FP32_PK ? MATMUL_FP32
                                                           : MATMUL_BF16;
-    matmul_wpack *pk = path == PATH_FP32_PK ? b->pk32 : path == PATH_BF16_PK ? b->pk16 : NULL;
+    matmul_wpack *pk = path == PATH_FP32_PK   ? b->pk32
+                       : path == PATH_BF16_PK ? b->pk16
+                       : path == PATH_AMX_PK  ? b->pkamx
+                                              : NULL;
     if (op == OP_FWD) {
         if (pk)
             matmul_forward_packed_ws(b->out, b->x, pk, NULL, s->N, b->ws);
@@ -148,14 +157,14 @@ static int check_paths(const bench_shape *s, int op, bench_bufs *b, float *ref)
     for (size_t i = 0; i < n; i++)
         scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
     for (int p = 1; p < PATH_COUNT; p++) {
-        if (path_skipped(s, p))
+        if (path_skipped(s, op, p))
             continue;
         memset(y, 0, n * sizeof *y);
         run_once(s, op, p, b);
         double err = 0.0;
         for (size_t i = 0; i < n; i++)
             err = fabs((double)y[i] - ref[i]) > err ? fabs((double)y[i] - ref[i]) : err;
-        double limit = p == PATH_BF16 || p == PATH_BF16_PK ? 3e-2 : 1e-4;
+        double limit = p == PATH_BF16 || p == PATH_BF16_PK || p == PATH_AMX_PK ? 3e-2 : 1e-4;
         if (!(err <= limit * scale)) {
             fprintf(stderr,
                     "bench_matmul: %s op %d path %s differs from sgemm: %.3g (scale %.3g)\n",
@@ -169,7 +178,7 @@ static int check_paths(const bench_shape *s, int op, bench_bufs *b, float *ref)
 static double median_gflops(const bench_shape *s, int op, int path, bench_bufs *b, int reps)
 {
     double flops = 2.0 * s->N * s->IN * s->O, t[64];
-    if (path_skipped(s, path))
+    if (path_skipped(s, op, path))
         return 0.0;
     if (flops > 2e10 && reps > 3)
         reps = 3; /* the 32000-wide heads: ~0.5 s per call even at full speed */
@@ -238,9 +247,9 @@ int main(int argc, char **argv)
            : mm_bf16_fma_impl()               ? "the FMA kernel (widened, FTZ/DAZ)"
                                               : "vdpbf16ps",
            openblas_get_corename());
-    printf("%-12s %-3s %7s %7s %7s %7s %7s  %8s %8s %6s %6s\n", "shape", "op", path_names[0],
-           path_names[1], path_names[2], path_names[3], path_names[4], "fp32/sg", "bf16/sg",
-           "%pk32", "%pk16");
+    printf("%-12s %-3s %7s %7s %7s %7s %7s %7s  %8s %8s %6s %6s %8s\n", "shape", "op",
+           path_names[0], path_names[1], path_names[2], path_names[3], path_names[4],
+           path_names[5], "fp32/sg", "bf16/sg", "%pk32", "%pk16", "amx/b16");
     int n_pass = 0, n_miss = 0;
     for (int si = 0; si < n_shapes; si++) {
         const bench_shape *s = &shapes[si];
@@ -262,8 +271,11 @@ int main(int argc, char **argv)
         b.dw = rand_buf(nw, &seed);
         b.pk32 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_FP32);
         b.pk16 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_BF16);
+        if (cpu_amx_bf16())   /* forward only: the frozen pack, as inference loads it */
+            b.pkamx = matmul_wpack_create_frozen(b.w, s->IN, s->O, MATMUL_BF16_AMX);
         b.ws = matmul_ws_create();
-        if (!b.ws || !b.x || !b.w || !b.dout || !b.out || !b.dx || !b.dw || !b.pk32 || !b.pk16) {
+        if (!b.ws || !b.x || !b.w || !b.dout || !b.out || !b.dx || !b.dw || !b.pk32 || !b.pk16 ||
+            (cpu_amx_bf16() && !b.pkamx)) {
             fprintf(stderr, "bench_matmul: out of memory for %s\n", s->name);
             return 2;
         }
@@ -285,12 +297,16 @@ int main(int argc, char **argv)
             double best16 = g[PATH_BF16_PK] > g[PATH_BF16] ? g[PATH_BF16_PK] : g[PATH_BF16];
             printf("%-12s %-3s %7.1f", s->name, op_names[op], g[0]);
             for (int p = 1; p < PATH_COUNT; p++)
-                if (path_skipped(s, p))
+                if (path_skipped(s, op, p))
                     printf(" %7s", "-");
                 else
                     printf(" %7.1f", g[p]);
             printf("  %7.2fx %7.2fx %5.0f%% %5.0f%%", best32 / g[0], best16 / g[0],
                    100.0 * best32 / peak32, 100.0 * best16 / peak16);
+            if (g[PATH_AMX_PK] > 0.0)
+                printf(" %7.2fx", g[PATH_AMX_PK] / g[PATH_BF16_PK]);
+            else
+                printf(" %8s", "-");
             if (s->group == GROUP_1B) {
                 int ok32 = g[PATH_FP32_PK] >= TARGET_FRACTION * peak32;
                 int ok16 = g[PATH_BF16_PK] >= TARGET_FRACTION * peak16;
@@ -304,6 +320,7 @@ int main(int argc, char **argv)
         qs_free(ref);
         matmul_wpack_destroy(b.pk32);
         matmul_wpack_destroy(b.pk16);
+        matmul_wpack_destroy(b.pkamx);
         matmul_ws_destroy(b.ws);
         qs_free(b.x);
         qs_free(b.w);

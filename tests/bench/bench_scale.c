@@ -21,7 +21,9 @@
  *            inference_mode, tuned as its CPU guides say: libtcmalloc_minimal
  *            preloaded when installed, OMP_WAIT_POLICY=PASSIVE; the setup used
  *            is printed), and the GEMM roofline: the model's own packed Linears
- *            alone on 512 rows (bench_matmul's kernel at this shape).
+ *            alone on 512 rows (bench_matmul's kernel at this shape); on AMX
+ *            CPUs the same batches again at --precision bf16-amx (a model
+ *            packed for it; matmul.h: opt-in, other sums than bf16).
  *   train    a QAT training step (time, peak RSS): scale_train_section() of
  *            tests/bench/bench_scale_train.h (branch i13-train), compiled in
  *            when that file is in the tree; otherwise the bench says so.
@@ -33,7 +35,8 @@
  * message.  Several GB: on a shared machine run it under the memory lock
  * (alone among the memory-hungry jobs, e.g. under flock).  Timings are wall clock with the
  * load average printed before and after each section.
- *   usage: bench_scale [full] [notorch] [notrain]
+ *   usage: bench_scale [full] [notorch] [notrain] [fwdonly]  (fwdonly: the forward section
+ *   and the PyTorch baseline alone, e.g. for bf16 against bf16-amx)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -49,6 +52,7 @@
 #include <omp.h>
 #endif
 
+#include "qs/cpu.h"
 #include "qs/digest.h"
 #include "qs/eval.h"
 #include "qs/fileio.h"
@@ -75,14 +79,14 @@
 
 typedef struct scale_ctx {
     char shared[512], bin[512], data[600], tokdir[600];
-    int full, torch, train;
+    int full, torch, train, fwdonly;
     /* results (0 = not measured) */
     double load_s, hash_s, hash_added_s, hash_wait_s, hash_cached_s;
     double arc_s, arc_load_s, arc_score_s, arc_tokens, mmlu_items, mmlu_score_s, mmlu_tokens;
     long rss_bf16_kb, rss_fp32_kb, rss_mmlu_kb;
     double fp32_load_s, full_arc_s;
     double ppl_tps;
-    double fwd_tps, fwd_gflops, roof_gflops, torch_tps;
+    double fwd_tps, fwd_gflops, roof_gflops, torch_tps, amx_tps;
 } scale_ctx;
 
 static double now_s(void)
@@ -527,6 +531,8 @@ static void scale_torch(scale_ctx *x, const char *batches)
         printf("  (libtcmalloc-minimal4 not installed: PyTorch ran with glibc malloc)\n");
 }
 
+#include "bench_scale_amx.h"   /* scale_forward_amx: the batches at bf16-amx */
+
 static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_session *s)
 {
     printf("\n== forward: the %d ARC-Easy contexts in the scorer's batches (bf16)\n", ARC_ITEMS);
@@ -611,6 +617,7 @@ static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_sessi
         printf("  the same pass with the model hash on its thread: %.2f s (%+.2f s)\n",
                t_hash_pass, x->hash_added_s);
     }
+    scale_forward_amx(x, bt, nb, rows, tokens);
     loadavg_print("after");
     if (x->torch) {
         const char *path = "build/scale/batches.bin";
@@ -620,8 +627,9 @@ static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_sessi
             model_free(m);   /* room for PyTorch's copy of the weights */
             scale_torch(x, path);
             if (x->torch_tps > 0)
-                printf("  PyTorch bf16: %.0f tokens/s; ours / PyTorch = %.2fx\n", x->torch_tps,
-                       x->fwd_tps / x->torch_tps);
+                printf("  PyTorch bf16: %.0f tokens/s; ours / PyTorch = %.2fx (bf16), %.2fx "
+                       "(bf16-amx)\n", x->torch_tps, x->fwd_tps / x->torch_tps,
+                       x->amx_tps / x->torch_tps);
             loadavg_print("after torch");
         }
     }
@@ -681,6 +689,10 @@ static void scale_targets(const scale_ctx *x)
                x->fwd_tps / x->torch_tps);
     else
         printf("  eval forward >= %.1fx PyTorch bf16: not measured\n", TARGET_TORCH_RATIO);
+    if (x->amx_tps > 0 && x->torch_tps > 0)
+        printf("  eval forward at bf16-amx >= %.1fx PyTorch bf16: %s (%.2fx)\n",
+               TARGET_TORCH_RATIO, x->amx_tps >= TARGET_TORCH_RATIO * x->torch_tps ? "PASS" : "MISS",
+               x->amx_tps / x->torch_tps);
     if (x->roof_gflops > 0)
         printf("  eval forward >= %.0f%% of the GEMM roofline: %s (%.0f%%)\n", 100 * TARGET_ROOFLINE,
                x->fwd_gflops >= TARGET_ROOFLINE * x->roof_gflops ? "PASS" : "MISS",
@@ -720,6 +732,8 @@ int main(int argc, char **argv)
     setenv("QS_HASH_CACHE", "off", 1);
     for (int i = 1; i < argc; i++) {
         x.full |= !strcmp(argv[i], "full");
+        x.fwdonly |= !strcmp(argv[i], "fwdonly");
+        x.train &= strcmp(argv[i], "fwdonly") != 0;
         x.torch &= strcmp(argv[i], "notorch") != 0;
         x.train &= strcmp(argv[i], "notrain") != 0;
     }
@@ -749,15 +763,18 @@ int main(int argc, char **argv)
         printf("bench_scale: %s\n", d.msg);
         return 1;
     }
-    scale_load_section(&x);
-    scale_eval_section(&x, tok);
+    if (!x.fwdonly) {
+        scale_load_section(&x);
+        scale_eval_section(&x, tok);
+    }
     llama_model m;
     eval_session *s = NULL;
     if (model_load_packed(&m, SCALE_DIR, MATMUL_BF16, &d)) {
         printf("bench_scale: %s\n", d.msg);
         return 1;
     }
-    scale_ppl_section(&x, &m, tok);
+    if (!x.fwdonly)
+        scale_ppl_section(&x, &m, tok);
     eval_options o;
     eval_options_default(&o);
     const char *one[1] = {"arc_easy"};

@@ -1,0 +1,327 @@
+/* matmul_amx.c: MATMUL_BF16_AMX's GEMM on the AMX tiles (CPUs with cpu_amx_bf16()).
+ *
+ * C[M, N] = init + A[M, K] B[K, N] by TDPBF16PS, for inference (the forward of
+ * packed weights; matmul.h states the contract).
+ *  - B: a pack in the bf16 pair format (panels of MM_NR = 32 columns, [K/2][32]
+ *    pairs), each panel's pair rows padded with zeros to a multiple of 16, so
+ *    k tile t of a panel is 16 pair rows of 128 bytes: the B tile of columns
+ *    0-15 is the first 64 bytes of each row, that of columns 16-31 the second
+ *    (tile loads take a stride).
+ *  - A: converted to bf16 once per call (round to nearest even, subnormals to
+ *    zero: mm_bf16_bits), rows padded to a multiple of 32 and K to a multiple
+ *    of 32 with zeros, row stride an odd multiple of 64 bytes (rows of a tile
+ *    spread over L1 sets).  Without that memory each A tile is converted into a
+ *    1 KB buffer as it is loaded: the same values, the same bits.
+ *  - Register blocking: 2 A tiles (32 rows) x 2 B tiles (one panel) -> 4 C
+ *    tiles of 16 x 16 fp32 (tmm0-3; A in tmm4-5, B in tmm6-7), configured once
+ *    per thread.  Each C tile starts from init (zero, bias rows, or C itself),
+ *    takes every k tile in order t = 0, 1, ..., and is stored once: the chain of
+ *    every output element is fixed by K alone, so a row's bits do not depend on
+ *    the other rows, on N, on the task shape or on the thread count.
+ *  - Threads share tasks of whole panels (the weights are the big operand),
+ *    cut along M too when there are few panels; rows and columns past M and N
+ *    go through a tile buffer.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "matmul_impl.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum {
+    MM_AMX_T = 16,                /* rows of a tile; fp32 columns of a C tile */
+    MM_AMX_MB = 32,               /* rows of a register block (two A tiles) */
+    MM_AMX_KT = 2 * MM_AMX_KP,    /* k values per tile */
+    MM_AMX_TASKS_PER_THREAD = 4,  /* dynamic scheduling evens out a shared machine */
+    MM_AMX_MAX_PANELS = 16,       /* panels per task at most */
+    MM_AMX_MULTI = 4,
+};
+
+typedef struct mm_amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} mm_amx_cfg;
+
+/* Where A tiles come from: converted rows, or the fp32 view tile by tile. */
+typedef struct mm_amx_a {
+    const uint8_t *rows; /* bf16 rows (NULL: convert per tile) */
+    size_t ld;           /* their stride in bytes */
+    mm_view v;
+    int M, K;
+} mm_amx_a;
+
+typedef struct mm_amx_job {
+    float *c;
+    ptrdiff_t ldc;
+    const mm_bpack *bp;
+    mm_init init;
+    const float *bias;
+} mm_amx_job;
+
+/* Per-thread buffers (~8 KB, on the stack). */
+typedef struct mm_amx_scratch {
+    _Alignas(64) float ct[4][MM_AMX_T][MM_AMX_T];    /* C tiles past M or N */
+    _Alignas(64) uint16_t at[2][MM_AMX_T][MM_AMX_KT]; /* A tiles converted per load */
+} mm_amx_scratch;
+
+static void mm_amx_config(void)
+{
+    mm_amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = MM_AMX_T;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+/* Row stride (bytes) of the converted A: K padded to whole tiles, then to an
+ * odd multiple of 64 bytes. */
+static size_t mm_amx_ld(int K)
+{
+    size_t ld = (size_t)(K + MM_AMX_KT - 1) / MM_AMX_KT * 64;
+    return (ld / 64) % 2 ? ld : ld + 64;
+}
+
+size_t mm_amx_apack_bytes_impl(int M, int K)
+{
+    return (size_t)(M + MM_AMX_MB - 1) / MM_AMX_MB * MM_AMX_MB * mm_amx_ld(K);
+}
+
+/* Row m of the converted A: bf16 of A(m, k), zero for k >= K and m >= M. */
+static void mm_amx_arow(uint8_t *dst, const mm_view *a, int M, int K, size_t ld, int m)
+{
+    uint16_t *d = (uint16_t *)(void *)dst;
+    int k0 = 0;
+    if (m < M && a->cs == 1) {
+        mm_bf16_row_avx512bf16_impl(d, a->p + (ptrdiff_t)m * a->rs, K);
+        k0 = K;
+    } else if (m < M) {
+        for (; k0 < K; k0++)
+            d[k0] = mm_bf16_bits(a->p[(ptrdiff_t)m * a->rs + (ptrdiff_t)k0 * a->cs]);
+    }
+    memset(d + k0, 0, ld - (size_t)k0 * sizeof *d);
+}
+
+/* The A tile of rows [m0, m0 + 16), k tile t: a pointer and its stride. */
+static const void *mm_amx_atile(const mm_amx_a *a, int m0, int t, uint16_t buf[][MM_AMX_KT],
+                                size_t *ld)
+{
+    if (a->rows) {
+        *ld = a->ld;
+        return a->rows + (size_t)m0 * a->ld + (size_t)t * 64;
+    }
+    for (int r = 0; r < MM_AMX_T; r++)
+        for (int k = 0; k < MM_AMX_KT; k++) {
+            int m = m0 + r, kk = t * MM_AMX_KT + k;
+            buf[r][k] = m < a->M && kk < a->K
+                            ? mm_bf16_bits(a->v.p[(ptrdiff_t)m * a->v.rs + (ptrdiff_t)kk * a->v.cs])
+                            : 0;
+        }
+    *ld = sizeof buf[0];
+    return buf;
+}
+
+/* C tile (r, h) of a block: rows m0 + 16 r, columns j0 + 16 h; mr x nj valid. */
+static void mm_amx_cinit(const mm_amx_job *jb, int m0, int mr, int j0, int nj, int full,
+                         mm_amx_scratch *s)
+{
+    float *c = jb->c + (ptrdiff_t)m0 * jb->ldc + j0;
+    if (jb->init == MM_INIT_ZERO) {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        return;
+    }
+    if (jb->init == MM_INIT_ACCUM && full) {
+        size_t st = (size_t)jb->ldc * sizeof *c;
+        _tile_loadd(0, c, st);
+        _tile_loadd(1, c + MM_AMX_T, st);
+        _tile_loadd(2, c + MM_AMX_T * jb->ldc, st);
+        _tile_loadd(3, c + MM_AMX_T * jb->ldc + MM_AMX_T, st);
+        return;
+    }
+    memset(s->ct, 0, sizeof s->ct);
+    for (int q = 0; q < 4; q++) {
+        int r0 = (q >> 1) * MM_AMX_T, c0 = (q & 1) * MM_AMX_T;
+        for (int r = 0; r < MM_AMX_T; r++)
+            for (int j = 0; j < MM_AMX_T && c0 + j < nj; j++)
+                s->ct[q][r][j] = jb->init == MM_INIT_BIAS ? jb->bias[j0 + c0 + j]
+                                 : r0 + r < mr ? c[(ptrdiff_t)(r0 + r) * jb->ldc + c0 + j]
+                                               : 0.0f;
+    }
+    _tile_loadd(0, s->ct[0], 64);
+    _tile_loadd(1, s->ct[1], 64);
+    _tile_loadd(2, s->ct[2], 64);
+    _tile_loadd(3, s->ct[3], 64);
+}
+
+static void mm_amx_cstore(const mm_amx_job *jb, int m0, int mr, int j0, int nj, int full,
+                          mm_amx_scratch *s)
+{
+    float *c = jb->c + (ptrdiff_t)m0 * jb->ldc + j0;
+    if (full) {
+        size_t st = (size_t)jb->ldc * sizeof *c;
+        _tile_stored(0, c, st);
+        _tile_stored(1, c + MM_AMX_T, st);
+        _tile_stored(2, c + MM_AMX_T * jb->ldc, st);
+        _tile_stored(3, c + MM_AMX_T * jb->ldc + MM_AMX_T, st);
+        return;
+    }
+    _tile_stored(0, s->ct[0], 64);
+    _tile_stored(1, s->ct[1], 64);
+    _tile_stored(2, s->ct[2], 64);
+    _tile_stored(3, s->ct[3], 64);
+    for (int q = 0; q < 4; q++) {
+        int r0 = (q >> 1) * MM_AMX_T, c0 = (q & 1) * MM_AMX_T;
+        for (int r = 0; r < MM_AMX_T && r0 + r < mr; r++)
+            for (int j = 0; j < MM_AMX_T && c0 + j < nj; j++)
+                c[(ptrdiff_t)(r0 + r) * jb->ldc + c0 + j] = s->ct[q][r][j];
+    }
+}
+
+/* Rows [m0, m0 + mr) (mr <= 32) x panel p of one GEMM.  Tiles wholly past M or
+ * N are not multiplied (their C tiles stay as initialized and are not stored). */
+static void mm_amx_block(const mm_amx_job *jb, const mm_amx_a *a, int m0, int mr, int p,
+                         const uint8_t *pf, mm_amx_scratch *s)
+{
+    const mm_bpack *bp = jb->bp;
+    const int j0 = p * MM_NR, nj = bp->N - j0 < MM_NR ? bp->N - j0 : MM_NR;
+    const int two_a = mr > MM_AMX_T, two_b = nj > MM_AMX_T, full = mr == MM_AMX_MB && nj == MM_NR;
+    const int n_kt = (int)(bp->panel_elems / ((size_t)MM_AMX_KP * MM_NR));
+    const uint8_t *panel = (const uint8_t *)bp->data + (size_t)p * bp->panel_elems * 4;
+    mm_amx_cinit(jb, m0, mr, j0, nj, full, s);
+    for (int t = 0; t < n_kt; t++) {
+        size_t lda;
+        const uint8_t *b = panel + (size_t)t * MM_AMX_KP * MM_NR * 4;
+        if (pf)   /* the next panel's k tile, into L2 while this one computes */
+            for (int l = 0; l < MM_AMX_KP * MM_NR * 4; l += 64)
+                _mm_prefetch((const char *)pf + (size_t)t * MM_AMX_KP * MM_NR * 4 + l,
+                             _MM_HINT_T1);
+        _tile_loadd(4, mm_amx_atile(a, m0, t, s->at[0], &lda), lda);
+        _tile_loadd(6, b, MM_NR * 4);
+        if (two_b)
+            _tile_loadd(7, b + 64, MM_NR * 4);
+        _tile_dpbf16ps(0, 4, 6);
+        if (two_b)
+            _tile_dpbf16ps(1, 4, 7);
+        if (two_a) {
+            _tile_loadd(5, mm_amx_atile(a, m0 + MM_AMX_T, t, s->at[1], &lda), lda);
+            _tile_dpbf16ps(2, 5, 6);
+            if (two_b)
+                _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    mm_amx_cstore(jb, m0, mr, j0, nj, full, s);
+}
+
+/* Task: rows [i0, i0 + mc) x panels [p0, p0 + pc) of one GEMM, panel by panel
+ * (the panel stays in L2 while the rows go by). */
+static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc, int p0, int pc,
+                        mm_amx_scratch *s)
+{
+    const int n_panels = (jb->bp->N + MM_NR - 1) / MM_NR;
+    for (int p = p0; p < p0 + pc; p++) {
+        const uint8_t *next = p + 1 < n_panels ? (const uint8_t *)jb->bp->data +
+                                                     (size_t)(p + 1) * jb->bp->panel_elems * 4
+                                               : NULL;
+        for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
+            mm_amx_block(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, p,
+                         m0 == i0 ? next : NULL, s);
+    }
+}
+
+static int mm_amx_ceil(int v, int d) { return (v + d - 1) / d; }
+
+/* Task shape for N columns: pc panels per task, mc rows (a multiple of 32). */
+static void mm_amx_shape(int M, int N, int n_threads, int *mc, int *pc)
+{
+    int n_panels = mm_amx_ceil(N, MM_NR), m_blocks = mm_amx_ceil(M, MM_AMX_MB);
+    int want = n_threads > 1 ? MM_AMX_TASKS_PER_THREAD * n_threads : 1;
+    int p = n_panels / want;
+    p = p < 1 ? 1 : p > MM_AMX_MAX_PANELS ? MM_AMX_MAX_PANELS : p;
+    int n_jb = mm_amx_ceil(n_panels, p), n_ib = 1;
+    if (n_jb < want)
+        n_ib = mm_amx_ceil(want, n_jb) < m_blocks ? mm_amx_ceil(want, n_jb) : m_blocks;
+    *pc = p;
+    *mc = mm_amx_ceil(m_blocks, n_ib) * MM_AMX_MB;
+}
+
+void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
+                      mm_bpack *xs, const mm_bpack *const *bp, const mm_init *init,
+                      const float *const *bias, const matmul_epilogue *ep)
+{
+    mm_amx_job jb[MM_AMX_MULTI];
+    int mc[MM_AMX_MULTI], pc[MM_AMX_MULTI], n_ib[MM_AMX_MULTI], first[MM_AMX_MULTI + 1];
+    int n_threads = 1, n_jobs = 0, K = bp[0]->K;
+    double flops = 0.0;
+#ifdef _OPENMP
+    n_threads = omp_get_max_threads();
+#endif
+    if (M <= 0 || n <= 0)
+        return;
+    first[0] = 0;
+    for (int i = 0; i < n && i < MM_AMX_MULTI; i++) {
+        if (bp[i]->N <= 0)
+            continue;
+        jb[n_jobs] = (mm_amx_job){c[i], ldc[i], bp[i], init[i], bias ? bias[i] : NULL};
+        mm_amx_shape(M, bp[i]->N, n_threads, &mc[n_jobs], &pc[n_jobs]);
+        n_ib[n_jobs] = mm_amx_ceil(M, mc[n_jobs]);
+        first[n_jobs + 1] = first[n_jobs] +
+                            n_ib[n_jobs] * mm_amx_ceil(mm_amx_ceil(bp[i]->N, MM_NR), pc[n_jobs]);
+        flops += 2.0 * M * bp[i]->N * K;
+        n_jobs++;
+    }
+    int n_tasks = n_jobs ? first[n_jobs] : 0;
+    if (n_tasks == 0)
+        return;
+    /* paired: task t is block t of every GEMM (the same N, so the same shape), then ep */
+    int paired = ep && ep->fn;
+    if (paired)
+        n_tasks = first[1];
+    mm_amx_a as = {NULL, mm_amx_ld(K), *a, M, K};
+    int m_pad = mm_amx_ceil(M, MM_AMX_MB) * MM_AMX_MB, fill = 0;
+    if (xs && mm_pack_reserve_impl(xs, mm_amx_apack_bytes_impl(M, K)) == 0) {
+        as.rows = xs->data;
+        fill = m_pad;
+    }
+    int parallel = n_tasks > 1 && flops > 2e6;
+    (void)parallel;
+#ifdef _OPENMP
+#pragma omp parallel if (parallel)
+#endif
+    {
+        mm_amx_scratch s;
+        mm_amx_config();
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int m = 0; m < fill; m++)
+            mm_amx_arow((uint8_t *)xs->data + (size_t)m * as.ld, a, M, K, as.ld, m);
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+        for (int t = 0; t < n_tasks; t++) {
+            int g = 0;
+            while (!paired && t >= first[g + 1])
+                g++;
+            int u = t - first[g], i0 = (u % n_ib[g]) * mc[g], p0 = (u / n_ib[g]) * pc[g];
+            int rows = M - i0 < mc[g] ? M - i0 : mc[g];
+            int n_panels = mm_amx_ceil(jb[g].bp->N, MM_NR);
+            int panels = n_panels - p0 < pc[g] ? n_panels - p0 : pc[g];
+            for (int h = g; h < (paired ? n_jobs : g + 1); h++)
+                mm_amx_task(&jb[h], &as, i0, rows, p0, panels, &s);
+            if (paired) {
+                int N0 = jb[0].bp->N, j0 = p0 * MM_NR;
+                ep->fn(ep->ctx, i0, rows, j0, N0 - j0 < panels * MM_NR ? N0 - j0 : panels * MM_NR);
+            }
+        }
+        _tile_release();
+    }
+}

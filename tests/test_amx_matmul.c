@@ -1,0 +1,289 @@
+/* test_amx_matmul.c: MATMUL_BF16_AMX (the opt-in AMX forward, matmul.h).
+ * Products against a double-precision sum of the bf16-rounded operands within
+ * the K-derived bound, with and without bias, at M, N and K tails; a row's bits
+ * do not depend on the batch around it or on the thread count; frozen packs
+ * from fp32 and from bf16 bits, plain packs, the multi call and the per-tile
+ * conversion (no A scratch) all give the same bits; the spelling, the refusal
+ * on a CPU without AMX (cpu_limit) and for training; the fallback without AMX.
+ * The AMX tests skip on CPUs without AMX. */
+#include <math.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "qs/cpu.h"
+#include "qs/matmul.h"
+#include "qs/mem.h"
+#include "test.h"
+
+typedef struct amx_case {
+    int N, IN, O;
+} amx_case;
+
+/* M = 1, K not a multiple of 32 (or of 2), N not a multiple of 16, several
+ * k tiles, M past one 32-row block with a tail, the 1B widths */
+static const amx_case amx_cases[] = {{1, 1, 1},     {1, 33, 17},  {3, 64, 32},   {17, 100, 50},
+                                     {33, 1031, 40}, {64, 288, 96}, {5, 2048, 33}, {70, 1536, 48}};
+
+static unsigned amx_seed = 4242u;
+
+static float amx_rand(void)
+{
+    amx_seed = amx_seed * 1664525u + 1013904223u;
+    return (float)((amx_seed >> 8) / 8388608.0 - 1.0);   /* [-1, 1) */
+}
+
+static void amx_fill(float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i] = amx_rand();
+}
+
+/* the contract's operand rounding: RNE to bf16, subnormals to zero */
+static double amx_bf16(float f)
+{
+    union { float f; uint32_t u; } v = {f};
+    uint32_t h = (v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16;
+    if ((h & 0x7F80u) == 0)
+        h &= 0x8000u;
+    v.u = h << 16;
+    return v.f;
+}
+
+#define AMX_NEEDS_AMX()                                                                  \
+    do {                                                                                 \
+        if (!cpu_amx_bf16())                                                             \
+            SKIP("this CPU (or its kernel) has no AMX-BF16 tiles");                      \
+    } while (0)
+
+/* |y - exact(rounded operands)| <= (K + 64) u (|init| + sum |a b|), u = 2^-24:
+ * K products and K/32 tile steps add at most K + K/32 + 1 roundings of size u
+ * relative to that sum, whatever order the hardware adds them in. */
+static void amx_check_ref(const float *out, const float *x, const float *w, const float *b,
+                          int N, int IN, int O)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            double init = b ? b[o] : 0.0, s = init, mag = fabs(init);
+            for (int k = 0; k < IN; k++) {
+                double p = amx_bf16(x[(size_t)n * IN + k]) * amx_bf16(w[(size_t)o * IN + k]);
+                s += p;
+                mag += fabs(p);
+            }
+            double tol = (IN + 64) * ldexp(1.0, -24) * mag;
+            ASSERT_NEAR(out[(size_t)n * O + o], s, tol);
+        }
+}
+
+TEST(matmul_amx, forward_within_k_bound_of_double_reference)
+{
+    AMX_NEEDS_AMX();
+    for (size_t ci = 0; ci < sizeof amx_cases / sizeof amx_cases[0]; ci++) {
+        amx_case c = amx_cases[ci];
+        float *x = qs_malloc((size_t)c.N * c.IN * sizeof *x);
+        float *w = qs_malloc((size_t)c.O * c.IN * sizeof *w);
+        float *b = qs_malloc((size_t)c.O * sizeof *b);
+        float *o1 = qs_malloc((size_t)c.N * c.O * sizeof *o1);
+        float *o2 = qs_malloc((size_t)c.N * c.O * sizeof *o2);
+        uint16_t *w16 = qs_malloc((size_t)c.O * c.IN * sizeof *w16);
+        ASSERT_TRUE(x && w && b && o1 && o2 && w16);
+        amx_fill(x, (size_t)c.N * c.IN);
+        amx_fill(w, (size_t)c.O * c.IN);
+        amx_fill(b, (size_t)c.O);
+        for (size_t i = 0; i < (size_t)c.O * c.IN; i++) {   /* w exactly bf16 */
+            union { float f; uint32_t u; } v = {(float)amx_bf16(w[i])};
+            w16[i] = (uint16_t)(v.u >> 16);
+            w[i] = v.f;
+        }
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const float *bias = with_bias ? b : NULL;
+            matmul_forward(o1, x, w, bias, c.N, c.IN, c.O, MATMUL_BF16_AMX);
+            amx_check_ref(o1, x, w, bias, c.N, c.IN, c.O);
+            /* frozen packs from fp32 and from bf16 bits, a plain pack: the same bits */
+            matmul_wpack *pk[3] = {matmul_wpack_create_frozen(w, c.IN, c.O, MATMUL_BF16_AMX),
+                                   matmul_wpack_create_frozen_bf16(w16, c.IN, c.O,
+                                                                   MATMUL_BF16_AMX),
+                                   matmul_wpack_create(w, c.IN, c.O, MATMUL_BF16_AMX)};
+            for (int p = 0; p < 3; p++) {
+                ASSERT_TRUE(pk[p] != NULL);
+                matmul_forward_packed(o2, x, pk[p], bias, c.N);
+                ASSERT_EQ_INT(memcmp(o1, o2, (size_t)c.N * c.O * sizeof *o1), 0);
+                matmul_wpack_destroy(pk[p]);
+            }
+        }
+        qs_free(x);
+        qs_free(w);
+        qs_free(b);
+        qs_free(o1);
+        qs_free(o2);
+        qs_free(w16);
+    }
+}
+
+TEST(matmul_amx, differs_from_bf16_but_stays_close)
+{
+    AMX_NEEDS_AMX();
+    enum { N = 16, IN = 1024, O = 64 };
+    float *x = qs_malloc(N * IN * sizeof *x), *w = qs_malloc(O * IN * sizeof *w);
+    float *oa = qs_malloc(N * O * sizeof *oa), *ob = qs_malloc(N * O * sizeof *ob);
+    ASSERT_TRUE(x && w && oa && ob);
+    amx_fill(x, N * IN);
+    amx_fill(w, O * IN);
+    matmul_forward(oa, x, w, NULL, N, IN, O, MATMUL_BF16_AMX);
+    matmul_forward(ob, x, w, NULL, N, IN, O, MATMUL_BF16);
+    int same = 0;
+    for (int i = 0; i < N * O; i++) {
+        same += oa[i] == ob[i];
+        ASSERT_NEAR(oa[i], ob[i], 1e-4 * sqrt((double)IN));
+    }
+    ASSERT_TRUE(same < N * O);   /* another summation order: not bf16's bits */
+    qs_free(x);
+    qs_free(w);
+    qs_free(oa);
+    qs_free(ob);
+}
+
+TEST(matmul_amx, a_row_does_not_depend_on_its_batch_or_threads)
+{
+    AMX_NEEDS_AMX();
+    enum { B = 64, IN = 300, O = 70, ROW = 37 };
+    float *x = qs_malloc(B * IN * sizeof *x), *w = qs_malloc(O * IN * sizeof *w);
+    float *b = qs_malloc(O * sizeof *b), *ob = qs_malloc(B * O * sizeof *ob);
+    float *one = qs_malloc(O * sizeof *one), *x2 = qs_malloc(B * IN * sizeof *x2);
+    ASSERT_TRUE(x && w && b && ob && one && x2);
+    amx_fill(x, B * IN);
+    amx_fill(w, O * IN);
+    amx_fill(b, O);
+    matmul_wpack *pk = matmul_wpack_create_frozen(w, IN, O, MATMUL_BF16_AMX);
+    ASSERT_TRUE(pk != NULL);
+    matmul_forward_packed(ob, x, pk, b, B);
+    /* alone (M = 1) */
+    matmul_forward_packed(one, x + ROW * IN, pk, b, 1);
+    ASSERT_EQ_INT(memcmp(one, ob + ROW * O, O * sizeof *one), 0);
+    /* at position 0 of a batch of 5, and at position 63 of other rows */
+    amx_fill(x2, B * IN);
+    memcpy(x2, x + ROW * IN, IN * sizeof *x2);
+    float *o5 = qs_malloc(B * O * sizeof *o5);
+    ASSERT_TRUE(o5 != NULL);
+    matmul_forward_packed(o5, x2, pk, b, 5);
+    ASSERT_EQ_INT(memcmp(o5, ob + ROW * O, O * sizeof *o5), 0);
+    memcpy(x2 + (B - 1) * IN, x + ROW * IN, IN * sizeof *x2);
+    matmul_forward_packed(o5, x2, pk, b, B);
+    ASSERT_EQ_INT(memcmp(o5 + (B - 1) * O, ob + ROW * O, O * sizeof *o5), 0);
+#ifdef _OPENMP
+    /* one thread, three threads: the same bits */
+    int saved = omp_get_max_threads();
+    for (int th = 1; th <= 3; th += 2) {
+        omp_set_num_threads(th);
+        matmul_forward_packed(o5, x, pk, b, B);
+        ASSERT_EQ_INT(memcmp(o5, ob, B * O * sizeof *o5), 0);
+    }
+    omp_set_num_threads(saved);
+#endif
+    matmul_wpack_destroy(pk);
+    qs_free(x);
+    qs_free(w);
+    qs_free(b);
+    qs_free(ob);
+    qs_free(one);
+    qs_free(x2);
+    qs_free(o5);
+}
+
+static int amx_ep_calls;
+
+static void amx_ep(void *ctx, int row0, int rows, int col0, int cols)
+{
+    (void)ctx;
+    (void)row0;
+    (void)col0;
+#ifdef _OPENMP
+#pragma omp atomic
+#endif
+    amx_ep_calls += rows * cols;
+}
+
+TEST(matmul_amx, multi_and_tile_conversion_give_the_same_bits)
+{
+    AMX_NEEDS_AMX();
+    enum { N = 45, IN = 200, O = 96 };
+    float *x = qs_malloc(N * IN * sizeof *x), *w = qs_malloc(3 * O * IN * sizeof *w);
+    float *ref = qs_malloc(3 * N * O * sizeof *ref), *got = qs_malloc(3 * N * O * sizeof *got);
+    float *b = qs_malloc(O * sizeof *b);
+    ASSERT_TRUE(x && w && ref && got && b);
+    amx_fill(x, N * IN);
+    amx_fill(w, 3 * O * IN);
+    amx_fill(b, O);
+    matmul_wpack *pk[3];
+    float *outs[3];
+    const float *bias[3] = {b, NULL, b};
+    for (int i = 0; i < 3; i++) {
+        pk[i] = matmul_wpack_create_frozen(w + (size_t)i * O * IN, IN, O, MATMUL_BF16_AMX);
+        ASSERT_TRUE(pk[i] != NULL);
+        matmul_forward_packed(ref + (size_t)i * N * O, x, pk[i], bias[i], N);
+        outs[i] = got + (size_t)i * N * O;
+    }
+    matmul_ws *ws = matmul_ws_create();
+    ASSERT_TRUE(ws != NULL);
+    matmul_epilogue ep = {amx_ep, NULL};
+    amx_ep_calls = 0;
+    matmul_forward_packed_multi_ws(outs, x, pk, bias, 3, N, ws, &ep);
+    ASSERT_EQ_INT(memcmp(ref, got, 3 * N * O * sizeof *got), 0);
+    ASSERT_EQ_INT(amx_ep_calls, N * O);   /* every element once */
+    ASSERT_TRUE(matmul_ws_bytes(ws) <= matmul_ws_bytes_estimate(N, IN, O, MATMUL_BF16_AMX, 0));
+    /* no memory for A's bf16 rows: each tile converted as it is loaded */
+    memset(got, 0, N * O * sizeof *got);
+    qs_mem_fail_after(1);
+    matmul_forward_packed(got, x, pk[0], b, N);
+    qs_mem_fail_after(0);
+    ASSERT_EQ_INT(memcmp(ref, got, N * O * sizeof *got), 0);
+    for (int i = 0; i < 3; i++)
+        matmul_wpack_destroy(pk[i]);
+    matmul_ws_destroy(ws);
+    qs_free(x);
+    qs_free(w);
+    qs_free(ref);
+    qs_free(got);
+    qs_free(b);
+}
+
+TEST(matmul_amx, spelled_bf16_amx_and_refused_without_amx_or_for_training)
+{
+    int p = -1, saved = cpu_level();
+    qs_diag d = {0};
+    ASSERT_EQ_STR(matmul_precision_name(MATMUL_BF16_AMX), "bf16-amx");
+    ASSERT_EQ_INT(matmul_precision_parse("bf16-amx", "--precision", &p, &d),
+                  cpu_amx_bf16() ? 0 : QS_EINVAL);
+    if (cpu_amx_bf16())
+        ASSERT_EQ_INT(p, MATMUL_BF16_AMX);
+    /* a CPU without AMX (capped below avx512bf16): one line, the precision named */
+    cpu_limit(CPU_LEVEL_AVX512);
+    ASSERT_EQ_INT(matmul_precision_parse("bf16-amx", "--precision", &p, &d), QS_EINVAL);
+    ASSERT_EQ_STR(d.msg, "--precision bf16-amx: this CPU has no AMX (needs AMX-BF16 and AMX-TILE)");
+    cpu_limit(saved);
+    ASSERT_EQ_INT(matmul_precision_parse("amx", "precision", &p, &d), QS_EINVAL);
+    ASSERT_EQ_STR(d.msg, "precision: expected fp32, bf16 or bf16-amx, got 'amx'");
+    ASSERT_EQ_INT(matmul_precision_trainable(MATMUL_BF16, "precision", &d), 0);
+    ASSERT_EQ_INT(matmul_precision_trainable(MATMUL_FP32, "precision", &d), 0);
+    ASSERT_EQ_INT(matmul_precision_trainable(MATMUL_BF16_AMX, "precision", &d), QS_EINVAL);
+    ASSERT_EQ_STR(d.msg, "precision: bf16-amx is for inference only (eval, ppl, generate, "
+                         "compare); train with bf16 or fp32");
+}
+
+TEST(matmul_amx, without_amx_library_calls_are_bf16)
+{
+    enum { N = 7, IN = 45, O = 19 };
+    float x[N * IN], w[O * IN], oa[N * O], ob[N * O];
+    amx_fill(x, N * IN);
+    amx_fill(w, O * IN);
+    int saved = cpu_level();
+    cpu_limit(CPU_LEVEL_AVX512);
+    ASSERT_EQ_INT(matmul_frozen_available(MATMUL_BF16_AMX), 0);
+    ASSERT_TRUE(matmul_wpack_create_frozen(w, IN, O, MATMUL_BF16_AMX) == NULL);
+    matmul_forward(oa, x, w, NULL, N, IN, O, MATMUL_BF16_AMX);
+    matmul_forward(ob, x, w, NULL, N, IN, O, MATMUL_BF16);
+    cpu_limit(saved);
+    ASSERT_EQ_INT(memcmp(oa, ob, sizeof oa), 0);
+}
