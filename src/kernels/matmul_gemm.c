@@ -411,9 +411,9 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
             continue;
         }
         int pairs = bp[i]->kernel == MM_KERNEL_AVX512BF16;
-        /* code packs with few rows (decoding: M = 1) stay on vdpbf16ps: a pair
-         * row decodes to bf16 pairs in fewer steps than to fp32, and the kernel
-         * there is not the bottleneck (same bits either way) */
+        /* code packs with few rows (5-8) stay on vdpbf16ps: a pair row decodes
+         * to bf16 pairs in fewer steps than to fp32, and the kernel there is
+         * not the bottleneck (same bits either way) */
         j.fma16 = pairs && fma16 && !(bp[i]->codes && M <= MM_CODES_DP_ROWS);
         /* decode-sized products of a code pack: the few-row kernel (codes
          * decoded to pairs, then FMAs with many independent chains) */
