@@ -15,27 +15,9 @@
 #include "qs/mem.h"
 #include "qs/rng.h"
 #include "test.h"
+#include "test_hif8_data.h"
 
 enum { GV_BATCH = 16 };
-
-static void gv_fill(float *x, size_t n, uint64_t seed)
-{
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)((double)(rng_splitmix64(&s) >> 11) / 9007199254740992.0 * 8.0 - 4.0);
-}
-
-static void gv_codes(uint8_t *c, size_t n, uint64_t seed)
-{
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t v;
-        do
-            v = (uint8_t)(rng_splitmix64(&s) >> 56);
-        while (v == HIF8_CODE_NAN || v == HIF8_CODE_POS_INF || v == HIF8_CODE_NEG_INF);
-        c[i] = v;
-    }
-}
 
 /* The product of rows [r0, r0 + m) of x alone, through a code pack (codes) or
  * the plain weight. */
@@ -60,13 +42,13 @@ static int gv_case(int IN, int O, int precision, int codes, int with_bias, uint6
     int bad = !w || !x || !bias || !yb || !ys || !cw || !ws;
     matmul_wpack *pk = NULL;
     if (!bad) {
-        gv_codes(cw, nw, seed);
+        test_hif8_codes(cw, nw, seed);
         if (codes)
             hif8_codes_decode(cw, w, nw);
         else
-            gv_fill(w, nw, seed + 3);
-        gv_fill(x, (size_t)GV_BATCH * IN, seed + 1);
-        gv_fill(bias, (size_t)O, seed + 2);
+            test_hif8_fill(w, nw, seed + 3);
+        test_hif8_fill(x, (size_t)GV_BATCH * IN, seed + 1);
+        test_hif8_fill(bias, (size_t)O, seed + 2);
         pk = codes ? matmul_wpack_create_hif8(cw, IN, O, precision) : NULL;
         bad = codes && !pk;
     }
@@ -129,8 +111,8 @@ TEST(matmul_gemv, few_rows_on_the_fma_units_equal_vdpbf16ps)
         float *w = qs_malloc((size_t)O * IN * sizeof *w), *x = qs_malloc(3 * (size_t)IN * sizeof *x);
         float *y0 = qs_malloc(3 * (size_t)O * sizeof *y0), *y1 = qs_malloc(3 * (size_t)O * sizeof *y1);
         ASSERT_TRUE(w && x && y0 && y1);
-        gv_fill(w, (size_t)O * IN, 7 + i);
-        gv_fill(x, 3 * (size_t)IN, 8 + i);
+        test_hif8_fill(w, (size_t)O * IN, 7 + i);
+        test_hif8_fill(x, 3 * (size_t)IN, 8 + i);
         for (int m = 1; m <= 3; m++) {
             mm_bf16_fma_force_impl(0);
             matmul_forward(y0, x, w, NULL, m, IN, O, MATMUL_BF16);
@@ -155,11 +137,11 @@ TEST(matmul_gemv, nan_and_infinity_codes_in_few_rows_as_in_a_batch)
     float *x = qs_malloc((size_t)GV_BATCH * IN * sizeof *x);
     float *yb = qs_malloc((size_t)GV_BATCH * O * sizeof *yb), *ys = qs_malloc((size_t)O * sizeof *ys);
     ASSERT_TRUE(cw && x && yb && ys);
-    gv_codes(cw, (size_t)IN * O, 5);
+    test_hif8_codes(cw, (size_t)IN * O, 5);
     cw[3 * IN + 17] = HIF8_CODE_NAN;
     cw[10 * IN + 200] = HIF8_CODE_POS_INF;
     cw[11 * IN + 1] = HIF8_CODE_NEG_INF;
-    gv_fill(x, (size_t)GV_BATCH * IN, 6);
+    test_hif8_fill(x, (size_t)GV_BATCH * IN, 6);
     int precisions[2] = {MATMUL_FP32, MATMUL_BF16};
     for (int i = 0; i < 2; i++) {
         matmul_wpack *pk = matmul_wpack_create_hif8(cw, IN, O, precisions[i]);

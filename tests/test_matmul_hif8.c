@@ -13,26 +13,7 @@
 #include "qs/mem.h"
 #include "qs/rng.h"
 #include "test.h"
-
-/* random finite codes (NaN 0x80, +-Inf never written by the encoder) */
-static void h8_codes(uint8_t *c, size_t n, uint64_t seed)
-{
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t v;
-        do
-            v = (uint8_t)(rng_splitmix64(&s) >> 56);
-        while (v == HIF8_CODE_NAN || v == HIF8_CODE_POS_INF || v == HIF8_CODE_NEG_INF);
-        c[i] = v;
-    }
-}
-
-static void h8_fill(float *x, size_t n, uint64_t seed)
-{
-    uint64_t s = seed;
-    for (size_t i = 0; i < n; i++)
-        x[i] = (float)((double)(rng_splitmix64(&s) >> 11) / 9007199254740992.0 * 8.0 - 4.0);
-}
+#include "test_hif8_data.h"
 
 /* out of the code pack == out of a plain pack of decode(codes), bit for bit */
 static int h8_case(int N, int IN, int O, int precision, int with_bias, uint64_t seed)
@@ -46,10 +27,10 @@ static int h8_case(int N, int IN, int O, int precision, int with_bias, uint64_t 
     uint8_t *cback = qs_malloc(nw);
     int bad = !codes || !w || !x || !bias || !y0 || !y1 || !back || !cback;
     if (!bad) {
-        h8_codes(codes, nw, seed);
+        test_hif8_codes(codes, nw, seed);
         hif8_codes_decode(codes, w, nw);
-        h8_fill(x, (size_t)N * IN, seed + 1);
-        h8_fill(bias, (size_t)O, seed + 2);
+        test_hif8_fill(x, (size_t)N * IN, seed + 1);
+        test_hif8_fill(bias, (size_t)O, seed + 2);
         matmul_wpack *ref = matmul_wpack_create(w, IN, O, precision);
         matmul_wpack *pk = matmul_wpack_create_hif8(codes, IN, O, precision);
         matmul_ws *ws = matmul_ws_create();

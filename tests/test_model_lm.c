@@ -111,6 +111,40 @@ static int score_all(model_lm *lm, const lm_request *req, int n, double out[3][2
     return s.score(s.self, req, res, (size_t)n, d);
 }
 
+/* The fixture model, a scorer with a 32-token context and make_requests' three
+ * requests. */
+typedef struct lm_fix {
+    llama_model m;
+    model_lm *lm;
+    lm_case c;
+    lm_request req[3];
+    const int32_t *conts[3][2];
+    size_t lens[3][2];
+} lm_fix;
+
+static int lm_fix_open(lm_fix *f, qs_diag *d)
+{
+    memset(f, 0, sizeof *f);
+    int rc = lm_case_load(&f->c) ? QS_EIO : 0;
+    if (rc)
+        return diag_set(d, rc, LM_FIXTURE, -1, "fixture missing");
+    if ((rc = model_load_dir(&f->m, LM_FIXTURE, d)))
+        return rc;
+    if ((rc = model_lm_create(&f->lm, &f->m, 32, d))) {
+        model_free(&f->m);
+        return rc;
+    }
+    make_requests(&f->c, f->req, f->conts, f->lens);
+    return 0;
+}
+
+static void lm_fix_close(lm_fix *f)
+{
+    model_lm_destroy(f->lm);
+    model_free(&f->m);
+    qs_free(f->c.ref_logits);
+}
+
 TEST(lm, results_independent_of_batching_order_and_threads)
 {
     llama_model m;
@@ -155,32 +189,22 @@ TEST(lm, results_independent_of_batching_order_and_threads)
 
 TEST(lm, repeated_calls_reuse_the_arenas)
 {
-    llama_model m;
-    model_lm *lm;
-    lm_case c = {0};
+    lm_fix f;
     qs_diag d = {0};
-    ASSERT_EQ_INT(lm_case_load(&c), 0);
-    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
-    ASSERT_OK(model_lm_create(&lm, &m, 32, &d), &d);
-    lm_request req[3];
-    const int32_t *conts[3][2];
-    size_t lens[3][2];
-    make_requests(&c, req, conts, lens);
+    ASSERT_OK(lm_fix_open(&f, &d), &d);
     double first[3][2], again[3][2];
-    ASSERT_OK(score_all(lm, req, 3, first, &d), &d);
-    long n = model_lm_arena_allocs(lm);
+    ASSERT_OK(score_all(f.lm, f.req, 3, first, &d), &d);
+    long n = model_lm_arena_allocs(f.lm);
     ASSERT_TRUE(n >= 1);
     for (int rep = 0; rep < 3; rep++)
-        ASSERT_OK(score_all(lm, req, 3, again, &d), &d);
+        ASSERT_OK(score_all(f.lm, f.req, 3, again, &d), &d);
     /* the same requests fit the arenas made by the first call: no re-allocation
      * (a re-allocation zeroes the whole arena: it made in-loop evals 30x slower) */
-    ASSERT_EQ_INT((int)model_lm_arena_allocs(lm), (int)n);
+    ASSERT_EQ_INT((int)model_lm_arena_allocs(f.lm), (int)n);
     for (int i = 0; i < 3; i++)
         for (int k = 0; k < 2; k++)
             ASSERT_TRUE(first[i][k] == again[i][k]);
-    model_lm_destroy(lm);
-    model_free(&m);
-    qs_free(c.ref_logits);
+    lm_fix_close(&f);
 }
 
 TEST(lm, long_request_is_left_truncated_like_the_harness)
