@@ -15,6 +15,7 @@
 
 #include "qs/cpu.h"
 #include "qs/matmul.h"
+#include "qs/matmul_test.h"
 #include "qs/mem.h"
 #include "test.h"
 
@@ -240,6 +241,55 @@ TEST(matmul_amx, multi_and_tile_conversion_give_the_same_bits)
     qs_mem_fail_after(0);
     ASSERT_EQ_INT(memcmp(ref, got, N * O * sizeof *got), 0);
     for (int i = 0; i < 3; i++)
+        matmul_wpack_destroy(pk[i]);
+    matmul_ws_destroy(ws);
+    qs_free(x);
+    qs_free(w);
+    qs_free(ref);
+    qs_free(got);
+    qs_free(b);
+}
+
+/* K in passes (forced small: 4 passes of 8 k tiles, a 1B down projection's
+ * passes in miniature) gives the bits of one
+ * pass: single and multi products, bias, the epilogue once per element, M and
+ * N tails, K not a multiple of 32. */
+TEST(matmul_amx, k_passes_give_the_bits_of_one_pass)
+{
+    AMX_NEEDS_AMX();
+    enum { N = 77, IN = 1000, O = 100 };
+    float *x = qs_malloc(N * IN * sizeof *x), *w = qs_malloc(2 * O * IN * sizeof *w);
+    float *ref = qs_malloc(2 * N * O * sizeof *ref), *got = qs_malloc(2 * N * O * sizeof *got);
+    float *b = qs_malloc(O * sizeof *b);
+    ASSERT_TRUE(x && w && ref && got && b);
+    amx_fill(x, N * IN);
+    amx_fill(w, 2 * O * IN);
+    amx_fill(b, O);
+    matmul_wpack *pk[2];
+    float *outs[2] = {got, got + N * O};
+    const float *bias[2] = {b, NULL};
+    for (int i = 0; i < 2; i++) {
+        pk[i] = matmul_wpack_create_frozen(w + (size_t)i * O * IN, IN, O, MATMUL_BF16_AMX);
+        ASSERT_TRUE(pk[i] != NULL);
+        matmul_forward_packed(ref + (size_t)i * N * O, x, pk[i], bias[i], N);
+    }
+    matmul_ws *ws = matmul_ws_create();
+    ASSERT_TRUE(ws != NULL);
+    /* 96 padded rows x 64 bytes per k tile x 2 tiles, raised to the floor of 8
+     * k tiles per pass: 32 k tiles in 4 passes */
+    mm_amx_pass_bytes_force_impl(96 * 64 * 2);
+    for (int i = 0; i < 2; i++)
+        matmul_forward_packed_ws(outs[i], x, pk[i], bias[i], N, ws);
+    int single = memcmp(ref, got, 2 * N * O * sizeof *got);
+    memset(got, 0, 2 * N * O * sizeof *got);
+    matmul_epilogue ep = {amx_ep, NULL};
+    amx_ep_calls = 0;
+    matmul_forward_packed_multi_ws(outs, x, pk, bias, 2, N, ws, &ep);
+    mm_amx_pass_bytes_force_impl(0);
+    ASSERT_EQ_INT(single, 0);
+    ASSERT_EQ_INT(memcmp(ref, got, 2 * N * O * sizeof *got), 0);
+    ASSERT_EQ_INT(amx_ep_calls, N * O);
+    for (int i = 0; i < 2; i++)
         matmul_wpack_destroy(pk[i]);
     matmul_ws_destroy(ws);
     qs_free(x);

@@ -7,11 +7,18 @@
 #ifndef QS_MATMUL_TEST_H
 #define QS_MATMUL_TEST_H
 
+#include <stddef.h>
+
 /* Which micro-kernel multiplies bf16 pairs (see src/kernels/matmul_impl.h): -1 =
  * by the CPU (the default), 0 = vdpbf16ps, 1 = the FMA kernel on widened pairs
  * (same bits).  Call from serial code, between matmul calls. */
 void mm_bf16_fma_force_impl(int mode);
 /* 1 when the FMA kernel multiplies bf16 pairs now (AVX512-BF16 CPUs). */
 int mm_bf16_fma_impl(void);
+
+/* MATMUL_BF16_AMX: the bytes of converted A one pass over K keeps (the rows'
+ * A is split into passes of whole k tiles beyond that); 0 = the default.
+ * Call from serial code, between matmul calls. */
+void mm_amx_pass_bytes_force_impl(size_t bytes);
 
 #endif

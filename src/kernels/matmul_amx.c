@@ -15,9 +15,17 @@
  *  - Register blocking: 2 A tiles (32 rows) x 2 B tiles (one panel) -> 4 C
  *    tiles of 16 x 16 fp32 (tmm0-3; A in tmm4-5, B in tmm6-7), configured once
  *    per thread.  Each C tile starts from init (zero, bias rows, or C itself),
- *    takes every k tile in order t = 0, 1, ..., and is stored once: the chain of
- *    every output element is fixed by K alone, so a row's bits do not depend on
- *    the other rows, on N, on the task shape or on the thread count.
+ *    takes the k tiles in order t = 0, 1, ... and is stored: the chain of every
+ *    output element is fixed by K alone, so a row's bits do not depend on the
+ *    other rows, on N, on the task shape or on the thread count.
+ *  - K passes: when the converted A of the call (M x K bf16) is larger than
+ *    MM_AMX_PASS_A_KB, K is cut into passes of whole k tiles so that one pass's
+ *    A stays in L2 while every panel goes by (a 1B model's down projection, K
+ *    6144: 6 MB of A would otherwise come from L3 once per panel).  The C tiles
+ *    are stored after each pass and loaded for the next (fp32, exact), so the
+ *    chain is the same: the bits do not depend on the passes either.
+ *  - Prefetch: the next k tile of A and B into L1 while one computes, the
+ *    next panel into L2 during the first block of a panel.
  *  - Threads share tasks of whole panels (the weights are the big operand),
  *    cut along M too when there are few panels; rows and columns past M and N
  *    go through a tile buffer.
@@ -26,6 +34,7 @@
 #include <string.h>
 
 #include "matmul_impl.h"
+#include "qs/matmul_test.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -38,6 +47,8 @@ enum {
     MM_AMX_TASKS_PER_THREAD = 4,  /* dynamic scheduling evens out a shared machine */
     MM_AMX_MAX_PANELS = 16,       /* panels per task at most */
     MM_AMX_MULTI = 4,
+    MM_AMX_PASS_A_KB = 1536,      /* converted A per K pass: most of a 2 MB L2 */
+    MM_AMX_PASS_MIN_KT = 8,       /* k tiles per K pass at least */
 };
 
 typedef struct mm_amx_cfg {
@@ -60,6 +71,7 @@ typedef struct mm_amx_job {
     const mm_bpack *bp;
     mm_init init;
     const float *bias;
+    int t0, t1;           /* k tiles of this pass */
 } mm_amx_job;
 
 /* Per-thread buffers (~8 KB, on the stack). */
@@ -186,24 +198,34 @@ static void mm_amx_cstore(const mm_amx_job *jb, int m0, int mr, int j0, int nj, 
     }
 }
 
-/* Rows [m0, m0 + mr) (mr <= 32) x panel p of one GEMM.  Tiles wholly past M or
- * N are not multiplied (their C tiles stay as initialized and are not stored). */
+/* Rows [m0, m0 + mr) (mr <= 32) x panel p of one GEMM, k tiles [t0, t1) of
+ * the pass.  Tiles wholly past M or N are not multiplied (their C tiles stay
+ * as initialized and are not stored).  The next k tile of A and B is
+ * prefetched into L1 while this one computes, and pf (the next panel) into L2. */
 static void mm_amx_block(const mm_amx_job *jb, const mm_amx_a *a, int m0, int mr, int p,
                          const uint8_t *pf, mm_amx_scratch *s)
 {
     const mm_bpack *bp = jb->bp;
     const int j0 = p * MM_NR, nj = bp->N - j0 < MM_NR ? bp->N - j0 : MM_NR;
     const int two_a = mr > MM_AMX_T, two_b = nj > MM_AMX_T, full = mr == MM_AMX_MB && nj == MM_NR;
-    const int n_kt = (int)(bp->panel_elems / ((size_t)MM_AMX_KP * MM_NR));
+    const size_t tile_bytes = (size_t)MM_AMX_KP * MM_NR * 4;
     const uint8_t *panel = (const uint8_t *)bp->data + (size_t)p * bp->panel_elems * 4;
     mm_amx_cinit(jb, m0, mr, j0, nj, full, s);
-    for (int t = 0; t < n_kt; t++) {
+    for (int t = jb->t0; t < jb->t1; t++) {
         size_t lda;
-        const uint8_t *b = panel + (size_t)t * MM_AMX_KP * MM_NR * 4;
-        if (pf)   /* the next panel's k tile, into L2 while this one computes */
-            for (int l = 0; l < MM_AMX_KP * MM_NR * 4; l += 64)
-                _mm_prefetch((const char *)pf + (size_t)t * MM_AMX_KP * MM_NR * 4 + l,
-                             _MM_HINT_T1);
+        const uint8_t *b = panel + (size_t)t * tile_bytes;
+        if (pf)
+            for (size_t l = 0; l < tile_bytes; l += 64)
+                _mm_prefetch((const char *)pf + (size_t)t * tile_bytes + l, _MM_HINT_T1);
+        if (t + 1 < jb->t1) {
+            for (size_t l = 0; l < tile_bytes; l += 64)
+                _mm_prefetch((const char *)b + tile_bytes + l, _MM_HINT_T0);
+            if (a->rows) {
+                const uint8_t *an = a->rows + (size_t)m0 * a->ld + (size_t)(t + 1) * 64;
+                for (int r = 0; r < mr; r++)
+                    _mm_prefetch((const char *)an + (size_t)r * a->ld, _MM_HINT_T0);
+            }
+        }
         _tile_loadd(4, mm_amx_atile(a, m0, t, s->at[0], &lda), lda);
         _tile_loadd(6, b, MM_NR * 4);
         if (two_b)
@@ -230,7 +252,7 @@ static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc,
     for (int p = p0; p < p0 + pc; p++) {
         const uint8_t *next = p + 1 < n_panels ? (const uint8_t *)jb->bp->data +
                                                      (size_t)(p + 1) * jb->bp->panel_elems * 4
-                                               : NULL;
+                                               : NULL;   /* its tiles [t0, t1) go to L2 */
         for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
             mm_amx_block(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, p,
                          m0 == i0 ? next : NULL, s);
@@ -238,6 +260,14 @@ static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc,
 }
 
 static int mm_amx_ceil(int v, int d) { return (v + d - 1) / d; }
+
+/* bytes of converted A one K pass keeps (in L2); tests force smaller passes */
+static size_t mm_amx_pass_bytes = (size_t)MM_AMX_PASS_A_KB << 10;
+
+void mm_amx_pass_bytes_force_impl(size_t bytes)
+{
+    mm_amx_pass_bytes = bytes ? bytes : (size_t)MM_AMX_PASS_A_KB << 10;
+}
 
 /* Task shape for N columns: pc panels per task, mc rows (a multiple of 32). */
 static void mm_amx_shape(int M, int N, int n_threads, int *mc, int *pc)
@@ -270,7 +300,7 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
     for (int i = 0; i < n && i < MM_AMX_MULTI; i++) {
         if (bp[i]->N <= 0)
             continue;
-        jb[n_jobs] = (mm_amx_job){c[i], ldc[i], bp[i], init[i], bias ? bias[i] : NULL};
+        jb[n_jobs] = (mm_amx_job){c[i], ldc[i], bp[i], init[i], bias ? bias[i] : NULL, 0, 0};
         mm_amx_shape(M, bp[i]->N, n_threads, &mc[n_jobs], &pc[n_jobs]);
         n_ib[n_jobs] = mm_amx_ceil(M, mc[n_jobs]);
         first[n_jobs + 1] = first[n_jobs] +
@@ -291,6 +321,13 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
         as.rows = xs->data;
         fill = m_pad;
     }
+    /* K passes: the rows' A of one pass (m_pad x its k tiles) stays in L2
+     * while every panel goes by; C carries the sums between passes */
+    const int n_kt = (int)(bp[0]->panel_elems / ((size_t)MM_AMX_KP * MM_NR));
+    int kt_max = (int)(mm_amx_pass_bytes / ((size_t)m_pad * 64));
+    kt_max = kt_max < MM_AMX_PASS_MIN_KT ? MM_AMX_PASS_MIN_KT : kt_max;
+    const int n_pass = as.rows ? mm_amx_ceil(n_kt, kt_max) : 1;
+    const int kt_pass = mm_amx_ceil(n_kt, n_pass);
     int parallel = n_tasks > 1 && flops > 2e6;
     (void)parallel;
 #ifdef _OPENMP
@@ -304,22 +341,33 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
 #endif
         for (int m = 0; m < fill; m++)
             mm_amx_arow((uint8_t *)xs->data + (size_t)m * as.ld, a, M, K, as.ld, m);
+        for (int pass = 0; pass < n_pass; pass++) {
+            const int t0 = pass * kt_pass, t1 = n_kt - t0 < kt_pass ? n_kt : t0 + kt_pass;
+            const int last = pass == n_pass - 1;
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-        for (int t = 0; t < n_tasks; t++) {
-            int g = 0;
-            while (!paired && t >= first[g + 1])
-                g++;
-            int u = t - first[g], i0 = (u % n_ib[g]) * mc[g], p0 = (u / n_ib[g]) * pc[g];
-            int rows = M - i0 < mc[g] ? M - i0 : mc[g];
-            int n_panels = mm_amx_ceil(jb[g].bp->N, MM_NR);
-            int panels = n_panels - p0 < pc[g] ? n_panels - p0 : pc[g];
-            for (int h = g; h < (paired ? n_jobs : g + 1); h++)
-                mm_amx_task(&jb[h], &as, i0, rows, p0, panels, &s);
-            if (paired) {
-                int N0 = jb[0].bp->N, j0 = p0 * MM_NR;
-                ep->fn(ep->ctx, i0, rows, j0, N0 - j0 < panels * MM_NR ? N0 - j0 : panels * MM_NR);
+            for (int t = 0; t < n_tasks; t++) {
+                int g = 0;
+                while (!paired && t >= first[g + 1])
+                    g++;
+                int u = t - first[g], i0 = (u % n_ib[g]) * mc[g], p0 = (u / n_ib[g]) * pc[g];
+                int rows = M - i0 < mc[g] ? M - i0 : mc[g];
+                int n_panels = mm_amx_ceil(jb[g].bp->N, MM_NR);
+                int panels = n_panels - p0 < pc[g] ? n_panels - p0 : pc[g];
+                for (int h = g; h < (paired ? n_jobs : g + 1); h++) {
+                    mm_amx_job j = jb[h];
+                    j.t0 = t0;
+                    j.t1 = t1;
+                    if (pass > 0)
+                        j.init = MM_INIT_ACCUM;
+                    mm_amx_task(&j, &as, i0, rows, p0, panels, &s);
+                }
+                if (paired && last) {
+                    int N0 = jb[0].bp->N, j0 = p0 * MM_NR;
+                    ep->fn(ep->ctx, i0, rows, j0,
+                           N0 - j0 < panels * MM_NR ? N0 - j0 : panels * MM_NR);
+                }
             }
         }
         _tile_release();
