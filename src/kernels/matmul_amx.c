@@ -140,6 +140,13 @@ static const void *mm_amx_atile(const mm_amx_a *a, int m0, int t, uint16_t buf[]
 }
 
 /* C tile (r, h) of a block: rows m0 + 16 r, columns j0 + 16 h; mr x nj valid. */
+/* The columns of quarter q's C tile (16 wide at c0) that are inside nj. */
+static __mmask16 mm_amx_cmask(int nj, int c0)
+{
+    int w = nj - c0;
+    return w >= MM_AMX_T ? (__mmask16)0xFFFF : w <= 0 ? (__mmask16)0 : (__mmask16)((1u << w) - 1);
+}
+
 static void mm_amx_cinit(const mm_amx_job *jb, int m0, int mr, int j0, int nj, int full,
                          mm_amx_scratch *s)
 {
@@ -159,14 +166,25 @@ static void mm_amx_cinit(const mm_amx_job *jb, int m0, int mr, int j0, int nj, i
         _tile_loadd(3, c + MM_AMX_T * jb->ldc + MM_AMX_T, st);
         return;
     }
-    memset(s->ct, 0, sizeof s->ct);
+    if (jb->init == MM_INIT_BIAS && nj == MM_NR) {   /* every row the bias: stride 0 */
+        const float *bias = jb->bias + j0;
+        _tile_loadd(0, bias, 0);
+        _tile_loadd(1, bias + MM_AMX_T, 0);
+        _tile_loadd(2, bias, 0);
+        _tile_loadd(3, bias + MM_AMX_T, 0);
+        return;
+    }
+    /* through the tile buffer: the columns inside N (the rest zero) of the bias,
+     * or of C's rows inside M */
     for (int q = 0; q < 4; q++) {
         int r0 = (q >> 1) * MM_AMX_T, c0 = (q & 1) * MM_AMX_T;
-        for (int r = 0; r < MM_AMX_T; r++)
-            for (int j = 0; j < MM_AMX_T && c0 + j < nj; j++)
-                s->ct[q][r][j] = jb->init == MM_INIT_BIAS ? jb->bias[j0 + c0 + j]
-                                 : r0 + r < mr ? c[(ptrdiff_t)(r0 + r) * jb->ldc + c0 + j]
-                                               : 0.0f;
+        __mmask16 km = mm_amx_cmask(nj, c0);
+        for (int r = 0; r < MM_AMX_T; r++) {
+            const float *src = jb->init == MM_INIT_BIAS ? jb->bias + j0 + c0
+                               : r0 + r < mr      ? c + (ptrdiff_t)(r0 + r) * jb->ldc + c0
+                                                  : NULL;
+            _mm512_store_ps(s->ct[q][r], src ? _mm512_maskz_loadu_ps(km, src) : _mm512_setzero_ps());
+        }
     }
     _tile_loadd(0, s->ct[0], 64);
     _tile_loadd(1, s->ct[1], 64);
@@ -192,9 +210,12 @@ static void mm_amx_cstore(const mm_amx_job *jb, int m0, int mr, int j0, int nj, 
     _tile_stored(3, s->ct[3], 64);
     for (int q = 0; q < 4; q++) {
         int r0 = (q >> 1) * MM_AMX_T, c0 = (q & 1) * MM_AMX_T;
+        __mmask16 km = mm_amx_cmask(nj, c0);
+        if (!km)
+            continue;
         for (int r = 0; r < MM_AMX_T && r0 + r < mr; r++)
-            for (int j = 0; j < MM_AMX_T && c0 + j < nj; j++)
-                c[(ptrdiff_t)(r0 + r) * jb->ldc + c0 + j] = s->ct[q][r][j];
+            _mm512_mask_storeu_ps(c + (ptrdiff_t)(r0 + r) * jb->ldc + c0, km,
+                                  _mm512_load_ps(s->ct[q][r]));
     }
 }
 
