@@ -9,9 +9,9 @@
  *            time eval waits for it at the end, which eval prints)
  *   eval     `qatscope eval` children (wait4: wall time and peak RSS): ARC-Easy
  *            first 100 test items and MMLU --limit 2 in bf16, 5 ARC items in
- *            fp32 (memory); items/s and tokens/s (tokens fed through the model:
- *            contexts once, continuations after their first token) over the
- *            scoring time eval prints
+ *            fp32 (memory), ARC again at bf16-amx (bench_scale_amx.h); items/s
+ *            and tokens/s (tokens fed through the model: contexts once,
+ *            continuations after their first token) over the scoring time
  *   ppl      in process: model_ppl_compute, window 512 (stride 256) over the
  *            first PPL_BYTES bytes of the TinyStories validation excerpt
  *   forward  in process: the context batches the scorer makes of the 100 ARC
@@ -30,11 +30,11 @@
  * Then PASS/MISS for issue 13's targets: forward >= 1.5x PyTorch bf16, >= 60%
  * of the GEMM roofline; ARC-Easy test (2,376 items) 0-shot bf16 <= 10 min,
  * extrapolated from the 100 items (load + 23.76 x their scoring time) unless
- * `full` is given, which runs the whole test once.  Needs ../shared (bench
- * data, tokenizer; $QS_SHARED) and bin/qatscope ($QS_BIN), else skips with a
- * message.  Several GB: on a shared machine run it under the memory lock
- * (alone among the memory-hungry jobs, e.g. under flock).  Timings are wall clock with the
- * load average printed before and after each section.
+ * `full` is given, which runs the whole test once (also at bf16-amx).  Needs
+ * ../shared (bench data, tokenizer; $QS_SHARED) and bin/qatscope ($QS_BIN),
+ * else skips with a message.  Several GB: on a shared machine run it alone
+ * among the memory-hungry jobs (e.g. under flock).  Timings are wall clock with
+ * the load average printed before and after each section.
  *   usage: bench_scale [full] [notorch] [notrain] [fwdonly]  (fwdonly: the forward section
  *   and the PyTorch baseline alone, e.g. for bf16 against bf16-amx)
  */
@@ -84,9 +84,8 @@ typedef struct scale_ctx {
     double load_s, hash_s, hash_added_s, hash_wait_s, hash_cached_s;
     double arc_s, arc_load_s, arc_score_s, arc_tokens, mmlu_items, mmlu_score_s, mmlu_tokens;
     long rss_bf16_kb, rss_fp32_kb, rss_mmlu_kb;
-    double fp32_load_s, full_arc_s;
-    double ppl_tps;
-    double fwd_tps, fwd_gflops, roof_gflops, torch_tps, amx_tps;
+    double fp32_load_s, full_arc_s, amx_arc_load_s, amx_arc_score_s, amx_full_arc_s;
+    double ppl_tps, fwd_tps, fwd_gflops, roof_gflops, torch_tps, amx_tps;
 } scale_ctx;
 
 static double now_s(void)
@@ -531,7 +530,7 @@ static void scale_torch(scale_ctx *x, const char *batches)
         printf("  (libtcmalloc-minimal4 not installed: PyTorch ran with glibc malloc)\n");
 }
 
-#include "bench_scale_amx.h"   /* scale_forward_amx: the batches at bf16-amx */
+#include "bench_scale_amx.h"   /* the batches and ARC-Easy at bf16-amx */
 
 static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_session *s)
 {
@@ -674,8 +673,7 @@ static void scale_train_report(const scale_ctx *x, const scale_train_result *r)
     if (x->train)
         scale_train_targets(r);
 #else
-    (void)x;
-    (void)r;
+    (void)x, (void)r;
     printf("  1B QAT training step: not in this build\n");
 #endif
 }
@@ -704,6 +702,7 @@ static void scale_targets(const scale_ctx *x)
         printf("  ARC-Easy test (%d items) 0-shot bf16 <= %.0f s: %s (%.0f s, %s)\n",
                ARC_TEST_ITEMS, TARGET_ARC_S, arc <= TARGET_ARC_S ? "PASS" : "MISS", arc,
                x->full_arc_s > 0 ? "measured" : "extrapolated from the first 100 items");
+    scale_amx_arc_target(x);
     if (x->load_s > 0 && x->hash_s > 0) {
         double added = (x->hash_added_s > 0 ? x->hash_added_s : 0) + x->hash_wait_s;
         printf("  model hash costs the eval <= 10%% of the load: %s (%.2f s = %.0f%% of the %.2f s "
@@ -766,6 +765,7 @@ int main(int argc, char **argv)
     if (!x.fwdonly) {
         scale_load_section(&x);
         scale_eval_section(&x, tok);
+        scale_eval_amx(&x);
     }
     llama_model m;
     eval_session *s = NULL;

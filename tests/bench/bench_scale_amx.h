@@ -1,7 +1,9 @@
-/* bench_scale_amx.h: bench_scale's forward section at --precision bf16-amx (the
- * opt-in AMX precision, include/qs/matmul.h): the scorer's batches through a
- * second model packed for it.  Included by bench_scale.c after its helpers
- * (scale_ctx, fwd_batch, now_s, cmp_double, REPS, FWD_SEQS, SCALE_DIR). */
+/* bench_scale_amx.h: bench_scale at --precision bf16-amx (the opt-in AMX
+ * precision, include/qs/matmul.h): the scorer's batches through a second model
+ * packed for it, and ARC-Easy (the first 100 items; the whole test with `full`)
+ * with the 600 s target at that precision.  Included by bench_scale.c after its
+ * helpers (scale_ctx, fwd_batch, scale_eval_child, now_s, cmp_double, REPS,
+ * FWD_SEQS, SCALE_DIR, ARC_*). */
 #ifndef QS_BENCH_SCALE_AMX_H
 #define QS_BENCH_SCALE_AMX_H
 
@@ -43,6 +45,42 @@ static void scale_forward_amx(scale_ctx *x, const fwd_batch *bt, int nb, int row
     x->amx_tps = tokens / t[REPS / 2];
     printf("  bf16-amx (AMX tiles): median %.2f s per pass, %.0f tokens/s = %.2fx bf16\n",
            t[REPS / 2], x->amx_tps, x->amx_tps / x->fwd_tps);
+}
+
+/* eval children at bf16-amx: ARC-Easy first 100, and the whole test with `full`. */
+static void scale_eval_amx(scale_ctx *x)
+{
+    if (!cpu_amx_bf16())
+        return;
+    child_run r;
+    double l, s;
+    loadavg_print("before bf16-amx eval");
+    if (!scale_eval_child(x, "arc_easy", "100", "bf16-amx", &r, &l, &s)) {
+        x->amx_arc_load_s = l;
+        x->amx_arc_score_s = s;
+        printf("  arc_easy first %d, bf16-amx: %.1f s wall (load %.1f s, scoring %.1f s), %.2f "
+               "items/s, %.0f tokens/s, peak RSS %.2f GB\n", ARC_ITEMS, r.wall_s, l, s,
+               ARC_ITEMS / s, x->arc_tokens / s, r.maxrss_kb / 1e6 * 1.024);
+    }
+    if (x->full && !scale_eval_child(x, "arc_easy", NULL, "bf16-amx", &r, &l, &s)) {
+        x->amx_full_arc_s = r.wall_s;
+        printf("  arc_easy whole test (%d items), bf16-amx: %.1f s wall (load %.1f s, scoring "
+               "%.1f s), %.2f items/s, peak RSS %.2f GB\n", ARC_TEST_ITEMS, r.wall_s, l, s,
+               ARC_TEST_ITEMS / s, r.maxrss_kb / 1e6 * 1.024);
+    }
+    loadavg_print("after");
+}
+
+static void scale_amx_arc_target(const scale_ctx *x)
+{
+    double arc = x->amx_full_arc_s > 0 ? x->amx_full_arc_s
+                 : x->amx_arc_score_s > 0
+                     ? x->amx_arc_load_s + x->amx_arc_score_s * ARC_TEST_ITEMS / ARC_ITEMS
+                     : 0;
+    if (arc > 0)
+        printf("  ARC-Easy test (%d items) 0-shot at bf16-amx <= %.0f s: %s (%.0f s, %s)\n",
+               ARC_TEST_ITEMS, TARGET_ARC_S, arc <= TARGET_ARC_S ? "PASS" : "MISS", arc,
+               x->amx_full_arc_s > 0 ? "measured" : "extrapolated from the first 100 items");
 }
 
 #endif
