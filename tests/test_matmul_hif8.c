@@ -1,7 +1,7 @@
 /* test_matmul_hif8.c: HiF8 code packs (matmul_wpack_create_hif8) give the
  * bits of packing the decoded weight, on every kernel that can run here
  * (fp32 FMA, vdpbf16ps, the FMA kernel on bf16 values, the portable and
- * AVX-512 bf16 fallbacks, sgemm), over shapes that exercise the odd-K pad,
+ * AVX-512 bf16 fallbacks, sgemm, AMX), over shapes that exercise the odd-K pad,
  * narrow last panels, partial row panels and both K blockings. */
 #include <stdint.h>
 #include <string.h>
@@ -105,6 +105,22 @@ TEST(matmul_hif8, code_pack_products_equal_the_decoded_weight_on_fallbacks)
     bad |= h8_shapes(MATMUL_BF16);
     bad |= h8_shapes(MATMUL_FP32);
     cpu_limit(level);
+    ASSERT_EQ_INT(bad, 0);
+}
+
+/* MATMUL_BF16_AMX: code panels decoded into the AMX B tiles, as they go (tasks
+ * of one 32-row block: 1-13 rows) or once per task (40, 100 rows), in K passes
+ * too (forced small): the bits of the bf16-amx pack of the decoded weight */
+TEST(matmul_hif8, code_pack_products_equal_the_decoded_weight_amx)
+{
+    if (!cpu_amx_bf16())
+        SKIP("this CPU (or its kernel) has no AMX-BF16 tiles");
+    int bad = h8_shapes(MATMUL_BF16_AMX);
+    bad |= h8_case(77, 1000, 100, MATMUL_BF16_AMX, 1, 200);
+    mm_amx_pass_bytes_force_impl(96 * 64 * 2);   /* 32 k tiles in 4 passes */
+    bad |= h8_case(77, 1000, 100, MATMUL_BF16_AMX, 1, 201);
+    bad |= h8_case(70, 1031, 64, MATMUL_BF16_AMX, 0, 202);
+    mm_amx_pass_bytes_force_impl(0);
     ASSERT_EQ_INT(bad, 0);
 }
 

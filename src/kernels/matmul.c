@@ -512,7 +512,7 @@ size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacke
         xr = mm_apack_rows_bytes_impl(N, IN > O ? IN : O);
     }
     if (mm_kernel_select(precision) == MM_KERNEL_AMX)   /* forward's x; no backward form */
-        return sizeof(matmul_ws) + mm_amx_apack_bytes_impl(N, IN) +
+        return sizeof(matmul_ws) + mm_amx_apack_bytes_impl(N, IN) + mm_amx_dec_bytes_impl(IN) +
                (unpacked_w ? mm_bpack_bytes_for(IN, O, precision) : 0);
     if (unpacked_w) {
         size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);
@@ -633,8 +633,11 @@ matmul_wpack *matmul_wpack_create_hif8(const uint8_t *codes, int IN, int O, int 
     matmul_wpack *pk = qs_calloc(1, sizeof *pk);
     if (!pk)
         return NULL;
-    /* code packs decode into bf16's micro-panels: MATMUL_BF16_AMX runs them as MATMUL_BF16 */
-    int kernel = mm_kernel_select(precision == MATMUL_BF16_AMX ? MATMUL_BF16 : precision);
+    /* code packs decode into bf16's micro-panels, or into AMX's B tiles (matmul_amx.c;
+     * without AMX, MATMUL_BF16_AMX is MATMUL_BF16: matmul.h) */
+    int kernel = mm_kernel_select(precision);
+    if (precision == MATMUL_BF16_AMX && kernel < 0)
+        kernel = mm_kernel_select(MATMUL_BF16);
     pk->IN = IN;
     pk->O = O;
     pk->precision = precision;

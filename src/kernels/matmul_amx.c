@@ -49,6 +49,8 @@ enum {
     MM_AMX_MULTI = 4,
     MM_AMX_PASS_A_KB = 1536,      /* converted A per K pass: most of a 2 MB L2 */
     MM_AMX_PASS_MIN_KT = 8,       /* k tiles per K pass at least */
+    MM_AMX_TILE_BYTES = MM_AMX_KP * MM_NR * 4,   /* one k tile of a panel: 16 pair rows */
+    MM_AMX_DEC_TILES = 8,         /* code k tiles decoded at a time into the scratch */
 };
 
 typedef struct mm_amx_cfg {
@@ -74,10 +76,11 @@ typedef struct mm_amx_job {
     int t0, t1;           /* k tiles of this pass */
 } mm_amx_job;
 
-/* Per-thread buffers (~8 KB, on the stack). */
+/* Per-thread buffers (~24 KB, on the stack). */
 typedef struct mm_amx_scratch {
     _Alignas(64) float ct[4][MM_AMX_T][MM_AMX_T];    /* C tiles past M or N */
     _Alignas(64) uint16_t at[2][MM_AMX_T][MM_AMX_KT]; /* A tiles converted per load */
+    _Alignas(64) uint8_t dec[MM_AMX_DEC_TILES][MM_AMX_TILE_BYTES]; /* code tiles decoded */
 } mm_amx_scratch;
 
 static void mm_amx_config(void)
@@ -219,68 +222,153 @@ static void mm_amx_cstore(const mm_amx_job *jb, int m0, int mr, int j0, int nj, 
     }
 }
 
+/* k tile t of the block at rows m0 (mr of them) into tmm0-3, B's tile at b;
+ * the next k tile of A prefetched into L1 when there is one (more). */
+static inline __attribute__((always_inline)) void
+mm_amx_ktile(const mm_amx_a *a, int m0, int mr, int t, int more, const uint8_t *b, int two_a,
+             int two_b, mm_amx_scratch *s)
+{
+    size_t lda;
+    if (more && a->rows) {
+        const uint8_t *an = a->rows + (size_t)m0 * a->ld + (size_t)(t + 1) * 64;
+        for (int r = 0; r < mr; r++)
+            _mm_prefetch((const char *)an + (size_t)r * a->ld, _MM_HINT_T0);
+    }
+    _tile_loadd(4, mm_amx_atile(a, m0, t, s->at[0], &lda), lda);
+    _tile_loadd(6, b, MM_NR * 4);
+    if (two_b)
+        _tile_loadd(7, b + 64, MM_NR * 4);
+    _tile_dpbf16ps(0, 4, 6);
+    if (two_b)
+        _tile_dpbf16ps(1, 4, 7);
+    if (two_a) {
+        _tile_loadd(5, mm_amx_atile(a, m0 + MM_AMX_T, t, s->at[1], &lda), lda);
+        _tile_dpbf16ps(2, 5, 6);
+        if (two_b)
+            _tile_dpbf16ps(3, 5, 7);
+    }
+}
+
 /* Rows [m0, m0 + mr) (mr <= 32) x panel p of one GEMM, k tiles [t0, t1) of
- * the pass.  Tiles wholly past M or N are not multiplied (their C tiles stay
- * as initialized and are not stored).  The next k tile of A and B is
- * prefetched into L1 while this one computes, and pf (the next panel) into L2. */
+ * the pass, B's tile t at panel + (t - tb) tiles (the pack's panel, tb = 0, or
+ * a code panel decoded from tile tb on).  Tiles wholly past M or N are not
+ * multiplied (their C tiles stay as initialized and are not stored).  The next
+ * k tile of A and B is prefetched into L1 while this one computes, and pf (the
+ * next panel) into L2. */
 static void mm_amx_block(const mm_amx_job *jb, const mm_amx_a *a, int m0, int mr, int p,
-                         const uint8_t *pf, mm_amx_scratch *s)
+                         const uint8_t *panel, int tb, const uint8_t *pf, mm_amx_scratch *s)
 {
     const mm_bpack *bp = jb->bp;
     const int j0 = p * MM_NR, nj = bp->N - j0 < MM_NR ? bp->N - j0 : MM_NR;
     const int two_a = mr > MM_AMX_T, two_b = nj > MM_AMX_T, full = mr == MM_AMX_MB && nj == MM_NR;
-    const size_t tile_bytes = (size_t)MM_AMX_KP * MM_NR * 4;
-    const uint8_t *panel = (const uint8_t *)bp->data + (size_t)p * bp->panel_elems * 4;
     mm_amx_cinit(jb, m0, mr, j0, nj, full, s);
     for (int t = jb->t0; t < jb->t1; t++) {
-        size_t lda;
-        const uint8_t *b = panel + (size_t)t * tile_bytes;
+        const uint8_t *b = panel + (size_t)(t - tb) * MM_AMX_TILE_BYTES;
         if (pf)
-            for (size_t l = 0; l < tile_bytes; l += 64)
-                _mm_prefetch((const char *)pf + (size_t)t * tile_bytes + l, _MM_HINT_T1);
-        if (t + 1 < jb->t1) {
-            for (size_t l = 0; l < tile_bytes; l += 64)
-                _mm_prefetch((const char *)b + tile_bytes + l, _MM_HINT_T0);
-            if (a->rows) {
-                const uint8_t *an = a->rows + (size_t)m0 * a->ld + (size_t)(t + 1) * 64;
-                for (int r = 0; r < mr; r++)
-                    _mm_prefetch((const char *)an + (size_t)r * a->ld, _MM_HINT_T0);
-            }
-        }
-        _tile_loadd(4, mm_amx_atile(a, m0, t, s->at[0], &lda), lda);
-        _tile_loadd(6, b, MM_NR * 4);
-        if (two_b)
-            _tile_loadd(7, b + 64, MM_NR * 4);
-        _tile_dpbf16ps(0, 4, 6);
-        if (two_b)
-            _tile_dpbf16ps(1, 4, 7);
-        if (two_a) {
-            _tile_loadd(5, mm_amx_atile(a, m0 + MM_AMX_T, t, s->at[1], &lda), lda);
-            _tile_dpbf16ps(2, 5, 6);
-            if (two_b)
-                _tile_dpbf16ps(3, 5, 7);
-        }
+            for (size_t l = 0; l < MM_AMX_TILE_BYTES; l += 64)
+                _mm_prefetch((const char *)pf + (size_t)t * MM_AMX_TILE_BYTES + l, _MM_HINT_T1);
+        if (t + 1 < jb->t1)
+            for (size_t l = 0; l < MM_AMX_TILE_BYTES; l += 64)
+                _mm_prefetch((const char *)b + MM_AMX_TILE_BYTES + l, _MM_HINT_T0);
+        mm_amx_ktile(a, m0, mr, t, t + 1 < jb->t1, b, two_a, two_b, s);
+    }
+    mm_amx_cstore(jb, m0, mr, j0, nj, full, s);
+}
+
+/* Code packs (HiF8, matmul_hif8.c): k tiles [ta, tb) of code panel p decoded
+ * to bf16 pairs in the tile layout at dst, pair rows past K zero. */
+static void mm_amx_decode(const mm_amx_job *jb, int p, int ta, int tb, uint8_t *dst)
+{
+    const mm_bpack *bp = jb->bp;
+    const int kp_n = (int)(bp->panel_elems / MM_NR), r0 = ta * MM_AMX_KP;
+    const int r1 = tb * MM_AMX_KP < kp_n ? tb * MM_AMX_KP : kp_n;
+    const size_t row_bytes = (size_t)MM_NR * 4;
+    if (r1 > r0)
+        mm_codes_decode_impl(dst, (const uint16_t *)bp->data + (size_t)p * bp->panel_elems +
+                                      (size_t)r0 * MM_NR,
+                             r1 - r0, MM_DECODE_PAIRS | (bp->codes_nan ? 0 : MM_DECODE_NO_NAN));
+    size_t done = r1 > r0 ? (size_t)(r1 - r0) * row_bytes : 0;
+    memset(dst + done, 0, (size_t)(tb - ta) * MM_AMX_TILE_BYTES - done);
+}
+
+/* A block of a code pack with the panel decoded as it goes, MM_AMX_DEC_TILES
+ * k tiles at a time into the scratch (L1): for tasks of one block (decode:
+ * every code is used once) or without memory for a decoded panel. */
+static void mm_amx_block_codes(const mm_amx_job *jb, const mm_amx_a *a, int m0, int mr, int p,
+                               mm_amx_scratch *s)
+{
+    const mm_bpack *bp = jb->bp;
+    const int j0 = p * MM_NR, nj = bp->N - j0 < MM_NR ? bp->N - j0 : MM_NR;
+    const int two_a = mr > MM_AMX_T, two_b = nj > MM_AMX_T, full = mr == MM_AMX_MB && nj == MM_NR;
+    mm_amx_cinit(jb, m0, mr, j0, nj, full, s);
+    for (int tc = jb->t0; tc < jb->t1; tc += MM_AMX_DEC_TILES) {
+        int te = jb->t1 - tc < MM_AMX_DEC_TILES ? jb->t1 : tc + MM_AMX_DEC_TILES;
+        mm_amx_decode(jb, p, tc, te, s->dec[0]);
+        for (int t = tc; t < te; t++)
+            mm_amx_ktile(a, m0, mr, t, t + 1 < jb->t1, s->dec[t - tc], two_a, two_b, s);
     }
     mm_amx_cstore(jb, m0, mr, j0, nj, full, s);
 }
 
 /* Task: rows [i0, i0 + mc) x panels [p0, p0 + pc) of one GEMM, panel by panel
- * (the panel stays in L2 while the rows go by). */
+ * (the panel stays in L2 while the rows go by).  A code panel is decoded once
+ * per task into dec (the pass's k tiles) when the task has several blocks and
+ * dec is there, else block by block as it goes. */
 static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc, int p0, int pc,
-                        mm_amx_scratch *s)
+                        uint8_t *dec, mm_amx_scratch *s)
 {
-    const int n_panels = (jb->bp->N + MM_NR - 1) / MM_NR;
+    const mm_bpack *bp = jb->bp;
+    const int n_panels = (bp->N + MM_NR - 1) / MM_NR;
     for (int p = p0; p < p0 + pc; p++) {
-        const uint8_t *next = p + 1 < n_panels ? (const uint8_t *)jb->bp->data +
-                                                     (size_t)(p + 1) * jb->bp->panel_elems * 4
-                                               : NULL;   /* its tiles [t0, t1) go to L2 */
+        if (bp->codes && (mc <= MM_AMX_MB || !dec)) {
+            for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
+                mm_amx_block_codes(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB,
+                                   p, s);
+            continue;
+        }
+        const uint8_t *panel = (const uint8_t *)bp->data + (size_t)p * bp->panel_elems * 4;
+        const uint8_t *next = p + 1 < n_panels && !bp->codes ? panel + bp->panel_elems * 4
+                                                             : NULL; /* its tiles go to L2 */
+        int tb = 0;
+        if (bp->codes) {
+            mm_amx_decode(jb, p, jb->t0, jb->t1, dec);
+            panel = dec;
+            tb = jb->t0;
+        }
         for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
-            mm_amx_block(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, p,
-                         m0 == i0 ? next : NULL, s);
+            mm_amx_block(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, p, panel,
+                         tb, m0 == i0 ? next : NULL, s);
     }
 }
 
 static int mm_amx_ceil(int v, int d) { return (v + d - 1) / d; }
+
+/* k tiles of a panel: a bf16 pack's panel is padded to whole tiles; a code
+ * pack's (matmul_hif8.c) is not, its last tile is completed with zeros as it is
+ * decoded. */
+static int mm_amx_n_kt(const mm_bpack *bp)
+{
+    size_t pair_rows = bp->panel_elems / MM_NR;
+    return (int)((pair_rows + MM_AMX_KP - 1) / MM_AMX_KP);
+}
+
+static size_t mm_amx_thread(void)
+{
+#ifdef _OPENMP
+    return (size_t)omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+size_t mm_amx_dec_bytes_impl(int K)
+{
+    int n_threads = 1;
+#ifdef _OPENMP
+    n_threads = omp_get_max_threads();
+#endif
+    return (size_t)n_threads * (size_t)mm_amx_ceil((K + 1) / 2, MM_AMX_KP) * MM_AMX_TILE_BYTES;
+}
 
 /* bytes of converted A one K pass keeps (in L2); tests force smaller passes */
 static size_t mm_amx_pass_bytes = (size_t)MM_AMX_PASS_A_KB << 10;
@@ -337,18 +425,31 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
     if (paired)
         n_tasks = first[1];
     mm_amx_a as = {NULL, mm_amx_ld(K), *a, M, K};
-    int m_pad = mm_amx_ceil(M, MM_AMX_MB) * MM_AMX_MB, fill = 0;
-    if (xs && mm_pack_reserve_impl(xs, mm_amx_apack_bytes_impl(M, K)) == 0) {
+    int m_pad = mm_amx_ceil(M, MM_AMX_MB) * MM_AMX_MB, fill = 0, codes = 0;
+    for (int i = 0; i < n_jobs; i++)
+        codes |= jb[i].bp->codes;
+    /* K passes: the rows' A of one pass (m_pad x its k tiles) stays in L2
+     * while every panel goes by; C carries the sums between passes */
+    const int n_kt = mm_amx_n_kt(bp[0]);
+    int kt_max = (int)(mm_amx_pass_bytes / ((size_t)m_pad * 64));
+    kt_max = kt_max < MM_AMX_PASS_MIN_KT ? MM_AMX_PASS_MIN_KT : kt_max;
+    int n_pass = mm_amx_ceil(n_kt, kt_max);
+    int kt_pass = mm_amx_ceil(n_kt, n_pass);
+    /* scratch: A's bf16 rows, then (code packs, several row blocks) one
+     * decoded panel of a pass per thread */
+    const size_t a_bytes = mm_amx_apack_bytes_impl(M, K);
+    const size_t dec_bytes = codes && M > MM_AMX_MB ? (size_t)kt_pass * MM_AMX_TILE_BYTES : 0;
+    uint8_t *dec = NULL;
+    if (xs && dec_bytes && mm_pack_reserve_impl(xs, a_bytes + (size_t)n_threads * dec_bytes) == 0)
+        dec = (uint8_t *)xs->data + a_bytes;
+    if (xs && (dec || mm_pack_reserve_impl(xs, a_bytes) == 0)) {
         as.rows = xs->data;
         fill = m_pad;
     }
-    /* K passes: the rows' A of one pass (m_pad x its k tiles) stays in L2
-     * while every panel goes by; C carries the sums between passes */
-    const int n_kt = (int)(bp[0]->panel_elems / ((size_t)MM_AMX_KP * MM_NR));
-    int kt_max = (int)(mm_amx_pass_bytes / ((size_t)m_pad * 64));
-    kt_max = kt_max < MM_AMX_PASS_MIN_KT ? MM_AMX_PASS_MIN_KT : kt_max;
-    const int n_pass = as.rows ? mm_amx_ceil(n_kt, kt_max) : 1;
-    const int kt_pass = mm_amx_ceil(n_kt, n_pass);
+    if (!as.rows) {   /* A converted per tile: nothing to keep in L2 */
+        n_pass = 1;
+        kt_pass = n_kt;
+    }
     int parallel = n_tasks > 1 && flops > 2e6;
     (void)parallel;
 #ifdef _OPENMP
@@ -382,7 +483,7 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
                     j.t1 = t1;
                     if (pass > 0)
                         j.init = MM_INIT_ACCUM;
-                    mm_amx_task(&j, &as, i0, rows, p0, panels, &s);
+                    mm_amx_task(&j, &as, i0, rows, p0, panels, dec ? dec + mm_amx_thread() * dec_bytes : NULL, &s);
                 }
                 if (paired && last) {
                     int N0 = jb[0].bp->N, j0 = p0 * MM_NR;

@@ -261,6 +261,8 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
                       mm_bpack *xs, const mm_bpack *const *bp, const mm_init *init,
                       const float *const *bias, const matmul_epilogue *ep);
 size_t mm_amx_apack_bytes_impl(int M, int K);
+/* The decoded code panels (one per thread) an AMX GEMM over K may keep. */
+size_t mm_amx_dec_bytes_impl(int K);
 
 /* Micro-kernels: rows [0, mr) (1 <= mr <= MM_MR) of an MM_NR-wide tile,
  * c[r * ldc + j] (= if !load_c) += sum_k a b.  The fp32 kernels sum strictly in
