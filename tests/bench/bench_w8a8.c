@@ -11,7 +11,8 @@
  *    exports a HiF8 copy with the default (published) selection into
  *    build/bench_w8a8/<name>-hif8 unless it is there, then runs, as child
  *    processes of $QS_BIN (bin/qatscope), `generate --precision bf16` greedy on
- *    both checkpoints, alternating, BENCH_W8A8_REPS times each, and prints
+ *    both checkpoints, alternating, BENCH_W8A8_REPS times each (then again at
+ *    bf16-amx on AMX CPUs, where code packs run on the tiles), and prints
  *    peak RSS (ru_maxrss of the child: load + generation), the decode rate
  *    (tokens/s as generate prints it) and the ratios, with the target:
  *    resident weights = 1 byte per quantized parameter + 2 per other; tokens/s
@@ -29,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "qs/cpu.h"
 #include "qs/fileio.h"
 #include "qs/hfconfig.h"
 #include "qs/hif8.h"
@@ -208,6 +210,61 @@ static int count_params(const char *dir, double *quantized, double *other)
     return 0;
 }
 
+/* generate -n N greedy on the bf16 checkpoint and its HiF8 export at one
+ * precision, alternating, BENCH_W8A8_REPS times each: peak RSS, median
+ * tokens/s and the ratio. */
+static int gen_compare(const char *bin, const char *const dirs[2], char *n_arg, char *stop,
+                       int n_new, const char *prec)
+{
+    const char *label[2] = {"bf16", "hif8"};
+    double tps[2][BENCH_W8A8_REPS];
+    long peak[2] = {0, 0}, rss = 0;
+    char err[8192];
+    printf("generate --precision %s:\n", prec);
+    loadavg("before");
+    for (int r = 0; r < BENCH_W8A8_REPS; r++)
+        for (int m = 0; m < 2; m++) {
+            char *ge[] = {(char *)bin, "generate", "--model", (char *)dirs[m], "--prompt",
+                          "Once upon a time", "-n", n_arg, "--temperature", "0", "--stop-ids",
+                          stop, "--precision", (char *)prec, NULL};
+            if (run_child(ge, err, sizeof err, &rss)) {
+                fprintf(stderr, "bench_w8a8: generate on %s failed: %s", dirs[m], err);
+                return 1;
+            }
+            const char *p = strstr(err, "generate: ");
+            double sec = 0, rate = 0;
+            int n_prompt = 0, n_gen = 0;
+            if (!p || sscanf(p, "generate: %d prompt + %d new tokens in %lf s", &n_prompt, &n_gen,
+                             &sec) != 3 || sec <= 0) {
+                fprintf(stderr, "bench_w8a8: no rate in generate's output: %s", err);
+                return 1;
+            }
+            rate = (n_prompt + n_gen) / sec;   /* generate's tokens/s, unrounded */
+            tps[m][r] = rate;
+            peak[m] = rss > peak[m] ? rss : peak[m];
+            printf("  %s run %d: %.2f tokens/s, peak RSS %.2f GiB\n", label[m], r + 1, rate,
+                   rss / 1048576.0);
+        }
+    loadavg("after");
+    double med[2];
+    for (int m = 0; m < 2; m++) {
+        double *t = tps[m];
+        for (int i = 1; i < BENCH_W8A8_REPS; i++)
+            for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+                double sw = t[j];
+                t[j] = t[j - 1];
+                t[j - 1] = sw;
+            }
+        med[m] = t[BENCH_W8A8_REPS / 2];
+    }
+    printf("peak RSS (load + generate -n %d, %s): bf16 %.2f GiB, hif8 %.2f GiB: ratio %.2f\n",
+           n_new, prec, peak[0] / 1048576.0, peak[1] / 1048576.0,
+           (double)peak[1] / (double)peak[0]);
+    printf("generate --precision %s (median of %d): bf16 %.2f tokens/s, hif8 %.2f tokens/s: "
+           "%.2fx (target >= 1.3x)\n", prec, BENCH_W8A8_REPS, med[0], med[1], med[1] / med[0]);
+    return 0;
+}
+
 static int bench_model(const char *bin, const char *src, int n_new)
 {
     char out[1024], name[256];
@@ -238,54 +295,17 @@ static int bench_model(const char *bin, const char *src, int n_new)
         return 1;
     snprintf(n_arg, sizeof n_arg, "%d", n_new);
     snprintf(stop, sizeof stop, "%d", c.vocab_size - 1);   /* never stop early */
-    const char *dirs[2] = {src, out}, *label[2] = {"bf16", "hif8"};
-    double tps[2][BENCH_W8A8_REPS];
-    long peak[2] = {0, 0};
-    loadavg("before");
-    for (int r = 0; r < BENCH_W8A8_REPS; r++)
-        for (int m = 0; m < 2; m++) {
-            char *ge[] = {(char *)bin, "generate", "--model", (char *)dirs[m], "--prompt",
-                          "Once upon a time", "-n", n_arg, "--temperature", "0", "--stop-ids",
-                          stop, "--precision", "bf16", NULL};
-            if (run_child(ge, err, sizeof err, &rss)) {
-                fprintf(stderr, "bench_w8a8: generate on %s failed: %s", dirs[m], err);
-                return 1;
-            }
-            const char *p = strstr(err, "generate: ");
-            double sec = 0, rate = 0;
-            int n_prompt = 0, n_gen = 0;
-            if (!p || sscanf(p, "generate: %d prompt + %d new tokens in %lf s", &n_prompt, &n_gen,
-                             &sec) != 3 || sec <= 0) {
-                fprintf(stderr, "bench_w8a8: no rate in generate's output: %s", err);
-                return 1;
-            }
-            rate = (n_prompt + n_gen) / sec;   /* generate's tokens/s, unrounded */
-            tps[m][r] = rate;
-            peak[m] = rss > peak[m] ? rss : peak[m];
-            printf("  %s run %d: %.2f tokens/s, peak RSS %.2f GiB\n", label[m], r + 1, rate,
-                   rss / 1048576.0);
-        }
-    loadavg("after");
-    double med[2];
-    for (int m = 0; m < 2; m++) {
-        double *t = tps[m];
-        for (int i = 1; i < BENCH_W8A8_REPS; i++)
-            for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-                double s = t[j];
-                t[j] = t[j - 1];
-                t[j - 1] = s;
-            }
-        med[m] = t[BENCH_W8A8_REPS / 2];
-    }
+    const char *dirs[2] = {src, out};
     const double gib = 1073741824.0;
     printf("model %s: %.0f M parameters quantized (default selection), %.0f M other\n", src,
            nq / 1e6, no / 1e6);
-    printf("peak RSS (load + generate -n %d): bf16 %.2f GiB, hif8 %.2f GiB: ratio %.2f\n", n_new,
-           peak[0] / 1048576.0, peak[1] / 1048576.0, (double)peak[1] / (double)peak[0]);
     printf("weights at 1 B / quantized + 2 B / other: %.2f GiB (bf16: %.2f GiB, ratio %.2f)\n",
            (nq + 2 * no) / gib, 2 * (nq + no) / gib, (nq + 2 * no) / (2 * (nq + no)));
-    printf("generate (median of %d): bf16 %.2f tokens/s, hif8 %.2f tokens/s: %.2fx "
-           "(target >= 1.3x)\n", BENCH_W8A8_REPS, med[0], med[1], med[1] / med[0]);
+    /* --precision bf16, then bf16-amx on AMX CPUs (code packs on the AMX tiles) */
+    const char *precs[2] = {"bf16", "bf16-amx"};
+    for (int pi = 0; pi < (cpu_amx_bf16() ? 2 : 1); pi++)
+        if (gen_compare(bin, dirs, n_arg, stop, n_new, precs[pi]))
+            return 1;
     return 0;
 }
 
