@@ -44,6 +44,15 @@ void mm_codes_tables_impl(void)
     mm_hif8_ready = 1;
 }
 
+static int mm_codes_gemv_mode = -1;
+
+void mm_codes_gemv_force_impl(int mode) { mm_codes_gemv_mode = mode; }
+
+int mm_codes_gemv_dp_impl(void)
+{
+    return mm_codes_gemv_mode != 0 && mm_hif8_vbmi && cpu_level() >= CPU_LEVEL_AVX512BF16;
+}
+
 void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, int mode)
 {
     if (mm_hif8_vbmi && cpu_level() >= CPU_LEVEL_AVX512) {

@@ -282,6 +282,20 @@ void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, pt
 enum { MM_GEMV_ROWS = 4 };
 void mm_gemv_avx512_impl(int kk, mm_apanel a, int mr, const void *b, size_t bstride, int pairs,
                          int odd_first, int np, float *c, ptrdiff_t ldc, int nj_last, int load_c);
+/* The same few-row products from a HiF8 code pack, decoded in registers and
+ * multiplied with vdpbf16ps (matmul_gemv_codes_avx512bf16vbmi.c; only when
+ * mm_codes_gemv_dp_impl()): kp pair rows of np code micro-panels, panel q at
+ * b + q * bstride (uint16 code pairs, mm_bpack.codes layout), A bf16 pairs
+ * (mm_apanel of uint32), no_nan as MM_DECODE_NO_NAN.  The bits of
+ * mm_kernel_bf16_avx512bf16_impl on the decoded pairs. */
+void mm_gemv_codes_avx512bf16vbmi_impl(int kp, mm_apanel a, int mr, const uint16_t *b,
+                                       size_t bstride, int np, float *c, ptrdiff_t ldc,
+                                       int nj_last, int load_c, int no_nan);
+/* 1 when code packs' few-row products run on mm_gemv_codes_avx512bf16vbmi_impl:
+ * the CPU has AVX-512 VBMI, cpu_level() is avx512bf16 and no test forced the
+ * other path (mm_codes_gemv_force_impl, qs/matmul_test.h).  After
+ * mm_codes_tables_impl. */
+int mm_codes_gemv_dp_impl(void);
 /* kp = number of k pairs */
 void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
                                     ptrdiff_t ldc, int load_c, int mr, const void *pf);

@@ -1,0 +1,114 @@
+/* matmul_gemv_codes_avx512bf16vbmi.c: the products of a few rows (decode: one
+ * token per sequence) straight from a HiF8 code pack, decoded in registers and
+ * multiplied with vdpbf16ps (CPUs with AVX512-BF16 and AVX-512 VBMI).
+ *
+ * Per pair row of a micro-panel (64 codes, k pair p of 32 columns): one vpermb
+ * puts the codes in the order the lane-wise unpack undoes, two vpermi2b look
+ * up the high and low bytes of their bf16 values (matmul_hif8_vbmi_impl.h),
+ * two unpacks make the two vectors of bf16 pairs, and each row of A takes one
+ * vdpbf16ps per vector with its pair (bf16 of A[2p], A[2p+1]) broadcast.  No
+ * decoded panel is stored and read back, no pair is widened to fp32, and one
+ * instruction does the two products of a pair.  Several micro-panels are read
+ * side by side (np) for mr x np x 2 independent chains.
+ * Bits: each output is init (0 or C) followed by one vdpbf16ps per k pair in k
+ * order, exactly what the blocked vdpbf16ps kernel (mm_kernel_bf16_avx512bf16_impl)
+ * does on the decoded pairs and the same A panel, so the bits are those of the
+ * other paths for bf16 products (matmul_impl.h; tests/test_matmul_gemv.c).
+ * Call only when cpu_level() >= CPU_LEVEL_AVX512BF16 and the CPU has VBMI.
+ */
+#include <immintrin.h>
+
+#include "matmul_hif8_vbmi_impl.h"
+
+/* bytes ahead of each code stream prefetched into L1 (one line per pair row) */
+enum { MM_GEMV_CODES_PF = 1024 };
+
+static inline __attribute__((always_inline)) void
+mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const uint16_t *b,
+                   size_t bstride, float *c, ptrdiff_t ldc, int nj_last, int load_c, const int mr,
+                   const int np, const int no_nan)
+{
+    const mm_codes_vtab *t = mm_codes_vtab_avx512vbmi_impl();
+    const __m512i perm = t->perm_pairs;
+    __m512 acc[MM_GEMV_ROWS][4][2];
+    __mmask16 m0 = nj_last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj_last) - 1);
+    __mmask16 m1 = nj_last >= 32   ? (__mmask16)0xFFFF
+                   : nj_last > 16 ? (__mmask16)((1u << (nj_last - 16)) - 1)
+                                   : (__mmask16)0;
+#pragma GCC unroll 4
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++) {
+            const float *cq = c + r * ldc + q * MM_NR;
+            __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
+            __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
+            acc[r][q][0] = load_c ? _mm512_maskz_loadu_ps(k0m, cq) : _mm512_setzero_ps();
+            acc[r][q][1] = load_c ? _mm512_maskz_loadu_ps(k1m, cq + 16) : _mm512_setzero_ps();
+        }
+    for (int p = 0; p < kp; p++) {
+        __m512bh av[MM_GEMV_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < mr; r++)
+            av[r] = (__m512bh)_mm512_set1_epi32((int)a[r * rs + p * ks]);
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++) {
+            const uint16_t *row = b + q * bstride + (size_t)p * MM_NR;
+            _mm_prefetch((const char *)row + MM_GEMV_CODES_PF, _MM_HINT_T0);
+            __m512i cv = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(row));
+            __m512i hi, lo;
+            mm_codes_lookup(t, cv, no_nan, &hi, &lo);
+            __m512bh w0 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
+            __m512bh w1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
+#pragma GCC unroll 4
+            for (int r = 0; r < mr; r++) {
+                acc[r][q][0] = _mm512_dpbf16_ps(acc[r][q][0], av[r], w0);
+                acc[r][q][1] = _mm512_dpbf16_ps(acc[r][q][1], av[r], w1);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++) {
+            float *cq = c + r * ldc + q * MM_NR;
+            __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
+            __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
+            _mm512_mask_storeu_ps(cq, k0m, acc[r][q][0]);
+            _mm512_mask_storeu_ps(cq + 16, k1m, acc[r][q][1]);
+        }
+}
+
+/* One layout of A (row-major: ks 1, or k-major: rs 1) and one lookup per body,
+ * so the compiler sees constants where it can. */
+#define MM_GEMV_CODES_CASE(R, NP)                                                              \
+    case (R) * 8 + (NP):                                                                       \
+        if (a.ks == 1 && no_nan)                                                               \
+            mm_gemv_codes_body(kp, a.p, a.rs, 1, b, bstride, c, ldc, nj_last, load_c, R, NP, 1); \
+        else if (a.ks == 1)                                                                    \
+            mm_gemv_codes_body(kp, a.p, a.rs, 1, b, bstride, c, ldc, nj_last, load_c, R, NP, 0); \
+        else if (no_nan)                                                                       \
+            mm_gemv_codes_body(kp, a.p, 1, a.ks, b, bstride, c, ldc, nj_last, load_c, R, NP, 1); \
+        else                                                                                   \
+            mm_gemv_codes_body(kp, a.p, 1, a.ks, b, bstride, c, ldc, nj_last, load_c, R, NP, 0); \
+        break
+
+void mm_gemv_codes_avx512bf16vbmi_impl(int kp, mm_apanel a, int mr, const uint16_t *b,
+                                       size_t bstride, int np, float *c, ptrdiff_t ldc,
+                                       int nj_last, int load_c, int no_nan)
+{
+    switch (mr * 8 + np) {
+        MM_GEMV_CODES_CASE(1, 1);
+        MM_GEMV_CODES_CASE(1, 2);
+        MM_GEMV_CODES_CASE(1, 3);
+        MM_GEMV_CODES_CASE(1, 4);
+        MM_GEMV_CODES_CASE(2, 1);
+        MM_GEMV_CODES_CASE(2, 2);
+        MM_GEMV_CODES_CASE(2, 3);
+        MM_GEMV_CODES_CASE(2, 4);
+        MM_GEMV_CODES_CASE(3, 1);
+        MM_GEMV_CODES_CASE(3, 2);
+        MM_GEMV_CODES_CASE(4, 1);
+    default:
+        MM_GEMV_CODES_CASE(4, 2);
+    }
+}
