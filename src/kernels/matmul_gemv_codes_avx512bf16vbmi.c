@@ -2,14 +2,18 @@
  * token per sequence) straight from a HiF8 code pack, decoded in registers and
  * multiplied with vdpbf16ps (CPUs with AVX512-BF16 and AVX-512 VBMI).
  *
- * Per pair row of a micro-panel (64 codes, k pair p of 32 columns): one vpermb
- * puts the codes in the order the lane-wise unpack undoes, two vpermi2b look
- * up the high and low bytes of their bf16 values (matmul_hif8_vbmi_impl.h),
- * two unpacks make the two vectors of bf16 pairs, and each row of A takes one
- * vdpbf16ps per vector with its pair (bf16 of A[2p], A[2p+1]) broadcast.  No
- * decoded panel is stored and read back, no pair is widened to fp32, and one
- * instruction does the two products of a pair.  Several micro-panels are read
- * side by side (np) for mr x np x 2 independent chains.
+ * Per pair row of a micro-panel (64 codes, k pair p of 32 columns): two vpermi2b
+ * look up the high and low bytes of their bf16 values (matmul_hif8_vbmi_impl.h),
+ * two unpacks within 128-bit lanes make the two vectors of bf16 pairs, and each
+ * row of A takes one vdpbf16ps per vector with its pair (bf16 of A[2p], A[2p+1])
+ * broadcast.  No decoded panel is stored and read back, no pair is widened to
+ * fp32, and one instruction does the two products of a pair.  The unpacks keep
+ * each column's two codes together but deal the columns out by lanes: vector 0
+ * holds columns 0-3, 8-11, 16-19, 24-27 and vector 1 the others, so the
+ * accumulators live in that order (C permuted into it on load and back on
+ * store, once per call) instead of the codes being permuted per pair row.
+ * Several micro-panels are read side by side (np) for mr x np x 2 independent
+ * chains.
  * Bits: each output is init (0 or C) followed by one vdpbf16ps per k pair in k
  * order, exactly what the blocked vdpbf16ps kernel (mm_kernel_bf16_avx512bf16_impl)
  * does on the decoded pairs and the same A panel, so the bits are those of the
@@ -29,7 +33,6 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
                    const int np, const int no_nan)
 {
     const mm_codes_vtab *t = mm_codes_vtab_avx512vbmi_impl();
-    const __m512i perm = t->perm_pairs;
     __m512 acc[MM_GEMV_ROWS][4][2];
     __mmask16 m0 = nj_last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj_last) - 1);
     __mmask16 m1 = nj_last >= 32   ? (__mmask16)0xFFFF
@@ -42,8 +45,10 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
             const float *cq = c + r * ldc + q * MM_NR;
             __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
             __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
-            acc[r][q][0] = load_c ? _mm512_maskz_loadu_ps(k0m, cq) : _mm512_setzero_ps();
-            acc[r][q][1] = load_c ? _mm512_maskz_loadu_ps(k1m, cq + 16) : _mm512_setzero_ps();
+            __m512 c0 = load_c ? _mm512_maskz_loadu_ps(k0m, cq) : _mm512_setzero_ps();
+            __m512 c1 = load_c ? _mm512_maskz_loadu_ps(k1m, cq + 16) : _mm512_setzero_ps();
+            acc[r][q][0] = _mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(2, 0, 2, 0));
+            acc[r][q][1] = _mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(3, 1, 3, 1));
         }
     for (int p = 0; p < kp; p++) {
         __m512bh av[MM_GEMV_ROWS];
@@ -54,9 +59,8 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
         for (int q = 0; q < np; q++) {
             const uint16_t *row = b + q * bstride + (size_t)p * MM_NR;
             _mm_prefetch((const char *)row + MM_GEMV_CODES_PF, _MM_HINT_T0);
-            __m512i cv = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(row));
             __m512i hi, lo;
-            mm_codes_lookup(t, cv, no_nan, &hi, &lo);
+            mm_codes_lookup(t, _mm512_loadu_si512(row), no_nan, &hi, &lo);
             __m512bh w0 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
             __m512bh w1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
 #pragma GCC unroll 4
@@ -73,8 +77,10 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
             float *cq = c + r * ldc + q * MM_NR;
             __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
             __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
-            _mm512_mask_storeu_ps(cq, k0m, acc[r][q][0]);
-            _mm512_mask_storeu_ps(cq + 16, k1m, acc[r][q][1]);
+            __m512 t0 = _mm512_shuffle_f32x4(acc[r][q][0], acc[r][q][1], _MM_SHUFFLE(1, 0, 1, 0));
+            __m512 t1 = _mm512_shuffle_f32x4(acc[r][q][0], acc[r][q][1], _MM_SHUFFLE(3, 2, 3, 2));
+            _mm512_mask_storeu_ps(cq, k0m, _mm512_shuffle_f32x4(t0, t0, _MM_SHUFFLE(3, 1, 2, 0)));
+            _mm512_mask_storeu_ps(cq + 16, k1m, _mm512_shuffle_f32x4(t1, t1, _MM_SHUFFLE(3, 1, 2, 0)));
         }
 }
 
