@@ -18,5 +18,9 @@ int mm_bf16_fma_impl(void);
  * vdpbf16ps where the CPU has AVX-512 VBMI), 0 = codes decoded into L1 and the
  * FMA kernel (same bits).  Call from serial code, between matmul calls. */
 void mm_codes_gemv_force_impl(int mode);
+/* 1 when code packs' few-row products run on the in-register kernel now: the
+ * CPU has AVX-512 VBMI, cpu_level() is avx512bf16 and mode 0 is not forced
+ * (known once a code pack exists). */
+int mm_codes_gemv_dp_impl(void);
 
 #endif

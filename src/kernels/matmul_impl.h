@@ -291,11 +291,7 @@ void mm_gemv_avx512_impl(int kk, mm_apanel a, int mr, const void *b, size_t bstr
 void mm_gemv_codes_avx512bf16vbmi_impl(int kp, mm_apanel a, int mr, const uint16_t *b,
                                        size_t bstride, int np, float *c, ptrdiff_t ldc,
                                        int nj_last, int load_c, int no_nan);
-/* 1 when code packs' few-row products run on mm_gemv_codes_avx512bf16vbmi_impl:
- * the CPU has AVX-512 VBMI, cpu_level() is avx512bf16 and no test forced the
- * other path (mm_codes_gemv_force_impl, qs/matmul_test.h).  After
- * mm_codes_tables_impl. */
-int mm_codes_gemv_dp_impl(void);
+/* Where it runs: mm_codes_gemv_dp_impl (qs/matmul_test.h). */
 /* kp = number of k pairs */
 void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
                                     ptrdiff_t ldc, int load_c, int mr, const void *pf);
