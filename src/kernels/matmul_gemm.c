@@ -270,7 +270,7 @@ static void mm_task_gemv(const mm_job *jb, int i0, int j0, int mc, int nc, mm_sc
 static void mm_task_gemv_codes(const mm_job *jb, int i0, int j0, int mc, int nc, mm_scratch *s)
 {
     const mm_bpack *bp = jb->bp;
-    const int K = bp->K, np_max = mc <= 2 ? 4 : 2, no_nan = (jb->dec & MM_DECODE_NO_NAN) != 0;
+    const int K = bp->K, np_max = mc <= 2 ? 4 : 2;
     float *c0 = jb->c + (ptrdiff_t)i0 * jb->ldc + j0;
     for (int k0 = 0; k0 < K; k0 += MM_GEMV_KC) {
         int kc = K - k0 < MM_GEMV_KC ? K - k0 : MM_GEMV_KC;
@@ -283,7 +283,7 @@ static void mm_task_gemv_codes(const mm_job *jb, int i0, int j0, int mc, int nc,
             nj_last = nj_last < MM_NR ? nj_last : MM_NR;
             mm_gemv_codes_avx512bf16vbmi_impl((kc + 1) / 2, ap, mc, mm_codes_panel(bp, j0 + jr, k0),
                                               bp->panel_elems, np, c0 + jr, jb->ldc, nj_last,
-                                              load_c, no_nan);
+                                              load_c, jb->dec);
         }
     }
 }
@@ -469,6 +469,8 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
                                              : MM_DECODE_F32;
         if (j.codes && !bp[i]->codes_nan)
             j.dec |= MM_DECODE_NO_NAN;
+        if (j.codes && !bp[i]->codes_nan && !bp[i]->codes_inf)
+            j.dec |= MM_DECODE_FINITE;
         mm_task_shape(&j, n_threads, mm_a_in_place(&j) ? 1 : 2);
         jb[n_jobs] = j;
         n_ib[n_jobs] = (M + j.mc - 1) / j.mc;

@@ -2,8 +2,10 @@
  * token per sequence) straight from a HiF8 code pack, decoded in registers and
  * multiplied with vdpbf16ps (CPUs with AVX512-BF16 and AVX-512 VBMI).
  *
- * Per pair row of a micro-panel (64 codes, k pair p of 32 columns): two vpermi2b
- * look up the high and low bytes of their bf16 values (matmul_hif8_vbmi_impl.h),
+ * Per pair row of a micro-panel (64 codes, k pair p of 32 columns): a vpermi2b
+ * looks up the high bytes of their bf16 values and, for a pack of finite codes,
+ * a vpermb the low bytes (the pack's byte order makes 64 entries enough;
+ * matmul_hif8.c, matmul_hif8_vbmi_impl.h; a second vpermi2b otherwise),
  * two unpacks within 128-bit lanes make the two vectors of bf16 pairs, and each
  * row of A takes one vdpbf16ps per vector with its pair (bf16 of A[2p], A[2p+1])
  * broadcast.  No decoded panel is stored and read back, no pair is widened to
@@ -30,7 +32,7 @@ enum { MM_GEMV_CODES_PF = 1024 };
 static inline __attribute__((always_inline)) void
 mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const uint16_t *b,
                    size_t bstride, float *c, ptrdiff_t ldc, int nj_last, int load_c, const int mr,
-                   const int np, const int no_nan)
+                   const int np, const int lut)
 {
     const mm_codes_vtab *t = mm_codes_vtab_avx512vbmi_impl();
     __m512 acc[MM_GEMV_ROWS][4][2];
@@ -60,7 +62,7 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
             const uint16_t *row = b + q * bstride + (size_t)p * MM_NR;
             _mm_prefetch((const char *)row + MM_GEMV_CODES_PF, _MM_HINT_T0);
             __m512i hi, lo;
-            mm_codes_lookup(t, _mm512_loadu_si512(row), no_nan, &hi, &lo);
+            mm_codes_lookup(t, _mm512_loadu_si512(row), lut, &hi, &lo);
             __m512bh w0 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
             __m512bh w1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
 #pragma GCC unroll 4
@@ -86,22 +88,27 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
 
 /* One layout of A (row-major: ks 1, or k-major: rs 1) and one lookup per body,
  * so the compiler sees constants where it can. */
-#define MM_GEMV_CODES_CASE(R, NP)                                                              \
-    case (R) * 8 + (NP):                                                                       \
-        if (a.ks == 1 && no_nan)                                                               \
-            mm_gemv_codes_body(kp, a.p, a.rs, 1, b, bstride, c, ldc, nj_last, load_c, R, NP, 1); \
-        else if (a.ks == 1)                                                                    \
-            mm_gemv_codes_body(kp, a.p, a.rs, 1, b, bstride, c, ldc, nj_last, load_c, R, NP, 0); \
-        else if (no_nan)                                                                       \
-            mm_gemv_codes_body(kp, a.p, 1, a.ks, b, bstride, c, ldc, nj_last, load_c, R, NP, 1); \
-        else                                                                                   \
-            mm_gemv_codes_body(kp, a.p, 1, a.ks, b, bstride, c, ldc, nj_last, load_c, R, NP, 0); \
+#define MM_GEMV_CODES_LUT(R, NP, L)                                                             \
+    if (a.ks == 1)                                                                              \
+        mm_gemv_codes_body(kp, a.p, a.rs, 1, b, bstride, c, ldc, nj_last, load_c, R, NP, L);    \
+    else                                                                                        \
+        mm_gemv_codes_body(kp, a.p, 1, a.ks, b, bstride, c, ldc, nj_last, load_c, R, NP, L)
+#define MM_GEMV_CODES_CASE(R, NP)                                                               \
+    case (R) * 8 + (NP):                                                                        \
+        if (lut == 2) {                                                                         \
+            MM_GEMV_CODES_LUT(R, NP, 2);                                                        \
+        } else if (lut == 1) {                                                                  \
+            MM_GEMV_CODES_LUT(R, NP, 1);                                                        \
+        } else {                                                                                \
+            MM_GEMV_CODES_LUT(R, NP, 0);                                                        \
+        }                                                                                       \
         break
 
 void mm_gemv_codes_avx512bf16vbmi_impl(int kp, mm_apanel a, int mr, const uint16_t *b,
                                        size_t bstride, int np, float *c, ptrdiff_t ldc,
-                                       int nj_last, int load_c, int no_nan)
+                                       int nj_last, int load_c, int flags)
 {
+    const int lut = flags & MM_DECODE_FINITE ? 2 : flags & MM_DECODE_NO_NAN ? 1 : 0;
     switch (mr * 8 + np) {
         MM_GEMV_CODES_CASE(1, 1);
         MM_GEMV_CODES_CASE(1, 2);

@@ -31,7 +31,7 @@ static int mm_vtab_ready;
 
 const mm_codes_vtab *mm_codes_vtab_avx512vbmi_impl(void) { return &mm_vtab; }
 
-void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16)
+void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16, const uint8_t *lo6)
 {
     if (mm_vtab_ready)
         return;
@@ -56,6 +56,7 @@ void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16)
         want[i] = (uint8_t)i;
     mm_codes_perm(perm, want, 1);
     mm_vtab.perm_pairs = _mm512_loadu_si512(perm);
+    mm_vtab.lo6 = _mm512_loadu_si512(lo6);
     mm_vtab_ready = 1;
 }
 
