@@ -186,7 +186,8 @@ static int gv_codes_both_paths(const float *x, matmul_wpack *pk, const float *bi
     return 0;
 }
 
-/* One shape: seeded codes (extra: a NaN and both infinities), x uniform with
+/* One shape: seeded codes (extra 1: a NaN and both infinities, 2: only the
+ * infinities; each takes its own lookup in the kernel), x uniform with
  * tiny_rows of its rows scaled by 2^-110 (products and sums through the
  * denormal range, flushed by both kernels), with and without bias. */
 static int gv_codes_case(int IN, int O, int extra, int tiny_rows, uint64_t seed)
@@ -200,8 +201,9 @@ static int gv_codes_case(int IN, int O, int extra, int tiny_rows, uint64_t seed)
     int bad = !cw || !x || !bias || !y0 || !y1 || !ws;
     if (!bad) {
         test_hif8_codes(cw, nw, seed);
-        if (extra) {
+        if (extra == 1)
             cw[nw / 3] = HIF8_CODE_NAN;
+        if (extra) {
             cw[nw / 2] = HIF8_CODE_POS_INF;
             cw[nw - 1] = HIF8_CODE_NEG_INF;
         }
@@ -239,13 +241,13 @@ TEST(matmul_gemv, codes_in_registers_equal_decode_then_fma)
     }
 }
 
-/* ... also with NaN and infinity codes in the pack (the full lookup) and rows
- * of tiny activations whose products and sums fall into the denormal range */
+/* ... also with NaN and infinity codes in the pack (the longer lookups) and
+ * rows of tiny activations whose products and sums fall into the denormal range */
 TEST(matmul_gemv, codes_in_registers_equal_decode_then_fma_nan_inf_tiny)
 {
     static const int shapes[][2] = {{301, 70}, {2049, 33}};
     for (int i = 0; i < 2; i++)
-        for (int extra = 0; extra < 2; extra++) {
+        for (int extra = 0; extra < 3; extra++) {
             int bad = gv_codes_case(shapes[i][0], shapes[i][1], extra, GV_BATCH / 2, 80 + i);
             if (bad < 0)
                 SKIP("no AVX512-BF16 + VBMI");
