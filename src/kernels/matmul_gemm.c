@@ -60,7 +60,7 @@ typedef struct mm_job {
     int fma16;      /* bf16 pairs on the FMA kernel (widened, FTZ/DAZ) */
     int codes;      /* B holds HiF8 codes: each micro-panel decoded (dec) as it is used */
     int gemv_dp;    /* codes, <= MM_GEMV_ROWS rows: decoded in registers, vdpbf16ps */
-    int dec;        /* mm_decode mode, | MM_DECODE_NO_NAN */
+    int dec;        /* mm_decode mode, | MM_DECODE_NO_NAN, | MM_DECODE_FINITE */
     int kc;         /* K block */
     mm_afmt afmt;   /* A panel format (not for fma16 or whole-A packs) */
 } mm_job;
