@@ -69,9 +69,10 @@ typedef struct mm_bpack {
                              mm_bf16_order, K padded to even (bf16 fallback) */
     ptrdiff_t row_pairs;  /* whole-A packs: 0 = k-major panels (mm_apack_whole_impl),
                              > 0 = row-major rows of this many bf16 pairs (mm_apack_rows_*) */
-    int codes;            /* B packs: elements are HiF8 codes, uint16 pairs of bytes
-                             (matmul_hif8.c), panel_elems counts them; kernel and
-                             round_bf16 say which micro-panel they decode into */
+    int codes;            /* B packs: elements are HiF8 codes, uint16 pairs of pack
+                             bytes (renumbered codes, matmul_hif8.c), panel_elems
+                             counts them; kernel and round_bf16 say which
+                             micro-panel they decode into */
     int codes_nan;        /* code packs: 1 when some code is 0x80 (NaN) */
     int codes_inf;        /* code packs: 1 when some code is +-Inf (0x6F, 0xEF) */
 } mm_bpack;
@@ -289,14 +290,13 @@ void mm_gemv_avx512_impl(int kk, mm_apanel a, int mr, const void *b, size_t bstr
                          int odd_first, int np, float *c, ptrdiff_t ldc, int nj_last, int load_c);
 /* The same few-row products from a HiF8 code pack, decoded in registers and
  * multiplied with vdpbf16ps (matmul_gemv_codes_avx512bf16vbmi.c; only when
- * mm_codes_gemv_dp_impl()): kp pair rows of np code micro-panels, panel q at
+ * mm_codes_gemv_dp_impl(), qs/matmul_test.h): kp pair rows of np code micro-panels, panel q at
  * b + q * bstride (uint16 code pairs, mm_bpack.codes layout), A bf16 pairs
  * (mm_apanel of uint32), flags MM_DECODE_NO_NAN / MM_DECODE_FINITE as the pack
  * allows.  The bits of mm_kernel_bf16_avx512bf16_impl on the decoded pairs. */
 void mm_gemv_codes_avx512bf16vbmi_impl(int kp, mm_apanel a, int mr, const uint16_t *b,
                                        size_t bstride, int np, float *c, ptrdiff_t ldc,
                                        int nj_last, int load_c, int flags);
-/* Where it runs: mm_codes_gemv_dp_impl (qs/matmul_test.h). */
 /* kp = number of k pairs */
 void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
                                     ptrdiff_t ldc, int load_c, int mr, const void *pf);
