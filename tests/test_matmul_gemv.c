@@ -214,9 +214,8 @@ static int gv_codes_case(int IN, int O, int extra, int tiny_rows, uint64_t seed)
         pk = matmul_wpack_create_hif8(cw, IN, O, MATMUL_BF16);
         bad = !pk;
     }
-    if (!bad && !mm_codes_gemv_dp_impl()) {   /* this CPU has no in-register kernel */
+    if (!bad && !mm_codes_gemv_dp_impl())   /* this CPU has no in-register kernel */
         bad = -1;
-    }
     for (int b = 0; b < 2 && !bad; b++)
         bad = gv_codes_both_paths(x, pk, b ? bias : NULL, IN, O, y0, y1, ws);
     matmul_wpack_destroy(pk);
