@@ -3,7 +3,8 @@
 # Layout: every src/<part>/*.c and plots/*.c goes into build/libqatscope.a; src/cli/*.c
 # makes the binary; tests/test_*.c + tests/runner.c make bin/test_runner;
 # tests/bench/bench_*.c and tests/exhaustive/*.c are one program each.
-# SIMD files are named for their ISA (*_avx2.c, *_avx512.c, *_avx512bf16.c, *_amx.c, *_shani.c) and
+# SIMD files are named for their ISA (*_avx2.c, *_avx512.c, *_avx512bf16.c, *_avx512vbmi.c,
+# *_avx512bf16vbmi.c: both, *_amx.c, *_shani.c) and
 # get that ISA's flags; everything else is baseline x86-64 (dispatch at run time).
 #
 # Knobs (each prints nothing unless set): WERROR=1, NO_OMP=1, SAN=1 (ASan+UBSan),
@@ -55,9 +56,10 @@ ISA_avx2 := -mavx2 -mfma -mf16c
 ISA_avx512 := $(ISA_avx2) -mavx512f -mavx512bw -mavx512dq -mavx512vl
 ISA_avx512bf16 := $(ISA_avx512) -mavx512bf16
 ISA_avx512vbmi := $(ISA_avx512) -mavx512vbmi
+ISA_avx512bf16vbmi := $(ISA_avx512bf16) -mavx512vbmi
 ISA_shani := -msha -mssse3 -msse4.1
 ISA_amx := $(ISA_avx512bf16) -mamx-tile -mamx-bf16
-isa_flags = $(if $(filter %_amx.c,$1),$(ISA_amx),$(if $(filter %_avx512bf16.c,$1),$(ISA_avx512bf16),$(if $(filter %_avx512vbmi.c,$1),$(ISA_avx512vbmi),$(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),$(if $(filter %_shani.c,$1),$(ISA_shani)))))))
+isa_flags = $(if $(filter %_amx.c,$1),$(ISA_amx),$(if $(filter %_avx512bf16vbmi.c,$1),$(ISA_avx512bf16vbmi),$(if $(filter %_avx512bf16.c,$1),$(ISA_avx512bf16),$(if $(filter %_avx512vbmi.c,$1),$(ISA_avx512vbmi),$(if $(filter %_avx512.c,$1),$(ISA_avx512),$(if $(filter %_avx2.c,$1),$(ISA_avx2),$(if $(filter %_shani.c,$1),$(ISA_shani))))))))
 
 # one implementation of include/qs/dist.h per flavour (the only build-time switch)
 DIST_OFF := src/dist/$(if $(MPI),dist_single.c,dist_mpi.c)

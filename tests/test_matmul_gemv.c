@@ -4,6 +4,10 @@
  * batch of 16 (the blocked kernel), and bf16 the bits of vdpbf16ps: plain and
  * code-packed weights, with and without bias, odd K, K over several blocks of
  * the small-row path (2048), column tails, rows at every offset of the batch.
+ * On CPUs with AVX512-BF16 and VBMI, code packs of the bf16 formats run on
+ * src/kernels/matmul_gemv_codes_avx512bf16vbmi.c instead (decoded in
+ * registers, vdpbf16ps): the same bits as the decode-then-FMA path, compared
+ * directly, NaN / infinity codes and products in the denormal range included.
  */
 #include <math.h>
 #include <string.h>
@@ -158,4 +162,94 @@ TEST(matmul_gemv, nan_and_infinity_codes_in_few_rows_as_in_a_batch)
     qs_free(x);
     qs_free(yb);
     qs_free(ys);
+}
+
+/* Rows [r0, r0 + m) of x (IN wide) for every m <= 4 and every offset r0 in a
+ * batch of GV_BATCH rows, through the code pack pk: the in-register kernel
+ * (vdpbf16ps) against the codes decoded into L1 and the FMA kernel.  1 on a
+ * difference. */
+static int gv_codes_both_paths(const float *x, matmul_wpack *pk, const float *bias, int IN, int O,
+                               float *y0, float *y1, matmul_ws *ws)
+{
+    for (int m = 1; m <= 4; m++)
+        for (int r0 = 0; r0 + m <= GV_BATCH; r0++) {
+            const float *xr = x + (size_t)r0 * IN;
+            mm_codes_gemv_force_impl(0);
+            matmul_forward_packed_ws(y0, xr, pk, bias, m, ws);
+            mm_codes_gemv_force_impl(-1);
+            matmul_forward_packed_ws(y1, xr, pk, bias, m, ws);
+            if (memcmp(y0, y1, (size_t)m * O * sizeof *y0)) {
+                fprintf(stderr, "    IN=%d O=%d: rows %d..%d differ\n", IN, O, r0, r0 + m - 1);
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/* One shape: seeded codes (extra 1: a NaN and both infinities, 2: only the
+ * infinities; each takes its own lookup in the kernel), x uniform with
+ * tiny_rows of its rows scaled by 2^-110 (products and sums through the
+ * denormal range, flushed by both kernels), with and without bias. */
+static int gv_codes_case(int IN, int O, int extra, int tiny_rows, uint64_t seed)
+{
+    size_t nw = (size_t)O * IN, nx = (size_t)GV_BATCH * IN;
+    uint8_t *cw = qs_malloc(nw);
+    float *x = qs_malloc(nx * sizeof *x), *bias = qs_malloc((size_t)O * sizeof *bias);
+    float *y0 = qs_malloc(4 * (size_t)O * sizeof *y0), *y1 = qs_malloc(4 * (size_t)O * sizeof *y1);
+    matmul_ws *ws = matmul_ws_create();
+    matmul_wpack *pk = NULL;
+    int bad = !cw || !x || !bias || !y0 || !y1 || !ws;
+    if (!bad) {
+        test_hif8_codes(cw, nw, seed);
+        if (extra == 1)
+            cw[nw / 3] = HIF8_CODE_NAN;
+        if (extra) {
+            cw[nw / 2] = HIF8_CODE_POS_INF;
+            cw[nw - 1] = HIF8_CODE_NEG_INF;
+        }
+        test_hif8_fill(x, nx, seed + 1);
+        test_hif8_fill(bias, (size_t)O, seed + 2);
+        for (size_t i = 0; i < (size_t)tiny_rows * IN; i++)
+            x[i] = ldexpf(x[i], -110);
+        pk = matmul_wpack_create_hif8(cw, IN, O, MATMUL_BF16);
+        bad = !pk;
+    }
+    if (!bad && !mm_codes_gemv_dp_impl())   /* this CPU has no in-register kernel */
+        bad = -1;
+    for (int b = 0; b < 2 && !bad; b++)
+        bad = gv_codes_both_paths(x, pk, b ? bias : NULL, IN, O, y0, y1, ws);
+    matmul_wpack_destroy(pk);
+    matmul_ws_destroy(ws);
+    qs_free(cw);
+    qs_free(x);
+    qs_free(bias);
+    qs_free(y0);
+    qs_free(y1);
+    return bad;
+}
+
+/* codes decoded in registers and multiplied with vdpbf16ps give the bits of
+ * the decode-then-FMA path: odd K, K over 2 and 3 blocks, column tails */
+TEST(matmul_gemv, codes_in_registers_equal_decode_then_fma)
+{
+    for (size_t i = 0; i < sizeof gv_shapes / sizeof gv_shapes[0]; i++) {
+        int bad = gv_codes_case(gv_shapes[i][0], gv_shapes[i][1], 0, 0, 60 + i);
+        if (bad < 0)
+            SKIP("no AVX512-BF16 + VBMI");
+        ASSERT_EQ_INT(bad, 0);
+    }
+}
+
+/* ... also with NaN and infinity codes in the pack (the longer lookups) and
+ * rows of tiny activations whose products and sums fall into the denormal range */
+TEST(matmul_gemv, codes_in_registers_equal_decode_then_fma_nan_inf_tiny)
+{
+    static const int shapes[][2] = {{301, 70}, {2049, 33}};
+    for (int i = 0; i < 2; i++)
+        for (int extra = 0; extra < 3; extra++) {
+            int bad = gv_codes_case(shapes[i][0], shapes[i][1], extra, GV_BATCH / 2, 80 + i);
+            if (bad < 0)
+                SKIP("no AVX512-BF16 + VBMI");
+            ASSERT_EQ_INT(bad, 0);
+        }
 }

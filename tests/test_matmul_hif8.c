@@ -131,3 +131,27 @@ TEST(matmul_hif8, bad_shapes_give_no_pack)
     ASSERT_TRUE(matmul_wpack_create_hif8(c, 0, 2, MATMUL_BF16) == NULL);
     ASSERT_TRUE(matmul_wpack_create_hif8(c, 2, 0, MATMUL_FP32) == NULL);
 }
+
+/* the pack stores its own byte per code (matmul_hif8.c renumbers the
+ * magnitudes): every one of the 256 codes reads back as itself and as its
+ * value (NaN as NaN), at every k parity, in both precisions */
+TEST(matmul_hif8, every_code_reads_back_from_a_pack)
+{
+    enum { IN = 257, O = 2 };
+    uint8_t codes[IN * O], back[IN * O];
+    float want[IN * O], got[IN * O];
+    for (int o = 0; o < O; o++)
+        for (int k = 0; k < IN; k++)
+            codes[o * IN + k] = (uint8_t)(k + o);   /* row 1: each code at the other parity */
+    hif8_codes_decode(codes, want, IN * O);
+    int precisions[2] = {MATMUL_FP32, MATMUL_BF16};
+    for (int i = 0; i < 2; i++) {
+        matmul_wpack *pk = matmul_wpack_create_hif8(codes, IN, O, precisions[i]);
+        ASSERT_TRUE(pk != NULL);
+        matmul_wpack_hif8_read(pk, back, got);
+        matmul_wpack_destroy(pk);
+        ASSERT_TRUE(memcmp(back, codes, sizeof codes) == 0);
+        for (int j = 0; j < IN * O; j++)
+            ASSERT_TRUE(got[j] == want[j] || (got[j] != got[j] && want[j] != want[j]));
+    }
+}

@@ -1,6 +1,6 @@
 /* matmul_test.h: NOT API.  Matmul internals declared for tests and benches
- * (tests/test_matmul_bf16fma.c, tests/bench/bench_matmul.c), which run both
- * micro-kernels behind the AVX512-BF16 formats on the same data.  Library code
+ * (tests/test_matmul_bf16fma.c, tests/test_matmul_gemv.c, tests/bench/bench_matmul.c),
+ * which run both micro-kernels behind the AVX512-BF16 formats on the same data.  Library code
  * outside src/kernels never calls these; names and signatures may change
  * without notice.
  */
@@ -15,6 +15,15 @@
 void mm_bf16_fma_force_impl(int mode);
 /* 1 when the FMA kernel multiplies bf16 pairs now (AVX512-BF16 CPUs). */
 int mm_bf16_fma_impl(void);
+/* Which kernel multiplies 1-4 rows by a HiF8 code pack of the AVX512-BF16
+ * formats: -1 = by the CPU (the default: codes decoded in registers and
+ * vdpbf16ps where the CPU has AVX-512 VBMI), 0 = codes decoded into L1 and the
+ * FMA kernel (same bits).  Call from serial code, between matmul calls. */
+void mm_codes_gemv_force_impl(int mode);
+/* 1 when code packs' few-row products run on the in-register kernel now: the
+ * CPU has AVX-512 VBMI, cpu_level() is avx512bf16 and mode 0 is not forced
+ * (known once a code pack exists). */
+int mm_codes_gemv_dp_impl(void);
 
 /* MATMUL_BF16_AMX: the bytes of converted A one pass over K keeps (the rows'
  * A is split into passes of whole k tiles beyond that); 0 = the default.

@@ -59,7 +59,8 @@ typedef struct mm_job {
     mm_ukernel uk;
     int fma16;      /* bf16 pairs on the FMA kernel (widened, FTZ/DAZ) */
     int codes;      /* B holds HiF8 codes: each micro-panel decoded (dec) as it is used */
-    int dec;        /* mm_decode mode, | MM_DECODE_NO_NAN */
+    int gemv_dp;    /* codes, <= MM_GEMV_ROWS rows: decoded in registers, vdpbf16ps */
+    int dec;        /* mm_decode mode, | MM_DECODE_NO_NAN, | MM_DECODE_FINITE */
     int kc;         /* K block */
     mm_afmt afmt;   /* A panel format (not for fma16 or whole-A packs) */
 } mm_job;
@@ -261,6 +262,32 @@ static void mm_task_gemv(const mm_job *jb, int i0, int j0, int mc, int nc, mm_sc
     }
 }
 
+/* A task of at most MM_GEMV_ROWS rows of a code pack on CPUs with AVX512-BF16
+ * and VBMI (jb->gemv_dp): mm_gemv_codes_avx512bf16vbmi_impl over groups of
+ * micro-panels read straight from the pack, K in blocks of MM_GEMV_KC (the A
+ * block of bf16 pairs stays in L1; C carries the sums between blocks: exact,
+ * as the blocked kernel's K blocks). */
+static void mm_task_gemv_codes(const mm_job *jb, int i0, int j0, int mc, int nc, mm_scratch *s)
+{
+    const mm_bpack *bp = jb->bp;
+    const int K = bp->K, np_max = mc <= 2 ? 4 : 2;
+    float *c0 = jb->c + (ptrdiff_t)i0 * jb->ldc + j0;
+    for (int k0 = 0; k0 < K; k0 += MM_GEMV_KC) {
+        int kc = K - k0 < MM_GEMV_KC ? K - k0 : MM_GEMV_KC;
+        int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
+        mm_apanel ap = mm_task_apanel(jb, s->ablock, MM_GEMV_KC / 2 + 16, i0, k0, kc);
+        for (int jr = 0; jr < nc; jr += np_max * MM_NR) {
+            int np = (nc - jr + MM_NR - 1) / MM_NR;
+            np = np < np_max ? np : np_max;
+            int nj_last = nc - jr - (np - 1) * MM_NR;
+            nj_last = nj_last < MM_NR ? nj_last : MM_NR;
+            mm_gemv_codes_avx512bf16vbmi_impl((kc + 1) / 2, ap, mc, mm_codes_panel(bp, j0 + jr, k0),
+                                              bp->panel_elems, np, c0 + jr, jb->ldc, nj_last,
+                                              load_c, jb->dec);
+        }
+    }
+}
+
 static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
 {
     const mm_bpack *bp = jb->bp;
@@ -273,6 +300,10 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
     if (jb->init == MM_INIT_BIAS)
         for (int r = 0; r < mc; r++)
             memcpy(jb->c + (i0 + r) * jb->ldc + j0, jb->bias + j0, (size_t)nc * sizeof(float));
+    if (jb->gemv_dp) {
+        mm_task_gemv_codes(jb, i0, j0, mc, nc, s);
+        return;
+    }
     unsigned csr = jb->fma16 ? mm_mxcsr_ftz_daz_impl() : 0;
     if (mc <= MM_GEMV_ROWS && jb->uk == MM_UK_F32 && (jb->fma16 || jb->codes)) {
         mm_task_gemv(jb, i0, j0, mc, nc, s);
@@ -419,6 +450,11 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
          * decoded to pairs, then FMAs with many independent chains) */
         if (bp[i]->codes && M <= MM_GEMV_ROWS && pairs)
             j.fma16 = 1;
+        /* ... or, where the CPU has AVX512-BF16 and VBMI, codes decoded in
+         * registers and vdpbf16ps (the bits of the vdpbf16ps kernel) */
+        j.gemv_dp = bp[i]->codes && M <= MM_GEMV_ROWS && pairs && mm_codes_gemv_dp_impl();
+        if (j.gemv_dp)
+            j.fma16 = 0;
         j.uk = pairs && !j.fma16                    ? MM_UK_BF16DP
                : bp[i]->kernel == MM_KERNEL_C       ? MM_UK_C
                                                     : MM_UK_F32;
@@ -433,6 +469,8 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
                                              : MM_DECODE_F32;
         if (j.codes && !bp[i]->codes_nan)
             j.dec |= MM_DECODE_NO_NAN;
+        if (j.codes && !bp[i]->codes_nan && !bp[i]->codes_inf)
+            j.dec |= MM_DECODE_FINITE;
         mm_task_shape(&j, n_threads, mm_a_in_place(&j) ? 1 : 2);
         jb[n_jobs] = j;
         n_ib[n_jobs] = (M + j.mc - 1) / j.mc;

@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-#include "matmul_impl.h"
+#include "matmul_hif8_vbmi_impl.h"
 
 /* The byte order that makes the lane-wise unpacks produce want[0..63]:
  * unpacking lo/hi bytes and then zero/word puts source byte L*16 + 4q + t at
@@ -26,16 +26,12 @@ static void mm_codes_perm(uint8_t perm[64], const uint8_t want[64], int words)
         }
 }
 
-typedef struct mm_codes_vtab {
-    __m512i hi[4], lo[4];   /* bf16 bytes of decode(c), c = 64 i + lane */
-    __m512i perm_f32[2];    /* [0]: even codes first (F32), [1]: odd first (F32_SWAP) */
-    __m512i perm_pairs;
-} mm_codes_vtab;
-
 static mm_codes_vtab mm_vtab;
 static int mm_vtab_ready;
 
-void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16)
+const mm_codes_vtab *mm_codes_vtab_avx512vbmi_impl(void) { return &mm_vtab; }
+
+void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16, const uint8_t *lo6)
 {
     if (mm_vtab_ready)
         return;
@@ -60,26 +56,8 @@ void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16)
         want[i] = (uint8_t)i;
     mm_codes_perm(perm, want, 1);
     mm_vtab.perm_pairs = _mm512_loadu_si512(perm);
+    mm_vtab.lo6 = _mm512_loadu_si512(lo6);
     mm_vtab_ready = 1;
-}
-
-/* bf16 high / low bytes of the 64 codes in c.  Every code but 0x80 (NaN) is
- * sign | magnitude with decode(c | 0x80) = -decode(c): when the pack holds no
- * 0x80 (no_nan), the magnitude is looked up (vpermi2b reads 7 index bits) and
- * the sign copied into the high byte, half the shuffles of the full lookup. */
-static inline void mm_codes_lookup(__m512i c, int no_nan, __m512i *hi, __m512i *lo)
-{
-    if (no_nan) {
-        *hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(mm_vtab.hi[0], c, mm_vtab.hi[1]),
-                                        c, _mm512_set1_epi8((char)0x80), 0xF8); /* a | (c & sign) */
-        *lo = _mm512_permutex2var_epi8(mm_vtab.lo[0], c, mm_vtab.lo[1]);
-        return;
-    }
-    __mmask64 top = _mm512_movepi8_mask(c);
-    *hi = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(mm_vtab.hi[0], c, mm_vtab.hi[1]),
-                                 _mm512_permutex2var_epi8(mm_vtab.hi[2], c, mm_vtab.hi[3]));
-    *lo = _mm512_mask_blend_epi8(top, _mm512_permutex2var_epi8(mm_vtab.lo[0], c, mm_vtab.lo[1]),
-                                 _mm512_permutex2var_epi8(mm_vtab.lo[2], c, mm_vtab.lo[3]));
 }
 
 void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, int mode)
@@ -94,7 +72,7 @@ void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, int
             __m512i c = _mm512_permutexvar_epi8(mm_vtab.perm_pairs,
                                                 _mm512_loadu_si512(src + (size_t)p * MM_NR));
             __m512i hi, lo;
-            mm_codes_lookup(c, no_nan, &hi, &lo);
+            mm_codes_lookup(&mm_vtab, c, no_nan, &hi, &lo);
             _mm512_storeu_si512(d + (size_t)p * MM_NR, _mm512_unpacklo_epi8(lo, hi));
             _mm512_storeu_si512(d + (size_t)p * MM_NR + 16, _mm512_unpackhi_epi8(lo, hi));
         }
@@ -105,7 +83,7 @@ void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, int
     for (int p = 0; p < kp; p++) {
         __m512i c = _mm512_permutexvar_epi8(perm, _mm512_loadu_si512(src + (size_t)p * MM_NR));
         __m512i hi, lo;
-        mm_codes_lookup(c, no_nan, &hi, &lo);
+        mm_codes_lookup(&mm_vtab, c, no_nan, &hi, &lo);
         __m512i wl = _mm512_unpacklo_epi8(lo, hi), wh = _mm512_unpackhi_epi8(lo, hi);
         float *r = d + (size_t)(2 * p) * MM_NR;   /* rows 2p (q = 0, 1) and 2p + 1 (q = 2, 3) */
         _mm512_storeu_si512(r, _mm512_unpacklo_epi16(zero, wl));

@@ -69,10 +69,12 @@ typedef struct mm_bpack {
                              mm_bf16_order, K padded to even (bf16 fallback) */
     ptrdiff_t row_pairs;  /* whole-A packs: 0 = k-major panels (mm_apack_whole_impl),
                              > 0 = row-major rows of this many bf16 pairs (mm_apack_rows_*) */
-    int codes;            /* B packs: elements are HiF8 codes, uint16 pairs of bytes
-                             (matmul_hif8.c), panel_elems counts them; kernel and
-                             round_bf16 say which micro-panel they decode into */
+    int codes;            /* B packs: elements are HiF8 codes, uint16 pairs of pack
+                             bytes (renumbered codes, matmul_hif8.c), panel_elems
+                             counts them; kernel and round_bf16 say which
+                             micro-panel they decode into */
     int codes_nan;        /* code packs: 1 when some code is 0x80 (NaN) */
+    int codes_inf;        /* code packs: 1 when some code is +-Inf (0x6F, 0xEF) */
 } mm_bpack;
 
 /* How the GEMM starts each output element. */
@@ -130,15 +132,19 @@ typedef enum { MM_DECODE_PAIRS = 0, MM_DECODE_F32_SWAP = 1, MM_DECODE_F32 = 2 } 
 /* or-ed into a mode: the codes hold no NaN code (0x80; mm_bpack.codes_nan is 0),
  * so the decode may use the sign | magnitude symmetry of the others */
 enum { MM_DECODE_NO_NAN = 4, MM_DECODE_MODE = 3 };
+/* or-ed too: no NaN and no infinity code (the few-row kernel's short lookup) */
+enum { MM_DECODE_FINITE = 8 };
 void mm_codes_decode_impl(void *dst, const uint16_t *src, int kp, int mode);
 /* The decode tables (built by the first fill; call before decoding otherwise). */
 void mm_codes_tables_impl(void);
 /* The decode with AVX-512 VBMI (CPUs with it only), after _init with the 256
- * bf16 bit patterns of decode(c) (serial code, once). */
-void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16);
+ * bf16 bit patterns of the pack bytes' values and the 64-entry low-byte table
+ * of the finite ones (matmul_hif8.c; serial code, once). */
+void mm_codes_vtab_init_avx512vbmi_impl(const uint32_t *bf16, const uint8_t *lo6);
 void mm_codes_decode_avx512vbmi_impl(void *dst, const uint16_t *src, int kp, int mode);
-/* Column n of a code pack (row n of w), k in [k0, k0 + kc): codes[k - k0] and / or
- * values[k - k0] = decode (either may be NULL). */
+/* Column n of a code pack (row n of w), k in [k0, k0 + kc): codes[k - k0] (the
+ * HiF8 codes, not the pack bytes) and / or values[k - k0] = decode (either may
+ * be NULL). */
 void mm_bpack_codes_row_impl(const mm_bpack *bp, int n, int k0, int kc, uint8_t *codes,
                              float *values);
 
@@ -284,6 +290,15 @@ void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, pt
 enum { MM_GEMV_ROWS = 4 };
 void mm_gemv_avx512_impl(int kk, mm_apanel a, int mr, const void *b, size_t bstride, int pairs,
                          int odd_first, int np, float *c, ptrdiff_t ldc, int nj_last, int load_c);
+/* The same few-row products from a HiF8 code pack, decoded in registers and
+ * multiplied with vdpbf16ps (matmul_gemv_codes_avx512bf16vbmi.c; only when
+ * mm_codes_gemv_dp_impl(), qs/matmul_test.h): kp pair rows of np code micro-panels, panel q at
+ * b + q * bstride (uint16 code pairs, mm_bpack.codes layout), A bf16 pairs
+ * (mm_apanel of uint32), flags MM_DECODE_NO_NAN / MM_DECODE_FINITE as the pack
+ * allows.  The bits of mm_kernel_bf16_avx512bf16_impl on the decoded pairs. */
+void mm_gemv_codes_avx512bf16vbmi_impl(int kp, mm_apanel a, int mr, const uint16_t *b,
+                                       size_t bstride, int np, float *c, ptrdiff_t ldc,
+                                       int nj_last, int load_c, int flags);
 /* kp = number of k pairs */
 void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
                                     ptrdiff_t ldc, int load_c, int mr, const void *pf);

@@ -6,7 +6,10 @@
  *    bf16 pack of the same (decoded) weight, MATMUL_BF16: the bits must agree;
  *    prints the time per product (wall clock, and process CPU time: with
  *    OMP_NUM_THREADS=1 the latter is what a loaded machine still measures) and
- *    the ratio (weights streamed: 1 byte vs 2).
+ *    the ratio (weights streamed: 1 byte vs 2); on CPUs with AVX512-BF16 and
+ *    VBMI also the code pack on the decode-then-FMA path (mode 0 of
+ *    mm_codes_gemv_force_impl, the kernel before the in-register one), timed
+ *    in the same run, and the rate in G codes/s of both.
  * 2. With a model (argv[1] or $QS_BENCH_W8A8_MODEL, e.g. build/scale/pangu1b):
  *    exports a HiF8 copy with the default (published) selection into
  *    build/bench_w8a8/<name>-hif8 unless it is there, then runs, as child
@@ -35,6 +38,7 @@
 #include "qs/hfconfig.h"
 #include "qs/hif8.h"
 #include "qs/matmul.h"
+#include "qs/matmul_test.h"
 #include "qs/mem.h"
 #include "qs/qplan.h"
 #include "qs/rng.h"
@@ -120,13 +124,24 @@ static int bench_products(void)
         matmul_forward_packed_ws(y0, x, pb, NULL, 1, ws);
         matmul_forward_packed_ws(y1, x, pc, NULL, 1, ws);
         int same = !memcmp(y0, y1, (size_t)O * sizeof *y0);
+        int two_paths = mm_codes_gemv_dp_impl();
         for (int k = 0; k < 2; k++) {   /* wall clock, then process CPU time */
             bench_clock = k ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
             double tb = time_product(y0, x, pb, ws), tc = time_product(y1, x, pc, ws);
             printf("  %4d -> %4d %s: bf16 pack %8.1f us (%5.1f GB/s), code pack %8.1f us "
-                   "(%5.1f GB/s): %.2fx, bits %s\n", IN, O, k ? "cpu " : "wall", tb * 1e6,
+                   "(%5.1f G codes/s): %.2fx, bits %s\n", IN, O, k ? "cpu " : "wall", tb * 1e6,
                    2.0 * n / tb * 1e-9, tc * 1e6, 1.0 * n / tc * 1e-9, tb / tc,
                    same ? "equal" : "DIFFER");
+            if (!two_paths)
+                continue;
+            mm_codes_gemv_force_impl(0);
+            double t0 = time_product(y1, x, pc, ws);
+            int same0 = !memcmp(y0, y1, (size_t)O * sizeof *y0);
+            mm_codes_gemv_force_impl(-1);
+            printf("  %4d -> %4d %s: code pack, decode-then-FMA path %8.1f us (%5.1f G codes/s): "
+                   "in-register kernel %.2fx faster, bits %s\n", IN, O, k ? "cpu " : "wall",
+                   t0 * 1e6, 1.0 * n / t0 * 1e-9, t0 / tc, same0 ? "equal" : "DIFFER");
+            same &= same0;
         }
         bad |= !same;
         matmul_wpack_destroy(pb);

@@ -1,0 +1,127 @@
+/* matmul_gemv_codes_avx512bf16vbmi.c: the products of a few rows (decode: one
+ * token per sequence) straight from a HiF8 code pack, decoded in registers and
+ * multiplied with vdpbf16ps (CPUs with AVX512-BF16 and AVX-512 VBMI).
+ *
+ * Per pair row of a micro-panel (64 codes, k pair p of 32 columns): a vpermi2b
+ * looks up the high bytes of their bf16 values and, for a pack of finite codes,
+ * a vpermb the low bytes (the pack's byte order makes 64 entries enough;
+ * matmul_hif8.c, matmul_hif8_vbmi_impl.h; a second vpermi2b otherwise),
+ * two unpacks within 128-bit lanes make the two vectors of bf16 pairs, and each
+ * row of A takes one vdpbf16ps per vector with its pair (bf16 of A[2p], A[2p+1])
+ * broadcast.  No decoded panel is stored and read back, no pair is widened to
+ * fp32, and one instruction does the two products of a pair.  The unpacks keep
+ * each column's two codes together but deal the columns out by lanes: vector 0
+ * holds columns 0-3, 8-11, 16-19, 24-27 and vector 1 the others, so the
+ * accumulators live in that order (C permuted into it on load and back on
+ * store, once per call) instead of the codes being permuted per pair row.
+ * Several micro-panels are read side by side (np) for mr x np x 2 independent
+ * chains.
+ * Bits: each output is init (0 or C) followed by one vdpbf16ps per k pair in k
+ * order, exactly what the blocked vdpbf16ps kernel (mm_kernel_bf16_avx512bf16_impl)
+ * does on the decoded pairs and the same A panel, so the bits are those of the
+ * other paths for bf16 products (matmul_impl.h; tests/test_matmul_gemv.c).
+ * Call only when cpu_level() >= CPU_LEVEL_AVX512BF16 and the CPU has VBMI.
+ */
+#include <immintrin.h>
+
+#include "matmul_hif8_vbmi_impl.h"
+
+/* bytes ahead of each code stream prefetched into L1 (one line per pair row) */
+enum { MM_GEMV_CODES_PF = 1024 };
+
+static inline __attribute__((always_inline)) void
+mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const uint16_t *b,
+                   size_t bstride, float *c, ptrdiff_t ldc, int nj_last, int load_c, const int mr,
+                   const int np, const int lut)
+{
+    const mm_codes_vtab *t = mm_codes_vtab_avx512vbmi_impl();
+    __m512 acc[MM_GEMV_ROWS][4][2];
+    __mmask16 m0 = nj_last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj_last) - 1);
+    __mmask16 m1 = nj_last >= 32   ? (__mmask16)0xFFFF
+                   : nj_last > 16 ? (__mmask16)((1u << (nj_last - 16)) - 1)
+                                   : (__mmask16)0;
+#pragma GCC unroll 4
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++) {
+            const float *cq = c + r * ldc + q * MM_NR;
+            __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
+            __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
+            __m512 c0 = load_c ? _mm512_maskz_loadu_ps(k0m, cq) : _mm512_setzero_ps();
+            __m512 c1 = load_c ? _mm512_maskz_loadu_ps(k1m, cq + 16) : _mm512_setzero_ps();
+            acc[r][q][0] = _mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(2, 0, 2, 0));
+            acc[r][q][1] = _mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(3, 1, 3, 1));
+        }
+    for (int p = 0; p < kp; p++) {
+        __m512bh av[MM_GEMV_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < mr; r++)
+            av[r] = (__m512bh)_mm512_set1_epi32((int)a[r * rs + p * ks]);
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++) {
+            const uint16_t *row = b + q * bstride + (size_t)p * MM_NR;
+            _mm_prefetch((const char *)row + MM_GEMV_CODES_PF, _MM_HINT_T0);
+            __m512i hi, lo;
+            mm_codes_lookup(t, _mm512_loadu_si512(row), lut, &hi, &lo);
+            __m512bh w0 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
+            __m512bh w1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
+#pragma GCC unroll 4
+            for (int r = 0; r < mr; r++) {
+                acc[r][q][0] = _mm512_dpbf16_ps(acc[r][q][0], av[r], w0);
+                acc[r][q][1] = _mm512_dpbf16_ps(acc[r][q][1], av[r], w1);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++) {
+            float *cq = c + r * ldc + q * MM_NR;
+            __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
+            __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
+            __m512 t0 = _mm512_shuffle_f32x4(acc[r][q][0], acc[r][q][1], _MM_SHUFFLE(1, 0, 1, 0));
+            __m512 t1 = _mm512_shuffle_f32x4(acc[r][q][0], acc[r][q][1], _MM_SHUFFLE(3, 2, 3, 2));
+            _mm512_mask_storeu_ps(cq, k0m, _mm512_shuffle_f32x4(t0, t0, _MM_SHUFFLE(3, 1, 2, 0)));
+            _mm512_mask_storeu_ps(cq + 16, k1m, _mm512_shuffle_f32x4(t1, t1, _MM_SHUFFLE(3, 1, 2, 0)));
+        }
+}
+
+/* One layout of A (row-major: ks 1, or k-major: rs 1) and one lookup per body,
+ * so the compiler sees constants where it can. */
+#define MM_GEMV_CODES_LUT(R, NP, L)                                                             \
+    if (a.ks == 1)                                                                              \
+        mm_gemv_codes_body(kp, a.p, a.rs, 1, b, bstride, c, ldc, nj_last, load_c, R, NP, L);    \
+    else                                                                                        \
+        mm_gemv_codes_body(kp, a.p, 1, a.ks, b, bstride, c, ldc, nj_last, load_c, R, NP, L)
+#define MM_GEMV_CODES_CASE(R, NP)                                                               \
+    case (R) * 8 + (NP):                                                                        \
+        if (lut == 2) {                                                                         \
+            MM_GEMV_CODES_LUT(R, NP, 2);                                                        \
+        } else if (lut == 1) {                                                                  \
+            MM_GEMV_CODES_LUT(R, NP, 1);                                                        \
+        } else {                                                                                \
+            MM_GEMV_CODES_LUT(R, NP, 0);                                                        \
+        }                                                                                       \
+        break
+
+void mm_gemv_codes_avx512bf16vbmi_impl(int kp, mm_apanel a, int mr, const uint16_t *b,
+                                       size_t bstride, int np, float *c, ptrdiff_t ldc,
+                                       int nj_last, int load_c, int flags)
+{
+    const int lut = flags & MM_DECODE_FINITE ? 2 : flags & MM_DECODE_NO_NAN ? 1 : 0;
+    switch (mr * 8 + np) {
+        MM_GEMV_CODES_CASE(1, 1);
+        MM_GEMV_CODES_CASE(1, 2);
+        MM_GEMV_CODES_CASE(1, 3);
+        MM_GEMV_CODES_CASE(1, 4);
+        MM_GEMV_CODES_CASE(2, 1);
+        MM_GEMV_CODES_CASE(2, 2);
+        MM_GEMV_CODES_CASE(2, 3);
+        MM_GEMV_CODES_CASE(2, 4);
+        MM_GEMV_CODES_CASE(3, 1);
+        MM_GEMV_CODES_CASE(3, 2);
+        MM_GEMV_CODES_CASE(4, 1);
+    default:
+        MM_GEMV_CODES_CASE(4, 2);
+    }
+}
