@@ -10,14 +10,9 @@
 #include "qs/trainer.h"
 #include "qs/trainstate.h"
 #include "test.h"
+#include "test_token_stream.h"
 
-/* In-memory data: token i of the stream is a fixed function of i; the position
- * is the only state (what save/restore carry). */
-typedef struct mem_data {
-    long pos;
-    int vocab;
-} mem_data;
-
+/* token i of the stream is a fixed function of i; the target is token i + 1 */
 static int32_t mem_token(long i, int vocab)
 {
     unsigned long x = (unsigned long)i * 2654435761ul + 12345u;
@@ -25,35 +20,10 @@ static int32_t mem_token(long i, int vocab)
     return (int32_t)((i % 7 < 4) ? (i / 7) % 40 + 3 : (long)(x % (unsigned long)vocab));
 }
 
-static int mem_next(void *self, int32_t *tok, int32_t *tgt, int B, int T, qs_diag *d)
+static void mem_pair(long i, int vocab, int32_t *tok, int32_t *tgt)
 {
-    (void)d;
-    mem_data *m = self;
-    for (int b = 0; b < B; b++, m->pos += T)
-        for (int t = 0; t < T; t++) {
-            tok[b * T + t] = mem_token(m->pos + t, m->vocab);
-            tgt[b * T + t] = mem_token(m->pos + t + 1, m->vocab);
-        }
-    return 0;
-}
-
-static int mem_save(void *self, void **bytes, size_t *n, qs_diag *d)
-{
-    (void)d;
-    *bytes = qs_malloc(sizeof(long));
-    if (!*bytes)
-        return QS_ENOMEM;
-    memcpy(*bytes, &((mem_data *)self)->pos, sizeof(long));
-    *n = sizeof(long);
-    return 0;
-}
-
-static int mem_restore(void *self, const void *bytes, size_t n, qs_diag *d)
-{
-    if (n != sizeof(long))
-        return diag_set(d, QS_EFORMAT, NULL, -1, "data position: %zu bytes", n);
-    memcpy(&((mem_data *)self)->pos, bytes, sizeof(long));
-    return 0;
+    *tok = mem_token(i, vocab);
+    *tgt = mem_token(i + 1, vocab);
 }
 
 static void tiny_cfg(runcfg *c, const char *run)
@@ -127,9 +97,9 @@ TEST(trainer, resume_after_kill_is_bit_exact)
     qs_diag d = {0};
     ASSERT_OK(runcfg_set(&b_cfg, "ckpt_every=10", &d), &d);
     trainer_options opt = {0};
-    mem_data da = {0, 512}, db = {0, 512};
-    train_data srca = {&da, mem_next, mem_save, mem_restore};
-    train_data srcb = {&db, mem_next, mem_save, mem_restore};
+    test_stream da = {0, 512, mem_pair}, db = {0, 512, mem_pair};
+    train_data srca = test_stream_data(&da);
+    train_data srcb = test_stream_data(&db);
 
     trainer *a;
     ASSERT_OK(trainer_create(&a, &a_cfg, &srca, &opt, &d), &d);
@@ -188,8 +158,8 @@ TEST(trainer, qat_switch_logs_event_and_quant_records)
     tiny_cfg(&c, "events");
     qs_diag d = {0};
     ASSERT_OK(runcfg_set(&c, "steps=7", &d), &d);
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
@@ -232,8 +202,8 @@ TEST(trainer, nan_stops_without_updating_or_checkpointing)
 {
     runcfg c;
     tiny_cfg(&c, "nan");
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     qs_diag d = {0};
@@ -259,8 +229,8 @@ TEST(trainer, memory_guard_refuses_with_numbers)
 {
     runcfg c;
     tiny_cfg(&c, "mem");
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {NULL, 1 << 20, NULL};
     trainer *t;
     qs_diag d = {0};
@@ -277,8 +247,8 @@ TEST(trainer, fresh_run_refuses_existing_run_dir_and_resume_needs_checkpoint)
     tiny_cfg(&c, "twice");
     qs_diag d = {0};
     ASSERT_OK(runcfg_set(&c, "steps=1", &d), &d);
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
@@ -316,8 +286,8 @@ TEST(trainer, eval_seam_runs_baseline_then_every_k_and_can_stop)
 {
     runcfg c;
     tiny_cfg(&c, "eval");
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     fake_eval fe = {0};
     train_eval_hook hook = {.self = &fe, .every_steps = 2, .run = fake_eval_run};
     trainer_options opt = {NULL, 0, &hook};
@@ -364,8 +334,8 @@ static float *ste_run(const char *name, const char *ste, size_t *n)
         runcfg_set(&c, "amax_estimator=most-recent", &d) || runcfg_set(&c, "steps=6", &d) ||
         runcfg_set(&c, "lr_decay=constant", &d))
         return NULL;
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     if (trainer_create(&t, &c, &src, &opt, &d))
@@ -519,8 +489,8 @@ TEST(trainer, resumed_logs_equal_the_uninterrupted_run)
     ASSERT_OK(runcfg_set(&cfg[1], "ckpt_every=10", &d), &d);
     const long stop_after[3] = {20, 13, 7}, resume_at[3] = {0, 10, 7};
     for (int k = 0; k < 3; k++) {
-        mem_data dm = {0, 512};
-        train_data src = {&dm, mem_next, mem_save, mem_restore};
+        test_stream dm = {0, 512, mem_pair};
+        train_data src = test_stream_data(&dm);
         count_eval ce = {0};
         train_eval_hook hook = {&ce, 5, count_eval_run, count_eval_save, count_eval_restore,
                                 NULL};
@@ -563,8 +533,8 @@ TEST(trainer, plot_error_event_escapes_quotes_and_backslashes)
     qs_diag d = {0};
     ASSERT_OK(runcfg_set(&c, "steps=3", &d), &d);
     ASSERT_OK(runcfg_set(&c, "plot_every=1", &d), &d);
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
