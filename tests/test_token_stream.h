@@ -2,15 +2,18 @@
  * (test_trainer.c, test_train_recompute.c, test_spike.c,
  * test_evalquant_delayed.c, test_export.c).  The (input, target) pair at stream
  * index i is a fixed function of i that each test chooses; the position is the
- * only state, and it is what save/restore carry. */
+ * only state, and it is what save/restore carry.  test_stream_train_demo runs
+ * a whole training of the bundled demo model on such a stream. */
 #ifndef QS_TEST_TOKEN_STREAM_H
 #define QS_TEST_TOKEN_STREAM_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "qs/err.h"
 #include "qs/mem.h"
+#include "qs/runcfg.h"
 #include "qs/trainer.h"
 
 typedef struct test_stream {
@@ -53,6 +56,36 @@ static inline train_data test_stream_data(test_stream *s)
 {
     train_data data = {s, test_stream_next, test_stream_save, test_stream_restore};
     return data;
+}
+
+/* Trains data/demo/model on s into out_dir, with the runcfg defaults and then
+ * the n_sets "key=value" overrides in sets, to its last step, and finishes the
+ * run ("done": final checkpoint RUN/ckpt/step_<steps>).  0 or an error in d. */
+static inline int test_stream_train_demo(const char *out_dir, const char *const *sets, size_t n_sets,
+                                         test_stream *s, qs_diag *d)
+{
+    runcfg c;
+    runcfg_defaults(&c);
+    snprintf(c.model, sizeof c.model, "data/demo/model");
+    snprintf(c.train_data, sizeof c.train_data, "(memory)");
+    snprintf(c.out_dir, sizeof c.out_dir, "%s", out_dir);
+    int rc = 0;
+    for (size_t i = 0; i < n_sets && !rc; i++)
+        rc = runcfg_set(&c, sets[i], d);
+    if (rc)
+        return rc;
+    train_data src = test_stream_data(s);
+    trainer_options opt = {0};
+    trainer *t;
+    if ((rc = trainer_create(&t, &c, &src, &opt, d)))
+        return rc;
+    train_step_info info;
+    while (!trainer_done(t))
+        if ((rc = trainer_step(t, &info, d))) {
+            trainer_destroy(t);
+            return rc;
+        }
+    return trainer_finish(t, "done", d);
 }
 
 #endif
