@@ -78,17 +78,7 @@ static int spike_run(const char *name, double rate, runcfg *c, qs_diag *d)
     c->spike_rate = rate;
     c->spike_scale = 512;
     test_stream src = {0, 0, mem_pair};
-    train_data data = test_stream_data(&src);
-    trainer_options opt = {0};
-    trainer *t;
-    int rc = trainer_create(&t, c, &data, &opt, d);
-    train_step_info info;
-    while (!rc && !trainer_done(t))
-        rc = trainer_step(t, &info, d);
-    if (!rc)
-        return trainer_finish(t, "done", d);
-    trainer_destroy(t);
-    return rc;
+    return test_stream_train(c, &src, d);
 }
 
 typedef struct ev {

@@ -2,8 +2,8 @@
  * (test_trainer.c, test_train_recompute.c, test_spike.c,
  * test_evalquant_delayed.c, test_export.c).  The (input, target) pair at stream
  * index i is a fixed function of i that each test chooses; the position is the
- * only state, and it is what save/restore carry.  test_stream_train_demo runs
- * a whole training of the bundled demo model on such a stream. */
+ * only state, and it is what save/restore carry.  test_stream_train runs a
+ * whole training on such a stream. */
 #ifndef QS_TEST_TOKEN_STREAM_H
 #define QS_TEST_TOKEN_STREAM_H
 
@@ -58,9 +58,27 @@ static inline train_data test_stream_data(test_stream *s)
     return data;
 }
 
-/* Trains data/demo/model on s into out_dir, with the runcfg defaults and then
- * the n_sets "key=value" overrides in sets, to its last step, and finishes the
- * run ("done": final checkpoint RUN/ckpt/step_<steps>).  0 or an error in d. */
+/* Trains c on s to its last step and finishes the run ("done": final
+ * checkpoint c->out_dir/ckpt/step_<steps>).  0 or an error in d. */
+static inline int test_stream_train(const runcfg *c, test_stream *s, qs_diag *d)
+{
+    train_data src = test_stream_data(s);
+    trainer_options opt = {0};
+    trainer *t;
+    int rc = trainer_create(&t, c, &src, &opt, d);
+    if (rc)
+        return rc;
+    train_step_info info;
+    while (!trainer_done(t))
+        if ((rc = trainer_step(t, &info, d))) {
+            trainer_destroy(t);
+            return rc;
+        }
+    return trainer_finish(t, "done", d);
+}
+
+/* test_stream_train of data/demo/model into out_dir, with the runcfg defaults
+ * and then the n_sets "key=value" overrides in sets. */
 static inline int test_stream_train_demo(const char *out_dir, const char *const *sets, size_t n_sets,
                                          test_stream *s, qs_diag *d)
 {
@@ -72,20 +90,7 @@ static inline int test_stream_train_demo(const char *out_dir, const char *const 
     int rc = 0;
     for (size_t i = 0; i < n_sets && !rc; i++)
         rc = runcfg_set(&c, sets[i], d);
-    if (rc)
-        return rc;
-    train_data src = test_stream_data(s);
-    trainer_options opt = {0};
-    trainer *t;
-    if ((rc = trainer_create(&t, &c, &src, &opt, d)))
-        return rc;
-    train_step_info info;
-    while (!trainer_done(t))
-        if ((rc = trainer_step(t, &info, d))) {
-            trainer_destroy(t);
-            return rc;
-        }
-    return trainer_finish(t, "done", d);
+    return rc ? rc : test_stream_train(&c, s, d);
 }
 
 #endif
