@@ -10,6 +10,7 @@
 #include "qs/trainer.h"
 #include "qs/trainstate.h"
 #include "test.h"
+#include "test_run_logs.h"
 #include "test_token_stream.h"
 
 /* token i of the stream is a fixed function of i; the target is token i + 1 */
@@ -423,20 +424,9 @@ static void episode_cfg(runcfg *c, const char *run)
  * metrics.jsonl without the timing fields tok_per_s and elapsed_s. */
 static char *resume_log(const char *dir, const char *file)
 {
-    char path[700], *text;
-    size_t n;
+    char path[700];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (fileio_read_all(path, &text, &n, NULL))
-        return NULL;
-    static const char *const timing[] = {",\"tok_per_s\":", ",\"elapsed_s\":"};
-    for (int k = 0; k < 2; k++)
-        for (char *p; (p = strstr(text, timing[k]));) {
-            char *e = p + strlen(timing[k]);
-            while (*e && *e != ',' && *e != '}')
-                e++;
-            memmove(p, e, strlen(e) + 1);
-        }
-    return text;
+    return test_log_read(path);
 }
 
 static int logs_identical(const char *a, const char *b)
