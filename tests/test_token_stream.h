@@ -3,7 +3,7 @@
  * test_evalquant_delayed.c, test_export.c).  The (input, target) pair at stream
  * index i is a fixed function of i that each test chooses; the position is the
  * only state, and it is what save/restore carry.  test_stream_train runs a
- * whole training on such a stream. */
+ * whole training on such a stream, test_train_steps a few steps of one. */
 #ifndef QS_TEST_TOKEN_STREAM_H
 #define QS_TEST_TOKEN_STREAM_H
 
@@ -56,6 +56,20 @@ static inline train_data test_stream_data(test_stream *s)
 {
     train_data data = {s, test_stream_next, test_stream_save, test_stream_restore};
     return data;
+}
+
+/* up to n steps of t (fewer when the run ends first); -1 with the failing
+ * step's message on stderr */
+static inline int test_train_steps(trainer *t, long n)
+{
+    qs_diag d = {0};
+    train_step_info info;
+    for (long i = 0; i < n && !trainer_done(t); i++)
+        if (trainer_step(t, &info, &d)) {
+            fprintf(stderr, "    step: %s\n", d.msg);
+            return -1;
+        }
+    return 0;
 }
 
 /* Trains c on s to its last step and finishes the run ("done": final

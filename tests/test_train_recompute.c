@@ -54,18 +54,6 @@ static int trc_cfg(runcfg *c, const char *run, int recompute, const char *prec, 
     return 0;
 }
 
-static int trc_steps(trainer *t, long n)
-{
-    qs_diag d = {0};
-    train_step_info info;
-    for (long i = 0; i < n && !trainer_done(t); i++)
-        if (trainer_step(t, &info, &d)) {
-            fprintf(stderr, "    step: %s\n", d.msg);
-            return -1;
-        }
-    return 0;
-}
-
 /* metrics.jsonl without the timing fields (tok_per_s onwards but max_clip_rate) */
 static char *trc_metrics(const char *run_dir)
 {
@@ -151,7 +139,7 @@ static int trc_train(const runcfg *c)
         fprintf(stderr, "    create: %s\n", d.msg);
         return -1;
     }
-    int rc = trc_steps(t, c->steps);
+    int rc = test_train_steps(t, c->steps);
     if (trainer_finish(t, "done", &d))
         rc = -1;
     return rc;
@@ -220,13 +208,13 @@ static void trc_resume_toggled(int first)
     trainer_options opt = {0};
     trainer *t;
     ASSERT_OK(trainer_create(&t, &b, &src, &opt, &d), &d);
-    ASSERT_EQ_INT(trc_steps(t, 5), 0);
+    ASSERT_EQ_INT(test_train_steps(t, 5), 0);
     trainer_destroy(t);   /* killed: step 4 is lost */
     b.recompute = !first;
     opt.resume_dir = b.out_dir;
     ASSERT_OK(trainer_create(&t, &b, &src, &opt, &d), &d);
     ASSERT_EQ_INT(trainer_next_step(t), 4);
-    ASSERT_EQ_INT(trc_steps(t, 10), 0);
+    ASSERT_EQ_INT(test_train_steps(t, 10), 0);
     ASSERT_OK(trainer_finish(t, "done", &d), &d);
     trc_same_runs(&straight, &b);   /* train_state.bin v2 restores the QSNR cursors */
     ASSERT_TRUE(trc_same_file(straight.out_dir, b.out_dir, "events.jsonl"));
@@ -263,7 +251,7 @@ TEST(train_recompute, estimate_is_smaller_and_within_ten_percent_of_the_peak)
             qs_mem_reset_peak();
             size_t live0 = qs_mem_live_bytes();
             ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
-            ASSERT_EQ_INT(trc_steps(t, 3), 0);
+            ASSERT_EQ_INT(test_train_steps(t, 3), 0);
             double ratio = (double)(qs_mem_peak_bytes() - live0) / (double)m.total_bytes;
             trainer_destroy(t);
             if (!(ratio >= 0.9 && ratio <= 1.1))   /* the criterion: within 10% */

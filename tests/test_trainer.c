@@ -45,18 +45,6 @@ static void tiny_cfg(runcfg *c, const char *run)
     runcfg_set(c, "bf16_warmup_steps=5", &d);
 }
 
-static int run_steps(trainer *t, long n)
-{
-    qs_diag d = {0};
-    train_step_info info;
-    for (long i = 0; i < n && !trainer_done(t); i++)
-        if (trainer_step(t, &info, &d)) {
-            fprintf(stderr, "    step: %s\n", d.msg);
-            return -1;
-        }
-    return 0;
-}
-
 /* Rewrite a train_state.bin as version 1 wrote it: the v1 sections only. */
 static int state_to_v1(const char *path)
 {
@@ -105,7 +93,7 @@ TEST(trainer, resume_after_kill_is_bit_exact)
     trainer *a;
     ASSERT_OK(trainer_create(&a, &a_cfg, &srca, &opt, &d), &d);
     ASSERT_EQ_INT(trainer_quant_count(a), 18); /* 3 middle blocks x 3 MLP linears x {input, weight} */
-    ASSERT_EQ_INT(run_steps(a, 20), 0);
+    ASSERT_EQ_INT(test_train_steps(a, 20), 0);
     size_t n;
     const float *pa = trainer_params(a, &n);
     float *want = qs_malloc(n * sizeof *want);
@@ -115,7 +103,7 @@ TEST(trainer, resume_after_kill_is_bit_exact)
 
     trainer *b;
     ASSERT_OK(trainer_create(&b, &b_cfg, &srcb, &opt, &d), &d);
-    ASSERT_EQ_INT(run_steps(b, 13), 0);   /* checkpoint at 10, then 3 steps that are lost */
+    ASSERT_EQ_INT(test_train_steps(b, 13), 0);   /* checkpoint at 10, then 3 steps that are lost */
     trainer_destroy(b);                    /* "kill": no final checkpoint */
     /* a checkpoint of version 1 (before the log-state sections) still resumes bit-exactly */
     char state[700];
@@ -126,7 +114,7 @@ TEST(trainer, resume_after_kill_is_bit_exact)
     opt.resume_dir = b_cfg.out_dir;
     ASSERT_OK(trainer_create(&b, &b_cfg, &srcb, &opt, &d), &d);
     ASSERT_EQ_INT(trainer_next_step(b), 10);
-    ASSERT_EQ_INT(run_steps(b, 100), 0);
+    ASSERT_EQ_INT(test_train_steps(b, 100), 0);
     const float *pb = trainer_params(b, &n);
     size_t n_diff = 0;
     for (size_t i = 0; i < n; i++)
@@ -342,7 +330,7 @@ static float *ste_run(const char *name, const char *ste, size_t *n)
     if (trainer_create(&t, &c, &src, &opt, &d))
         return NULL;
     float *out = NULL;
-    if (!run_steps(t, 6)) {
+    if (!test_train_steps(t, 6)) {
         const float *p = trainer_params(t, n);
         out = qs_malloc(*n * sizeof *out);
         if (out)
@@ -487,7 +475,7 @@ TEST(trainer, resumed_logs_equal_the_uninterrupted_run)
         trainer_options opt = {NULL, 0, &hook};
         trainer *t;
         ASSERT_OK(trainer_create(&t, &cfg[k], &src, &opt, &d), &d);
-        ASSERT_EQ_INT(run_steps(t, stop_after[k]), 0);
+        ASSERT_EQ_INT(test_train_steps(t, stop_after[k]), 0);
         if (k == 1)
             trainer_destroy(t);                                 /* kill */
         else
@@ -499,7 +487,7 @@ TEST(trainer, resumed_logs_equal_the_uninterrupted_run)
         opt.resume_dir = cfg[k].out_dir;
         ASSERT_OK(trainer_create(&t, &cfg[k], &src, &opt, &d), &d);
         ASSERT_EQ_INT(trainer_next_step(t), resume_at[k]);
-        ASSERT_EQ_INT(run_steps(t, 100), 0);
+        ASSERT_EQ_INT(test_train_steps(t, 100), 0);
         ASSERT_OK(trainer_finish(t, "done", &d), &d);
     }
     /* the comparison is not vacuous: alarms were raised, and episodes ran across
@@ -528,14 +516,14 @@ TEST(trainer, plot_error_event_escapes_quotes_and_backslashes)
     trainer_options opt = {0};
     trainer *t;
     ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
-    ASSERT_EQ_INT(run_steps(t, 1), 0);
+    ASSERT_EQ_INT(test_train_steps(t, 1), 0);
     char path[600];
     snprintf(path, sizeof path, "%s/metrics.jsonl", c.out_dir);
     FILE *f = fopen(path, "a");   /* a record curves.png cannot read: "bad\q" is no JSON escape */
     ASSERT_TRUE(f != NULL);
     fputs("{\"type\":\"train\",\"bad\\q\":1}\n", f);
     ASSERT_EQ_INT(fclose(f), 0);
-    ASSERT_EQ_INT(run_steps(t, 1), 0);
+    ASSERT_EQ_INT(test_train_steps(t, 1), 0);
     ASSERT_OK(trainer_finish(t, "done", &d), &d);
     char *text;
     size_t n;
