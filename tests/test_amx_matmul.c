@@ -206,48 +206,75 @@ static void amx_ep(void *ctx, int row0, int rows, int col0, int cols)
     amx_ep_calls += rows * cols;
 }
 
+/* n (<= 3) frozen bf16-amx packs of random O x IN weights and a random N x IN
+ * x (filled x, w, b in that order), bias b on the even packs; ref holds each
+ * pack's single product, outs[i] points at pack i's N x O block of got. */
+typedef struct amx_multi {
+    int n, N, IN, O;
+    float *x, *w, *ref, *got, *b;
+    matmul_wpack *pk[3];
+    float *outs[3];
+    const float *bias[3];
+} amx_multi;
+
+static int amx_multi_init(amx_multi *m, int n, int N, int IN, int O)
+{
+    *m = (amx_multi){.n = n, .N = N, .IN = IN, .O = O};
+    size_t no = (size_t)N * O;
+    m->x = qs_malloc((size_t)N * IN * sizeof *m->x);
+    m->w = qs_malloc((size_t)n * O * IN * sizeof *m->w);
+    m->ref = qs_malloc(n * no * sizeof *m->ref);
+    m->got = qs_malloc(n * no * sizeof *m->got);
+    m->b = qs_malloc((size_t)O * sizeof *m->b);
+    if (!m->x || !m->w || !m->ref || !m->got || !m->b)
+        return -1;
+    amx_fill(m->x, (size_t)N * IN);
+    amx_fill(m->w, (size_t)n * O * IN);
+    amx_fill(m->b, (size_t)O);
+    for (int i = 0; i < n; i++) {
+        m->bias[i] = i % 2 ? NULL : m->b;
+        m->outs[i] = m->got + (size_t)i * no;
+        m->pk[i] = matmul_wpack_create_frozen(m->w + (size_t)i * O * IN, IN, O, MATMUL_BF16_AMX);
+        if (!m->pk[i])
+            return -1;
+        matmul_forward_packed(m->ref + (size_t)i * no, m->x, m->pk[i], m->bias[i], N);
+    }
+    return 0;
+}
+
+static void amx_multi_free(amx_multi *m)
+{
+    for (int i = 0; i < m->n; i++)
+        matmul_wpack_destroy(m->pk[i]);
+    qs_free(m->x);
+    qs_free(m->w);
+    qs_free(m->ref);
+    qs_free(m->got);
+    qs_free(m->b);
+}
+
 TEST(matmul_amx, multi_and_tile_conversion_give_the_same_bits)
 {
     AMX_NEEDS_AMX();
     enum { N = 45, IN = 200, O = 96 };
-    float *x = qs_malloc(N * IN * sizeof *x), *w = qs_malloc(3 * O * IN * sizeof *w);
-    float *ref = qs_malloc(3 * N * O * sizeof *ref), *got = qs_malloc(3 * N * O * sizeof *got);
-    float *b = qs_malloc(O * sizeof *b);
-    ASSERT_TRUE(x && w && ref && got && b);
-    amx_fill(x, N * IN);
-    amx_fill(w, 3 * O * IN);
-    amx_fill(b, O);
-    matmul_wpack *pk[3];
-    float *outs[3];
-    const float *bias[3] = {b, NULL, b};
-    for (int i = 0; i < 3; i++) {
-        pk[i] = matmul_wpack_create_frozen(w + (size_t)i * O * IN, IN, O, MATMUL_BF16_AMX);
-        ASSERT_TRUE(pk[i] != NULL);
-        matmul_forward_packed(ref + (size_t)i * N * O, x, pk[i], bias[i], N);
-        outs[i] = got + (size_t)i * N * O;
-    }
+    amx_multi m;
+    ASSERT_EQ_INT(amx_multi_init(&m, 3, N, IN, O), 0);
     matmul_ws *ws = matmul_ws_create();
     ASSERT_TRUE(ws != NULL);
     matmul_epilogue ep = {amx_ep, NULL};
     amx_ep_calls = 0;
-    matmul_forward_packed_multi_ws(outs, x, pk, bias, 3, N, ws, &ep);
-    ASSERT_EQ_INT(memcmp(ref, got, 3 * N * O * sizeof *got), 0);
+    matmul_forward_packed_multi_ws(m.outs, m.x, m.pk, m.bias, 3, N, ws, &ep);
+    ASSERT_EQ_INT(memcmp(m.ref, m.got, 3 * N * O * sizeof *m.got), 0);
     ASSERT_EQ_INT(amx_ep_calls, N * O);   /* every element once */
     ASSERT_TRUE(matmul_ws_bytes(ws) <= matmul_ws_bytes_estimate(N, IN, O, MATMUL_BF16_AMX, 0));
     /* no memory for A's bf16 rows: each tile converted as it is loaded */
-    memset(got, 0, N * O * sizeof *got);
+    memset(m.got, 0, N * O * sizeof *m.got);
     qs_mem_fail_after(1);
-    matmul_forward_packed(got, x, pk[0], b, N);
+    matmul_forward_packed(m.got, m.x, m.pk[0], m.b, N);
     qs_mem_fail_after(0);
-    ASSERT_EQ_INT(memcmp(ref, got, N * O * sizeof *got), 0);
-    for (int i = 0; i < 3; i++)
-        matmul_wpack_destroy(pk[i]);
+    ASSERT_EQ_INT(memcmp(m.ref, m.got, N * O * sizeof *m.got), 0);
     matmul_ws_destroy(ws);
-    qs_free(x);
-    qs_free(w);
-    qs_free(ref);
-    qs_free(got);
-    qs_free(b);
+    amx_multi_free(&m);
 }
 
 /* K in passes (forced small: 4 passes of 8 k tiles, a 1B down projection's
@@ -258,45 +285,26 @@ TEST(matmul_amx, k_passes_give_the_bits_of_one_pass)
 {
     AMX_NEEDS_AMX();
     enum { N = 77, IN = 1000, O = 100 };
-    float *x = qs_malloc(N * IN * sizeof *x), *w = qs_malloc(2 * O * IN * sizeof *w);
-    float *ref = qs_malloc(2 * N * O * sizeof *ref), *got = qs_malloc(2 * N * O * sizeof *got);
-    float *b = qs_malloc(O * sizeof *b);
-    ASSERT_TRUE(x && w && ref && got && b);
-    amx_fill(x, N * IN);
-    amx_fill(w, 2 * O * IN);
-    amx_fill(b, O);
-    matmul_wpack *pk[2];
-    float *outs[2] = {got, got + N * O};
-    const float *bias[2] = {b, NULL};
-    for (int i = 0; i < 2; i++) {
-        pk[i] = matmul_wpack_create_frozen(w + (size_t)i * O * IN, IN, O, MATMUL_BF16_AMX);
-        ASSERT_TRUE(pk[i] != NULL);
-        matmul_forward_packed(ref + (size_t)i * N * O, x, pk[i], bias[i], N);
-    }
+    amx_multi m;
+    ASSERT_EQ_INT(amx_multi_init(&m, 2, N, IN, O), 0);
     matmul_ws *ws = matmul_ws_create();
     ASSERT_TRUE(ws != NULL);
     /* 96 padded rows x 64 bytes per k tile x 2 tiles, raised to the floor of 8
      * k tiles per pass: 32 k tiles in 4 passes */
     mm_amx_pass_bytes_force_impl(96 * 64 * 2);
     for (int i = 0; i < 2; i++)
-        matmul_forward_packed_ws(outs[i], x, pk[i], bias[i], N, ws);
-    int single = memcmp(ref, got, 2 * N * O * sizeof *got);
-    memset(got, 0, 2 * N * O * sizeof *got);
+        matmul_forward_packed_ws(m.outs[i], m.x, m.pk[i], m.bias[i], N, ws);
+    int single = memcmp(m.ref, m.got, 2 * N * O * sizeof *m.got);
+    memset(m.got, 0, 2 * N * O * sizeof *m.got);
     matmul_epilogue ep = {amx_ep, NULL};
     amx_ep_calls = 0;
-    matmul_forward_packed_multi_ws(outs, x, pk, bias, 2, N, ws, &ep);
+    matmul_forward_packed_multi_ws(m.outs, m.x, m.pk, m.bias, 2, N, ws, &ep);
     mm_amx_pass_bytes_force_impl(0);
     ASSERT_EQ_INT(single, 0);
-    ASSERT_EQ_INT(memcmp(ref, got, 2 * N * O * sizeof *got), 0);
+    ASSERT_EQ_INT(memcmp(m.ref, m.got, 2 * N * O * sizeof *m.got), 0);
     ASSERT_EQ_INT(amx_ep_calls, N * O);
-    for (int i = 0; i < 2; i++)
-        matmul_wpack_destroy(pk[i]);
     matmul_ws_destroy(ws);
-    qs_free(x);
-    qs_free(w);
-    qs_free(ref);
-    qs_free(got);
-    qs_free(b);
+    amx_multi_free(&m);
 }
 
 TEST(matmul_amx, spelled_bf16_amx_and_refused_without_amx_or_for_training)

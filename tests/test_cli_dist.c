@@ -17,6 +17,7 @@
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "test.h"
+#include "test_run_logs.h"
 
 #define DIST_MPIRUN "OMP_NUM_THREADS=1 timeout 120 mpirun -q --allow-run-as-root --oversubscribe"
 
@@ -155,27 +156,14 @@ static int dist_same(const char *a, const char *b, const char *file)
     return eq;
 }
 
-/* metrics.jsonl without its timing fields ("tok_per_s", "elapsed_s") */
-static void dist_drop_timing(char *s)
-{
-    static const char *const keys[] = {",\"tok_per_s\":", ",\"elapsed_s\":"};
-    for (int k = 0; k < 2; k++)
-        for (char *p; (p = strstr(s, keys[k]));) {
-            char *e = p + strlen(keys[k]);
-            while (*e && *e != ',' && *e != '}')
-                e++;
-            memmove(p, e, strlen(e) + 1);
-        }
-}
-
 static int dist_same_metrics(const char *a, const char *b)
 {
     size_t na, nb;
     char *x = dist_read(a, "metrics.jsonl", &na), *y = dist_read(b, "metrics.jsonl", &nb);
     int eq = 0;
     if (x && y) {
-        dist_drop_timing(x);
-        dist_drop_timing(y);
+        test_drop_timing(x);
+        test_drop_timing(y);
         eq = !strcmp(x, y) && strstr(x, "\"loss\"") != NULL;
     }
     qs_free(x);

@@ -9,6 +9,7 @@
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "test.h"
+#include "test_run_logs.h"
 
 static char cli_out[65536], cli_err[8192];
 
@@ -66,20 +67,9 @@ static int files_equal(const char *a, const char *b)
  * metrics.jsonl without its timing fields */
 static char *cli_log(const char *run, const char *file)
 {
-    char path[800], *text;
-    size_t n;
+    char path[800];
     snprintf(path, sizeof path, "%s/%s/%s", test_tmp_dir(), run, file);
-    if (fileio_read_all(path, &text, &n, NULL))
-        return NULL;
-    static const char *const timing[] = {",\"tok_per_s\":", ",\"elapsed_s\":"};
-    for (int k = 0; k < 2; k++)
-        for (char *p; (p = strstr(text, timing[k]));) {
-            char *e = p + strlen(timing[k]);
-            while (*e && *e != ',' && *e != '}')
-                e++;
-            memmove(p, e, strlen(e) + 1);
-        }
-    return text;
+    return test_log_read(path);
 }
 
 /* saturation alarms every few steps (growing weights clip under most-recent),

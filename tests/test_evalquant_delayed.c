@@ -20,35 +20,15 @@
 #include "qs/trainer.h"
 #include "qs/trainstate.h"
 #include "test.h"
+#include "test_amax_section.h"
+#include "test_token_stream.h"
 
-/* in-memory token stream: the position is the only state */
-static int dq_next(void *self, int32_t *tok, int32_t *tgt, int B, int T, qs_diag *d)
+/* the in-memory stream's pair at index i */
+static void dq_pair(long i, int vocab, int32_t *tok, int32_t *tgt)
 {
-    (void)d;
-    long *pos = self;
-    for (int i = 0; i < B * T; i++, (*pos)++) {
-        tok[i] = (int32_t)((*pos * 37 + 11) % 500 + 3);
-        tgt[i] = (int32_t)(((*pos + 1) * 37 + 11) % 500 + 3);
-    }
-    return 0;
-}
-
-static int dq_save(void *self, void **bytes, size_t *n, qs_diag *d)
-{
-    (void)d;
-    if (!(*bytes = qs_malloc(sizeof(long))))
-        return QS_ENOMEM;
-    memcpy(*bytes, self, sizeof(long));
-    *n = sizeof(long);
-    return 0;
-}
-
-static int dq_restore(void *self, const void *bytes, size_t n, qs_diag *d)
-{
-    if (n != sizeof(long))
-        return diag_set(d, QS_EFORMAT, NULL, -1, "bad position");
-    memcpy(self, bytes, sizeof(long));
-    return 0;
+    (void)vocab;
+    *tok = (int32_t)((i * 37 + 11) % 500 + 3);
+    *tgt = (int32_t)(((i + 1) * 37 + 11) % 500 + 3);
 }
 
 /* A 7-step run of the bundled 8-block model (5 warmup + 2 QAT steps, default
@@ -62,62 +42,16 @@ static const char *dq_run(void)
         return state > 0 ? run : NULL;
     state = -1;
     snprintf(run, sizeof run, "%s/evalq_run", test_tmp_dir());
-    runcfg c;
-    qs_diag d = {0};
-    runcfg_defaults(&c);
-    snprintf(c.model, sizeof c.model, "data/demo/model");
-    snprintf(c.train_data, sizeof c.train_data, "(memory)");
-    snprintf(c.out_dir, sizeof c.out_dir, "%s", run);
     static const char *const sets[] = {"batch_size=2", "seq_len=16", "grad_accum=1", "steps=7",
                                        "lr=1e-3", "bf16_warmup_steps=5", "amax_estimator=max-window:4"};
-    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
-        if (runcfg_set(&c, sets[i], &d))
-            return NULL;
-    long pos = 0;
-    train_data src = {&pos, dq_next, dq_save, dq_restore};
-    trainer_options opt = {0};
-    trainer *t;
-    if (trainer_create(&t, &c, &src, &opt, &d)) {
+    test_stream stream = {0, 0, dq_pair};
+    qs_diag d = {0};
+    if (test_stream_train_demo(run, sets, sizeof sets / sizeof *sets, &stream, &d)) {
         fprintf(stderr, "    trainer: %s\n", d.msg);
         return NULL;
     }
-    train_step_info info;
-    while (!trainer_done(t))
-        if (trainer_step(t, &info, &d)) {
-            trainer_destroy(t);
-            return NULL;
-        }
-    if (trainer_finish(t, "done", &d))
-        return NULL;
     state = 1;
     return run;
-}
-
-/* Independent reader of the amax section: the history of `name`, oldest first. */
-static int dq_history(const char *state_path, const char *name, float *vals, int max, int *n)
-{
-    trainstate_reader r;
-    qs_diag d = {0};
-    const void *sec;
-    size_t bytes;
-    *n = -1;
-    if (trainstate_open(&r, state_path, &d))
-        return -1;
-    if (trainstate_section(&r, "amax", &sec, &bytes, &d) == 0) {
-        const unsigned char *p = sec, *end = p + bytes;
-        while (end - p >= 8) {
-            uint32_t nl, nv;
-            memcpy(&nl, p, 4);
-            memcpy(&nv, p + 4 + nl, 4);
-            if (nl == strlen(name) && !memcmp(p + 4, name, nl) && (int)nv <= max) {
-                memcpy(vals, p + 8 + nl, 4 * (size_t)nv);
-                *n = (int)nv;
-            }
-            p += 8 + nl + 4 * (size_t)nv;
-        }
-    }
-    trainstate_close(&r);
-    return *n >= 0 ? 0 : -1;
 }
 
 /* Reference hook: layer 4 up_proj at two fixed scales, in the code domain
@@ -173,7 +107,7 @@ TEST(evalquant_delayed, scales_are_the_stored_histories_max_window_frozen)
     for (int k = 0; k < 2; k++) {
         float h[64], est = 0;
         int n;
-        ASSERT_EQ_INT(dq_history(state, qn[k], h, 64, &n), 0);
+        ASSERT_EQ_INT(test_amax_history(state, qn[k], h, 64, &n), 0);
         ASSERT_EQ_INT(n, 7);   /* one amax per step, warmup included */
         for (int i = n - 4; i < n; i++)
             est = h[i] > est ? h[i] : est;

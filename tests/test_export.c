@@ -21,36 +21,17 @@
 #include "qs/trainer.h"
 #include "qs/trainstate.h"
 #include "test.h"
+#include "test_amax_section.h"
+#include "test_token_stream.h"
 
 static char ex_out[16384], ex_err[4096];
 
-static int ex_next(void *self, int32_t *tok, int32_t *tgt, int B, int T, qs_diag *d)
+/* the in-memory stream's pair at index i */
+static void ex_pair(long i, int vocab, int32_t *tok, int32_t *tgt)
 {
-    (void)d;
-    long *pos = self;
-    for (int i = 0; i < B * T; i++, (*pos)++) {
-        tok[i] = (int32_t)((*pos * 41 + 7) % 500 + 3);
-        tgt[i] = (int32_t)(((*pos + 1) * 41 + 7) % 500 + 3);
-    }
-    return 0;
-}
-
-static int ex_save(void *self, void **bytes, size_t *n, qs_diag *d)
-{
-    (void)d;
-    if (!(*bytes = qs_malloc(sizeof(long))))
-        return QS_ENOMEM;
-    memcpy(*bytes, self, sizeof(long));
-    *n = sizeof(long);
-    return 0;
-}
-
-static int ex_restore(void *self, const void *bytes, size_t n, qs_diag *d)
-{
-    if (n != sizeof(long))
-        return diag_set(d, QS_EFORMAT, NULL, -1, "bad position");
-    memcpy(self, bytes, sizeof(long));
-    return 0;
+    (void)vocab;
+    *tok = (int32_t)((i * 41 + 7) % 500 + 3);
+    *tgt = (int32_t)(((i + 1) * 41 + 7) % 500 + 3);
 }
 
 /* A 6-step QAT run of the demo model on layers 2-5's MLPs (4 warmup steps,
@@ -64,31 +45,12 @@ static const char *ex_ckpt(void)
     state = -1;
     char run[400];
     snprintf(run, sizeof run, "%s/export_run", test_tmp_dir());
-    runcfg c;
-    qs_diag d = {0};
-    runcfg_defaults(&c);
-    snprintf(c.model, sizeof c.model, "data/demo/model");
-    snprintf(c.train_data, sizeof c.train_data, "(memory)");
-    snprintf(c.out_dir, sizeof c.out_dir, "%s", run);
     static const char *const sets[] = {"batch_size=2", "seq_len=16", "steps=6", "lr=1e-3",
                                        "bf16_warmup_steps=4", "amax_estimator=max-window:3",
                                        "quant_modules=layers.2-5.mlp.*"};
-    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
-        if (runcfg_set(&c, sets[i], &d))
-            return NULL;
-    long pos = 0;
-    train_data src = {&pos, ex_next, ex_save, ex_restore};
-    trainer_options opt = {0};
-    trainer *t;
-    if (trainer_create(&t, &c, &src, &opt, &d))
-        return NULL;
-    train_step_info info;
-    while (!trainer_done(t))
-        if (trainer_step(t, &info, &d)) {
-            trainer_destroy(t);
-            return NULL;
-        }
-    if (trainer_finish(t, "done", &d))
+    test_stream stream = {0, 0, ex_pair};
+    qs_diag d = {0};
+    if (test_stream_train_demo(run, sets, sizeof sets / sizeof *sets, &stream, &d))
         return NULL;
     snprintf(ck, sizeof ck, "%s/ckpt/step_6", run);
     state = 1;
@@ -100,29 +62,12 @@ static float ex_history_max(const char *ckpt, const char *name, int window)
 {
     char path[700];
     snprintf(path, sizeof path, "%s/train_state.bin", ckpt);
-    trainstate_reader r;
-    qs_diag d = {0};
-    const void *sec;
-    size_t bytes;
-    float mx = -1.0f;
-    if (trainstate_open(&r, path, &d))
+    float h[256], mx = -1.0f;
+    int n;
+    if (test_amax_history(path, name, h, 256, &n))
         return -1.0f;
-    if (trainstate_section(&r, "amax", &sec, &bytes, &d) == 0) {
-        const unsigned char *p = sec, *end = p + bytes;
-        while (end - p >= 8) {
-            uint32_t nl, nv;
-            memcpy(&nl, p, 4);
-            memcpy(&nv, p + 4 + nl, 4);
-            if (nl == strlen(name) && !memcmp(p + 4, name, nl))
-                for (uint32_t i = nv > (uint32_t)window ? nv - (uint32_t)window : 0; i < nv; i++) {
-                    float v;
-                    memcpy(&v, p + 8 + nl + 4 * (size_t)i, 4);
-                    mx = v > mx ? v : mx;
-                }
-            p += 8 + nl + 4 * (size_t)nv;
-        }
-    }
-    trainstate_close(&r);
+    for (int i = n > window ? n - window : 0; i < n; i++)
+        mx = h[i] > mx ? h[i] : mx;
     return mx;
 }
 

@@ -74,34 +74,6 @@ static void make_requests(const lm_case *c, lm_request req[3], const int32_t *co
     }
 }
 
-TEST(lm, loglik_matches_torch_reference)
-{
-    llama_model m;
-    model_lm *lm;
-    lm_case c = {0};
-    qs_diag d = {0};
-    ASSERT_EQ_INT(lm_case_load(&c), 0);
-    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
-    ASSERT_OK(model_lm_create(&lm, &m, 32, &d), &d);
-    lm_scorer s = model_lm_scorer(lm);
-    lm_request req[3];
-    const int32_t *conts[3][2];
-    size_t lens[3][2];
-    make_requests(&c, req, conts, lens);
-    double ll[2];
-    int gr[2];
-    lm_result res = {ll, gr};
-    ASSERT_OK(s.score(s.self, &req[0], &res, 1, &d), &d);
-    double want = 0;
-    for (int t = 4; t < c.T; t++)
-        want += ref_logprob(&c, t - 1, c.tok[t]);
-    ASSERT_NEAR(ll[0], want, 1e-3);
-    ASSERT_TRUE(ll[0] < 0 && ll[1] < 0);
-    model_lm_destroy(lm);
-    model_free(&m);
-    qs_free(c.ref_logits);
-}
-
 static int score_all(model_lm *lm, const lm_request *req, int n, double out[3][2], qs_diag *d)
 {
     lm_scorer s = model_lm_scorer(lm);
@@ -111,8 +83,8 @@ static int score_all(model_lm *lm, const lm_request *req, int n, double out[3][2
     return s.score(s.self, req, res, (size_t)n, d);
 }
 
-/* The fixture model, a scorer with a 32-token context and make_requests' three
- * requests. */
+/* The fixture model, a scorer with a max_len-token context and make_requests'
+ * three requests. */
 typedef struct lm_fix {
     llama_model m;
     model_lm *lm;
@@ -122,7 +94,7 @@ typedef struct lm_fix {
     size_t lens[3][2];
 } lm_fix;
 
-static int lm_fix_open(lm_fix *f, qs_diag *d)
+static int lm_fix_open(lm_fix *f, int max_len, qs_diag *d)
 {
     memset(f, 0, sizeof *f);
     int rc = lm_case_load(&f->c) ? QS_EIO : 0;
@@ -130,7 +102,7 @@ static int lm_fix_open(lm_fix *f, qs_diag *d)
         return diag_set(d, rc, LM_FIXTURE, -1, "fixture missing");
     if ((rc = model_load_dir(&f->m, LM_FIXTURE, d)))
         return rc;
-    if ((rc = model_lm_create(&f->lm, &f->m, 32, d))) {
+    if ((rc = model_lm_create(&f->lm, &f->m, max_len, d))) {
         model_free(&f->m);
         return rc;
     }
@@ -145,33 +117,44 @@ static void lm_fix_close(lm_fix *f)
     qs_free(f->c.ref_logits);
 }
 
+TEST(lm, loglik_matches_torch_reference)
+{
+    lm_fix f;
+    qs_diag d = {0};
+    ASSERT_OK(lm_fix_open(&f, 32, &d), &d);
+    lm_scorer s = model_lm_scorer(f.lm);
+    double ll[2];
+    int gr[2];
+    lm_result res = {ll, gr};
+    ASSERT_OK(s.score(s.self, &f.req[0], &res, 1, &d), &d);
+    double want = 0;
+    for (int t = 4; t < f.c.T; t++)
+        want += ref_logprob(&f.c, t - 1, f.c.tok[t]);
+    ASSERT_NEAR(ll[0], want, 1e-3);
+    ASSERT_TRUE(ll[0] < 0 && ll[1] < 0);
+    lm_fix_close(&f);
+}
+
 TEST(lm, results_independent_of_batching_order_and_threads)
 {
-    llama_model m;
-    model_lm *lm;
-    lm_case c = {0};
+    lm_fix f;
     qs_diag d = {0};
-    ASSERT_EQ_INT(lm_case_load(&c), 0);
-    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
-    ASSERT_OK(model_lm_create(&lm, &m, 32, &d), &d);
-    lm_request req[3], rev[3];
-    const int32_t *conts[3][2];
-    size_t lens[3][2];
-    make_requests(&c, req, conts, lens);
+    ASSERT_OK(lm_fix_open(&f, 32, &d), &d);
+    lm_request rev[3];
     double batch[3][2], single[3][2], reversed[3][2], one_thread[3][2];
-    ASSERT_OK(score_all(lm, req, 3, batch, &d), &d);
+    ASSERT_OK(score_all(f.lm, f.req, 3, batch, &d), &d);
     for (int i = 0; i < 3; i++)
-        ASSERT_OK(score_all(lm, &req[i], 1, &single[i], &d), &d);
+        ASSERT_OK(score_all(f.lm, &f.req[i], 1, &single[i], &d), &d);
     for (int i = 0; i < 3; i++)
-        rev[i] = req[2 - i];
-    ASSERT_OK(score_all(lm, rev, 3, reversed, &d), &d);
+        rev[i] = f.req[2 - i];
+    ASSERT_OK(score_all(f.lm, rev, 3, reversed, &d), &d);
 #ifdef _OPENMP
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
 #endif
     int bt = openblas_get_num_threads();
     openblas_set_num_threads(1);
-    ASSERT_OK(score_all(lm, req, 3, one_thread, &d), &d);
+    ASSERT_OK(score_all(f.lm, f.req, 3, one_thread, &d), &d);
     openblas_set_num_threads(bt);
 #ifdef _OPENMP
     omp_set_num_threads(nt);
@@ -182,16 +165,14 @@ TEST(lm, results_independent_of_batching_order_and_threads)
             ASSERT_TRUE(batch[i][k] == reversed[2 - i][k]);
             ASSERT_TRUE(batch[i][k] == one_thread[i][k]);
         }
-    model_lm_destroy(lm);
-    model_free(&m);
-    qs_free(c.ref_logits);
+    lm_fix_close(&f);
 }
 
 TEST(lm, repeated_calls_reuse_the_arenas)
 {
     lm_fix f;
     qs_diag d = {0};
-    ASSERT_OK(lm_fix_open(&f, &d), &d);
+    ASSERT_OK(lm_fix_open(&f, 32, &d), &d);
     double first[3][2], again[3][2];
     ASSERT_OK(score_all(f.lm, f.req, 3, first, &d), &d);
     long n = model_lm_arena_allocs(f.lm);
@@ -209,25 +190,22 @@ TEST(lm, repeated_calls_reuse_the_arenas)
 
 TEST(lm, long_request_is_left_truncated_like_the_harness)
 {
-    llama_model m;
-    model_lm *lm;
+    lm_fix f;
     llama_acts a;
-    lm_case c = {0};
     qs_diag d = {0};
-    ASSERT_EQ_INT(lm_case_load(&c), 0);
-    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
     const int max_len = 6;
-    ASSERT_OK(model_lm_create(&lm, &m, max_len, &d), &d);
+    ASSERT_OK(lm_fix_open(&f, max_len, &d), &d);
+    const lm_case c = f.c;
     /* ctx = tok[0..9), cont = tok[9..12): input = (ctx+cont)[-7:][:-1] = tok[5..11) */
     const int32_t *cont[1] = {c.tok + 9};
     size_t nc[1] = {3};
     lm_request r = {c.tok, 9, 1, cont, nc};
     double ll;
     lm_result res = {&ll, NULL};
-    lm_scorer s = model_lm_scorer(lm);
+    lm_scorer s = model_lm_scorer(f.lm);
     ASSERT_OK(s.score(s.self, &r, &res, 1, &d), &d);
-    ASSERT_OK(model_acts_init(&a, &m.cfg, 1, max_len, max_len, 0, &d), &d);
-    ASSERT_OK(model_forward(&m, &a, c.tok + 5, NULL, 1, 6, 0, &d), &d);
+    ASSERT_OK(model_acts_init(&a, &f.m.cfg, 1, max_len, max_len, 0, &d), &d);
+    ASSERT_OK(model_forward(&f.m, &a, c.tok + 5, NULL, 1, 6, 0, &d), &d);
     double want = 0;
     for (int i = 0; i < 3; i++) {   /* rows of tok 8, 9, 10 predict tok 9, 10, 11 */
         const float *l = a.logits + (size_t)(3 + i) * c.V;
@@ -243,21 +221,16 @@ TEST(lm, long_request_is_left_truncated_like_the_harness)
     r.n_ctx = 0;
     ASSERT_EQ_INT(s.score(s.self, &r, &res, 1, &d), QS_EINVAL);
     model_acts_free(&a);
-    model_lm_destroy(lm);
-    model_free(&m);
-    qs_free(c.ref_logits);
+    lm_fix_close(&f);
 }
 
 TEST(lm, a_long_sibling_does_not_change_a_short_continuation)
 {
-    llama_model m;
-    model_lm *lm;
-    lm_case c = {0};
+    lm_fix f;
     qs_diag d = {0};
-    ASSERT_EQ_INT(lm_case_load(&c), 0);
-    ASSERT_OK(model_load_dir(&m, LM_FIXTURE, &d), &d);
-    ASSERT_OK(model_lm_create(&lm, &m, 8, &d), &d);
-    lm_scorer s = model_lm_scorer(lm);
+    ASSERT_OK(lm_fix_open(&f, 8, &d), &d);
+    const lm_case c = f.c;
+    lm_scorer s = model_lm_scorer(f.lm);
     /* ctx 5 tokens; cont A = 2 tokens (fits: shared), cont B = 6 tokens (truncated) */
     const int32_t *conts[2] = {c.tok + 5, c.tok + 5};
     size_t lens[2] = {2, 6};
@@ -268,9 +241,7 @@ TEST(lm, a_long_sibling_does_not_change_a_short_continuation)
     ASSERT_OK(s.score(s.self, &alone, &r1, 1, &d), &d);
     ASSERT_TRUE(ll2[0] == ll1[0]);
     ASSERT_TRUE(ll2[1] < ll2[0]);
-    model_lm_destroy(lm);
-    model_free(&m);
-    qs_free(c.ref_logits);
+    lm_fix_close(&f);
 }
 
 /* The fixture model, acts for 2 sequences (the case's tokens and their

@@ -11,6 +11,7 @@
 #include "qs/spike.h"
 #include "qs/trainer.h"
 #include "test.h"
+#include "test_token_stream.h"
 
 TEST(spike, pick_is_seeded_and_hits_the_rate)
 {
@@ -53,38 +54,11 @@ TEST(spike, row_mul_and_div_touch_only_the_row)
 
 /* ---- the detector on a real (tiny) training run ---- */
 
-typedef struct mem_src {
-    long pos;
-} mem_src;
-
-static int mem_next(void *self, int32_t *tok, int32_t *tgt, int B, int T, qs_diag *d)
+static void mem_pair(long i, int vocab, int32_t *tok, int32_t *tgt)
 {
-    (void)d;
-    mem_src *m = self;
-    for (int i = 0; i < B * T; i++, m->pos++) {
-        tok[i] = (int32_t)(3 + (m->pos * 7 + (m->pos / 5) % 11) % 200);
-        tgt[i] = (int32_t)(3 + ((m->pos + 1) * 7 + ((m->pos + 1) / 5) % 11) % 200);
-    }
-    return 0;
-}
-
-static int mem_save(void *self, void **bytes, size_t *n, qs_diag *d)
-{
-    (void)d;
-    if (!(*bytes = qs_malloc(sizeof(long))))
-        return QS_ENOMEM;
-    memcpy(*bytes, &((mem_src *)self)->pos, sizeof(long));
-    *n = sizeof(long);
-    return 0;
-}
-
-static int mem_restore(void *self, const void *bytes, size_t n, qs_diag *d)
-{
-    (void)d;
-    if (n != sizeof(long))
-        return QS_EFORMAT;
-    memcpy(&((mem_src *)self)->pos, bytes, sizeof(long));
-    return 0;
+    (void)vocab;
+    *tok = (int32_t)(3 + (i * 7 + (i / 5) % 11) % 200);
+    *tgt = (int32_t)(3 + ((i + 1) * 7 + ((i + 1) / 5) % 11) % 200);
 }
 
 /* most-recent, margin 3 (8x headroom), 24 steps (4 warmup) of the demo model */
@@ -103,18 +77,8 @@ static int spike_run(const char *name, double rate, runcfg *c, qs_diag *d)
     c->amax_margin = 3;
     c->spike_rate = rate;
     c->spike_scale = 512;
-    mem_src src = {0};
-    train_data data = {&src, mem_next, mem_save, mem_restore};
-    trainer_options opt = {0};
-    trainer *t;
-    int rc = trainer_create(&t, c, &data, &opt, d);
-    train_step_info info;
-    while (!rc && !trainer_done(t))
-        rc = trainer_step(t, &info, d);
-    if (!rc)
-        return trainer_finish(t, "done", d);
-    trainer_destroy(t);
-    return rc;
+    test_stream src = {0, 0, mem_pair};
+    return test_stream_train(c, &src, d);
 }
 
 typedef struct ev {

@@ -14,41 +14,14 @@
 #include "qs/qlog.h"
 #include "qs/trainer.h"
 #include "test.h"
+#include "test_token_stream.h"
 
-typedef struct trc_data {
-    long pos;
-    int vocab;
-} trc_data;
-
-static int trc_next(void *self, int32_t *tok, int32_t *tgt, int B, int T, qs_diag *d)
+/* the pair at stream index i: input and target from two parts of one hash */
+static void trc_pair(long i, int vocab, int32_t *tok, int32_t *tgt)
 {
-    (void)d;
-    trc_data *m = self;
-    for (int i = 0; i < B * T; i++, m->pos++) {
-        unsigned long x = (unsigned long)m->pos * 2654435761ul + 977u;
-        tok[i] = (int32_t)((x >> 7) % (unsigned long)m->vocab);
-        tgt[i] = (int32_t)((x >> 17) % (unsigned long)m->vocab);
-    }
-    return 0;
-}
-
-static int trc_save(void *self, void **bytes, size_t *n, qs_diag *d)
-{
-    (void)d;
-    *bytes = qs_malloc(sizeof(long));
-    if (!*bytes)
-        return QS_ENOMEM;
-    memcpy(*bytes, &((trc_data *)self)->pos, sizeof(long));
-    *n = sizeof(long);
-    return 0;
-}
-
-static int trc_restore(void *self, const void *bytes, size_t n, qs_diag *d)
-{
-    if (n != sizeof(long))
-        return diag_set(d, QS_EFORMAT, NULL, -1, "data position: %zu bytes", n);
-    memcpy(&((trc_data *)self)->pos, bytes, sizeof(long));
-    return 0;
+    unsigned long x = (unsigned long)i * 2654435761ul + 977u;
+    *tok = (int32_t)((x >> 7) % (unsigned long)vocab);
+    *tgt = (int32_t)((x >> 17) % (unsigned long)vocab);
 }
 
 /* QAT from step 2 on a plan mixing hooked and unhooked Linears of one group
@@ -76,18 +49,6 @@ static int trc_cfg(runcfg *c, const char *run, int recompute, const char *prec, 
     for (size_t i = 0; i < sizeof sets / sizeof *sets; i++)
         if (runcfg_set(c, sets[i], &d)) {
             fprintf(stderr, "    %s: %s\n", sets[i], d.msg);
-            return -1;
-        }
-    return 0;
-}
-
-static int trc_steps(trainer *t, long n)
-{
-    qs_diag d = {0};
-    train_step_info info;
-    for (long i = 0; i < n && !trainer_done(t); i++)
-        if (trainer_step(t, &info, &d)) {
-            fprintf(stderr, "    step: %s\n", d.msg);
             return -1;
         }
     return 0;
@@ -169,8 +130,8 @@ static void trc_same_runs(const runcfg *a, const runcfg *b)
 
 static int trc_train(const runcfg *c)
 {
-    trc_data dm = {0, 512};
-    train_data src = {&dm, trc_next, trc_save, trc_restore};
+    test_stream dm = {0, 512, trc_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     qs_diag d = {0};
@@ -178,7 +139,7 @@ static int trc_train(const runcfg *c)
         fprintf(stderr, "    create: %s\n", d.msg);
         return -1;
     }
-    int rc = trc_steps(t, c->steps);
+    int rc = test_train_steps(t, c->steps);
     if (trainer_finish(t, "done", &d))
         rc = -1;
     return rc;
@@ -242,18 +203,18 @@ static void trc_resume_toggled(int first)
     ASSERT_OK(runcfg_set(&straight, "run_name=cmp", &d), &d);   /* quant.jsonl's header names it */
     ASSERT_OK(runcfg_set(&b, "run_name=cmp", &d), &d);
     ASSERT_EQ_INT(trc_train(&straight), 0);
-    trc_data dm = {0, 512};
-    train_data src = {&dm, trc_next, trc_save, trc_restore};
+    test_stream dm = {0, 512, trc_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     ASSERT_OK(trainer_create(&t, &b, &src, &opt, &d), &d);
-    ASSERT_EQ_INT(trc_steps(t, 5), 0);
+    ASSERT_EQ_INT(test_train_steps(t, 5), 0);
     trainer_destroy(t);   /* killed: step 4 is lost */
     b.recompute = !first;
     opt.resume_dir = b.out_dir;
     ASSERT_OK(trainer_create(&t, &b, &src, &opt, &d), &d);
     ASSERT_EQ_INT(trainer_next_step(t), 4);
-    ASSERT_EQ_INT(trc_steps(t, 10), 0);
+    ASSERT_EQ_INT(test_train_steps(t, 10), 0);
     ASSERT_OK(trainer_finish(t, "done", &d), &d);
     trc_same_runs(&straight, &b);   /* train_state.bin v2 restores the QSNR cursors */
     ASSERT_TRUE(trc_same_file(straight.out_dir, b.out_dir, "events.jsonl"));
@@ -283,14 +244,14 @@ TEST(train_recompute, estimate_is_smaller_and_within_ten_percent_of_the_peak)
             ASSERT_OK(trainer_memory_estimate(&c, &m, &d), &d);
             /* packs of the quantized weights: during a warmup, never with recompute */
             ASSERT_TRUE(warm && !r ? m.warmup_pack_bytes > 0 : m.warmup_pack_bytes == 0);
-            trc_data dm = {0, 512};
-            train_data src = {&dm, trc_next, trc_save, trc_restore};
+            test_stream dm = {0, 512, trc_pair};
+            train_data src = test_stream_data(&dm);
             trainer_options opt = {0};
             trainer *t;
             qs_mem_reset_peak();
             size_t live0 = qs_mem_live_bytes();
             ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
-            ASSERT_EQ_INT(trc_steps(t, 3), 0);
+            ASSERT_EQ_INT(test_train_steps(t, 3), 0);
             double ratio = (double)(qs_mem_peak_bytes() - live0) / (double)m.total_bytes;
             trainer_destroy(t);
             if (!(ratio >= 0.9 && ratio <= 1.1))   /* the criterion: within 10% */

@@ -10,14 +10,10 @@
 #include "qs/trainer.h"
 #include "qs/trainstate.h"
 #include "test.h"
+#include "test_run_logs.h"
+#include "test_token_stream.h"
 
-/* In-memory data: token i of the stream is a fixed function of i; the position
- * is the only state (what save/restore carry). */
-typedef struct mem_data {
-    long pos;
-    int vocab;
-} mem_data;
-
+/* token i of the stream is a fixed function of i; the target is token i + 1 */
 static int32_t mem_token(long i, int vocab)
 {
     unsigned long x = (unsigned long)i * 2654435761ul + 12345u;
@@ -25,35 +21,10 @@ static int32_t mem_token(long i, int vocab)
     return (int32_t)((i % 7 < 4) ? (i / 7) % 40 + 3 : (long)(x % (unsigned long)vocab));
 }
 
-static int mem_next(void *self, int32_t *tok, int32_t *tgt, int B, int T, qs_diag *d)
+static void mem_pair(long i, int vocab, int32_t *tok, int32_t *tgt)
 {
-    (void)d;
-    mem_data *m = self;
-    for (int b = 0; b < B; b++, m->pos += T)
-        for (int t = 0; t < T; t++) {
-            tok[b * T + t] = mem_token(m->pos + t, m->vocab);
-            tgt[b * T + t] = mem_token(m->pos + t + 1, m->vocab);
-        }
-    return 0;
-}
-
-static int mem_save(void *self, void **bytes, size_t *n, qs_diag *d)
-{
-    (void)d;
-    *bytes = qs_malloc(sizeof(long));
-    if (!*bytes)
-        return QS_ENOMEM;
-    memcpy(*bytes, &((mem_data *)self)->pos, sizeof(long));
-    *n = sizeof(long);
-    return 0;
-}
-
-static int mem_restore(void *self, const void *bytes, size_t n, qs_diag *d)
-{
-    if (n != sizeof(long))
-        return diag_set(d, QS_EFORMAT, NULL, -1, "data position: %zu bytes", n);
-    memcpy(&((mem_data *)self)->pos, bytes, sizeof(long));
-    return 0;
+    *tok = mem_token(i, vocab);
+    *tgt = mem_token(i + 1, vocab);
 }
 
 static void tiny_cfg(runcfg *c, const char *run)
@@ -72,18 +43,6 @@ static void tiny_cfg(runcfg *c, const char *run)
     runcfg_set(c, "lr_decay=cosine", &d);
     runcfg_set(c, "weight_decay=0.01", &d);
     runcfg_set(c, "bf16_warmup_steps=5", &d);
-}
-
-static int run_steps(trainer *t, long n)
-{
-    qs_diag d = {0};
-    train_step_info info;
-    for (long i = 0; i < n && !trainer_done(t); i++)
-        if (trainer_step(t, &info, &d)) {
-            fprintf(stderr, "    step: %s\n", d.msg);
-            return -1;
-        }
-    return 0;
 }
 
 /* Rewrite a train_state.bin as version 1 wrote it: the v1 sections only. */
@@ -127,14 +86,14 @@ TEST(trainer, resume_after_kill_is_bit_exact)
     qs_diag d = {0};
     ASSERT_OK(runcfg_set(&b_cfg, "ckpt_every=10", &d), &d);
     trainer_options opt = {0};
-    mem_data da = {0, 512}, db = {0, 512};
-    train_data srca = {&da, mem_next, mem_save, mem_restore};
-    train_data srcb = {&db, mem_next, mem_save, mem_restore};
+    test_stream da = {0, 512, mem_pair}, db = {0, 512, mem_pair};
+    train_data srca = test_stream_data(&da);
+    train_data srcb = test_stream_data(&db);
 
     trainer *a;
     ASSERT_OK(trainer_create(&a, &a_cfg, &srca, &opt, &d), &d);
     ASSERT_EQ_INT(trainer_quant_count(a), 18); /* 3 middle blocks x 3 MLP linears x {input, weight} */
-    ASSERT_EQ_INT(run_steps(a, 20), 0);
+    ASSERT_EQ_INT(test_train_steps(a, 20), 0);
     size_t n;
     const float *pa = trainer_params(a, &n);
     float *want = qs_malloc(n * sizeof *want);
@@ -144,7 +103,7 @@ TEST(trainer, resume_after_kill_is_bit_exact)
 
     trainer *b;
     ASSERT_OK(trainer_create(&b, &b_cfg, &srcb, &opt, &d), &d);
-    ASSERT_EQ_INT(run_steps(b, 13), 0);   /* checkpoint at 10, then 3 steps that are lost */
+    ASSERT_EQ_INT(test_train_steps(b, 13), 0);   /* checkpoint at 10, then 3 steps that are lost */
     trainer_destroy(b);                    /* "kill": no final checkpoint */
     /* a checkpoint of version 1 (before the log-state sections) still resumes bit-exactly */
     char state[700];
@@ -155,7 +114,7 @@ TEST(trainer, resume_after_kill_is_bit_exact)
     opt.resume_dir = b_cfg.out_dir;
     ASSERT_OK(trainer_create(&b, &b_cfg, &srcb, &opt, &d), &d);
     ASSERT_EQ_INT(trainer_next_step(b), 10);
-    ASSERT_EQ_INT(run_steps(b, 100), 0);
+    ASSERT_EQ_INT(test_train_steps(b, 100), 0);
     const float *pb = trainer_params(b, &n);
     size_t n_diff = 0;
     for (size_t i = 0; i < n; i++)
@@ -188,8 +147,8 @@ TEST(trainer, qat_switch_logs_event_and_quant_records)
     tiny_cfg(&c, "events");
     qs_diag d = {0};
     ASSERT_OK(runcfg_set(&c, "steps=7", &d), &d);
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
@@ -232,8 +191,8 @@ TEST(trainer, nan_stops_without_updating_or_checkpointing)
 {
     runcfg c;
     tiny_cfg(&c, "nan");
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     qs_diag d = {0};
@@ -259,8 +218,8 @@ TEST(trainer, memory_guard_refuses_with_numbers)
 {
     runcfg c;
     tiny_cfg(&c, "mem");
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {NULL, 1 << 20, NULL};
     trainer *t;
     qs_diag d = {0};
@@ -277,8 +236,8 @@ TEST(trainer, fresh_run_refuses_existing_run_dir_and_resume_needs_checkpoint)
     tiny_cfg(&c, "twice");
     qs_diag d = {0};
     ASSERT_OK(runcfg_set(&c, "steps=1", &d), &d);
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
@@ -316,8 +275,8 @@ TEST(trainer, eval_seam_runs_baseline_then_every_k_and_can_stop)
 {
     runcfg c;
     tiny_cfg(&c, "eval");
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     fake_eval fe = {0};
     train_eval_hook hook = {.self = &fe, .every_steps = 2, .run = fake_eval_run};
     trainer_options opt = {NULL, 0, &hook};
@@ -364,14 +323,14 @@ static float *ste_run(const char *name, const char *ste, size_t *n)
         runcfg_set(&c, "amax_estimator=most-recent", &d) || runcfg_set(&c, "steps=6", &d) ||
         runcfg_set(&c, "lr_decay=constant", &d))
         return NULL;
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     if (trainer_create(&t, &c, &src, &opt, &d))
         return NULL;
     float *out = NULL;
-    if (!run_steps(t, 6)) {
+    if (!test_train_steps(t, 6)) {
         const float *p = trainer_params(t, n);
         out = qs_malloc(*n * sizeof *out);
         if (out)
@@ -453,20 +412,9 @@ static void episode_cfg(runcfg *c, const char *run)
  * metrics.jsonl without the timing fields tok_per_s and elapsed_s. */
 static char *resume_log(const char *dir, const char *file)
 {
-    char path[700], *text;
-    size_t n;
+    char path[700];
     snprintf(path, sizeof path, "%s/%s", dir, file);
-    if (fileio_read_all(path, &text, &n, NULL))
-        return NULL;
-    static const char *const timing[] = {",\"tok_per_s\":", ",\"elapsed_s\":"};
-    for (int k = 0; k < 2; k++)
-        for (char *p; (p = strstr(text, timing[k]));) {
-            char *e = p + strlen(timing[k]);
-            while (*e && *e != ',' && *e != '}')
-                e++;
-            memmove(p, e, strlen(e) + 1);
-        }
-    return text;
+    return test_log_read(path);
 }
 
 static int logs_identical(const char *a, const char *b)
@@ -519,15 +467,15 @@ TEST(trainer, resumed_logs_equal_the_uninterrupted_run)
     ASSERT_OK(runcfg_set(&cfg[1], "ckpt_every=10", &d), &d);
     const long stop_after[3] = {20, 13, 7}, resume_at[3] = {0, 10, 7};
     for (int k = 0; k < 3; k++) {
-        mem_data dm = {0, 512};
-        train_data src = {&dm, mem_next, mem_save, mem_restore};
+        test_stream dm = {0, 512, mem_pair};
+        train_data src = test_stream_data(&dm);
         count_eval ce = {0};
         train_eval_hook hook = {&ce, 5, count_eval_run, count_eval_save, count_eval_restore,
                                 NULL};
         trainer_options opt = {NULL, 0, &hook};
         trainer *t;
         ASSERT_OK(trainer_create(&t, &cfg[k], &src, &opt, &d), &d);
-        ASSERT_EQ_INT(run_steps(t, stop_after[k]), 0);
+        ASSERT_EQ_INT(test_train_steps(t, stop_after[k]), 0);
         if (k == 1)
             trainer_destroy(t);                                 /* kill */
         else
@@ -539,7 +487,7 @@ TEST(trainer, resumed_logs_equal_the_uninterrupted_run)
         opt.resume_dir = cfg[k].out_dir;
         ASSERT_OK(trainer_create(&t, &cfg[k], &src, &opt, &d), &d);
         ASSERT_EQ_INT(trainer_next_step(t), resume_at[k]);
-        ASSERT_EQ_INT(run_steps(t, 100), 0);
+        ASSERT_EQ_INT(test_train_steps(t, 100), 0);
         ASSERT_OK(trainer_finish(t, "done", &d), &d);
     }
     /* the comparison is not vacuous: alarms were raised, and episodes ran across
@@ -563,19 +511,19 @@ TEST(trainer, plot_error_event_escapes_quotes_and_backslashes)
     qs_diag d = {0};
     ASSERT_OK(runcfg_set(&c, "steps=3", &d), &d);
     ASSERT_OK(runcfg_set(&c, "plot_every=1", &d), &d);
-    mem_data dm = {0, 512};
-    train_data src = {&dm, mem_next, mem_save, mem_restore};
+    test_stream dm = {0, 512, mem_pair};
+    train_data src = test_stream_data(&dm);
     trainer_options opt = {0};
     trainer *t;
     ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
-    ASSERT_EQ_INT(run_steps(t, 1), 0);
+    ASSERT_EQ_INT(test_train_steps(t, 1), 0);
     char path[600];
     snprintf(path, sizeof path, "%s/metrics.jsonl", c.out_dir);
     FILE *f = fopen(path, "a");   /* a record curves.png cannot read: "bad\q" is no JSON escape */
     ASSERT_TRUE(f != NULL);
     fputs("{\"type\":\"train\",\"bad\\q\":1}\n", f);
     ASSERT_EQ_INT(fclose(f), 0);
-    ASSERT_EQ_INT(run_steps(t, 1), 0);
+    ASSERT_EQ_INT(test_train_steps(t, 1), 0);
     ASSERT_OK(trainer_finish(t, "done", &d), &d);
     char *text;
     size_t n;
