@@ -29,6 +29,11 @@
  *  - Threads share tasks of whole panels (the weights are the big operand),
  *    cut along M too when there are few panels; rows and columns past M and N
  *    go through a tile buffer.
+ *  - HiF8 code packs (matmul_hif8.c): each code panel is decoded to bf16 pairs
+ *    in this tile layout (exact: every HiF8 value is a bf16), 8 k tiles at a
+ *    time into the scratch as a block goes, or once per task and pass into a
+ *    per-thread panel after A's rows when the task has several row blocks:
+ *    the bits of the bf16-amx pack of the decoded weight.
  */
 #include <immintrin.h>
 #include <string.h>
@@ -186,7 +191,8 @@ static void mm_amx_cinit(const mm_amx_job *jb, int m0, int mr, int j0, int nj, i
             const float *src = jb->init == MM_INIT_BIAS ? jb->bias + j0 + c0
                                : r0 + r < mr      ? c + (ptrdiff_t)(r0 + r) * jb->ldc + c0
                                                   : NULL;
-            _mm512_store_ps(s->ct[q][r], src ? _mm512_maskz_loadu_ps(km, src) : _mm512_setzero_ps());
+            __m512 v = src ? _mm512_maskz_loadu_ps(km, src) : _mm512_setzero_ps();
+            _mm512_store_ps(s->ct[q][r], v);
         }
     }
     _tile_loadd(0, s->ct[0], 64);
@@ -477,13 +483,14 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
                 int rows = M - i0 < mc[g] ? M - i0 : mc[g];
                 int n_panels = mm_amx_ceil(jb[g].bp->N, MM_NR);
                 int panels = n_panels - p0 < pc[g] ? n_panels - p0 : pc[g];
+                uint8_t *my_dec = dec ? dec + mm_amx_thread() * dec_bytes : NULL;
                 for (int h = g; h < (paired ? n_jobs : g + 1); h++) {
                     mm_amx_job j = jb[h];
                     j.t0 = t0;
                     j.t1 = t1;
                     if (pass > 0)
                         j.init = MM_INIT_ACCUM;
-                    mm_amx_task(&j, &as, i0, rows, p0, panels, dec ? dec + mm_amx_thread() * dec_bytes : NULL, &s);
+                    mm_amx_task(&j, &as, i0, rows, p0, panels, my_dec, &s);
                 }
                 if (paired && last) {
                     int N0 = jb[0].bp->N, j0 = p0 * MM_NR;
