@@ -148,13 +148,6 @@ static const void *mm_amx_atile(const mm_amx_a *a, int m0, int t, uint16_t buf[]
 }
 
 /* C tile (r, h) of a block: rows m0 + 16 r, columns j0 + 16 h; mr x nj valid. */
-/* The columns of quarter q's C tile (16 wide at c0) that are inside nj. */
-static __mmask16 mm_amx_cmask(int nj, int c0)
-{
-    int w = nj - c0;
-    return w >= MM_AMX_T ? (__mmask16)0xFFFF : w <= 0 ? (__mmask16)0 : (__mmask16)((1u << w) - 1);
-}
-
 static void mm_amx_cinit(const mm_amx_job *jb, int m0, int mr, int j0, int nj, int full,
                          mm_amx_scratch *s)
 {
@@ -186,7 +179,7 @@ static void mm_amx_cinit(const mm_amx_job *jb, int m0, int mr, int j0, int nj, i
      * or of C's rows inside M */
     for (int q = 0; q < 4; q++) {
         int r0 = (q >> 1) * MM_AMX_T, c0 = (q & 1) * MM_AMX_T;
-        __mmask16 km = mm_amx_cmask(nj, c0);
+        __mmask16 km = (__mmask16)mm_cols_mask16(nj - c0);
         for (int r = 0; r < MM_AMX_T; r++) {
             const float *src = jb->init == MM_INIT_BIAS ? jb->bias + j0 + c0
                                : r0 + r < mr      ? c + (ptrdiff_t)(r0 + r) * jb->ldc + c0
@@ -219,7 +212,7 @@ static void mm_amx_cstore(const mm_amx_job *jb, int m0, int mr, int j0, int nj, 
     _tile_stored(3, s->ct[3], 64);
     for (int q = 0; q < 4; q++) {
         int r0 = (q >> 1) * MM_AMX_T, c0 = (q & 1) * MM_AMX_T;
-        __mmask16 km = mm_amx_cmask(nj, c0);
+        __mmask16 km = (__mmask16)mm_cols_mask16(nj - c0);
         if (!km)
             continue;
         for (int r = 0; r < MM_AMX_T && r0 + r < mr; r++)

@@ -36,10 +36,8 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
 {
     const mm_codes_vtab *t = mm_codes_vtab_avx512vbmi_impl();
     __m512 acc[MM_GEMV_ROWS][4][2];
-    __mmask16 m0 = nj_last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nj_last) - 1);
-    __mmask16 m1 = nj_last >= 32   ? (__mmask16)0xFFFF
-                   : nj_last > 16 ? (__mmask16)((1u << (nj_last - 16)) - 1)
-                                   : (__mmask16)0;
+    const __mmask16 m0 = (__mmask16)mm_cols_mask16(nj_last);
+    const __mmask16 m1 = (__mmask16)mm_cols_mask16(nj_last - 16);
 #pragma GCC unroll 4
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4

@@ -107,6 +107,14 @@ static inline float mm_bf16_round(float f)
  * position k holds source column mm_bf16_order(k). */
 static inline int mm_bf16_order(int k) { return k ^ 1; }
 
+/* The 16-bit lane mask of a 16-column vector whose columns [0, w) are inside
+ * the matrix (w <= 0: none; w >= 16: all): for masked loads and stores of a
+ * row's last, narrow columns. */
+static inline unsigned mm_cols_mask16(int w)
+{
+    return w >= 16 ? 0xFFFFu : w <= 0 ? 0u : (1u << w) - 1u;
+}
+
 /* Which micro-kernel multiplies the AVX512-BF16 formats (bf16 pairs): vdpbf16ps,
  * or the AVX-512 FMA kernel on the operands widened to fp32 (A panels rounded to
  * bf16 values in mm_bf16_order, each B micro-panel widened as it is used), run
