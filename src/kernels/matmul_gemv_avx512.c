@@ -14,7 +14,7 @@
  */
 #include <immintrin.h>
 
-#include "matmul_impl.h"
+#include "matmul_gemv_impl.h"
 
 /* bytes ahead of each B stream prefetched into L1 (two lines per pair row) */
 enum { MM_GEMV_PF = 2048 };
@@ -25,18 +25,11 @@ mm_gemv_body(int kk, const float *a, ptrdiff_t rs, ptrdiff_t ks, const void *b, 
              const int mr, const int np)
 {
     __m512 acc[MM_GEMV_ROWS][4][2];
-    const __mmask16 m0 = (__mmask16)mm_cols_mask16(nj_last);
-    const __mmask16 m1 = (__mmask16)mm_cols_mask16(nj_last - 16);
 #pragma GCC unroll 4
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
-        for (int q = 0; q < np; q++) {
-            const float *cq = c + r * ldc + q * MM_NR;
-            __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
-            __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
-            acc[r][q][0] = load_c ? _mm512_maskz_loadu_ps(k0m, cq) : _mm512_setzero_ps();
-            acc[r][q][1] = load_c ? _mm512_maskz_loadu_ps(k1m, cq + 16) : _mm512_setzero_ps();
-        }
+        for (int q = 0; q < np; q++)
+            mm_gemv_cload(c + r * ldc, q, np, nj_last, load_c, &acc[r][q][0], &acc[r][q][1]);
     if (pairs) {
         /* pair u = lo (k even) | hi (k odd) << 16; the first term of each pair
          * is hi when odd_first (A swapped, as mm_bf16_order), else lo */
@@ -93,13 +86,8 @@ mm_gemv_body(int kk, const float *a, ptrdiff_t rs, ptrdiff_t ks, const void *b, 
 #pragma GCC unroll 4
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
-        for (int q = 0; q < np; q++) {
-            float *cq = c + r * ldc + q * MM_NR;
-            __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
-            __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
-            _mm512_mask_storeu_ps(cq, k0m, acc[r][q][0]);
-            _mm512_mask_storeu_ps(cq + 16, k1m, acc[r][q][1]);
-        }
+        for (int q = 0; q < np; q++)
+            mm_gemv_cstore(c + r * ldc, q, np, nj_last, acc[r][q][0], acc[r][q][1]);
 }
 
 /* One layout of A (row-major: ks 1, or k-major: rs 1) per body, so the

@@ -24,6 +24,7 @@
  */
 #include <immintrin.h>
 
+#include "matmul_gemv_impl.h"
 #include "matmul_hif8_vbmi_impl.h"
 
 /* bytes ahead of each code stream prefetched into L1 (one line per pair row) */
@@ -36,17 +37,12 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
 {
     const mm_codes_vtab *t = mm_codes_vtab_avx512vbmi_impl();
     __m512 acc[MM_GEMV_ROWS][4][2];
-    const __mmask16 m0 = (__mmask16)mm_cols_mask16(nj_last);
-    const __mmask16 m1 = (__mmask16)mm_cols_mask16(nj_last - 16);
 #pragma GCC unroll 4
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
         for (int q = 0; q < np; q++) {
-            const float *cq = c + r * ldc + q * MM_NR;
-            __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
-            __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
-            __m512 c0 = load_c ? _mm512_maskz_loadu_ps(k0m, cq) : _mm512_setzero_ps();
-            __m512 c1 = load_c ? _mm512_maskz_loadu_ps(k1m, cq + 16) : _mm512_setzero_ps();
+            __m512 c0, c1;
+            mm_gemv_cload(c + r * ldc, q, np, nj_last, load_c, &c0, &c1);
             acc[r][q][0] = _mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(2, 0, 2, 0));
             acc[r][q][1] = _mm512_shuffle_f32x4(c0, c1, _MM_SHUFFLE(3, 1, 3, 1));
         }
@@ -74,13 +70,11 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
     for (int r = 0; r < mr; r++)
 #pragma GCC unroll 4
         for (int q = 0; q < np; q++) {
-            float *cq = c + r * ldc + q * MM_NR;
-            __mmask16 k0m = q == np - 1 ? m0 : (__mmask16)0xFFFF;
-            __mmask16 k1m = q == np - 1 ? m1 : (__mmask16)0xFFFF;
             __m512 t0 = _mm512_shuffle_f32x4(acc[r][q][0], acc[r][q][1], _MM_SHUFFLE(1, 0, 1, 0));
             __m512 t1 = _mm512_shuffle_f32x4(acc[r][q][0], acc[r][q][1], _MM_SHUFFLE(3, 2, 3, 2));
-            _mm512_mask_storeu_ps(cq, k0m, _mm512_shuffle_f32x4(t0, t0, _MM_SHUFFLE(3, 1, 2, 0)));
-            _mm512_mask_storeu_ps(cq + 16, k1m, _mm512_shuffle_f32x4(t1, t1, _MM_SHUFFLE(3, 1, 2, 0)));
+            mm_gemv_cstore(c + r * ldc, q, np, nj_last,
+                           _mm512_shuffle_f32x4(t0, t0, _MM_SHUFFLE(3, 1, 2, 0)),
+                           _mm512_shuffle_f32x4(t1, t1, _MM_SHUFFLE(3, 1, 2, 0)));
         }
 }
 
