@@ -256,17 +256,18 @@ static const float *w8_ref_rows(void *self) { return ((const w8_ref *)self)->row
 
 enum { W8_LOAD_DIR = 0, W8_REF_HOOK = 1, W8_LOAD_PACKED = 2 };
 
-/* logits of the export with its Linears on the code packs (the real path;
- * model_load_dir + model_packs_create, or model_load_packed: frozen packs for
- * the rest), or with the reference hook; precision MATMUL_FP32 or MATMUL_BF16 */
-static int w8_logits(const char *dir, int precision, int how, float **logits, size_t *n)
+/* logits of B x T tokens (B * T <= 24) through the export with its Linears on
+ * the code packs (the real path; model_load_dir + model_packs_create, or
+ * model_load_packed: frozen packs for the rest), or with the reference hook;
+ * precision MATMUL_FP32 or MATMUL_BF16 */
+static int w8_logits(const char *dir, int precision, int how, int B, int T, float **logits,
+                     size_t *n)
 {
     llama_model m;
     llama_acts a;
     w8_ref ref;
     qs_diag d = {0};
-    enum { B = 2, T = 12 };
-    int32_t tok[B * T];
+    int32_t tok[24];
     if (how == W8_LOAD_PACKED ? model_load_packed(&m, dir, precision, &d)
                               : model_load_dir(&m, dir, &d))
         return 1;
@@ -310,17 +311,22 @@ static int w8_code_packs_agree(const char *name, const char *src, const char *fl
     snprintf(args, sizeof args, "export --format hif8 --model %s --out %s %s", src, out, flags);
     if (w8_cli(args))
         return 1;
+    /* 24 rows: the blocked kernels; 3 rows: the few-row ones (decode) */
+    static const int shapes[2][2] = {{2, 12}, {1, 3}};
     int bad = 0;
-    for (int p = 0; p < 2 && !bad; p++) {
-        const int precision = p ? MATMUL_BF16 : MATMUL_FP32;
+    for (int p = 0; p < 4 && !bad; p++) {
+        const int precision = p % 2 ? MATMUL_BF16 : MATMUL_FP32, B = shapes[p / 2][0];
+        const int T = shapes[p / 2][1];
         float *y0 = NULL, *y1 = NULL, *y2 = NULL;
         size_t n0 = 0, n1 = 0, n2 = 0;
-        bad = w8_logits(out, precision, W8_REF_HOOK, &y0, &n0) ||
-              w8_logits(out, precision, W8_LOAD_DIR, &y1, &n1) ||
-              w8_logits(out, precision, W8_LOAD_PACKED, &y2, &n2) || n0 != n1 || n0 != n2 ||
-              memcmp(y0, y1, n0 * sizeof *y0) != 0 || memcmp(y0, y2, n0 * sizeof *y0) != 0;
+        bad = w8_logits(out, precision, W8_REF_HOOK, B, T, &y0, &n0) ||
+              w8_logits(out, precision, W8_LOAD_DIR, B, T, &y1, &n1) ||
+              w8_logits(out, precision, W8_LOAD_PACKED, B, T, &y2, &n2) || n0 != n1 ||
+              n0 != n2 || memcmp(y0, y1, n0 * sizeof *y0) != 0 ||
+              memcmp(y0, y2, n0 * sizeof *y0) != 0;
         if (bad)
-            fprintf(stderr, "    %s: precision %d: logits differ\n", name, p);
+            fprintf(stderr, "    %s: precision %d, %d x %d tokens: logits differ\n", name,
+                    precision, B, T);
         qs_free(y0);
         qs_free(y1);
         qs_free(y2);

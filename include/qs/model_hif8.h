@@ -110,5 +110,16 @@ size_t model_hif8_bytes(const model_hif8 *q);
 int model_hif8_planned(const struct llama_model *m, int layer, int module);
 int model_hif8_forward(struct llama_model *m, int layer, int module, float *out, const float *x,
                        const float *bias, int N, int IN, int O, float *xq);
+/* Several quantized Linears of one x (gate/up, q/k/v), n <= MODEL_HIF8_GROUP_MAX:
+ * x encoded once and the products in one GEMM call (matmul_forward_packed_multi_ws),
+ * each output finished as model_hif8_forward finishes it, then ep (may be NULL)
+ * on each block: the bits of model_hif8_forward per module and ep on the whole.
+ * 1 (nothing done) when the Linears do not share one encoding of x (different
+ * stored input scales) or their widths O differ; else 0 or model_hif8_forward's errors. */
+enum { MODEL_HIF8_GROUP_MAX = 4 };
+struct matmul_epilogue;
+int model_hif8_forward_group(struct llama_model *m, int layer, int n, const int *modules,
+                             float *const *out, const float *x, const float *const *bias, int N,
+                             int IN, const int *O, float *xq, const struct matmul_epilogue *ep);
 
 #endif

@@ -15,6 +15,7 @@
 #include "qs/hif8.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -162,10 +163,22 @@ float hif8_decode(uint8_t code)
     }
 }
 
+/* hif8_decode of every code, made once (pthread_once: callers may be threads)
+ * and then read: a load per code instead of the field parse. */
+static float hif8_decode_table[256];
+static pthread_once_t hif8_decode_once = PTHREAD_ONCE_INIT;
+
+static void hif8_decode_table_init(void)
+{
+    for (int c = 0; c < 256; c++)
+        hif8_decode_table[c] = hif8_decode((uint8_t)c);
+}
+
 void hif8_codes_decode(const uint8_t *codes, float *y, size_t n)
 {
+    pthread_once(&hif8_decode_once, hif8_decode_table_init);
     for (size_t i = 0; i < n; i++)
-        y[i] = hif8_decode(codes[i]);
+        y[i] = hif8_decode_table[codes[i]];
 }
 
 void hif8_codes_encode_ref_impl(const float *x, uint8_t *codes, size_t n, int mode)

@@ -35,8 +35,7 @@ size_t hif8_scaled_values(const float *x, float *y, size_t n, float scale)
             n_bad += !isfinite(x[i + j]);
         }
         hif8_codes_encode(t, c, k, HIF8_SAT);
-        for (size_t j = 0; j < k; j++)
-            y[i + j] = hif8_decode(c[j]);
+        hif8_codes_decode(c, y + i, k);
     }
     return n_bad;
 }

@@ -371,15 +371,16 @@ static int mm_forward_group(float *const *out, const float *x, matmul_wpack *con
     int kernel = mm_pack_kernel(pk[0], precision);
     if (kernel < 0)
         return -1;
-    for (int i = 0; i < n; i++)   /* code packs, mixed kernels: one by one */
-        if (pk[i]->codes || mm_pack_kernel(pk[i], precision) != kernel)
+    for (int i = 0; i < n; i++)   /* code and value packs mixed, mixed kernels: one by one */
+        if (pk[i]->codes != pk[0]->codes || mm_pack_kernel(pk[i], precision) != kernel)
             return -1;
     const mm_bpack *bp[4];
     ptrdiff_t ldc[4];
     mm_init init[4];
     for (int i = 0; i < n; i++) {
         mm_view wt = {pk[i]->w, 1, IN};
-        if (mm_pack_ready(&pk[i]->fwd, &pk[i]->fwd_fresh, wt, IN, pk[i]->O, kernel, precision))
+        if (!pk[i]->codes &&   /* a code pack is made once, with its codes */
+            mm_pack_ready(&pk[i]->fwd, &pk[i]->fwd_fresh, wt, IN, pk[i]->O, kernel, precision))
             return -1;
         bp[i] = &pk[i]->fwd;
         ldc[i] = pk[i]->O;

@@ -70,11 +70,17 @@ static int model_linear_group(llama_model *m, llama_acts *a, int layer, int n, c
                               const float *const *bias, int N, int IN, const int *O,
                               const matmul_epilogue *ep, int replay)
 {
-    int hooked = 0;
+    int hooked = 0, coded = 0;
     for (int i = 0; m->hook.fn && i < n; i++)
         hooked |= !m->hook.planned || m->hook.planned(m->hook.self, layer, modules[i]);
     for (int i = 0; i < n; i++)
-        hooked |= model_hif8_planned(m, layer, modules[i]);
+        coded += model_hif8_planned(m, layer, modules[i]);
+    if (!hooked && coded == n) {   /* a HiF8 checkpoint's W8A8 Linears: x encoded once */
+        int rc = model_hif8_forward_group(m, layer, n, modules, out, x, bias, N, IN, O, a->xq, ep);
+        if (rc <= 0)
+            return rc;
+    }
+    hooked |= coded > 0;
     if (!hooked && m->packs && m->packs_precision == m->precision) {
         struct matmul_wpack *pk[3];
         for (int i = 0; i < n; i++)

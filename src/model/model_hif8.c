@@ -249,12 +249,11 @@ void model_linear_rows_finish(float *out, const float *row_scale, const float *b
     }
 }
 
-int model_hif8_forward(llama_model *m, int layer, int module, float *out, const float *x,
-                       const float *bias, int N, int IN, int O, float *xq)
+/* x[N, IN] encoded into xq with the input scale (> 0), or a scale per row
+ * (hif8_row_scale) when there is none; each row's scale s_x in q->row_scale. */
+static int model_hif8_encode(model_hif8 *q, float input_scale, const float *x, float *xq, int N,
+                             int IN)
 {
-    model_hif8 *q = m->hif8;
-    const int i = q->slot[layer * MODEL_LIN_COUNT + module];
-    const model_hif8_linear *l = &q->lin[i];
     if ((size_t)N > q->row_cap) {
         float *rs = qs_realloc(q->row_scale, (size_t)N * sizeof *rs);
         if (!rs)
@@ -263,25 +262,94 @@ int model_hif8_forward(llama_model *m, int layer, int module, float *out, const 
         q->row_cap = (size_t)N;
     }
     size_t bad = 0;
-    if (l->input_scale > 0.0f) {
-        bad = hif8_scaled_values(x, xq, (size_t)N * IN, l->input_scale);
-        const float f = hif8_dequant_factor(l->input_scale, l->weight_scale);
+    if (input_scale > 0.0f) {
+        bad = hif8_scaled_values(x, xq, (size_t)N * IN, input_scale);
         for (int r = 0; r < N; r++)
-            q->row_scale[r] = f;
+            q->row_scale[r] = input_scale;
     } else {
         for (int r = 0; r < N; r++) {
             const float *xr = x + (size_t)r * IN;
             const float s = hif8_row_scale(xr, (size_t)IN);
             bad += hif8_scaled_values(xr, xq + (size_t)r * IN, (size_t)IN, s);
-            q->row_scale[r] = hif8_dequant_factor(s, l->weight_scale);
+            q->row_scale[r] = s;
         }
     }
-    if (bad)
-        return QS_ENAN;
-    int rc = model_hif8_pack_for(q, i, m->precision, IN, O);
+    return bad ? QS_ENAN : 0;
+}
+
+int model_hif8_forward(llama_model *m, int layer, int module, float *out, const float *x,
+                       const float *bias, int N, int IN, int O, float *xq)
+{
+    model_hif8 *q = m->hif8;
+    const int i = q->slot[layer * MODEL_LIN_COUNT + module];
+    const model_hif8_linear *l = &q->lin[i];
+    int rc = model_hif8_encode(q, l->input_scale, x, xq, N, IN);
     if (rc)
+        return rc;
+    for (int r = 0; r < N; r++)   /* s_x -> the row's dequantization factor */
+        q->row_scale[r] = hif8_dequant_factor(q->row_scale[r], l->weight_scale);
+    if ((rc = model_hif8_pack_for(q, i, m->precision, IN, O)))
         return rc;
     matmul_forward_packed_ws(out, xq, q->packs[i], NULL, N, m->ws);
     model_linear_rows_finish(out, q->row_scale, bias, N, O);
+    return 0;
+}
+
+/* The finishing of model_hif8_forward_group's outputs on one block, then the
+ * caller's epilogue there (while the block is in cache). */
+typedef struct model_hif8_group_ep {
+    int n, O;
+    float *const *out;
+    const float *const *bias;
+    const float *sx;   /* [N] each row's s_x */
+    float sw[MODEL_HIF8_GROUP_MAX];
+    const matmul_epilogue *inner;
+} model_hif8_group_ep;
+
+static void model_hif8_group_block(void *ctx, int row0, int rows, int col0, int cols)
+{
+    const model_hif8_group_ep *g = ctx;
+    for (int i = 0; i < g->n; i++) {
+        const float *b = g->bias && g->bias[i] ? g->bias[i] + col0 : NULL;
+        for (int r = row0; r < row0 + rows; r++) {   /* as model_linear_rows_finish */
+            float *y = g->out[i] + (size_t)r * g->O + col0;
+            const float f = hif8_dequant_factor(g->sx[r], g->sw[i]);
+            for (int c = 0; c < cols; c++)
+                y[c] = b ? y[c] * f + b[c] : y[c] * f;
+        }
+    }
+    if (g->inner)
+        g->inner->fn(g->inner->ctx, row0, rows, col0, cols);
+}
+
+int model_hif8_forward_group(llama_model *m, int layer, int n, const int *modules,
+                             float *const *out, const float *x, const float *const *bias, int N,
+                             int IN, const int *O, float *xq, const matmul_epilogue *ep)
+{
+    model_hif8 *q = m->hif8;
+    int slot[MODEL_HIF8_GROUP_MAX];
+    if (n < 2 || n > MODEL_HIF8_GROUP_MAX)
+        return 1;
+    for (int i = 0; i < n; i++) {
+        slot[i] = q->slot[layer * MODEL_LIN_COUNT + modules[i]];
+        if (slot[i] < 0 || O[i] != O[0])
+            return 1;
+        const float s0 = q->lin[slot[0]].input_scale, si = q->lin[slot[i]].input_scale;
+        if (!(si == s0 || (si <= 0.0f && s0 <= 0.0f)))
+            return 1;   /* not one encoding of x */
+    }
+    int rc = model_hif8_encode(q, q->lin[slot[0]].input_scale, x, xq, N, IN);
+    if (rc)
+        return rc;
+    matmul_wpack *pk[MODEL_HIF8_GROUP_MAX];
+    model_hif8_group_ep g = {n, O[0], out, bias, q->row_scale, {0}, ep && ep->fn ? ep : NULL};
+    for (int i = 0; i < n; i++) {
+        if ((rc = model_hif8_pack_for(q, slot[i], m->precision, IN, O[i])))
+            return rc;
+        pk[i] = q->packs[slot[i]];
+        g.sw[i] = q->lin[slot[i]].weight_scale;
+    }
+    matmul_epilogue wrap = {model_hif8_group_block, &g};
+    matmul_forward_packed_multi_ws(out, xq, pk, NULL, n, N, m->ws, &wrap);
     return 0;
 }
