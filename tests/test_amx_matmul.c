@@ -1,10 +1,11 @@
-/* test_amx_matmul.c: MATMUL_BF16_AMX (the opt-in AMX forward, matmul.h).
+/* test_amx_matmul.c: MATMUL_BF16_AMX (the opt-in AMX products, matmul.h).
  * Products against a double-precision sum of the bf16-rounded operands within
  * the K-derived bound, with and without bias, at M, N and K tails; a row's bits
  * do not depend on the batch around it or on the thread count; frozen packs
  * from fp32 and from bf16 bits, plain packs, the multi call and the per-tile
- * conversion (no A scratch) all give the same bits; the spelling, the refusal
- * on a CPU without AMX (cpu_limit) and for training; the fallback without AMX.
+ * conversion (no A scratch) all give the same bits; backward (dx, dw) within
+ * its bound, the same bits packed or not, on 1 or 3 threads; the spelling, the
+ * refusal on a CPU without AMX (cpu_limit); the fallback without AMX.
  * The AMX tests skip on CPUs without AMX. */
 #include <math.h>
 #include <string.h>
@@ -120,6 +121,93 @@ TEST(matmul_amx, forward_within_k_bound_of_double_reference)
         qs_free(o1);
         qs_free(o2);
         qs_free(w16);
+    }
+}
+
+/* init + sum_k bf16(a(k)) bf16(b(k)) within (K + 64) u (|init| + sum|a b|), a and
+ * b strided (element k at a[k * as], b[k * bs]) */
+static void amx_check_dot(float got, float init, const float *a, ptrdiff_t as, const float *b,
+                          ptrdiff_t bs, int K)
+{
+    double s = init, mag = fabs(init);
+    for (int k = 0; k < K; k++) {
+        double p = amx_bf16(a[k * as]) * amx_bf16(b[k * bs]);
+        s += p;
+        mag += fabs(p);
+    }
+    ASSERT_NEAR(got, s, (K + 64) * ldexp(1.0, -24) * mag);
+}
+
+/* backward on the tiles: dx += dout w (K = O), dw += dout^T x (K = N, A read
+ * transposed), each within its K bound; the packed call with a workspace, one
+ * and three threads: the same bits; db is the plain column sum */
+TEST(matmul_amx, backward_within_k_bound_and_the_same_bits_every_way)
+{
+    AMX_NEEDS_AMX();
+    for (size_t ci = 0; ci < sizeof amx_cases / sizeof amx_cases[0]; ci++) {
+        amx_case c = amx_cases[ci];
+        const size_t nx = (size_t)c.N * c.IN, nw = (size_t)c.O * c.IN, no = (size_t)c.N * c.O;
+        float *x = qs_malloc(nx * sizeof *x), *w = qs_malloc(nw * sizeof *w);
+        float *dout = qs_malloc(no * sizeof *dout), *dx0 = qs_malloc(nx * sizeof *dx0);
+        float *dw0 = qs_malloc(nw * sizeof *dw0), *dx = qs_malloc(nx * sizeof *dx);
+        float *dw = qs_malloc(nw * sizeof *dw), *dx2 = qs_malloc(nx * sizeof *dx2);
+        float *dw2 = qs_malloc(nw * sizeof *dw2), *db = qs_malloc((size_t)c.O * sizeof *db);
+        ASSERT_TRUE(x && w && dout && dx0 && dw0 && dx && dw && dx2 && dw2 && db);
+        amx_fill(x, nx);
+        amx_fill(w, nw);
+        amx_fill(dout, no);
+        amx_fill(dx0, nx);
+        amx_fill(dw0, nw);
+        memcpy(dx, dx0, nx * sizeof *dx);
+        memcpy(dw, dw0, nw * sizeof *dw);
+        memset(db, 0, (size_t)c.O * sizeof *db);
+        matmul_backward(dx, dw, db, dout, x, w, c.N, c.IN, c.O, MATMUL_BF16_AMX);
+        for (int n = 0; n < c.N; n++)
+            for (int i = 0; i < c.IN; i++)
+                amx_check_dot(dx[(size_t)n * c.IN + i], dx0[(size_t)n * c.IN + i],
+                              dout + (size_t)n * c.O, 1, w + i, c.IN, c.O);
+        for (int o = 0; o < c.O; o++) {
+            for (int i = 0; i < c.IN; i++)
+                amx_check_dot(dw[(size_t)o * c.IN + i], dw0[(size_t)o * c.IN + i], dout + o, c.O,
+                              x + i, c.IN, c.N);
+            float s = 0.0f;
+            for (int n = 0; n < c.N; n++)
+                s += dout[(size_t)n * c.O + o];
+            ASSERT_TRUE(db[o] == s);
+        }
+        matmul_wpack *pk = matmul_wpack_create(w, c.IN, c.O, MATMUL_BF16_AMX);
+        matmul_ws *ws = matmul_ws_create();
+        ASSERT_TRUE(pk && ws);
+        int saved = 1;
+#ifdef _OPENMP
+        saved = omp_get_max_threads();
+#endif
+        for (int th = 1; th <= 3; th += 2) {
+#ifdef _OPENMP
+            omp_set_num_threads(th);
+#endif
+            memcpy(dx2, dx0, nx * sizeof *dx2);
+            memcpy(dw2, dw0, nw * sizeof *dw2);
+            matmul_backward_packed_ws(dx2, dw2, NULL, dout, x, pk, c.N, ws);
+            ASSERT_EQ_INT(memcmp(dx, dx2, nx * sizeof *dx), 0);
+            ASSERT_EQ_INT(memcmp(dw, dw2, nw * sizeof *dw), 0);
+        }
+#ifdef _OPENMP
+        omp_set_num_threads(saved);
+#endif
+        (void)saved;
+        matmul_wpack_destroy(pk);
+        matmul_ws_destroy(ws);
+        qs_free(x);
+        qs_free(w);
+        qs_free(dout);
+        qs_free(dx0);
+        qs_free(dw0);
+        qs_free(dx);
+        qs_free(dw);
+        qs_free(dx2);
+        qs_free(dw2);
+        qs_free(db);
     }
 }
 
@@ -307,7 +395,7 @@ TEST(matmul_amx, k_passes_give_the_bits_of_one_pass)
     amx_multi_free(&m);
 }
 
-TEST(matmul_amx, spelled_bf16_amx_and_refused_without_amx_or_for_training)
+TEST(matmul_amx, spelled_bf16_amx_and_refused_without_amx)
 {
     int p = -1, saved = cpu_level();
     qs_diag d = {0};
@@ -323,11 +411,6 @@ TEST(matmul_amx, spelled_bf16_amx_and_refused_without_amx_or_for_training)
     cpu_limit(saved);
     ASSERT_EQ_INT(matmul_precision_parse("amx", "precision", &p, &d), QS_EINVAL);
     ASSERT_EQ_STR(d.msg, "precision: expected fp32, bf16 or bf16-amx, got 'amx'");
-    ASSERT_EQ_INT(matmul_precision_trainable(MATMUL_BF16, "precision", &d), 0);
-    ASSERT_EQ_INT(matmul_precision_trainable(MATMUL_FP32, "precision", &d), 0);
-    ASSERT_EQ_INT(matmul_precision_trainable(MATMUL_BF16_AMX, "precision", &d), QS_EINVAL);
-    ASSERT_EQ_STR(d.msg, "precision: bf16-amx is for inference only (eval, ppl, generate, "
-                         "compare); train with bf16 or fp32");
 }
 
 TEST(matmul_amx, without_amx_library_calls_are_bf16)

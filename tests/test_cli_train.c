@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "qs/cpu.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "test.h"
@@ -119,6 +120,35 @@ TEST(cli_train, run_then_resume_equals_straight_run)
         qs_free(x);
         qs_free(y);
     }
+}
+
+/* precision bf16-amx (the products on the AMX tiles, backward included): a QAT
+ * run resumed half-way ends with the straight run's weights, and they are not
+ * bf16's (another summation order inside each product) */
+TEST(cli_train, bf16_amx_run_resumes_bit_exact_and_is_not_bf16)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    if (!cpu_amx_bf16())
+        SKIP("this CPU (or its kernel) has no AMX-BF16 tiles");
+    static const char *const runs[] = {"amx_straight", "amx_halves", "amx_bf16"};
+    static const char *const extra[] = {",\"precision\":\"bf16-amx\"",
+                                        ",\"precision\":\"bf16-amx\"", ",\"precision\":\"bf16\""};
+    char args[1400];
+    for (int r = 0; r < 3; r++) {
+        const char *cfg = write_config(runs[r], extra[r]);
+        ASSERT_TRUE(cfg != NULL);
+        snprintf(args, sizeof args, "train --config %s --quiet%s", cfg, r == 1 ? " --steps 4" : "");
+        ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    }
+    snprintf(args, sizeof args, "train --resume %s/amx_halves --set steps=6 --quiet", test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    char a[900], b[900], c[900];
+    snprintf(a, sizeof a, "%s/amx_straight/ckpt/step_6/model.safetensors", test_tmp_dir());
+    snprintf(b, sizeof b, "%s/amx_halves/ckpt/step_6/model.safetensors", test_tmp_dir());
+    snprintf(c, sizeof c, "%s/amx_bf16/ckpt/step_6/model.safetensors", test_tmp_dir());
+    ASSERT_TRUE(files_equal(a, b));
+    ASSERT_TRUE(!files_equal(a, c));
 }
 
 TEST(cli_train, config_errors_are_one_line_exit_2)

@@ -32,7 +32,7 @@
  *    growing with K; relative to fp32 math the operand rounding dominates:
  *    up to about 2^-7 sum|a_k b_k|, typically ~sqrt(K) 2^-9 times the rms term.
  *    db is a plain fp32 column sum of dout in every precision.
- *  - MATMUL_BF16_AMX ("bf16-amx", opt-in, inference only): both operands
+ *  - MATMUL_BF16_AMX ("bf16-amx", opt-in): both operands
  *    rounded to bf16 as in MATMUL_BF16 (round to nearest even, subnormals to
  *    zero), products summed by AMX's TDPBF16PS: K is split into tiles of 32
  *    from k = 0 (the last one padded with zeros) and each output element is
@@ -47,11 +47,14 @@
  *    in whatever order (as the probe saw for one pair); the tests allow
  *    (K + 64) u.  Needs AMX-BF16, AMX-TILE and the kernel's permission for
  *    the tile state (cpu_amx_bf16()); matmul_precision_parse refuses it
- *    otherwise.  Forward only: backward products given this precision run as
- *    MATMUL_BF16, HiF8 code packs as MATMUL_BF16, and without AMX library
- *    calls fall back to MATMUL_BF16's unblocked loop (the CLI never gets
- *    there).  Opt-in because its bits differ from bf16's: scores and logits
- *    logged in bf16 are not reproduced by it (close, not equal).
+ *    otherwise.  Every product runs on the tiles: forward, dx (K = O, dout's
+ *    rows as A) and dw (K = N, dout^T as A, converted once per call), so a
+ *    model trains in this precision too; HiF8 code packs are decoded into the
+ *    tile layout (the bits of this precision on the decoded weight).  Without
+ *    AMX, library calls fall back to MATMUL_BF16's unblocked loop (the CLI
+ *    never gets there).  Opt-in because its bits differ from bf16's: scores,
+ *    logits and trained weights of bf16 are not reproduced by it (close, not
+ *    equal).
  *  Results never depend on the number of threads: each output element is owned
  *  by one task and summed in a fixed order.
  * Memory: the non-BLAS paths pack operands into scratch memory (qs_malloc); if
@@ -77,9 +80,6 @@ enum { MATMUL_FP32 = 0, MATMUL_BF16 = 1, MATMUL_FP32_BLAS = 2, MATMUL_BF16_AMX =
 int matmul_precision_parse(const char *name, const char *what, int *precision, qs_diag *d);
 /* "fp32", "bf16", "fp32-blas" or "bf16-amx". */
 const char *matmul_precision_name(int precision);
-/* Training (backward, dW) in precision: 0, or QS_EINVAL "<what>: bf16-amx is for
- * inference only (eval, ppl, generate, compare); train with bf16 or fp32". */
-int matmul_precision_trainable(int precision, const char *what, qs_diag *d);
 
 void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N, int IN,
                     int O, int precision);

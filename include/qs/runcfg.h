@@ -31,7 +31,7 @@ typedef struct runcfg {
     long lr_warmup_steps;
     char lr_decay[16];                   /* constant | cosine */
     double beta1, beta2, eps, weight_decay, grad_clip;
-    char precision[16];                  /* fp32 | bf16 */
+    char precision[16];                  /* fp32 | bf16 | bf16-amx */
     int qat;                             /* bool */
     char quant_modules[RUNCFG_STR_MAX];  /* comma-separated qplan patterns */
     long bf16_warmup_steps;

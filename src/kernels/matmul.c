@@ -219,13 +219,16 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
         mm_bpack *bp = pk ? &pk->bwd : ws ? &ws->bpack : &tmp;
         int *fr = pk ? &pk->bwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
+        /* AMX: dout's bf16 rows in the forward's x scratch (reserved by the GEMM) */
+        mm_bpack tmp_a = {0}, *xs = kernel == MM_KERNEL_AMX ? ws ? &ws->xpack : &tmp_a : NULL;
         if (rc == 0)
-            mm_gemm_impl(dx, IN, N, &da, NULL, 0, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dx, IN, N, &da, xs, 0, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
+        mm_bpack_free_impl(&tmp_a);
         if (rc == 0)
             return;
     }
-    if (precision == MATMUL_BF16)
+    if (precision == MATMUL_BF16 || precision == MATMUL_BF16_AMX)
         mm_gemm_unblocked(dx, IN, N, IN, O, da, wb, MM_INIT_ACCUM, NULL);
     else
         mm_dx_sgemm(dx, dout, w, N, IN, O);
@@ -241,18 +244,19 @@ static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int I
          * than gathered column by column in every task */
         mm_bpack tmp = {0}, tmp_a = {0};
         mm_bpack *bp = ws ? &ws->bpack : &tmp, *ap = ws ? &ws->apack : &tmp_a;
-        int fresh = 0, whole_a = kernel == MM_KERNEL_AVX512BF16;
+        int fresh = 0, whole_a = kernel == MM_KERNEL_AVX512BF16, amx = kernel == MM_KERNEL_AMX;
         int rc = mm_pack_ready(bp, &fresh, xb, N, IN, kernel, precision);
         if (rc == 0 && whole_a)
             rc = mm_apack_whole_impl(ap, dt, O, N);
+        /* AMX: ap is the scratch where the GEMM converts dout^T into bf16 rows */
         if (rc == 0)
-            mm_gemm_impl(dw, IN, O, &dt, whole_a ? ap : NULL, 0, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dw, IN, O, &dt, whole_a || amx ? ap : NULL, 0, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         mm_bpack_free_impl(&tmp_a);
         if (rc == 0)
             return;
     }
-    if (precision == MATMUL_BF16)
+    if (precision == MATMUL_BF16 || precision == MATMUL_BF16_AMX)
         mm_gemm_unblocked(dw, IN, O, IN, N, dt, xb, MM_INIT_ACCUM, NULL);
     else
         mm_dw_sgemm(dw, dout, x, N, IN, O);
@@ -295,8 +299,6 @@ static void mm_backward_run(float *dx, float *dw, float *db, const float *dout, 
 {
     if (N <= 0 || IN <= 0 || O <= 0)
         return;
-    if (precision == MATMUL_BF16_AMX)   /* inference only: backward as MATMUL_BF16 (matmul.h) */
-        precision = MATMUL_BF16;
     if (dx)
         mm_dx_run(dx, dout, w, N, IN, O, precision, pk, ws);
     if (dw)
@@ -499,9 +501,8 @@ static size_t mm_bpack_bytes_for(int K, int N, int precision)
 
 size_t matmul_wpack_bytes_estimate(int IN, int O, int precision)
 {
-    int bwd = precision == MATMUL_BF16_AMX ? MATMUL_BF16 : precision;   /* as mm_backward_run */
     return sizeof(matmul_wpack) + mm_bpack_bytes_for(IN, O, precision) +
-           mm_bpack_bytes_for(O, IN, bwd);
+           mm_bpack_bytes_for(O, IN, precision);
 }
 
 size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacked_w)
@@ -512,9 +513,17 @@ size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacke
         /* the row pack holds forward's x, or dout's rows after matmul_dout_begin */
         xr = mm_apack_rows_bytes_impl(N, IN > O ? IN : O);
     }
-    if (mm_kernel_select(precision) == MM_KERNEL_AMX)   /* forward's x; no backward form */
-        return sizeof(matmul_ws) + mm_amx_apack_bytes_impl(N, IN) + mm_amx_dec_bytes_impl(IN) +
-               (unpacked_w ? mm_bpack_bytes_for(IN, O, precision) : 0);
+    if (mm_kernel_select(precision) == MM_KERNEL_AMX) {
+        /* xpack: forward's x or dx's dout as bf16 rows (and decoded code panels);
+         * apack: dw's dout^T as bf16 rows; bpack: dw's x (and unpacked w's forms) */
+        size_t xs = mm_amx_apack_bytes_impl(N, IN > O ? IN : O) + mm_amx_dec_bytes_impl(IN);
+        if (unpacked_w) {
+            size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);
+            b = b > f ? b : f;
+            b = b > x ? b : x;
+        }
+        return sizeof(matmul_ws) + xs + mm_amx_apack_bytes_impl(O, N) + b;
+    }
     if (unpacked_w) {
         size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);
         b = b > f ? b : f;

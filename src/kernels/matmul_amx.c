@@ -128,6 +128,30 @@ static void mm_amx_arow(uint8_t *dst, const mm_view *a, int M, int K, size_t ld,
     memset(d + k0, 0, ld - (size_t)k0 * sizeof *d);
 }
 
+/* Rows [m0, m0 + 16) of the converted A from a transposed view (rs 1: A(m, k)
+ * = p[m + k cs], as dW's dout^T): k by k, the 16 values of A's 16 rows at k
+ * (contiguous in memory) converted at once and dealt into the rows; the same
+ * bits as mm_amx_arow. */
+static void mm_amx_arows_t(uint8_t *dst, const mm_view *a, int M, int K, size_t ld, int m0)
+{
+    const int mr = M - m0 < MM_AMX_T ? M - m0 : MM_AMX_T;
+    _Alignas(64) uint16_t t[MM_AMX_T];
+    for (int k = 0; k < K && mr > 0; k++) {
+        const float *src = a->p + (ptrdiff_t)k * a->cs + m0;
+        if (mr == MM_AMX_T)
+            mm_bf16_row_avx512bf16_impl(t, src, MM_AMX_T);
+        else
+            for (int r = 0; r < mr; r++)
+                t[r] = mm_bf16_bits(src[r]);
+        for (int r = 0; r < mr; r++)
+            ((uint16_t *)(void *)(dst + (size_t)(m0 + r) * ld))[k] = t[r];
+    }
+    for (int r = 0; r < MM_AMX_T; r++) {
+        size_t done = r < mr ? (size_t)K * sizeof(uint16_t) : 0;
+        memset(dst + (size_t)(m0 + r) * ld + done, 0, ld - done);
+    }
+}
+
 /* The A tile of rows [m0, m0 + 16), k tile t: a pointer and its stride. */
 static const void *mm_amx_atile(const mm_amx_a *a, int m0, int t, uint16_t buf[][MM_AMX_KT],
                                 size_t *ld)
@@ -449,6 +473,7 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
         n_pass = 1;
         kt_pass = n_kt;
     }
+    const int transposed = a->cs != 1 && a->rs == 1;   /* dW's dout^T */
     int parallel = n_tasks > 1 && flops > 2e6;
     (void)parallel;
 #ifdef _OPENMP
@@ -460,8 +485,13 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-        for (int m = 0; m < fill; m++)
+        for (int m = 0; m < (transposed ? 0 : fill); m++)
             mm_amx_arow((uint8_t *)xs->data + (size_t)m * as.ld, a, M, K, as.ld, m);
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int m0 = 0; m0 < (transposed ? fill : 0); m0 += MM_AMX_T)
+            mm_amx_arows_t(xs->data, a, M, K, as.ld, m0);
         for (int pass = 0; pass < n_pass; pass++) {
             const int t0 = pass * kt_pass, t1 = n_kt - t0 < kt_pass ? n_kt : t0 + kt_pass;
             const int last = pass == n_pass - 1;

@@ -30,10 +30,3 @@ const char *matmul_precision_name(int precision)
                                            : "fp32";
 }
 
-int matmul_precision_trainable(int precision, const char *what, qs_diag *d)
-{
-    if (precision != MATMUL_BF16_AMX)
-        return 0;
-    return diag_set(d, QS_EINVAL, NULL, -1, "%s: bf16-amx is for inference only (eval, ppl, "
-                    "generate, compare); train with bf16 or fp32", what);
-}

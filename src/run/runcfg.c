@@ -42,7 +42,7 @@ static const runcfg_row runcfg_rows[] = {
     {{"eps", RUNCFG_DOUBLE, "1e-8", "(0, 1]", "AdamW epsilon."}, RC_NUM(eps), 1e-30, 1},
     {{"weight_decay", RUNCFG_DOUBLE, "0", "[0, 10]", "Decoupled weight decay, applied to every parameter."}, RC_NUM(weight_decay), 0, 10},
     {{"grad_clip", RUNCFG_DOUBLE, "1", "[0, 1e9]", "Global gradient-norm clip; 0 disables."}, RC_NUM(grad_clip), 0, 1e9},
-    {{"precision", RUNCFG_ENUM, "fp32", "fp32|bf16", "Matmul compute precision (master weights and optimizer state are always fp32)."}, RC_STR(precision), 0, 0},
+    {{"precision", RUNCFG_ENUM, "fp32", "fp32|bf16|bf16-amx", "Matmul compute precision (master weights and optimizer state are always fp32); bf16-amx: bf16 operands on the AMX tiles (AMX CPUs)."}, RC_STR(precision), 0, 0},
     {{"qat", RUNCFG_BOOL, "true", "true|false", "HiF8 W8A8 fake quantization of the planned Linear modules after the bf16 warmup; false = unquantized baseline."}, RC_NUM(qat), 0, 1},
     {{"quant_modules", RUNCFG_LIST, "default", "patterns", "Quantized Linear modules, qplan patterns applied in order: `default` (mlp gate/up/down of all blocks but the first 3 and last 2), `layers.3-23.mlp.*`, `*.self_attn.o_proj`, `!pattern` removes."}, RC_STR(quant_modules), 0, 0},
     {{"bf16_warmup_steps", RUNCFG_INT, "500", "[0, 1e9]", "Unquantized steps before QAT turns on; quantizers observe amax meanwhile (fills their history)."}, RC_NUM(bf16_warmup_steps), 0, 1e9},
@@ -144,10 +144,6 @@ static int runcfg_field_parse(runcfg *c, const runcfg_row *r, const char *v, con
                                                                     : "true or false", v);
         return 0;
     case RUNCFG_ENUM:
-        /* the matmul precision that exists for inference only (qs/matmul.h) */
-        if (!strcmp(name, "precision") && !strcmp(v, "bf16-amx"))
-            return diag_set(d, QS_EINVAL, path, -1, "precision: bf16-amx is for inference only "
-                            "(eval, ppl, generate, compare); train with bf16 or fp32");
         if (!runcfg_enum_has(r->key.choices, v))
             return diag_set(d, QS_EINVAL, path, -1, "%s: expected one of %s, got '%s'", name,
                             r->key.choices, v);
