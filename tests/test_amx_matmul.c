@@ -4,7 +4,7 @@
  * do not depend on the batch around it or on the thread count; frozen packs
  * from fp32 and from bf16 bits, plain packs, the multi call and the per-tile
  * conversion (no A scratch) all give the same bits; backward (dx, dw) within
- * its bound, the same bits packed or not, on 1 or 3 threads; the spelling, the
+ * its bound, the same bits packed or not, on 1, 3 or 9 threads; the spelling, the
  * refusal on a CPU without AMX (cpu_limit); the fallback without AMX.
  * The AMX tests skip on CPUs without AMX. */
 #include <math.h>
@@ -25,9 +25,12 @@ typedef struct amx_case {
 } amx_case;
 
 /* M = 1, K not a multiple of 32 (or of 2), N not a multiple of 16, several
- * k tiles, M past one 32-row block with a tail, the 1B widths */
-static const amx_case amx_cases[] = {{1, 1, 1},     {1, 33, 17},  {3, 64, 32},   {17, 100, 50},
-                                     {33, 1031, 40}, {64, 288, 96}, {5, 2048, 33}, {70, 1536, 48}};
+ * k tiles, M past one 32-row block with a tail, the 1B widths; many rows over a
+ * small weight (the GEMM's rows-outer tasks: forward and dx of the first, dw
+ * of the second) */
+static const amx_case amx_cases[] = {{1, 1, 1},      {1, 33, 17},   {3, 64, 32},   {17, 100, 50},
+                                     {33, 1031, 40}, {64, 288, 96}, {5, 2048, 33}, {70, 1536, 48},
+                                     {1100, 64, 40}, {64, 48, 1100}};
 
 static unsigned amx_seed = 4242u;
 
@@ -139,8 +142,9 @@ static void amx_check_dot(float got, float init, const float *a, ptrdiff_t as, c
 }
 
 /* backward on the tiles: dx += dout w (K = O), dw += dout^T x (K = N, A read
- * transposed), each within its K bound; the packed call with a workspace, one
- * and three threads: the same bits; db is the plain column sum */
+ * transposed), each within its K bound; the packed call with a workspace, on 1,
+ * 3 and 9 threads (task shapes with and without rows outer): the same bits; db
+ * is the plain column sum */
 TEST(matmul_amx, backward_within_k_bound_and_the_same_bits_every_way)
 {
     AMX_NEEDS_AMX();
@@ -182,7 +186,7 @@ TEST(matmul_amx, backward_within_k_bound_and_the_same_bits_every_way)
 #ifdef _OPENMP
         saved = omp_get_max_threads();
 #endif
-        for (int th = 1; th <= 3; th += 2) {
+        for (int th = 1; th <= 9; th += th == 1 ? 2 : 6) {   /* 1, 3, 9: rows-outer or not */
 #ifdef _OPENMP
             omp_set_num_threads(th);
 #endif

@@ -38,6 +38,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "matmul_bf16_avx512_impl.h"
 #include "matmul_impl.h"
 #include "qs/matmul_test.h"
 
@@ -56,6 +57,7 @@ enum {
     MM_AMX_PASS_MIN_KT = 8,       /* k tiles per K pass at least */
     MM_AMX_TILE_BYTES = MM_AMX_KP * MM_NR * 4,   /* one k tile of a panel: 16 pair rows */
     MM_AMX_DEC_TILES = 8,         /* code k tiles decoded at a time into the scratch */
+    MM_AMX_ROWS_OUTER_B_KB = 1024, /* B up to this: tasks of rows over every panel */
 };
 
 typedef struct mm_amx_cfg {
@@ -79,6 +81,7 @@ typedef struct mm_amx_job {
     mm_init init;
     const float *bias;
     int t0, t1;           /* k tiles of this pass */
+    int rows_outer;       /* blocks row block by row block, each over every panel */
 } mm_amx_job;
 
 /* Per-thread buffers (~24 KB, on the stack). */
@@ -129,26 +132,31 @@ static void mm_amx_arow(uint8_t *dst, const mm_view *a, int M, int K, size_t ld,
 }
 
 /* Rows [m0, m0 + 16) of the converted A from a transposed view (rs 1: A(m, k)
- * = p[m + k cs], as dW's dout^T): k by k, the 16 values of A's 16 rows at k
- * (contiguous in memory) converted at once and dealt into the rows; the same
+ * = p[m + k cs], as dW's dout^T): each row 16 k at a time, gathered (the 16
+ * values of a block of rows at one k share a cache line, so a block's gathers
+ * stay in L1), rounded as mm_bf16_bits (mm_bf16_lanes) and stored; the same
  * bits as mm_amx_arow. */
 static void mm_amx_arows_t(uint8_t *dst, const mm_view *a, int M, int K, size_t ld, int m0)
 {
     const int mr = M - m0 < MM_AMX_T ? M - m0 : MM_AMX_T;
-    _Alignas(64) uint16_t t[MM_AMX_T];
-    for (int k = 0; k < K && mr > 0; k++) {
-        const float *src = a->p + (ptrdiff_t)k * a->cs + m0;
-        if (mr == MM_AMX_T)
-            mm_bf16_row_avx512bf16_impl(t, src, MM_AMX_T);
-        else
-            for (int r = 0; r < mr; r++)
-                t[r] = mm_bf16_bits(src[r]);
-        for (int r = 0; r < mr; r++)
-            ((uint16_t *)(void *)(dst + (size_t)(m0 + r) * ld))[k] = t[r];
-    }
+    const __m512i step = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                              11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32((int)a->cs));
+    /* 32-bit gather offsets: k_full stays 0 (the scalar loop) past 2^31 bytes */
+    const int k_full = a->cs * (ptrdiff_t)MM_AMX_T < (ptrdiff_t)1 << 29 ? K / MM_AMX_T * MM_AMX_T : 0;
+    /* k blocks outer: the block's 16 lines of A^T serve the 16 rows from L1 */
+    for (int k = 0; k < k_full; k += MM_AMX_T)
+        for (int r = 0; r < mr; r++) {
+            __m512 v = _mm512_i32gather_ps(step, a->p + m0 + r + (ptrdiff_t)k * a->cs, 4);
+            _mm256_storeu_si256((__m256i *)(void *)(dst + (size_t)(m0 + r) * ld) + k / MM_AMX_T,
+                                _mm512_cvtepi32_epi16(mm_bf16_lanes(v)));
+        }
     for (int r = 0; r < MM_AMX_T; r++) {
-        size_t done = r < mr ? (size_t)K * sizeof(uint16_t) : 0;
-        memset(dst + (size_t)(m0 + r) * ld + done, 0, ld - done);
+        uint16_t *d = (uint16_t *)(void *)(dst + (size_t)(m0 + r) * ld);
+        int k = r < mr ? k_full : 0;
+        for (; r < mr && k < K; k++)
+            d[k] = mm_bf16_bits(a->p[m0 + r + (ptrdiff_t)k * a->cs]);
+        memset(d + k, 0, ld - (size_t)k * sizeof *d);
     }
 }
 
@@ -342,6 +350,14 @@ static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc,
 {
     const mm_bpack *bp = jb->bp;
     const int n_panels = (bp->N + MM_NR - 1) / MM_NR;
+    if (jb->rows_outer) {   /* B small (in L2), A large: a row block's A stays in L1/L2 */
+        for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
+            for (int p = p0; p < p0 + pc; p++)
+                mm_amx_block(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, p,
+                             (const uint8_t *)bp->data + (size_t)p * bp->panel_elems * 4, 0,
+                             NULL, s);
+        return;
+    }
     for (int p = p0; p < p0 + pc; p++) {
         if (bp->codes && (mc <= MM_AMX_MB || !dec)) {
             for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
@@ -432,8 +448,21 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
     for (int i = 0; i < n && i < MM_AMX_MULTI; i++) {
         if (bp[i]->N <= 0)
             continue;
-        jb[n_jobs] = (mm_amx_job){c[i], ldc[i], bp[i], init[i], bias ? bias[i] : NULL, 0, 0};
+        jb[n_jobs] = (mm_amx_job){c[i], ldc[i], bp[i], init[i], bias ? bias[i] : NULL, 0, 0, 0};
         mm_amx_shape(M, bp[i]->N, n_threads, &mc[n_jobs], &pc[n_jobs]);
+        /* a small B (all of it fits in L2 with room) under many rows: tasks of
+         * rows over every panel, K in one pass, instead of panels over every
+         * row (which reads A once per panel: dW's dout^T of a 32000-wide head
+         * is 65 MB) */
+        const size_t b_bytes = (size_t)mm_amx_n_kt(bp[i]) * MM_AMX_TILE_BYTES *
+                               (size_t)mm_amx_ceil(bp[i]->N, MM_NR);
+        const int m_blocks = mm_amx_ceil(M, MM_AMX_MB);
+        if (!bp[i]->codes && b_bytes <= (size_t)MM_AMX_ROWS_OUTER_B_KB << 10 &&
+            m_blocks >= 2 * MM_AMX_TASKS_PER_THREAD * n_threads) {
+            jb[n_jobs].rows_outer = 1;
+            pc[n_jobs] = mm_amx_ceil(bp[i]->N, MM_NR);
+            mc[n_jobs] = mm_amx_ceil(m_blocks, MM_AMX_TASKS_PER_THREAD * n_threads) * MM_AMX_MB;
+        }
         n_ib[n_jobs] = mm_amx_ceil(M, mc[n_jobs]);
         first[n_jobs + 1] = first[n_jobs] +
                             n_ib[n_jobs] * mm_amx_ceil(mm_amx_ceil(bp[i]->N, MM_NR), pc[n_jobs]);
@@ -469,7 +498,12 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
         as.rows = xs->data;
         fill = m_pad;
     }
-    if (!as.rows) {   /* A converted per tile: nothing to keep in L2 */
+    int rows_outer = 1;
+    for (int i = 0; i < n_jobs; i++)
+        rows_outer &= jb[i].rows_outer;
+    /* A converted per tile: nothing to keep in L2; rows outer: a task's row
+     * block is in cache over every panel anyway */
+    if (!as.rows || rows_outer) {
         n_pass = 1;
         kt_pass = n_kt;
     }

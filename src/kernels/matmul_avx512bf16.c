@@ -17,6 +17,7 @@
  */
 #include <immintrin.h>
 
+#include "matmul_bf16_avx512_impl.h"
 #include "matmul_tile_avx512_impl.h"
 
 static inline __attribute__((always_inline)) void
@@ -67,19 +68,6 @@ void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, floa
     default:
         MM_BF16_ROWS(12);
     }
-}
-
-/* 16 floats -> 16 bf16 in the low halves of 32-bit lanes (mm_bf16_bits). */
-static inline __m512i mm_bf16_lanes(__m512 v)
-{
-    __m512i u = _mm512_castps_si512(v);
-    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    __m512i bias = _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-    __mmask16 tiny = _mm512_testn_epi32_mask(r, _mm512_set1_epi32(0x7F80));
-    r = _mm512_mask_and_epi32(r, tiny, r, _mm512_set1_epi32(0x8000)); /* denormal -> +-0 */
-    __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    return _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0));
 }
 
 void mm_bf16_pairs_avx512bf16_impl(uint32_t *dst, const float *lo, const float *hi, int n)
