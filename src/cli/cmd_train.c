@@ -1,6 +1,6 @@
 /* cmd_train.c: qatscope train --config run.json [--set key=value ...] [--resume RUN_DIR]
  *   shortcuts: --ste pass|masked, --bf16-warmup-steps N, --stop-on-saturation,
- *              --stop-on-forgetting, --precision fp32|bf16, --steps N,
+ *              --stop-on-forgetting, --precision fp32|bf16|bf16-amx, --steps N,
  *              --plot-every N (each one more --set, any number of times);
  *              --help-config lists every key.
  * Thin wiring: config -> shard data source -> trainer loop -> progress lines.
@@ -74,7 +74,8 @@ static void train_usage(FILE *f)
             "  --bf16-warmup-steps N  unquantized steps before QAT (= --set bf16_warmup_steps=N)\n"
             "  --stop-on-saturation   stop with exit 1 on a saturation alarm\n"
             "  --stop-on-forgetting   stop with exit 1 on a forgetting alarm (in-loop eval)\n"
-            "  --precision fp32|bf16  matmul precision (= --set precision=...)\n"
+            "  --precision P          matmul precision fp32, bf16 or bf16-amx (AMX CPUs)\n"
+            "                         (= --set precision=P)\n"
             "  --steps N              (= --set steps=N)\n"
             "  --plot-every N         redraw RUN_DIR/heatmap.png and curves.png every N steps\n"
             "                         and at the end (= --set plot_every=N)\n"
