@@ -1,7 +1,8 @@
 /* matmul_amx.c: MATMUL_BF16_AMX's GEMM on the AMX tiles (CPUs with cpu_amx_bf16()).
  *
- * C[M, N] = init + A[M, K] B[K, N] by TDPBF16PS, for inference (the forward of
- * packed weights; matmul.h states the contract).
+ * C[M, N] = init + A[M, K] B[K, N] by TDPBF16PS (matmul.h states the contract):
+ * the forward (B the packed weight), dx (B the weight's other form) and dw (A
+ * dout^T, B the tokens' x packed per call).
  *  - B: a pack in the bf16 pair format (panels of MM_NR = 32 columns, [K/2][32]
  *    pairs), each panel's pair rows padded with zeros to a multiple of 16, so
  *    k tile t of a panel is 16 pair rows of 128 bytes: the B tile of columns
@@ -28,7 +29,11 @@
  *    next panel into L2 during the first block of a panel.
  *  - Threads share tasks of whole panels (the weights are the big operand),
  *    cut along M too when there are few panels; rows and columns past M and N
- *    go through a tile buffer.
+ *    go through a tile buffer.  When B is small (<= 1 MB) and the rows many
+ *    (dw of a wide head: A = dout^T of 32000 rows), tasks are row ranges over
+ *    every panel instead, row block outer, K in one pass: A is read once.
+ *  - A transposed view (dw's dout^T) is converted 16 rows at a time, each row
+ *    16 k at a time by a gather (the 16 lines of a k block stay in L1).
  *  - HiF8 code packs (matmul_hif8.c): each code panel is decoded to bf16 pairs
  *    in this tile layout (exact: every HiF8 value is a bf16), 8 k tiles at a
  *    time into the scratch as a block goes, or once per task and pass into a
