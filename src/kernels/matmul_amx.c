@@ -165,14 +165,11 @@ static void mm_amx_arows_t(uint8_t *dst, const mm_view *a, int M, int K, size_t 
     }
 }
 
-/* The A tile of rows [m0, m0 + 16), k tile t: a pointer and its stride. */
-static const void *mm_amx_atile(const mm_amx_a *a, int m0, int t, uint16_t buf[][MM_AMX_KT],
-                                size_t *ld)
+/* The A tile of rows [m0, m0 + 16), k tile t, converted into buf (no converted
+ * rows: the per-tile path); mm_amx_atile gives a pointer and its stride. */
+static const void *mm_amx_atile_convert(const mm_amx_a *a, int m0, int t,
+                                        uint16_t buf[][MM_AMX_KT], size_t *ld)
 {
-    if (a->rows) {
-        *ld = a->ld;
-        return a->rows + (size_t)m0 * a->ld + (size_t)t * 64;
-    }
     for (int r = 0; r < MM_AMX_T; r++)
         for (int k = 0; k < MM_AMX_KT; k++) {
             int m = m0 + r, kk = t * MM_AMX_KT + k;
@@ -182,6 +179,15 @@ static const void *mm_amx_atile(const mm_amx_a *a, int m0, int t, uint16_t buf[]
         }
     *ld = sizeof buf[0];
     return buf;
+}
+
+static inline __attribute__((always_inline)) const void *
+mm_amx_atile(const mm_amx_a *a, int m0, int t, uint16_t buf[][MM_AMX_KT], size_t *ld)
+{
+    if (!a->rows)
+        return mm_amx_atile_convert(a, m0, t, buf, ld);
+    *ld = a->ld;
+    return a->rows + (size_t)m0 * a->ld + (size_t)t * 64;
 }
 
 /* C tile (r, h) of a block: rows m0 + 16 r, columns j0 + 16 h; mr x nj valid. */
