@@ -150,12 +150,19 @@ static void mm_amx_arows_t(uint8_t *dst, const mm_view *a, int M, int K, size_t 
     /* 32-bit gather offsets: k_full stays 0 (the scalar loop) past 2^31 bytes */
     const int k_full = a->cs * (ptrdiff_t)MM_AMX_T < (ptrdiff_t)1 << 29 ? K / MM_AMX_T * MM_AMX_T : 0;
     /* k blocks outer: the block's 16 lines of A^T serve the 16 rows from L1 */
-    for (int k = 0; k < k_full; k += MM_AMX_T)
+    for (int k = 0; k < k_full; k += MM_AMX_T) {
+        /* the k block after next: its 16 lines come from L2 / L3 / memory, one per
+         * row of the untransposed matrix, a pattern no hardware prefetcher follows */
+        if (k + 3 * MM_AMX_T <= k_full)
+            for (int i = 0; i < MM_AMX_T; i++)
+                _mm_prefetch((const char *)(a->p + m0 + (ptrdiff_t)(k + 2 * MM_AMX_T + i) * a->cs),
+                             _MM_HINT_T0);
         for (int r = 0; r < mr; r++) {
             __m512 v = _mm512_i32gather_ps(step, a->p + m0 + r + (ptrdiff_t)k * a->cs, 4);
             _mm256_storeu_si256((__m256i *)(void *)(dst + (size_t)(m0 + r) * ld) + k / MM_AMX_T,
                                 _mm512_cvtepi32_epi16(mm_bf16_lanes(v)));
         }
+    }
     for (int r = 0; r < MM_AMX_T; r++) {
         uint16_t *d = (uint16_t *)(void *)(dst + (size_t)(m0 + r) * ld);
         int k = r < mr ? k_full : 0;
