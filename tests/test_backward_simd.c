@@ -41,9 +41,9 @@ TEST(backward_simd, xent_backward_matches_portable_within_tolerance)
     const int32_t tg[N] = {3, V - 1, 5, -1, 0};
     int saved = cpu_level();
     cpu_limit(CPU_LEVEL_AVX2);
-    xent_backward(g1, l, tg, N, V, 0.25f);
+    xent_backward(g1, NULL, l, tg, N, V, 0.25f);
     cpu_limit(saved);
-    xent_backward(g2, l, tg, N, V, 0.25f);
+    xent_backward(g2, NULL, l, tg, N, V, 0.25f);
     double worst = 0.0;
     for (size_t i = 0; i < (size_t)N * V; i++) {
         double d = fabs((double)g1[i] - g2[i]);
@@ -73,9 +73,9 @@ TEST(backward_simd, xent_forward_matches_portable_within_tolerance)
     const int32_t tg[N] = {1, 3, V - 1, -1, 0, 17};
     int saved = cpu_level();
     cpu_limit(CPU_LEVEL_AVX2);
-    double m1 = xent_forward(loss1, l, tg, N, V);
+    double m1 = xent_forward(loss1, NULL, l, tg, N, V);
     cpu_limit(saved);
-    double m2 = xent_forward(loss2, l, tg, N, V);
+    double m2 = xent_forward(loss2, NULL, l, tg, N, V);
     for (int n = 0; n < N; n++)
         ASSERT_NEAR(loss2[n], loss1[n], 1e-6 * (1.0 + fabs(loss1[n])));
     ASSERT_TRUE(loss2[3] == 0.0f);

@@ -1,5 +1,6 @@
 /* test_dlogits.c: the cross-entropy backward handing dlogits over in row pairs
- * (xent_backward_pairs) gives xent_backward's bits; the model's lm_head backward
+ * (xent_backward_pairs) gives xent_backward's bits, and so does either given the
+ * forward's softmax statistics (xent_stats); the model's lm_head backward
  * on that path (bf16 packs on the AVX512-BF16 kernel: dlogits never stored in
  * fp32) gives the same gradients as the fp32-dlogits path, bit for bit, for any
  * thread count, and leaves the logits in place. */
@@ -48,19 +49,42 @@ static void pairs_check(int level)
     memset(p, 0xff, N * V * 4);                       /* NaN: every row must be written */
     int saved = cpu_level();
     cpu_limit(level);
-    xent_backward(g, l, tg, N, V, 0.125f);
+    xent_backward(g, NULL, l, tg, N, V, 0.125f);
     pairs_sink s = {p, calls, N, V};
-    ASSERT_EQ_INT(xent_backward_pairs(l, tg, N, V, 0.125f, pairs_sink_put, &s), 0);
+    ASSERT_EQ_INT(xent_backward_pairs(NULL, l, tg, N, V, 0.125f, pairs_sink_put, &s), 0);
     cpu_limit(saved);
     ASSERT_EQ_INT(memcmp(g, p, N * V * 4), 0);
     for (int i = 0; i < (N + 1) / 2; i++)
         ASSERT_EQ_INT(calls[i], 1);
+    /* given the forward's statistics (one pass per row): the same bits, in
+     * place over the logits too, and through the pairs */
+    float mx[N], losses[N], *q = qs_malloc(N * V * 4);
+    double sum[N];
+    ASSERT_TRUE(q != NULL);
+    xent_stats st = {mx, sum};
+    cpu_limit(level);
+    xent_forward(losses, &st, l, tg, N, V);
+    ASSERT_TRUE(sum[2] < 0 && sum[0] > 0);   /* ignored rows: not computed */
+    memset(p, 0xff, N * V * 4);
+    xent_backward(p, &st, l, tg, N, V, 0.125f);
+    memcpy(q, l, N * V * 4);
+    xent_backward(q, &st, q, tg, N, V, 0.125f);
+    cpu_limit(saved);
+    ASSERT_EQ_INT(memcmp(g, p, N * V * 4), 0);
+    ASSERT_EQ_INT(memcmp(g, q, N * V * 4), 0);
+    memset(p, 0xff, N * V * 4);
+    memset(calls, 0, sizeof calls);
+    cpu_limit(level);
+    ASSERT_EQ_INT(xent_backward_pairs(&st, l, tg, N, V, 0.125f, pairs_sink_put, &s), 0);
+    cpu_limit(saved);
+    ASSERT_EQ_INT(memcmp(g, p, N * V * 4), 0);
+    qs_free(q);
     qs_free(l);
     qs_free(g);
     qs_free(p);
 }
 
-TEST(dlogits, xent_pairs_give_the_bits_of_xent_backward)
+TEST(dlogits, xent_pairs_and_kept_statistics_give_the_bits_of_xent_backward)
 {
     pairs_check(CPU_LEVEL_AVX512BF16);
     pairs_check(CPU_LEVEL_SCALAR);
@@ -73,7 +97,7 @@ TEST(dlogits, xent_pairs_report_out_of_memory_without_calling_put)
     int calls[2] = {0};
     pairs_sink s = {NULL, calls, 4, 5};
     qs_mem_fail_after(1);
-    int rc = xent_backward_pairs(l, tg, 4, 5, 1.0f, pairs_sink_put, &s);
+    int rc = xent_backward_pairs(NULL, l, tg, 4, 5, 1.0f, pairs_sink_put, &s);
     qs_mem_fail_after(0);
     ASSERT_EQ_INT(rc, QS_ENOMEM);
     ASSERT_EQ_INT(calls[0] + calls[1], 0);

@@ -334,7 +334,7 @@ TEST(gradcheck, cross_entropy_mean_with_ignored_row)
     gc_to_float(logits, c.logits, XE_N * XE_V);
     for (int i = 0; i < XE_N * XE_V; i++)
         dl[i] = 123.0f; /* overwritten, not accumulated */
-    xent_backward(dl, logits, c.tgt, XE_N, XE_V, 1.0f / 3.0f);
+    xent_backward(dl, NULL, logits, c.tgt, XE_N, XE_V, 1.0f / 3.0f);
     ASSERT_TRUE(gc_rel_err(xe_forward, &c, r, 1, c.logits, XE_N * XE_V, dl) < 1e-5);
     ASSERT_NEAR(dl[XE_V + 3], 0.0, 0);
 }

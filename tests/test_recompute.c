@@ -237,11 +237,12 @@ TEST(recompute, arena_keeps_one_block_and_the_residual_stream)
     size_t infer = model_acts_elems(&c, 4, 64, 64, MODEL_ACTS_INFER);
     size_t N = 4 * 64, L = (size_t)c.n_layers;
     /* recompute = inference's one-block layout + the residual stream of every
-     * block + one block's attention probabilities (KV: one block, not L) */
+     * block + one block's attention probabilities (KV: one block, not L) + the
+     * cross-entropy's row statistics (a float and a double per row) */
     size_t kv = 2 * N * (size_t)c.n_kv_heads * c.head_dim;
     size_t att = N * (size_t)c.n_heads * 64;
     ASSERT_TRUE(rec < keep / 3);
-    ASSERT_EQ_INT((long)rec, (long)(infer + L * N * c.dim - (L - 1) * kv + att));
+    ASSERT_EQ_INT((long)rec, (long)(infer + L * N * c.dim - (L - 1) * kv + att + 3 * N));
     llama_acts a;
     ASSERT_EQ_INT(model_acts_init(&a, &c, 1, 8, 8, 3, &d), QS_EINVAL);
     ASSERT_EQ_INT(model_acts_init(&a, &c, 1, 8, 16, MODEL_ACTS_RECOMPUTE, &d), QS_EINVAL);

@@ -103,14 +103,27 @@ void swiglu_forward_block(float *out, const float *gate, const float *up, int ro
 void swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, size_t n);
 
+/* The softmax statistics of each row as the forward computed them, for the
+ * backward of the same logits: max[n] = the row's max, sum[n] = sum_v exp(logits[n,
+ * v] - max[n]) in double (-1: not computed, the row's target ignored).  A
+ * backward given them skips its max and sum passes (one pass per row instead of
+ * three) and gives the same bits as without them. */
+typedef struct xent_stats {
+    float *max;    /* [N] */
+    double *sum;   /* [N] */
+} xent_stats;
+
 /* Cross-entropy of logits[N, V] against targets[N] (target < 0: ignored).
  * losses[n] = logsumexp(logits[n]) - logits[n, target] (0 when ignored).
- * Returns the mean loss over non-ignored rows (double accumulation). */
-double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V);
+ * Returns the mean loss over non-ignored rows (double accumulation).  st: NULL,
+ * or where to keep each row's statistics. */
+double xent_forward(float *losses, const xent_stats *st, const float *logits,
+                    const int32_t *targets, int N, int V);
 /* dlogits[n, :] = (softmax(logits[n]) - onehot(target)) * scale  (OVERWRITES dlogits;
- * rows with ignored targets get 0).  scale is usually 1 / (number of non-ignored rows). */
-void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
-                   float scale);
+ * rows with ignored targets get 0).  scale is usually 1 / (number of non-ignored rows).
+ * st: NULL, or xent_forward's statistics of these logits. */
+void xent_backward(float *dlogits, const xent_stats *st, const float *logits,
+                   const int32_t *targets, int N, int V, float scale);
 /* One row's -log softmax(l)[target] in double by the reference loop (row max
  * subtracted, libm exp, double sum): xent_forward's portable path, and ppl. */
 double xent_row_nll(const float *l, int V, int32_t target);
@@ -122,7 +135,7 @@ double xent_row_nll(const float *l, int V, int32_t target);
  * different n0, once per pair: it must not start OpenMP regions.  0, or
  * QS_ENOMEM (scratch; put never called). */
 typedef void (*xent_rows_fn)(void *ctx, int n0, const float *rows);
-int xent_backward_pairs(const float *logits, const int32_t *targets, int N, int V, float scale,
-                        xent_rows_fn put, void *ctx);
+int xent_backward_pairs(const xent_stats *st, const float *logits, const int32_t *targets, int N,
+                        int V, float scale, xent_rows_fn put, void *ctx);
 
 #endif

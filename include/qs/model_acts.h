@@ -82,6 +82,9 @@ typedef struct llama_acts {
                            * is then ignored); inference only */
     const model_kv_prefix *kv_prefix; /* NULL, or: each call first copies the prefixes */
     float *losses;      /* [N] */
+    float *xent_max;    /* [N] training: the softmax statistics of the last forward with */
+    double *xent_sum;   /* [N]   targets (xent_stats), for the backward of its logits */
+    int xent_kept;      /* 1 when they are those of the logits held now */
     float *kv_new;      /* [2, N, KVH*hd] scratch: this call's k and v before the cache */
     float *proj;        /* [N, C] scratch: o_proj / down_proj output */
     float *xq;          /* [N * max(C, H*hd, F)] scratch for the quantization hook */

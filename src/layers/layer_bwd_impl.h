@@ -14,14 +14,18 @@
 #include <stdint.h>
 
 /* One row of xent_forward: log(sum_v exp(l[v] - mx)) + mx - l[tg], the sum in
- * double over 16 lanes of vector exps; |loss - portable| <= 1e-6 (tests). */
-float xent_forward_row_avx512_impl(const float *l, int V, int32_t tg);
+ * double over 16 lanes of vector exps; |loss - portable| <= 1e-6 (tests).
+ * *mx and *sum receive the row's max and sum. */
+float xent_forward_row_avx512_impl(const float *l, int V, int32_t tg, float *mx, double *sum);
 
 /* One row of xent_backward: g[v] = softmax(l)[v] * scale, g[tg] -= scale.
  * exp is evaluated once per element (the portable loop evaluates it twice: in
  * double for the sum, in float for g), the sum accumulated in double over 16
- * lanes.  |g - portable| <= 1e-6 * scale per element (tests: 2e-6). */
-void xent_backward_row_avx512_impl(float *g, const float *l, int V, int32_t tg, float scale);
+ * lanes.  |g - portable| <= 1e-6 * scale per element (tests: 2e-6).  sum >= 0:
+ * mx and sum are the forward's (xent_forward_row_avx512_impl's) for l: one
+ * pass, the same bits; sum < 0: computed here. */
+void xent_backward_row_avx512_impl(float *g, const float *l, int V, int32_t tg, float scale,
+                                    float mx, double sum);
 
 /* swiglu_backward over elements [0, n): dgate = dout up sig (1 + g (1 - sig)),
  * dup = dout g sig (both overwritten), sig = 1 / (1 + exp(-g)); relative difference to the

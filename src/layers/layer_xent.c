@@ -37,7 +37,8 @@ double xent_row_nll(const float *l, int V, int32_t target)
     return log(s) + mx - l[target];
 }
 
-double xent_forward(float *losses, const float *logits, const int32_t *targets, int N, int V)
+double xent_forward(float *losses, const xent_stats *st, const float *logits,
+                    const int32_t *targets, int N, int V)
 {
     const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
 #ifdef _OPENMP
@@ -46,15 +47,20 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * V;
         int32_t tg = targets[n];
-        if (tg < 0 || tg >= V) {
+        float mx = 0.0f;
+        double s = -1.0;
+        if (tg < 0 || tg >= V)
             losses[n] = 0.0f;
-            continue;
+        else if (simd512)
+            losses[n] = xent_forward_row_avx512_impl(l, V, tg, &mx, &s);
+        else {
+            s = xent_row_sumexp_ref(l, V, &mx);
+            losses[n] = (float)(log(s) + mx - l[tg]);
         }
-        if (simd512) {
-            losses[n] = xent_forward_row_avx512_impl(l, V, tg);
-            continue;
+        if (st) {
+            st->max[n] = mx;
+            st->sum[n] = s;
         }
-        losses[n] = (float)xent_row_nll(l, V, tg);
     }
     double sum = 0.0;   /* serial, in row order: the same bits for any thread count */
     long cnt = 0;
@@ -66,40 +72,52 @@ double xent_forward(float *losses, const float *logits, const int32_t *targets, 
     return cnt ? sum / cnt : 0.0;
 }
 
-/* One row of xent_backward (g may alias l). */
+/* One row of xent_backward (g may alias l); sum >= 0: mx and sum are the
+ * forward's for l (the same values this row would compute). */
 static void xent_backward_row(float *g, const float *l, int V, int32_t tg, float scale,
-                              int simd512)
+                              int simd512, float mx, double sum)
 {
     if (tg < 0) {
         memset(g, 0, (size_t)V * sizeof *g);
         return;
     }
     if (simd512) {
-        xent_backward_row_avx512_impl(g, l, V, tg, scale);
+        xent_backward_row_avx512_impl(g, l, V, tg, scale, mx, sum);
         return;
     }
-    float mx;
-    double sum = xent_row_sumexp_ref(l, V, &mx);
+    if (sum < 0)
+        sum = xent_row_sumexp_ref(l, V, &mx);
     float inv = (float)(1.0 / sum);
     for (int v = 0; v < V; v++)
         g[v] = expf(l[v] - mx) * inv * scale;
     g[tg] -= scale;
 }
 
-void xent_backward(float *dlogits, const float *logits, const int32_t *targets, int N, int V,
-                   float scale)
+/* Row n's statistics from st, or "compute them" (sum -1). */
+static void xent_stats_row(const xent_stats *st, int n, float *mx, double *sum)
+{
+    *mx = st ? st->max[n] : 0.0f;
+    *sum = st ? st->sum[n] : -1.0;
+}
+
+void xent_backward(float *dlogits, const xent_stats *st, const float *logits,
+                   const int32_t *targets, int N, int V, float scale)
 {
     const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)N * V > 65536)
 #endif
-    for (int n = 0; n < N; n++)
+    for (int n = 0; n < N; n++) {
+        float mx;
+        double sum;
+        xent_stats_row(st, n, &mx, &sum);
         xent_backward_row(dlogits + (size_t)n * V, logits + (size_t)n * V, V, targets[n], scale,
-                          simd512);
+                          simd512, mx, sum);
+    }
 }
 
-int xent_backward_pairs(const float *logits, const int32_t *targets, int N, int V, float scale,
-                        xent_rows_fn put, void *ctx)
+int xent_backward_pairs(const xent_stats *st, const float *logits, const int32_t *targets, int N,
+                        int V, float scale, xent_rows_fn put, void *ctx)
 {
     const int simd512 = cpu_level() >= CPU_LEVEL_AVX512;
     int n_threads = 1;
@@ -128,8 +146,11 @@ int xent_backward_pairs(const float *logits, const int32_t *targets, int N, int 
         for (int kp = 0; kp < n_pairs; kp++) {
             for (int i = 0; i < 2 && 2 * kp + i < N; i++) {
                 int n = 2 * kp + i;
+                float mx;
+                double sum;
+                xent_stats_row(st, n, &mx, &sum);
                 xent_backward_row(g + (size_t)i * V, logits + (size_t)n * V, V, targets[n], scale,
-                                  simd512);
+                                  simd512, mx, sum);
             }
             put(ctx, 2 * kp, g);
         }

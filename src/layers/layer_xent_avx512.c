@@ -37,19 +37,32 @@ static double xent_row_sumexp(float *g, const float *l, int V, float mx)
     return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
 }
 
-float xent_forward_row_avx512_impl(const float *l, int V, int32_t tg)
+float xent_forward_row_avx512_impl(const float *l, int V, int32_t tg, float *mx, double *sum)
 {
-    float mx = xent_row_max(l, V);
-    return (float)(log(xent_row_sumexp(NULL, l, V, mx)) + mx - l[tg]);
+    *mx = xent_row_max(l, V);
+    *sum = xent_row_sumexp(NULL, l, V, *mx);
+    return (float)(log(*sum) + *mx - l[tg]);
 }
 
-void xent_backward_row_avx512_impl(float *g, const float *l, int V, int32_t tg, float scale)
+void xent_backward_row_avx512_impl(float *g, const float *l, int V, int32_t tg, float scale,
+                                   float mx, double sum)
 {
-    float mx = xent_row_max(l, V);
-    double sum = xent_row_sumexp(g, l, V, mx);
+    __m512 bsc = _mm512_set1_ps(scale);
+    if (sum >= 0) {   /* the forward's statistics: exp, 1 / sum and scale in one pass */
+        __m512 bmx = _mm512_set1_ps(mx), binv = _mm512_set1_ps((float)(1.0 / sum));
+        for (int v = 0; v < V; v += 16) {
+            __mmask16 k = V - v >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (V - v)) - 1u);
+            __m512 e = simd_exp512_impl(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, l + v), bmx));
+            _mm512_mask_storeu_ps(g + v, k, _mm512_mul_ps(_mm512_mul_ps(e, binv), bsc));
+        }
+        g[tg] -= scale;
+        return;
+    }
+    mx = xent_row_max(l, V);
+    sum = xent_row_sumexp(g, l, V, mx);
     int v;
     float inv = (float)(1.0 / sum);
-    __m512 binv = _mm512_set1_ps(inv), bsc = _mm512_set1_ps(scale);
+    __m512 binv = _mm512_set1_ps(inv);
     for (v = 0; v + 16 <= V; v += 16)
         _mm512_storeu_ps(g + v, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(g + v), binv), bsc));
     for (; v < V; v++)

@@ -21,6 +21,15 @@ static void acts_take(float **field, float *base, size_t *off, size_t n_elems)
     *off += (n_elems + 15) / 16 * 16;   /* 64-byte aligned */
 }
 
+/* n doubles from the float arena (64-byte aligned as every field) */
+static void acts_take_f64(double **field, float *base, size_t *off, size_t n_elems)
+{
+    float *f = NULL;
+    acts_take(&f, base, off, 2 * n_elems);
+    if (base)
+        *field = (double *)(void *)f;
+}
+
 static size_t acts_max3(size_t a, size_t b, size_t c)
 {
     size_t m = a > b ? a : b;
@@ -62,6 +71,8 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
     acts_take(&a->lnf_rstd, base, &off, N);
     acts_take(&a->logits, base, &off, NV);
     acts_take(&a->losses, base, &off, N);
+    acts_take(&a->xent_max, base, &off, training ? N : 0);
+    acts_take_f64(&a->xent_sum, base, &off, training ? N : 0);
     acts_take(&a->kv_new, base, &off, 2 * N * KD);
     acts_take(&a->proj, base, &off, N * C);
     acts_take(&a->xq, base, &off, N * acts_max3(C, QD, F));

@@ -167,12 +167,15 @@ static void model_head_backward(llama_model *m, llama_acts *a, float *dln, float
 {
     const int C = m->cfg.dim, V = m->cfg.vocab_size, head = m->cfg.n_layers * MODEL_LIN_COUNT;
     matmul_wpack *pk = m->packs && m->packs_precision == m->precision ? m->packs[head] : NULL;
+    const xent_stats st = {a->xent_max, a->xent_sum};
+    const xent_stats *kept = a->xent_kept ? &st : NULL;   /* the forward's, of these logits */
     if (pk && matmul_dout_begin(m->ws, pk, a->lnf, N) &&
-        xent_backward_pairs(a->logits, targets, N, V, scale, model_dlogits_put, m->ws) == 0) {
+        xent_backward_pairs(kept, a->logits, targets, N, V, scale, model_dlogits_put, m->ws) == 0) {
         matmul_dout_backward(dln, dw, pk, N, m->ws);
         return;
     }
-    xent_backward(a->logits, a->logits, targets, N, V, scale);
+    xent_backward(a->logits, kept, a->logits, targets, N, V, scale);
+    a->xent_kept = 0;   /* a->logits now holds the gradient */
     model_matmul_backward(m, head, dln, dw, NULL, a->logits, a->lnf, m->w.lm_head, NULL,
                           m->w.lm_head, N, C, V);
 }

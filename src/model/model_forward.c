@@ -381,6 +381,9 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         else
             matmul_forward_ws(out, in, m->w.lm_head, NULL, rows, C, V, m->precision, m->ws);
     }
-    a->loss = targets ? xent_forward(a->losses, a->logits, targets, N, V) : -1.0;
+    xent_stats st = {a->xent_max, a->xent_sum};
+    a->xent_kept = targets && a->xent_max;
+    a->loss = targets ? xent_forward(a->losses, a->xent_kept ? &st : NULL, a->logits, targets, N, V)
+                      : -1.0;
     return 0;
 }
