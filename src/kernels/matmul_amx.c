@@ -29,7 +29,7 @@
  *    next panel into L2 during the first block of a panel.
  *  - Threads share tasks of whole panels (the weights are the big operand),
  *    cut along M too when there are few panels; rows and columns past M and N
- *    go through a tile buffer.  When B is small (<= 1 MB) and the rows many
+ *    go through a tile buffer.  When B is small (<= 2 MB) and the rows many
  *    (dw of a wide head: A = dout^T of 32000 rows), tasks are row ranges over
  *    every panel instead, row block outer, K in one pass: A is read once.
  *  - A transposed view (dw's dout^T) is converted 16 rows at a time, each row
@@ -62,7 +62,9 @@ enum {
     MM_AMX_PASS_MIN_KT = 8,       /* k tiles per K pass at least */
     MM_AMX_TILE_BYTES = MM_AMX_KP * MM_NR * 4,   /* one k tile of a panel: 16 pair rows */
     MM_AMX_DEC_TILES = 8,         /* code k tiles decoded at a time into the scratch */
-    MM_AMX_ROWS_OUTER_B_KB = 1024, /* B up to this: tasks of rows over every panel */
+    MM_AMX_ROWS_OUTER_B_KB = 2048, /* B up to this: tasks of rows over every panel (1 MB:
+                                     dW of a 32000-wide head at N = 1024 and of the 1B head
+                                     at N = 512 2x slower, K in 4 passes) */
 };
 
 typedef struct mm_amx_cfg {
