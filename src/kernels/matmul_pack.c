@@ -114,8 +114,11 @@ int mm_pack_reserve_impl(mm_bpack *bp, size_t bytes)
 }
 
 /* Below this many elements B is packed by the calling thread: a parallel region
- * costs more than the copy (and far more when the cores are shared). */
-enum { MM_PACK_PARALLEL_ELEMS = 1 << 21 };
+ * costs more than the copy (and far more when the cores are shared).  Training
+ * packs each step's x for dW and each updated weight (768 x 768 at dim-768,
+ * ~0.6 M elements): with 2^21 here they ran on one thread while the other
+ * waited, ~5% of a bf16-amx step at dim-768. */
+enum { MM_PACK_PARALLEL_ELEMS = 1 << 16 };
 
 /* Pair kp of a row-contiguous operand: dst panel p, row kp gets
  * pair(r0[c], r1 ? r1[c] : 0) for the panel's columns c (< N), converted in
