@@ -33,7 +33,8 @@
  *    (dw of a wide head: A = dout^T of 32000 rows), tasks are row ranges over
  *    every panel instead, row block outer, K in one pass: A is read once.
  *  - A transposed view (dw's dout^T) is converted 16 rows at a time, each row
- *    16 k at a time by a gather (the 16 lines of a k block stay in L1).
+ *    16 k at a time by a gather (the 16 lines of a k block stay in L1), the
+ *    lines of the k block after next prefetched.
  *  - HiF8 code packs (matmul_hif8.c): each code panel is decoded to bf16 pairs
  *    in this tile layout (exact: every HiF8 value is a bf16), 8 k tiles at a
  *    time into the scratch as a block goes, or once per task and pass into a
@@ -470,10 +471,9 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
             continue;
         jb[n_jobs] = (mm_amx_job){c[i], ldc[i], bp[i], init[i], bias ? bias[i] : NULL, 0, 0, 0};
         mm_amx_shape(M, bp[i]->N, n_threads, &mc[n_jobs], &pc[n_jobs]);
-        /* a small B (all of it fits in L2 with room) under many rows: tasks of
-         * rows over every panel, K in one pass, instead of panels over every
-         * row (which reads A once per panel: dW's dout^T of a 32000-wide head
-         * is 65 MB) */
+        /* a small B (up to the size of L2) under many rows: tasks of rows over
+         * every panel, K in one pass, instead of panels over every row (which
+         * reads A once per panel: dW's dout^T of a 32000-wide head is 65 MB) */
         const size_t b_bytes = (size_t)mm_amx_n_kt(bp[i]) * MM_AMX_TILE_BYTES *
                                (size_t)mm_amx_ceil(bp[i]->N, MM_NR);
         const int m_blocks = mm_amx_ceil(M, MM_AMX_MB);
