@@ -203,3 +203,120 @@ TEST(digest, cache_hits_on_the_same_file_and_misses_after_any_change)
     } else
         unsetenv("QS_HASH_CACHE");
 }
+
+/* QS_HASH_CACHE pointed at a fresh cache under the test directory; the old
+ * value back with cache_env_restore. */
+static char *cache_env_fresh(const char *name, char *cache, size_t cap)
+{
+    const char *old_env = getenv("QS_HASH_CACHE");
+    char *saved = old_env ? qs_strdup(old_env) : NULL;
+    snprintf(cache, cap, "%s/%s/sha256.tsv", test_tmp_dir(), name);
+    remove(cache);
+    setenv("QS_HASH_CACHE", cache, 1);
+    return saved;
+}
+
+static void cache_env_restore(char *saved)
+{
+    if (saved) {
+        setenv("QS_HASH_CACHE", saved, 1);
+        qs_free(saved);
+    } else
+        unsetenv("QS_HASH_CACHE");
+}
+
+TEST(digest, cache_stores_a_written_file_at_once_and_hits_after_its_directory_moves)
+{
+    char cache[600], dir[600], moved[600], p[700], q[700], hex[65], ref[65];
+    char *saved = cache_env_fresh("digest_cache_written", cache, sizeof cache);
+    snprintf(dir, sizeof dir, "%s/digest_written_tmp", test_tmp_dir());
+    snprintf(moved, sizeof moved, "%s/digest_written_final", test_tmp_dir());
+    snprintf(p, sizeof p, "%s/w.bin", dir);
+    snprintf(q, sizeof q, "%s/w.bin", moved);
+    remove(q);
+    rmdir(moved);
+    qs_diag d = {0};
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    ASSERT_OK(fileio_write_atomic(p, "written here", 12, &d), &d);
+    ASSERT_OK(digest_sha256_file(p, ref, &d), &d);
+    digest_cache_store(p, ref);   /* read-hashed, just written: racy, not stored */
+    ASSERT_TRUE(digest_cache_lookup(p, hex) == 0);
+    digest_cache_store_written(p, ref);   /* its writer's own hash: stored at once */
+    ASSERT_TRUE(digest_cache_lookup(p, hex) == 1);
+    ASSERT_EQ_STR(hex, ref);
+    /* the directory renamed into place (as init, export and the trainer do) */
+    ASSERT_TRUE(rename(dir, moved) == 0);
+    ASSERT_TRUE(digest_cache_lookup(q, hex) == 1);
+    ASSERT_EQ_STR(hex, ref);
+    /* a copy is another file (new inode): a miss */
+    char copy[700];
+    snprintf(copy, sizeof copy, "%s/w_copy.bin", moved);
+    ASSERT_OK(fileio_write_atomic(copy, "written here", 12, &d), &d);
+    ASSERT_TRUE(digest_cache_lookup(copy, hex) == 0);
+    /* any change to the file: a miss */
+    ASSERT_OK(fileio_write_atomic(q, "written there", 13, &d), &d);
+    ASSERT_TRUE(digest_cache_lookup(q, hex) == 0);
+    cache_env_restore(saved);
+}
+
+TEST(digest, hf_hub_blob_names_give_the_hash_while_the_cache_is_on)
+{
+    char cache[600], root[600], blobs[700], snap[700], blob[800], link[800], other[800];
+    char hex[65], ref[65];
+    char *saved = cache_env_fresh("digest_cache_hf", cache, sizeof cache);
+    snprintf(root, sizeof root, "%s/digest_hf/models--t--m", test_tmp_dir());
+    snprintf(blobs, sizeof blobs, "%s/blobs", root);
+    snprintf(snap, sizeof snap, "%s/snapshots/0123abcd", root);
+    qs_diag d = {0};
+    ASSERT_OK(fileio_mkdir_p(blobs, &d), &d);
+    ASSERT_OK(fileio_mkdir_p(snap, &d), &d);
+    /* the layout huggingface_hub writes: snapshot name -> ../../blobs/<sha256> */
+    hash_buf((const unsigned char *)"weights", 7, ref);
+    snprintf(blob, sizeof blob, "%s/%s", blobs, ref);
+    ASSERT_OK(fileio_write_atomic(blob, "weights", 7, &d), &d);
+    snprintf(link, sizeof link, "%s/model.safetensors", snap);
+    char target[100];
+    snprintf(target, sizeof target, "../../blobs/%s", ref);
+    remove(link);
+    ASSERT_TRUE(symlink(target, link) == 0);
+    ASSERT_TRUE(digest_hf_blob_sha256(link, hex) == 1);
+    ASSERT_EQ_STR(hex, ref);
+    ASSERT_OK(digest_sha256_file_cached(link, hex, 0, &d), &d);
+    ASSERT_EQ_STR(hex, ref);
+    /* the name is what is trusted (as huggingface_hub does): a blob whose bytes
+     * differ from its name reports the name; with the cache off, the bytes */
+    char planted[65];
+    memset(planted, 'b', 64);
+    planted[64] = '\0';
+    snprintf(other, sizeof other, "%s/%s", blobs, planted);
+    ASSERT_OK(fileio_write_atomic(other, "weights", 7, &d), &d);
+    snprintf(target, sizeof target, "../../blobs/%s", planted);
+    remove(link);
+    ASSERT_TRUE(symlink(target, link) == 0);
+    ASSERT_OK(digest_sha256_file_cached(link, hex, 0, &d), &d);
+    ASSERT_EQ_STR(hex, planted);
+    setenv("QS_HASH_CACHE", "off", 1);
+    ASSERT_TRUE(digest_hf_blob_sha256(link, hex) == 0);
+    ASSERT_OK(digest_sha256_file_cached(link, hex, 0, &d), &d);
+    ASSERT_EQ_STR(hex, ref);
+    setenv("QS_HASH_CACHE", cache, 1);
+    /* not that layout: a regular file, a link elsewhere, a short (sha1) name */
+    ASSERT_TRUE(digest_hf_blob_sha256(blob, hex) == 0);
+    char plain[800], sha1[41];
+    snprintf(plain, sizeof plain, "%s/plain.bin", snap);
+    ASSERT_OK(fileio_write_atomic(plain, "x", 1, &d), &d);
+    snprintf(link, sizeof link, "%s/other.safetensors", snap);
+    remove(link);
+    ASSERT_TRUE(symlink("plain.bin", link) == 0);
+    ASSERT_TRUE(digest_hf_blob_sha256(link, hex) == 0);
+    memset(sha1, 'c', 40);
+    sha1[40] = '\0';
+    snprintf(other, sizeof other, "%s/%s", blobs, sha1);
+    ASSERT_OK(fileio_write_atomic(other, "{}", 2, &d), &d);
+    snprintf(target, sizeof target, "../../blobs/%s", sha1);
+    snprintf(link, sizeof link, "%s/config.json", snap);
+    remove(link);
+    ASSERT_TRUE(symlink(target, link) == 0);
+    ASSERT_TRUE(digest_hf_blob_sha256(link, hex) == 0);
+    cache_env_restore(saved);
+}

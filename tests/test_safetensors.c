@@ -3,7 +3,9 @@
  * one-line error in NAME.err; the writer round-trips; conversions are exact. */
 #include <dirent.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include "qs/digest.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
@@ -190,4 +192,63 @@ TEST(safetensors, seeded_corruptions_fail_cleanly)
     qs_free(orig);
     ASSERT_TRUE(n_fail > 100);
     ASSERT_EQ_INT(bad_diag, 0);
+}
+
+/* A file large enough for the hash cache is hashed as it is written and its
+ * hash stored once it is in place: the first lookup after the commit hits, with
+ * the hash of the bytes on disk, also after its directory is renamed (a
+ * checkpoint written into a temp directory); a small file is not stored. */
+TEST(safetensors, large_file_hash_recorded_while_writing)
+{
+    char cache[600], dir[600], moved[600], path[700], hex[65], ref[65];
+    const char *old_env = getenv("QS_HASH_CACHE");
+    char *saved = old_env ? qs_strdup(old_env) : NULL;
+    snprintf(cache, sizeof cache, "%s/st_hash_cache/sha256.tsv", test_tmp_dir());
+    remove(cache);
+    setenv("QS_HASH_CACHE", cache, 1);
+    snprintf(dir, sizeof dir, "%s/st_hash_tmp", test_tmp_dir());
+    snprintf(moved, sizeof moved, "%s/st_hash_final", test_tmp_dir());
+    snprintf(path, sizeof path, "%s/st_hash_final/model.safetensors", test_tmp_dir());
+    remove(path);
+    rmdir(moved);
+    qs_diag d = {0};
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    /* 2 tensors, BF16 then F32, 2^25 + 3 values: ~96 MB, past DIGEST_CACHE_MIN_BYTES */
+    const size_t n0 = (size_t)1 << 24, n1 = ((size_t)1 << 24) + 3, piece = 1 << 16;
+    safetensors_entry e[2] = {{"a", NULL, 1, {(int64_t)n0}}, {"b", NULL, 1, {(int64_t)n1}}};
+    int dt[2] = {SAFETENSORS_BF16, SAFETENSORS_F32};
+    float *buf = qs_malloc(piece * sizeof *buf);
+    ASSERT_TRUE(buf != NULL);
+    safetensors_stream *s;
+    char p0[700];
+    snprintf(p0, sizeof p0, "%s/model.safetensors", dir);
+    ASSERT_OK(safetensors_stream_create_mixed(&s, p0, e, dt, 2, NULL, &d), &d);
+    for (size_t done = 0; done < n0 + n1;) {
+        size_t k = n0 + n1 - done < piece ? n0 + n1 - done : piece;
+        for (size_t i = 0; i < k; i++)
+            buf[i] = (float)((done + i) % 1000) * 0.001f - 0.5f;
+        ASSERT_OK(safetensors_stream_append(s, buf, k, &d), &d);
+        done += k;
+    }
+    qs_free(buf);
+    ASSERT_OK(safetensors_stream_commit(s, &d), &d);
+    ASSERT_OK(digest_sha256_file(p0, ref, &d), &d);
+    ASSERT_TRUE(digest_cache_lookup(p0, hex) == 1);
+    ASSERT_EQ_STR(hex, ref);
+    ASSERT_TRUE(rename(dir, moved) == 0);
+    ASSERT_TRUE(digest_cache_lookup(path, hex) == 1);
+    ASSERT_EQ_STR(hex, ref);
+    remove(path);
+    /* small: not hashed, not stored */
+    float v[4] = {1, 2, 3, 4};
+    safetensors_entry small = {"v", v, 1, {4}};
+    ASSERT_OK(safetensors_write(path, &small, 1, SAFETENSORS_F32, NULL, &d), &d);
+    ASSERT_TRUE(digest_cache_lookup(path, hex) == 0);
+    remove(path);
+    rmdir(moved);
+    if (saved) {
+        setenv("QS_HASH_CACHE", saved, 1);
+        qs_free(saved);
+    } else
+        unsetenv("QS_HASH_CACHE");
 }

@@ -40,17 +40,28 @@ int digest_sha256_files_start(digest_files_job **out, const char *const *paths, 
 int digest_sha256_files_finish(digest_files_job *j, char (*hex)[65], qs_diag *d);
 
 /* The hash of a large file remembered between runs (src/base/digest_cache.c:
- * keyed by device, inode, size, mtime and ctime to the nanosecond and the
- * absolute path; at $QS_HASH_CACHE, else $XDG_CACHE_HOME/qatscope/sha256.tsv,
- * else ~/.cache/qatscope/sha256.tsv; QS_HASH_CACHE=off disables it).
- * digest_sha256_file_cached: a file of >= min_bytes is looked up, else (or on a
+ * keyed by device, inode, size, mtime and ctime to the nanosecond, not by the
+ * path, so a checkpoint directory renamed into place still hits; at
+ * $QS_HASH_CACHE, else $XDG_CACHE_HOME/qatscope/sha256.tsv, else
+ * ~/.cache/qatscope/sha256.tsv; QS_HASH_CACHE=off disables it).
+ * digest_sha256_file_cached: a file of >= min_bytes is taken from its
+ * huggingface_hub blob name (digest_hf_blob_sha256) or looked up, else (or on a
  * miss) hashed, and stored when >= min_bytes; the same hex as
  * digest_sha256_file.  lookup: 1 and hex on a hit; store: best effort (no
- * error: a cache that cannot be written is a miss next time). */
+ * error: a cache that cannot be written is a miss next time), not for a file
+ * changed in the last 2 s; store_written: for the writer of the file, which
+ * hashed the bytes it wrote and has closed (and renamed) it: stored at once.
+ * enabled: 1 unless QS_HASH_CACHE=off (or no cache path can be formed). */
 #define DIGEST_CACHE_MIN_BYTES ((size_t)64 << 20)
 int digest_sha256_file_cached(const char *path, char hex[65], size_t min_bytes, qs_diag *d);
 int digest_cache_lookup(const char *path, char hex[65]);
 void digest_cache_store(const char *path, const char hex[65]);
+void digest_cache_store_written(const char *path, const char hex[65]);
+int digest_cache_enabled(void);
+/* 1 and hex when path is a symbolic link to [...]/blobs/<64 lower-case hex>
+ * (a regular file): huggingface_hub's cache, which names each large (LFS) file
+ * by its SHA-256; 0 otherwise or when the cache is off. */
+int digest_hf_blob_sha256(const char *path, char hex[65]);
 
 /* FNV-1a, 64 bits: per byte h = (h ^ byte) * 1099511628211.  Start from
  * DIGEST_FNV1A64_SEED (the standard offset basis), or from an earlier h to hash

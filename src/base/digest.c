@@ -76,15 +76,21 @@ static void digest_block(uint32_t h[8], const unsigned char *p)
 }
 
 /* 1 when the SHA-extension path may run: the CPU has it and QS_CPU / cpu_limit
- * does not ask for the scalar code. */
+ * does not ask for the scalar code.  CPUID is asked once: in a virtual machine
+ * each CPUID is a trap to the hypervisor (~2 us), which made updates of a few
+ * KB (a writer hashing what it writes) run at a third of the hash's speed. */
 static int digest_use_shani(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    unsigned a, b, c, d;
-    if (cpu_level() <= CPU_LEVEL_SCALAR || !__get_cpuid_count(7, 0, &a, &b, &c, &d) ||
-        !(b & (1u << 29)) || !__get_cpuid(1, &a, &b, &c, &d))
-        return 0;
-    return (c & (1u << 9)) && (c & (1u << 19));   /* SSSE3, SSE4.1 */
+    static int has = -1;   /* same value from every thread: a benign race */
+    int h = __atomic_load_n(&has, __ATOMIC_RELAXED);
+    if (h < 0) {
+        unsigned a, b, c, d;
+        h = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29)) &&
+            __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 9)) && (c & (1u << 19)); /* SSSE3, SSE4.1 */
+        __atomic_store_n(&has, h, __ATOMIC_RELAXED);
+    }
+    return h && cpu_level() > CPU_LEVEL_SCALAR;
 #else
     return 0;
 #endif

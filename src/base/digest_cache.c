@@ -4,10 +4,20 @@
  * extensions, as much as loading it; evaluating the same checkpoint again
  * (another task, a gate in CI) need not pay it again.  An entry is keyed by
  * what stat(2) says of the file — device, inode, size, modification and status
- * change times to the nanosecond — plus its absolute path, so any write to the
- * file, a replacement (new inode) or a touch makes it miss, as git's index
- * does.  A file modified less than DIGEST_CACHE_RACY_S ago is not stored (a
- * write in the same clock tick as the hash could go unseen).
+ * change times to the nanosecond — so any write to the file, a replacement (new
+ * inode) or a touch makes it miss, as git's index does.  Its absolute path is
+ * kept in the entry (a file stored again replaces its old entry) but is not part
+ * of the match: a checkpoint directory renamed into place (init, export and the
+ * trainer write into a temp directory) or moved within its file system keeps its
+ * files' inodes and times, and its bytes.  A file modified less than
+ * DIGEST_CACHE_RACY_S ago is not stored when it was hashed by reading it (a
+ * write in the same clock tick as the hash could go unseen); a writer that
+ * hashed the bytes it wrote itself stores at once (digest_cache_store_written).
+ *
+ * Files that huggingface_hub downloaded: its cache keeps each large (LFS) file
+ * as blobs/<sha256 of the file> and the snapshot's name as a symbolic link to
+ * it; digest_hf_blob_sha256 takes the hash from that name (on while the cache
+ * is, QS_HASH_CACHE=off hashes the bytes).
  *
  * The cache is one text file, a line per entry (hex, dev, ino, size, mtime,
  * ctime, path; tab-separated), at $QS_HASH_CACHE, else
@@ -47,14 +57,26 @@ static int digest_cache_path(char *out, size_t cap)
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
-/* The entry line of path (absolute) with its stat key, without the hex. */
-static int digest_cache_key(char *out, size_t cap, const char *abs, const struct stat *st)
+int digest_cache_enabled(void)
 {
-    int n = snprintf(out, cap, "\t%llu\t%llu\t%lld\t%lld.%09ld\t%lld.%09ld\t%s\n",
+    char cpath[1024];
+    return digest_cache_path(cpath, sizeof cpath) == 0;
+}
+
+/* The entry line of path (absolute) with its stat key, without the hex; *match:
+ * the length of its prefix a lookup compares (the stat fields, not the path). */
+static int digest_cache_key(char *out, size_t cap, const char *abs, const struct stat *st,
+                            size_t *match)
+{
+    int m = snprintf(out, cap, "\t%llu\t%llu\t%lld\t%lld.%09ld\t%lld.%09ld\t",
                      (unsigned long long)st->st_dev, (unsigned long long)st->st_ino,
                      (long long)st->st_size, (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec,
-                     (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec, abs);
-    return n > 0 && (size_t)n < cap ? 0 : -1;
+                     (long long)st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+    if (m <= 0 || (size_t)m >= cap)
+        return -1;
+    int n = snprintf(out + m, cap - (size_t)m, "%s\n", abs);
+    *match = (size_t)m;
+    return n > 0 && (size_t)n < cap - (size_t)m ? 0 : -1;
 }
 
 static int digest_hex_ok(const char *s)
@@ -86,15 +108,16 @@ int digest_cache_lookup(const char *path, char hex[65])
 {
     char cpath[1024], abs[4096], key[4400];
     struct stat st;
+    size_t match;
     if (digest_cache_path(cpath, sizeof cpath) || !realpath(path, abs) || stat(abs, &st) ||
-        digest_cache_key(key, sizeof key, abs, &st))
+        digest_cache_key(key, sizeof key, abs, &st, &match))
         return 0;
     char *all = digest_cache_read(cpath);
     int hit = 0;
     for (char *line = all; line && *line && !hit;) {
         char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line + 1) : strlen(line);
-        if (len == 64 + strlen(key) && !memcmp(line + 64, key, strlen(key)) && digest_hex_ok(line)) {
+        if (end && len > 64 + match && !memcmp(line + 64, key, match) && digest_hex_ok(line)) {
             memcpy(hex, line, 64);
             hex[64] = '\0';
             hit = 1;
@@ -105,14 +128,15 @@ int digest_cache_lookup(const char *path, char hex[65])
     return hit;
 }
 
-void digest_cache_store(const char *path, const char hex[65])
+static void digest_cache_put(const char *path, const char hex[65], int racy_check)
 {
     char cpath[1024], abs[4096], key[4400];
     struct stat st;
+    size_t match;
     if (digest_cache_path(cpath, sizeof cpath) || !realpath(path, abs) || stat(abs, &st) ||
-        digest_cache_key(key, sizeof key, abs, &st) || !digest_hex_ok(hex) ||
-        (long long)time(NULL) - (long long)st.st_mtim.tv_sec < DIGEST_CACHE_RACY_S ||
-        (long long)time(NULL) - (long long)st.st_ctim.tv_sec < DIGEST_CACHE_RACY_S)
+        digest_cache_key(key, sizeof key, abs, &st, &match) || !digest_hex_ok(hex) ||
+        (racy_check && ((long long)time(NULL) - (long long)st.st_mtim.tv_sec < DIGEST_CACHE_RACY_S ||
+                        (long long)time(NULL) - (long long)st.st_ctim.tv_sec < DIGEST_CACHE_RACY_S)))
         return;
     char *all = digest_cache_read(cpath);
     size_t cap = (all ? strlen(all) : 0) + 64 + strlen(key) + 1;
@@ -157,10 +181,39 @@ void digest_cache_store(const char *path, const char hex[65])
     qs_free(out);
 }
 
+void digest_cache_store(const char *path, const char hex[65]) { digest_cache_put(path, hex, 1); }
+
+void digest_cache_store_written(const char *path, const char hex[65])
+{
+    digest_cache_put(path, hex, 0);
+}
+
+int digest_hf_blob_sha256(const char *path, char hex[65])
+{
+    char target[4096];
+    struct stat st;
+    if (!digest_cache_enabled() || lstat(path, &st) || !S_ISLNK(st.st_mode))
+        return 0;
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n < 64 + 6 || (size_t)n >= sizeof target - 1)
+        return 0;
+    target[n] = '\0';
+    /* [.../]blobs/<64 hex>, the hex lower case as huggingface_hub names them */
+    const char *name = target + n - 64, *dir = name - 6;
+    if (memcmp(dir, "blobs/", 6) || (dir > target && dir[-1] != '/'))
+        return 0;
+    if (!digest_hex_ok(name) || stat(path, &st) || !S_ISREG(st.st_mode))
+        return 0;
+    memcpy(hex, name, 64);
+    hex[64] = '\0';
+    return 1;
+}
+
 int digest_sha256_file_cached(const char *path, char hex[65], size_t min_bytes, qs_diag *d)
 {
     struct stat st;
-    if (stat(path, &st) == 0 && (size_t)st.st_size >= min_bytes && digest_cache_lookup(path, hex))
+    if (stat(path, &st) == 0 && (size_t)st.st_size >= min_bytes &&
+        (digest_hf_blob_sha256(path, hex) || digest_cache_lookup(path, hex)))
         return 0;
     int rc = digest_sha256_file(path, hex, d);
     if (!rc && stat(path, &st) == 0 && (size_t)st.st_size >= min_bytes)

@@ -43,7 +43,7 @@ int model_dir_sha256(const char *dir, char hex[65], qs_diag *d)
         char path[4096], h[65];
         if (fileio_join(path, sizeof path, dir, names[i]))
             rc = diag_set(d, QS_ERANGE, dir, -1, "path too long");
-        else if (!(rc = digest_sha256_file(path, h, d))) {
+        else if (!(rc = digest_sha256_file_cached(path, h, DIGEST_CACHE_MIN_BYTES, d))) {
             digest_sha256_update(&all, names[i], strlen(names[i]));
             digest_sha256_update(&all, " ", 1);
             digest_sha256_update(&all, h, 64);
