@@ -33,6 +33,8 @@ typedef struct gen_stream {
     int32_t *ids;     /* prompt (without BOS) + generated */
     size_t n_ids;
     size_t printed;   /* bytes of the decoded text already written */
+    int n_new;        /* new tokens seen */
+    struct timespec t_first;   /* when the first new token came (the prompt's forward done) */
 } gen_stream;
 
 /* Decodes everything so far and prints the part not yet printed (whole-text
@@ -56,6 +58,8 @@ static int gen_flush(gen_stream *g)
 static int gen_on_token(void *user, int32_t id)
 {
     gen_stream *g = user;
+    if (g->n_new++ == 0)
+        clock_gettime(CLOCK_MONOTONIC, &g->t_first);
     g->ids[g->n_ids++] = id;
     return gen_flush(g);
 }
@@ -126,7 +130,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
         goto done;
     }
     int has_bos = tokenizer_bos_id(tok) >= 0 && ids[0] == tokenizer_bos_id(tok);
-    gen_stream g = {tok, out, n_ids - (size_t)has_bos, 0};
+    gen_stream g = {tok, out, n_ids - (size_t)has_bos, 0, 0, {0, 0}};
     memcpy(out, ids + has_bos, g.n_ids * sizeof *out);
     gen_flush(&g);
     struct timespec t0, t1;
@@ -141,9 +145,19 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
     putchar('\n');
     fflush(stdout);
     double sec = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    fprintf(stderr, "generate: %zu prompt + %d new tokens in %.3f s (%.1f tokens/s), %s\n", n_ids,
+    double prompt_s = g.n_new ? (g.t_first.tv_sec - t0.tv_sec) +
+                                    (g.t_first.tv_nsec - t0.tv_nsec) * 1e-9
+                              : sec;
+    fprintf(stderr, "generate: %zu prompt + %d new tokens in %.3f s (%.1f tokens/s), %s", n_ids,
             n_out, sec, sec > 0 ? (n_ids + n_out) / sec : 0.0,
             matmul_precision_name(precision));
+    /* the two phases apart, as llama.cpp reports them: the prompt's forward
+     * (and the first token), then one forward per further token */
+    if (n_out > 1 && sec - prompt_s > 0)
+        fprintf(stderr, "; prompt %.3f s, then %d tokens at %.2f tokens/s\n", prompt_s, n_out - 1,
+                (n_out - 1) / (sec - prompt_s));
+    else
+        fprintf(stderr, "; prompt %.3f s\n", prompt_s);
     if (fflush(stdout))
         rc = cli_error("error writing stdout");
 done:
