@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "qs/digest.h"
 #include "qs/fileio.h"
 #include "qs/hfinit.h"
 #include "qs/mem.h"
@@ -418,4 +419,43 @@ TEST(cli_init, bad_input_is_one_line_exit_2_and_leaves_nothing)
     int tmp_left = 0;
     snprintf(keep, sizeof keep, "%s/full", base);
     ASSERT_EQ_INT(init_dir_entries(keep, &tmp_left), 1);   /* keep.txt, untouched */
+}
+
+/* A checkpoint init writes records its hash as it writes it: right after init
+ * the weights file is in the hash cache (nothing else hashed it: a hash made by
+ * reading a file changed in the last 2 s is not stored), with the hash of its
+ * bytes, so the model hash eval records costs a lookup. */
+TEST(cli_init, a_large_checkpoint_has_its_hash_recorded_as_written)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    /* one block of 1024 x 4096 in f32: ~71 MB, past DIGEST_CACHE_MIN_BYTES */
+    const char *cfg = init_cfg("init_hashed", "LlamaForCausalLM", 1024, 4096, 1, 8, 8, 512, NULL);
+    ASSERT_TRUE(cfg != NULL);
+    char dir[600], err[1024], args[1024], cache[600], w[700], hex[65], ref[65], all[65], all_off[65];
+    const char *old_env = getenv("QS_HASH_CACHE");
+    char *saved = old_env ? qs_strdup(old_env) : NULL;
+    snprintf(cache, sizeof cache, "%s/init_hash_cache/sha256.tsv", test_tmp_dir());
+    remove(cache);
+    setenv("QS_HASH_CACHE", cache, 1);
+    snprintf(args, sizeof args, "--config %s --tokenizer-dir %s --dtype f32", cfg, INIT_TOKDIR);
+    int rc = init_cli(args, "init_hashed", dir, sizeof dir, err, sizeof err);
+    snprintf(w, sizeof w, "%s/model.safetensors", dir);
+    int hit = rc == 0 && digest_cache_lookup(w, hex);
+    qs_diag d = {0};
+    int ok = rc == 0 && !model_dir_sha256(dir, all, &d);
+    setenv("QS_HASH_CACHE", "off", 1);
+    ok = ok && !digest_sha256_file(w, ref, &d) && !model_dir_sha256(dir, all_off, &d);
+    if (saved) {
+        setenv("QS_HASH_CACHE", saved, 1);
+        qs_free(saved);
+    } else
+        unsetenv("QS_HASH_CACHE");
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_TRUE(ok);
+    ASSERT_TRUE(hit);
+    ASSERT_EQ_STR(hex, ref);
+    ASSERT_EQ_STR(all, all_off);
+    struct stat st;
+    ASSERT_TRUE(stat(w, &st) == 0 && (size_t)st.st_size >= DIGEST_CACHE_MIN_BYTES);
 }
