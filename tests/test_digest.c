@@ -279,7 +279,7 @@ TEST(digest, hf_hub_blob_names_give_the_hash_while_the_cache_is_on)
     snprintf(target, sizeof target, "../../blobs/%s", ref);
     remove(link);
     ASSERT_TRUE(symlink(target, link) == 0);
-    ASSERT_TRUE(digest_hf_blob_sha256(link, hex) == 1);
+    ASSERT_TRUE(digest_hf_sha256(link, hex) == 1);
     ASSERT_EQ_STR(hex, ref);
     ASSERT_OK(digest_sha256_file_cached(link, hex, 0, &d), &d);
     ASSERT_EQ_STR(hex, ref);
@@ -296,19 +296,19 @@ TEST(digest, hf_hub_blob_names_give_the_hash_while_the_cache_is_on)
     ASSERT_OK(digest_sha256_file_cached(link, hex, 0, &d), &d);
     ASSERT_EQ_STR(hex, planted);
     setenv("QS_HASH_CACHE", "off", 1);
-    ASSERT_TRUE(digest_hf_blob_sha256(link, hex) == 0);
+    ASSERT_TRUE(digest_hf_sha256(link, hex) == 0);
     ASSERT_OK(digest_sha256_file_cached(link, hex, 0, &d), &d);
     ASSERT_EQ_STR(hex, ref);
     setenv("QS_HASH_CACHE", cache, 1);
     /* not that layout: a regular file, a link elsewhere, a short (sha1) name */
-    ASSERT_TRUE(digest_hf_blob_sha256(blob, hex) == 0);
+    ASSERT_TRUE(digest_hf_sha256(blob, hex) == 0);
     char plain[800], sha1[41];
     snprintf(plain, sizeof plain, "%s/plain.bin", snap);
     ASSERT_OK(fileio_write_atomic(plain, "x", 1, &d), &d);
     snprintf(link, sizeof link, "%s/other.safetensors", snap);
     remove(link);
     ASSERT_TRUE(symlink("plain.bin", link) == 0);
-    ASSERT_TRUE(digest_hf_blob_sha256(link, hex) == 0);
+    ASSERT_TRUE(digest_hf_sha256(link, hex) == 0);
     memset(sha1, 'c', 40);
     sha1[40] = '\0';
     snprintf(other, sizeof other, "%s/%s", blobs, sha1);
@@ -317,6 +317,49 @@ TEST(digest, hf_hub_blob_names_give_the_hash_while_the_cache_is_on)
     snprintf(link, sizeof link, "%s/config.json", snap);
     remove(link);
     ASSERT_TRUE(symlink(target, link) == 0);
-    ASSERT_TRUE(digest_hf_blob_sha256(link, hex) == 0);
+    ASSERT_TRUE(digest_hf_sha256(link, hex) == 0);
+    cache_env_restore(saved);
+}
+
+TEST(digest, hf_local_dir_metadata_gives_the_hash_until_the_file_changes)
+{
+    char cache[600], dir[600], meta_dir[700], file[700], meta[800], hex[65], ref[65], text[256];
+    char *saved = cache_env_fresh("digest_cache_hf_local", cache, sizeof cache);
+    snprintf(dir, sizeof dir, "%s/digest_hf_local", test_tmp_dir());
+    snprintf(meta_dir, sizeof meta_dir, "%s/.cache/huggingface/download", dir);
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    snprintf(meta, sizeof meta, "%s/model.safetensors.metadata", meta_dir);
+    qs_diag d = {0};
+    ASSERT_OK(fileio_mkdir_p(meta_dir, &d), &d);
+    ASSERT_OK(fileio_write_atomic(file, "weights", 7, &d), &d);
+    hash_buf((const unsigned char *)"weights", 7, ref);
+    /* what `huggingface-cli download --local-dir` writes after the file: commit,
+     * etag (an LFS file's SHA-256), the time */
+    snprintf(text, sizeof text, "11c5a3d5811f50298f278a704980280950aedb10\n%s\n%lld.25\n", ref,
+             (long long)time(NULL) + 5);
+    ASSERT_OK(fileio_write_atomic(meta, text, strlen(text), &d), &d);
+    ASSERT_TRUE(digest_hf_sha256(file, hex) == 1);
+    ASSERT_EQ_STR(hex, ref);
+    ASSERT_OK(digest_sha256_file_cached(file, hex, 0, &d), &d);
+    ASSERT_EQ_STR(hex, ref);
+    /* the file written after the metadata: not trusted */
+    snprintf(text, sizeof text, "11c5a3d5811f50298f278a704980280950aedb10\n%s\n1000000000.5\n", ref);
+    ASSERT_OK(fileio_write_atomic(meta, text, strlen(text), &d), &d);
+    ASSERT_TRUE(digest_hf_sha256(file, hex) == 0);
+    /* a regular (non-LFS) file's etag is a git hash; a truncated metadata file */
+    snprintf(text, sizeof text, "11c5a3d5811f50298f278a704980280950aedb10\n"
+                                "a16a55fda99d2f2e7b69cce5cf93ff4ad3049930\n%lld\n",
+             (long long)time(NULL) + 5);
+    ASSERT_OK(fileio_write_atomic(meta, text, strlen(text), &d), &d);
+    ASSERT_TRUE(digest_hf_sha256(file, hex) == 0);
+    snprintf(text, sizeof text, "11c5a3d5811f50298f278a704980280950aedb10\n%s\n", ref);
+    ASSERT_OK(fileio_write_atomic(meta, text, strlen(text), &d), &d);
+    ASSERT_TRUE(digest_hf_sha256(file, hex) == 0);
+    /* valid again, but the cache off: not consulted */
+    snprintf(text, sizeof text, "c\n%s\n%lld\n", ref, (long long)time(NULL) + 5);
+    ASSERT_OK(fileio_write_atomic(meta, text, strlen(text), &d), &d);
+    ASSERT_TRUE(digest_hf_sha256(file, hex) == 1);
+    setenv("QS_HASH_CACHE", "off", 1);
+    ASSERT_TRUE(digest_hf_sha256(file, hex) == 0);
     cache_env_restore(saved);
 }

@@ -45,7 +45,7 @@ int digest_sha256_files_finish(digest_files_job *j, char (*hex)[65], qs_diag *d)
  * $QS_HASH_CACHE, else $XDG_CACHE_HOME/qatscope/sha256.tsv, else
  * ~/.cache/qatscope/sha256.tsv; QS_HASH_CACHE=off disables it).
  * digest_sha256_file_cached: a file of >= min_bytes is taken from its
- * huggingface_hub blob name (digest_hf_blob_sha256) or looked up, else (or on a
+ * huggingface_hub record (digest_hf_sha256) or looked up, else (or on a
  * miss) hashed, and stored when >= min_bytes; the same hex as
  * digest_sha256_file.  lookup: 1 and hex on a hit; store: best effort (no
  * error: a cache that cannot be written is a miss next time), not for a file
@@ -58,10 +58,14 @@ int digest_cache_lookup(const char *path, char hex[65]);
 void digest_cache_store(const char *path, const char hex[65]);
 void digest_cache_store_written(const char *path, const char hex[65]);
 int digest_cache_enabled(void);
-/* 1 and hex when path is a symbolic link to [...]/blobs/<64 lower-case hex>
- * (a regular file): huggingface_hub's cache, which names each large (LFS) file
- * by its SHA-256; 0 otherwise or when the cache is off. */
-int digest_hf_blob_sha256(const char *path, char hex[65]);
+/* The SHA-256 huggingface_hub recorded for a file it downloaded: 1 and hex
+ * when path is a symbolic link to [...]/blobs/<64 lower-case hex> (a regular
+ * file: its cache names each large (LFS) file by its SHA-256), or a regular
+ * file DIR/NAME with DIR/.cache/huggingface/download/NAME.metadata (a
+ * --local-dir download: commit, etag, time) whose etag is 64 lower-case hex
+ * and whose time is not before the file's mtime; 0 otherwise or when the
+ * cache is off. */
+int digest_hf_sha256(const char *path, char hex[65]);
 
 /* FNV-1a, 64 bits: per byte h = (h ^ byte) * 1099511628211.  Start from
  * DIGEST_FNV1A64_SEED (the standard offset basis), or from an earlier h to hash

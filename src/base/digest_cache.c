@@ -16,8 +16,11 @@
  *
  * Files that huggingface_hub downloaded: its cache keeps each large (LFS) file
  * as blobs/<sha256 of the file> and the snapshot's name as a symbolic link to
- * it; digest_hf_blob_sha256 takes the hash from that name (on while the cache
- * is, QS_HASH_CACHE=off hashes the bytes).
+ * it; a download into a plain directory (--local-dir) leaves
+ * .cache/huggingface/download/<name>.metadata beside it: commit, etag (the
+ * SHA-256 for an LFS file) and the time it was written, valid while the file
+ * was not modified after that time.  digest_hf_sha256 takes the hash from
+ * either (on while the cache is, QS_HASH_CACHE=off hashes the bytes).
  *
  * The cache is one text file, a line per entry (hex, dev, ino, size, mtime,
  * ctime, path; tab-separated), at $QS_HASH_CACHE, else
@@ -188,11 +191,47 @@ void digest_cache_store_written(const char *path, const char hex[65])
     digest_cache_put(path, hex, 0);
 }
 
-int digest_hf_blob_sha256(const char *path, char hex[65])
+/* The etag of huggingface_hub's download metadata for path, when it is a
+ * SHA-256 and the file has not changed since the metadata was written. */
+static int digest_hf_local_sha256(const char *path, const struct stat *st, char hex[65])
+{
+    char meta[4200];
+    const char *slash = strrchr(path, '/');
+    int n = slash ? snprintf(meta, sizeof meta, "%.*s/.cache/huggingface/download/%s.metadata",
+                             (int)(slash - path), path, slash + 1)
+                  : snprintf(meta, sizeof meta, ".cache/huggingface/download/%s.metadata", path);
+    if (n <= 0 || (size_t)n >= sizeof meta)
+        return 0;
+    FILE *f = fopen(meta, "r");
+    if (!f)
+        return 0;
+    char commit[128], etag[128], when[64];
+    int ok = fgets(commit, sizeof commit, f) && fgets(etag, sizeof etag, f) &&
+             fgets(when, sizeof when, f);
+    fclose(f);
+    if (!ok || strlen(etag) < 64 || (etag[64] != '\n' && etag[64] != '\0') || !digest_hex_ok(etag))
+        return 0;
+    char *end;
+    double t = strtod(when, &end);
+    if (end == when || (*end && *end != '\n'))
+        return 0;
+    /* written no later than the metadata says the download ended */
+    if ((double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec * 1e-9 > t)
+        return 0;
+    memcpy(hex, etag, 64);
+    hex[64] = '\0';
+    return 1;
+}
+
+int digest_hf_sha256(const char *path, char hex[65])
 {
     char target[4096];
     struct stat st;
-    if (!digest_cache_enabled() || lstat(path, &st) || !S_ISLNK(st.st_mode))
+    if (!digest_cache_enabled() || lstat(path, &st))
+        return 0;
+    if (S_ISREG(st.st_mode))
+        return digest_hf_local_sha256(path, &st, hex);
+    if (!S_ISLNK(st.st_mode))
         return 0;
     ssize_t n = readlink(path, target, sizeof target - 1);
     if (n < 64 + 6 || (size_t)n >= sizeof target - 1)
@@ -213,7 +252,7 @@ int digest_sha256_file_cached(const char *path, char hex[65], size_t min_bytes, 
 {
     struct stat st;
     if (stat(path, &st) == 0 && (size_t)st.st_size >= min_bytes &&
-        (digest_hf_blob_sha256(path, hex) || digest_cache_lookup(path, hex)))
+        (digest_hf_sha256(path, hex) || digest_cache_lookup(path, hex)))
         return 0;
     int rc = digest_sha256_file(path, hex, d);
     if (!rc && stat(path, &st) == 0 && (size_t)st.st_size >= min_bytes)
