@@ -363,3 +363,33 @@ TEST(digest, hf_local_dir_metadata_gives_the_hash_until_the_file_changes)
     ASSERT_TRUE(digest_hf_sha256(file, hex) == 0);
     cache_env_restore(saved);
 }
+
+/* _finish takes over a job the low-priority thread has not finished: the
+ * hashes are those of the files whenever it happens (at once, or part way). */
+TEST(digest, background_job_finished_early_gives_the_same_hashes)
+{
+    char p0[600], p1[600], ref0[65], ref1[65], hex[2][65];
+    snprintf(p0, sizeof p0, "%s/digest_early_a.bin", test_tmp_dir());
+    snprintf(p1, sizeof p1, "%s/digest_early_b.bin", test_tmp_dir());
+    const size_t n = (size_t)5 << 20;   /* 5 pieces and a part */
+    unsigned char *big = qs_malloc(n + 12345);
+    ASSERT_TRUE(big != NULL);
+    for (size_t i = 0; i < n + 12345; i++)
+        big[i] = (unsigned char)(i * 31 + i / 4099);
+    qs_diag d = {0};
+    ASSERT_OK(fileio_write_atomic(p0, big, n + 12345, &d), &d);
+    ASSERT_OK(fileio_write_atomic(p1, big, n, &d), &d);
+    qs_free(big);
+    ASSERT_OK(digest_sha256_file(p0, ref0, &d), &d);
+    ASSERT_OK(digest_sha256_file(p1, ref1, &d), &d);
+    const char *paths[2] = {p0, p1};
+    for (int wait_us = 0; wait_us <= 3000; wait_us += 1500) {
+        digest_files_job *j;
+        ASSERT_OK(digest_sha256_files_start(&j, paths, 2, &d), &d);
+        if (wait_us)
+            usleep((useconds_t)wait_us);
+        ASSERT_OK(digest_sha256_files_finish(j, hex, &d), &d);
+        ASSERT_EQ_STR(hex[0], ref0);
+        ASSERT_EQ_STR(hex[1], ref1);
+    }
+}

@@ -16,6 +16,13 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -174,7 +181,17 @@ int digest_sha256_file(const char *path, char hex[65], qs_diag *d)
     return 0;
 }
 
-/* ---- background hashing of a list of files ---- */
+/* ---- background hashing of a list of files ----
+ *
+ * The hash is wanted only when results.json is written, so its thread runs at
+ * the lowest priority (nice 19, Linux: per thread): on a machine whose cores
+ * are busy scoring it takes the idle moments (barrier waits, the scorer's
+ * serial parts) instead of slowing the forward passes.  Files are read in
+ * DIGEST_CHUNK pieces, each under the job's lock; _finish sets stop, the thread
+ * leaves at the next piece boundary, and the caller hashes what is left at its
+ * own priority (a nice-19 thread could starve behind other processes). */
+
+enum { DIGEST_CHUNK = 1 << 20 };
 
 struct digest_files_job {
     pthread_t thread;
@@ -184,13 +201,65 @@ struct digest_files_job {
     char (*hex)[65];       /* [n] results */
     int rc;                /* the first error, its diag in d */
     qs_diag d;
+    pthread_mutex_t mu;    /* the state below moves under it */
+    int stop;              /* _finish: background work ends at the next piece */
+    int next;              /* the file being hashed, or the next one */
+    FILE *f;               /* next's open file while it is read, else NULL */
+    digest_sha256 sha;     /* next's hash so far */
+    unsigned char *buf;    /* [DIGEST_CHUNK] */
 };
+
+/* One step of the job: a whole file from the cache, or one piece of a file.
+ * Returns 1 while there is work left. */
+static int digest_files_step(digest_files_job *j)
+{
+    if (j->rc || j->next >= j->n)
+        return 0;
+    const char *path = j->paths[j->next];
+    if (!j->f) {
+        struct stat st;
+        int big = stat(path, &st) == 0 && (size_t)st.st_size >= DIGEST_CACHE_MIN_BYTES;
+        if (big && (digest_hf_sha256(path, j->hex[j->next]) ||
+                    digest_cache_lookup(path, j->hex[j->next]))) {
+            j->next++;
+            return j->next < j->n;
+        }
+        if (!(j->f = fopen(path, "rb"))) {
+            j->rc = diag_set(&j->d, QS_EIO, path, -1, "cannot open: %s", strerror(errno));
+            return 0;
+        }
+        digest_sha256_init(&j->sha);
+    }
+    size_t got = fread(j->buf, 1, DIGEST_CHUNK, j->f);
+    digest_sha256_update(&j->sha, j->buf, got);
+    if (got == DIGEST_CHUNK)
+        return 1;
+    int bad = ferror(j->f);
+    fclose(j->f);
+    j->f = NULL;
+    if (bad) {
+        j->rc = diag_set(&j->d, QS_EIO, path, -1, "read error");
+        return 0;
+    }
+    digest_sha256_final(&j->sha, j->hex[j->next]);
+    struct stat st;
+    if (stat(path, &st) == 0 && (size_t)st.st_size >= DIGEST_CACHE_MIN_BYTES)
+        digest_cache_store(path, j->hex[j->next]);
+    j->next++;
+    return j->next < j->n;
+}
 
 static void *digest_files_run(void *arg)
 {
     digest_files_job *j = arg;
-    for (int i = 0; i < j->n && !j->rc; i++)
-        j->rc = digest_sha256_file_cached(j->paths[i], j->hex[i], DIGEST_CACHE_MIN_BYTES, &j->d);
+#ifdef __linux__
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);   /* best effort */
+#endif
+    for (int more = 1; more;) {
+        pthread_mutex_lock(&j->mu);
+        more = !j->stop && digest_files_step(j);
+        pthread_mutex_unlock(&j->mu);
+    }
     return NULL;
 }
 
@@ -198,8 +267,12 @@ static void digest_files_free(digest_files_job *j)
 {
     for (int i = 0; i < j->n; i++)
         qs_free(j->paths[i]);
+    if (j->f)
+        fclose(j->f);
     qs_free(j->paths);
     qs_free(j->hex);
+    qs_free(j->buf);
+    pthread_mutex_destroy(&j->mu);
     qs_free(j);
 }
 
@@ -208,10 +281,12 @@ int digest_sha256_files_start(digest_files_job **out, const char *const *paths, 
     *out = NULL;
     digest_files_job *j = qs_calloc(1, sizeof *j);
     if (j) {
+        pthread_mutex_init(&j->mu, NULL);
         j->paths = qs_calloc(n > 0 ? (size_t)n : 1, sizeof *j->paths);
         j->hex = qs_calloc(n > 0 ? (size_t)n : 1, sizeof *j->hex);
+        j->buf = qs_malloc(DIGEST_CHUNK);
     }
-    if (!j || !j->paths || !j->hex) {
+    if (!j || !j->paths || !j->hex || !j->buf) {
         if (j)
             digest_files_free(j);
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
@@ -230,10 +305,14 @@ int digest_sha256_files_finish(digest_files_job *j, char (*hex)[65], qs_diag *d)
 {
     if (!j)
         return 0;
-    if (j->threaded)
+    if (j->threaded) {
+        pthread_mutex_lock(&j->mu);
+        j->stop = 1;
+        pthread_mutex_unlock(&j->mu);
         pthread_join(j->thread, NULL);
-    else
-        digest_files_run(j);
+    }
+    while (digest_files_step(j)) /* what is left, at the caller's priority */
+        ;
     int rc = j->rc;
     if (rc && d)
         *d = j->d;
