@@ -16,7 +16,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #ifdef __linux__
 #include <sys/resource.h>
@@ -217,10 +216,7 @@ static int digest_files_step(digest_files_job *j)
         return 0;
     const char *path = j->paths[j->next];
     if (!j->f) {
-        struct stat st;
-        int big = stat(path, &st) == 0 && (size_t)st.st_size >= DIGEST_CACHE_MIN_BYTES;
-        if (big && (digest_hf_sha256(path, j->hex[j->next]) ||
-                    digest_cache_lookup(path, j->hex[j->next]))) {
+        if (digest_known_impl(path, DIGEST_CACHE_MIN_BYTES, j->hex[j->next])) {
             j->next++;
             return j->next < j->n;
         }
@@ -242,9 +238,7 @@ static int digest_files_step(digest_files_job *j)
         return 0;
     }
     digest_sha256_final(&j->sha, j->hex[j->next]);
-    struct stat st;
-    if (stat(path, &st) == 0 && (size_t)st.st_size >= DIGEST_CACHE_MIN_BYTES)
-        digest_cache_store(path, j->hex[j->next]);
+    digest_remember_impl(path, DIGEST_CACHE_MIN_BYTES, j->hex[j->next]);
     j->next++;
     return j->next < j->n;
 }

@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "digest_impl.h"
 #include "qs/digest.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
@@ -248,14 +249,26 @@ int digest_hf_sha256(const char *path, char hex[65])
     return 1;
 }
 
-int digest_sha256_file_cached(const char *path, char hex[65], size_t min_bytes, qs_diag *d)
+int digest_known_impl(const char *path, size_t min_bytes, char hex[65])
 {
     struct stat st;
-    if (stat(path, &st) == 0 && (size_t)st.st_size >= min_bytes &&
-        (digest_hf_sha256(path, hex) || digest_cache_lookup(path, hex)))
+    return stat(path, &st) == 0 && (size_t)st.st_size >= min_bytes &&
+           (digest_hf_sha256(path, hex) || digest_cache_lookup(path, hex));
+}
+
+void digest_remember_impl(const char *path, size_t min_bytes, const char hex[65])
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && (size_t)st.st_size >= min_bytes)
+        digest_cache_store(path, hex);
+}
+
+int digest_sha256_file_cached(const char *path, char hex[65], size_t min_bytes, qs_diag *d)
+{
+    if (digest_known_impl(path, min_bytes, hex))
         return 0;
     int rc = digest_sha256_file(path, hex, d);
-    if (!rc && stat(path, &st) == 0 && (size_t)st.st_size >= min_bytes)
-        digest_cache_store(path, hex);
+    if (!rc)
+        digest_remember_impl(path, min_bytes, hex);
     return rc;
 }
