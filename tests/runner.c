@@ -47,6 +47,23 @@ const char *test_shared_path(char *buf, size_t buf_bytes, const char *rel)
     return stat(buf, &st) == 0 ? buf : NULL;
 }
 
+char *test_env_set(const char *name, const char *value)
+{
+    const char *old = getenv(name);
+    char *saved = old ? strdup(old) : NULL;
+    setenv(name, value, 1);
+    return saved;
+}
+
+void test_env_restore(const char *name, char *saved)
+{
+    if (saved)
+        setenv(name, saved, 1);
+    else
+        unsetenv(name);
+    free(saved);
+}
+
 const char *test_tmp_dir(void)
 {
     static char dir[256];

@@ -105,5 +105,9 @@ const char *test_shared_path(char *buf, size_t buf_bytes, const char *rel);
 int test_run_cli(const char *args, char *out, size_t out_bytes, char *err, size_t err_bytes);
 /* Writable scratch directory for this test run (created on demand). */
 const char *test_tmp_dir(void);
+/* setenv(name, value) for the rest of a test; returns the old value (a copy,
+ * or NULL when unset) for test_env_restore, which puts it back and frees it. */
+char *test_env_set(const char *name, const char *value);
+void test_env_restore(const char *name, char *saved);
 
 #endif

@@ -433,11 +433,9 @@ TEST(cli_init, a_large_checkpoint_has_its_hash_recorded_as_written)
     const char *cfg = init_cfg("init_hashed", "LlamaForCausalLM", 1024, 4096, 1, 8, 8, 512, NULL);
     ASSERT_TRUE(cfg != NULL);
     char dir[600], err[1024], args[1024], cache[600], w[700], hex[65], ref[65], all[65], all_off[65];
-    const char *old_env = getenv("QS_HASH_CACHE");
-    char *saved = old_env ? qs_strdup(old_env) : NULL;
     snprintf(cache, sizeof cache, "%s/init_hash_cache/sha256.tsv", test_tmp_dir());
     remove(cache);
-    setenv("QS_HASH_CACHE", cache, 1);
+    char *saved = test_env_set("QS_HASH_CACHE", cache);
     snprintf(args, sizeof args, "--config %s --tokenizer-dir %s --dtype f32", cfg, INIT_TOKDIR);
     int rc = init_cli(args, "init_hashed", dir, sizeof dir, err, sizeof err);
     snprintf(w, sizeof w, "%s/model.safetensors", dir);
@@ -446,11 +444,7 @@ TEST(cli_init, a_large_checkpoint_has_its_hash_recorded_as_written)
     int ok = rc == 0 && !model_dir_sha256(dir, all, &d);
     setenv("QS_HASH_CACHE", "off", 1);
     ok = ok && !digest_sha256_file(w, ref, &d) && !model_dir_sha256(dir, all_off, &d);
-    if (saved) {
-        setenv("QS_HASH_CACHE", saved, 1);
-        qs_free(saved);
-    } else
-        unsetenv("QS_HASH_CACHE");
+    test_env_restore("QS_HASH_CACHE", saved);
     ASSERT_EQ_INT(rc, 0);
     ASSERT_TRUE(ok);
     ASSERT_TRUE(hit);

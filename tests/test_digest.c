@@ -160,10 +160,8 @@ TEST(digest, cache_hits_on_the_same_file_and_misses_after_any_change)
     char p[600], cache[600], hex[65], ref[65];
     snprintf(p, sizeof p, "%s/digest_cached.bin", test_tmp_dir());
     snprintf(cache, sizeof cache, "%s/digest_cache_dir/sha256.tsv", test_tmp_dir());
-    const char *old_env = getenv("QS_HASH_CACHE");
-    char *saved = old_env ? qs_strdup(old_env) : NULL;
-    setenv("QS_HASH_CACHE", cache, 1);
     remove(cache);
+    char *saved = test_env_set("QS_HASH_CACHE", cache);
     qs_diag d = {0};
     ASSERT_OK(fileio_write_atomic(p, "first version", 13, &d), &d);
     age_file(p, 1000000000L);
@@ -197,33 +195,19 @@ TEST(digest, cache_hits_on_the_same_file_and_misses_after_any_change)
     /* off: no lookups */
     setenv("QS_HASH_CACHE", "off", 1);
     ASSERT_TRUE(digest_cache_lookup(p, hex) == 0);
-    if (saved) {
-        setenv("QS_HASH_CACHE", saved, 1);
-        qs_free(saved);
-    } else
-        unsetenv("QS_HASH_CACHE");
+    test_env_restore("QS_HASH_CACHE", saved);
 }
 
 /* QS_HASH_CACHE pointed at a fresh cache under the test directory; the old
  * value back with cache_env_restore. */
 static char *cache_env_fresh(const char *name, char *cache, size_t cap)
 {
-    const char *old_env = getenv("QS_HASH_CACHE");
-    char *saved = old_env ? qs_strdup(old_env) : NULL;
     snprintf(cache, cap, "%s/%s/sha256.tsv", test_tmp_dir(), name);
     remove(cache);
-    setenv("QS_HASH_CACHE", cache, 1);
-    return saved;
+    return test_env_set("QS_HASH_CACHE", cache);
 }
 
-static void cache_env_restore(char *saved)
-{
-    if (saved) {
-        setenv("QS_HASH_CACHE", saved, 1);
-        qs_free(saved);
-    } else
-        unsetenv("QS_HASH_CACHE");
-}
+static void cache_env_restore(char *saved) { test_env_restore("QS_HASH_CACHE", saved); }
 
 TEST(digest, cache_stores_a_written_file_at_once_and_hits_after_its_directory_moves)
 {

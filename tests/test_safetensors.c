@@ -201,11 +201,9 @@ TEST(safetensors, seeded_corruptions_fail_cleanly)
 TEST(safetensors, large_file_hash_recorded_while_writing)
 {
     char cache[600], dir[600], moved[600], path[700], hex[65], ref[65];
-    const char *old_env = getenv("QS_HASH_CACHE");
-    char *saved = old_env ? qs_strdup(old_env) : NULL;
     snprintf(cache, sizeof cache, "%s/st_hash_cache/sha256.tsv", test_tmp_dir());
     remove(cache);
-    setenv("QS_HASH_CACHE", cache, 1);
+    char *saved = test_env_set("QS_HASH_CACHE", cache);
     snprintf(dir, sizeof dir, "%s/st_hash_tmp", test_tmp_dir());
     snprintf(moved, sizeof moved, "%s/st_hash_final", test_tmp_dir());
     snprintf(path, sizeof path, "%s/st_hash_final/model.safetensors", test_tmp_dir());
@@ -246,9 +244,5 @@ TEST(safetensors, large_file_hash_recorded_while_writing)
     ASSERT_TRUE(digest_cache_lookup(path, hex) == 0);
     remove(path);
     rmdir(moved);
-    if (saved) {
-        setenv("QS_HASH_CACHE", saved, 1);
-        qs_free(saved);
-    } else
-        unsetenv("QS_HASH_CACHE");
+    test_env_restore("QS_HASH_CACHE", saved);
 }
