@@ -3,6 +3,7 @@
 #include "qs/sampler.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,52 @@ static int sampler_cmp(const void *a, const void *b)
     return x->p > y->p ? -1 : x->p < y->p ? 1 : (x->id > y->id) - (x->id < y->id);
 }
 
+/* The candidates with probability >= t, by (p desc, id asc); their count. */
+static int sampler_sorted_above(sampler *s, int V, float t)
+{
+    int m = 0;
+    for (int v = 0; v < V; v++)
+        if (s->probs[v] >= t)
+            s->cand[m++] = (sampler_cand){s->probs[v], v};
+    qsort(s->cand, (size_t)m, sizeof *s->cand, sampler_cmp);
+    return m;
+}
+
+/* The nucleus: the first *n candidates in (p desc, id asc) order whose mass,
+ * summed in that order, reaches target; returns that mass.  Every candidate
+ * at or above a threshold comes before every one below it, so sorting only
+ * those above gives the same prefix and the same sums whenever the prefix
+ * ends inside them: the threshold is the power of two from a histogram of
+ * the probabilities' binary exponents with at least target above it (a 150k
+ * vocabulary sorts a few hundred candidates instead of all), halved further
+ * in the rare case rounding leaves the prefix short. */
+static double sampler_nucleus(sampler *s, int V, double target, int *n_out)
+{
+    double mass[256] = {0};
+    for (int v = 0; v < V; v++) {
+        uint32_t u;
+        memcpy(&u, &s->probs[v], sizeof u);
+        mass[(u >> 23) & 255] += s->probs[v];
+    }
+    int e = 255;
+    double above = mass[255];
+    while (e > 0 && above < target)
+        above += mass[--e];
+    for (;; e--) {
+        /* e <= 0: every candidate (the full sort) */
+        float t = e > 0 ? ldexpf(1.0f, e - 127) : 0.0f;
+        int m = e > 0 ? sampler_sorted_above(s, V, t) : sampler_sorted_above(s, V, -1.0f);
+        double kept = 0;
+        int n = 0;
+        while (n < m && kept < target)
+            kept += s->cand[n++].p;
+        if (kept >= target || m == V || e <= 0) {
+            *n_out = n;
+            return kept;
+        }
+    }
+}
+
 int32_t sampler_next(sampler *s, const float *logits)
 {
     int V = s->vocab_size;
@@ -74,13 +121,8 @@ int32_t sampler_next(sampler *s, const float *logits)
         }
         return best;
     }
-    for (int v = 0; v < V; v++)
-        s->cand[v] = (sampler_cand){s->probs[v], v};
-    qsort(s->cand, (size_t)V, sizeof *s->cand, sampler_cmp);
-    double kept = 0;
     int n = 0;
-    while (n < V && kept < s->top_p * sum)
-        kept += s->cand[n++].p;
+    double kept = sampler_nucleus(s, V, s->top_p * sum, &n);
     double acc = 0, target = r * kept;
     for (int i = 0; i < n; i++) {
         acc += s->cand[i].p;
