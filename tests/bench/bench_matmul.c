@@ -177,6 +177,18 @@ static int check_paths(const bench_shape *s, int op, bench_bufs *b, float *ref)
     return 0;
 }
 
+/* Let the other library's threads park before a path is timed.  OpenBLAS's
+ * workers spin for ~2^28 cycles (~0.1 s here) after each sgemm, and libgomp's
+ * for a few ms after each of our parallel regions: timed while they spin, the
+ * next path shares the 2 cores with them (our 1 ms products took 12-16 ms,
+ * scheduler ticks, on the first calls after an sgemm).  Called before sgemm,
+ * after it (before fp32) and before fp32-pk (fp32 may be skipped). */
+static void bench_settle(void)
+{
+    struct timespec ts = {0, 250 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
 static double median_gflops(const bench_shape *s, int op, int path, bench_bufs *b, int reps)
 {
     double flops = 2.0 * s->N * s->IN * s->O, t[64];
@@ -293,6 +305,8 @@ int main(int argc, char **argv)
                 return 1;
             double g[PATH_COUNT] = {0};
             for (int p = 0; p < PATH_COUNT; p++) {
+                if (p <= PATH_FP32_PK)
+                    bench_settle();
                 g[p] = median_gflops(s, op, p, &b, reps);
             }
             double best32 = g[PATH_FP32_PK] > g[PATH_FP32] ? g[PATH_FP32_PK] : g[PATH_FP32];
