@@ -194,6 +194,18 @@ TEST(matmul, sgemm_reference_path_within_fp32_bound)
     check_all_cases(MATMUL_FP32_BLAS, TOL_FP32_ACCUM, 0.0);
 }
 
+/* Stopping OpenBLAS's workers (matmul_blas_threads) leaves sgemm working: it
+ * starts them again, with 1 or 2 threads, and the products stay in bound. */
+TEST(matmul, sgemm_after_blas_workers_stopped)
+{
+    for (int n = 2; n >= 0; n--) {
+        matmul_blas_threads(n);
+        check_all_cases(MATMUL_FP32_BLAS, TOL_FP32_ACCUM, 0.0);
+        matmul_blas_threads(0);
+        check_all_cases(MATMUL_FP32_BLAS, TOL_FP32_ACCUM, 0.0);
+    }
+}
+
 TEST(matmul, fp32_path_within_fp32_bound)
 {
     check_all_cases(MATMUL_FP32, TOL_FP32_ACCUM, 0.0);

@@ -81,6 +81,15 @@ int matmul_precision_parse(const char *name, const char *what, int *precision, q
 /* "fp32", "bf16", "fp32-blas" or "bf16-amx". */
 const char *matmul_precision_name(int precision);
 
+/* OpenBLAS (the MATMUL_FP32_BLAS reference, and fp32 without AVX-512): n > 0
+ * sets its thread count; then its worker threads are stopped.  They busy-wait
+ * for ~2^28 cycles (~0.1 s) after they start (at program start and after a
+ * change of thread count) and after each threaded sgemm, and meanwhile share
+ * the cores with OpenMP's threads: every qatscope command's first ~0.1 s of
+ * OpenMP work ran 10-16x slower.  OpenBLAS starts them again at its next
+ * threaded call.  A no-op with an OpenBLAS that has no such pool. */
+void matmul_blas_threads(int n);
+
 void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N, int IN,
                     int O, int precision);
 /* Any of dx, dw, db may be NULL (not wanted).  Gradients ACCUMULATE (+=). */

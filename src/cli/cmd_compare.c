@@ -13,7 +13,6 @@
  * the logits file: see model_compare_compute (include/qs/model_infer.h).
  * Windows as `ppl` (HF's scheme: every token after the first scored once).
  */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include "qs/dataloader.h"
 #include "qs/fileio.h"
 #include "qs/json.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model_infer.h"
 #include "qs/tokenizer.h"
@@ -249,6 +249,6 @@ int cmd_compare(int argc, char **argv)
         omp_set_num_threads((int)a.threads);
 #endif
     if (a.threads)
-        openblas_set_num_threads((int)a.threads);
+        matmul_blas_threads((int)a.threads);
     return compare_run(&a);
 }

@@ -23,7 +23,6 @@
  * results.json is written: it runs while the items are tokenized on one
  * thread and then alongside the scoring.  Only the rank that writes hashes.
  */
-#include <cblas.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,7 +333,7 @@ int cmd_eval(int argc, char **argv)
         omp_set_num_threads((int)a.threads);
 #endif
     if (a.threads)
-        openblas_set_num_threads((int)a.threads);
+        matmul_blas_threads((int)a.threads);
 
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -8,7 +8,6 @@
  * threads, progress lines.  Exit 0 when the report is written (whatever its
  * verdicts), 2 on unusable input or a failed step.
  */
-#include <cblas.h>
 #include <stdio.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -16,6 +15,7 @@
 #endif
 
 #include "cli.h"
+#include "qs/matmul.h"
 #include "qs/repro.h"
 
 static void reproduce_usage(FILE *f)
@@ -86,7 +86,7 @@ int cmd_reproduce(int argc, char **argv)
 #ifdef _OPENMP
         omp_set_num_threads((int)threads);
 #endif
-        openblas_set_num_threads((int)threads);
+        matmul_blas_threads((int)threads);
     }
     qs_diag d = {0};
     if (repro_study_run(&o, &d))

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "qs/cpu.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/version.h"
 
@@ -28,6 +29,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    matmul_blas_threads(0);   /* OpenBLAS's workers would spin beside OpenMP's */
     const char *cpu = getenv("QS_CPU");
     if (cpu && *cpu) {
         int level = cpu_level_parse(cpu);

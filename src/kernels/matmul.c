@@ -59,6 +59,20 @@ static int mm_pack_kernel(const matmul_wpack *pk, int precision)
 
 /* ---- OpenBLAS reference path (shapes already checked >= 1) ---- */
 
+/* OpenBLAS's pthreads server (libopenblas0-pthread) exports this: it joins the
+ * workers and marks the server down; exec_blas starts it again when needed
+ * (OpenBLAS's own fork handler relies on that).  Weak: NULL with a build
+ * that has no such server (OpenMP or serial OpenBLAS). */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+void matmul_blas_threads(int n)
+{
+    if (n > 0)
+        openblas_set_num_threads(n);
+    if (blas_thread_shutdown_)
+        blas_thread_shutdown_();
+}
+
 static void mm_forward_sgemm(float *out, const float *x, const float *w, const float *bias, int N,
                              int IN, int O)
 {
