@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include <cblas.h>
+
 #include "qs/cpu.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
@@ -192,18 +194,6 @@ static void check_all_cases(int precision, double tol, double extra)
 TEST(matmul, sgemm_reference_path_within_fp32_bound)
 {
     check_all_cases(MATMUL_FP32_BLAS, TOL_FP32_ACCUM, 0.0);
-}
-
-/* Stopping OpenBLAS's workers (matmul_blas_threads) leaves sgemm working: it
- * starts them again, with 1 or 2 threads, and the products stay in bound. */
-TEST(matmul, sgemm_after_blas_workers_stopped)
-{
-    for (int n = 2; n >= 0; n--) {
-        matmul_blas_threads(n);
-        check_all_cases(MATMUL_FP32_BLAS, TOL_FP32_ACCUM, 0.0);
-        matmul_blas_threads(0);
-        check_all_cases(MATMUL_FP32_BLAS, TOL_FP32_ACCUM, 0.0);
-    }
 }
 
 TEST(matmul, fp32_path_within_fp32_bound)
@@ -421,6 +411,42 @@ TEST(matmul, results_independent_of_thread_count)
             linear_bufs_free(&r[t]);
     }
 #endif
+}
+
+/* OpenBLAS at one thread (matmul_blas_threads, as every command runs): the
+ * products shared out over OpenMP threads in blocks (rows, or columns when
+ * there are few rows) stay in bound and give the same bits with 1, 2 and 3
+ * threads; OpenBLAS set back to its own threads works again. */
+TEST(matmul, sgemm_blocks_over_openmp_threads)
+{
+    int saved = openblas_get_num_threads();
+    matmul_blas_threads();
+    ASSERT_EQ_INT(openblas_get_num_threads(), 1);
+    check_all_cases(MATMUL_FP32_BLAS, TOL_FP32_ACCUM, 0.0);
+#ifdef _OPENMP
+    /* rows >= 2 blocks (fwd, dx: N; dw: O) and few rows with wide columns */
+    mm_case cases[] = {{301, 203, 517}, {7, 613, 1031}, {3, 1031, 7}};
+    int omp_saved = omp_get_max_threads();
+    for (int ci = 0; ci < 3; ci++) {
+        linear_bufs r[3];
+        for (int t = 0; t < 3; t++) {
+            test_seed = 4242u + (unsigned)ci;
+            ASSERT_TRUE(linear_bufs_init(&r[t], cases[ci]));
+            omp_set_num_threads(t + 1);
+            run_linear(cases[ci], MATMUL_FP32_BLAS, r[t].x, r[t].w, r[t].b, r[t].dout, r[t].out,
+                       r[t].dx, r[t].dw, r[t].db, NULL, NULL);
+        }
+        omp_set_num_threads(omp_saved);
+        ASSERT_TRUE(linear_bufs_same(&r[0], &r[1], cases[ci]));
+        ASSERT_TRUE(linear_bufs_same(&r[0], &r[2], cases[ci]));
+        for (int t = 0; t < 3; t++)
+            linear_bufs_free(&r[t]);
+    }
+#endif
+    openblas_set_num_threads(saved > 1 ? saved : 2);
+    check_all_cases(MATMUL_FP32_BLAS, TOL_FP32_ACCUM, 0.0);
+    matmul_blas_threads();
+    openblas_set_num_threads(saved);
 }
 
 TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh)

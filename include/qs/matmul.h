@@ -4,7 +4,7 @@
  *   forward:  out[N, O] = x[N, IN] @ w^T (+ bias[O])
  *   backward: dx[N, IN] += dout[N, O] @ w;  dw[O, IN] += dout^T @ x;  db[O] += sum_n dout[n, :]
  * Called from serial code: threading (OpenMP, or OpenBLAS's own threads for
- * MATMUL_FP32_BLAS) happens inside.  Never call these from an OpenMP parallel region.
+ * MATMUL_FP32_BLAS when it has several: matmul_blas_threads) happens inside.  Never call these from an OpenMP parallel region.
  *
  * Numerical contract, per output element y = init + sum_{k<K} a_k b_k
  * (K = IN for forward, O for dx, N for dw; init = 0, bias or the old value;
@@ -81,14 +81,17 @@ int matmul_precision_parse(const char *name, const char *what, int *precision, q
 /* "fp32", "bf16", "fp32-blas" or "bf16-amx". */
 const char *matmul_precision_name(int precision);
 
-/* OpenBLAS (the MATMUL_FP32_BLAS reference, and fp32 without AVX-512): n > 0
- * sets its thread count; then its worker threads are stopped.  They busy-wait
- * for ~2^28 cycles (~0.1 s) after they start (at program start and after a
- * change of thread count) and after each threaded sgemm, and meanwhile share
- * the cores with OpenMP's threads: every qatscope command's first ~0.1 s of
- * OpenMP work ran 10-16x slower.  OpenBLAS starts them again at its next
- * threaded call.  A no-op with an OpenBLAS that has no such pool. */
-void matmul_blas_threads(int n);
+/* OpenBLAS (the MATMUL_FP32_BLAS reference, and fp32 without AVX-512) set to
+ * one thread and its worker threads stopped.  They busy-wait for ~2^28 cycles
+ * (~0.1 s) after they start (at program start) and after each threaded sgemm,
+ * and meanwhile share the cores with OpenMP's threads: every OpenMP region
+ * near an sgemm waited for scheduler ticks (10-16x slower).  With OpenBLAS at
+ * one thread, the products are shared out over the OpenMP threads in blocks
+ * of the output, one sgemm each, the blocks fixed by the shape (the same sums
+ * with any thread count); a caller that sets OpenBLAS to several threads again
+ * gets one sgemm per product, threaded by OpenBLAS.  Every qatscope command
+ * calls it first. */
+void matmul_blas_threads(void);
 
 void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N, int IN,
                     int O, int precision);

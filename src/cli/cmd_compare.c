@@ -248,7 +248,5 @@ int cmd_compare(int argc, char **argv)
     if (a.threads)
         omp_set_num_threads((int)a.threads);
 #endif
-    if (a.threads)
-        matmul_blas_threads((int)a.threads);
     return compare_run(&a);
 }

@@ -332,8 +332,6 @@ int cmd_eval(int argc, char **argv)
     if (a.threads)
         omp_set_num_threads((int)a.threads);
 #endif
-    if (a.threads)
-        matmul_blas_threads((int)a.threads);
 
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);

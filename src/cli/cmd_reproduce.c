@@ -86,7 +86,6 @@ int cmd_reproduce(int argc, char **argv)
 #ifdef _OPENMP
         omp_set_num_threads((int)threads);
 #endif
-        matmul_blas_threads((int)threads);
     }
     qs_diag d = {0};
     if (repro_study_run(&o, &d))

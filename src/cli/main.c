@@ -29,7 +29,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    matmul_blas_threads(0);   /* OpenBLAS's workers would spin beside OpenMP's */
+    matmul_blas_threads();   /* one pool of threads: OpenMP's (qs/matmul.h) */
     const char *cpu = getenv("QS_CPU");
     if (cpu && *cpu) {
         int level = cpu_level_parse(cpu);
