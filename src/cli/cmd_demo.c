@@ -18,9 +18,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "cli.h"
 #include "demo.h"
@@ -169,9 +166,6 @@ int cmd_demo(int argc, char **argv)
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", gmtime_r(&now, &tmv));
         snprintf(dir, sizeof dir, "build/demo/run-%s", stamp);
     }
-#ifdef _OPENMP
-    omp_set_num_threads(1); /* a 0.2M-parameter model: threads cost more than they give */
-#endif
     printf("qatscope demo: continued pretraining of a tiny Llama with BF16 warmup, then HiF8 W8A8 "
            "QAT,\nwatching amax saturation per step (`qatscope demo --hif8`: the HiF8 codec tour)\n\n");
     return demo_train(dir, model, text, steps, warmup, estimator);
