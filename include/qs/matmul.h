@@ -3,8 +3,9 @@
  * Shapes follow Hugging Face's Linear: weight w is [O, IN] row-major, so
  *   forward:  out[N, O] = x[N, IN] @ w^T (+ bias[O])
  *   backward: dx[N, IN] += dout[N, O] @ w;  dw[O, IN] += dout^T @ x;  db[O] += sum_n dout[n, :]
- * Called from serial code: threading (OpenMP, or OpenBLAS's own threads for
- * MATMUL_FP32_BLAS when it has several: matmul_blas_threads) happens inside.  Never call these from an OpenMP parallel region.
+ * Called from serial code: threading (OpenMP, or OpenBLAS's own threads when
+ * it is set to several: matmul_blas_threads) happens inside.  Never call these
+ * from an OpenMP parallel region.
  *
  * Numerical contract, per output element y = init + sum_{k<K} a_k b_k
  * (K = IN for forward, O for dx, N for dw; init = 0, bias or the old value;

@@ -75,14 +75,15 @@ void matmul_blas_threads(void)
         blas_thread_shutdown_();
 }
 
-/* OpenBLAS runs single-threaded (matmul_blas_threads) and, with more than one
- * OpenMP thread, our threads share a product out in blocks of rows (or of
- * columns when there are few rows), one sgemm each: one pool of threads, none
- * spinning beside another's (two pools made every OpenMP region after an sgemm
- * wait for scheduler ticks).  The blocks follow the shape only, never the
- * thread count, so the sums are the same with any number of threads.  With
- * OpenBLAS set to several threads (openblas_set_num_threads after
- * matmul_blas_threads), one call, threaded by OpenBLAS, as before. */
+/* OpenBLAS runs single-threaded (matmul_blas_threads) and our OpenMP threads
+ * share a product out in blocks of rows (or of columns when there are few
+ * rows), one sgemm each: one pool of threads, none spinning beside another's
+ * (two pools made every OpenMP region after an sgemm wait for scheduler
+ * ticks).  The blocks follow the shape only, never the thread count (one
+ * thread runs the same blocks in turn), so the sums are the same with any
+ * number of threads.  With OpenBLAS set to several threads again
+ * (openblas_set_num_threads after matmul_blas_threads): one call, threaded by
+ * OpenBLAS, as before. */
 enum {
     MM_SGEMM_ROWS = 128,          /* rows per block, when there are >= 2 blocks' worth */
     MM_SGEMM_COLS = 256,          /* else columns per block, when >= 2 blocks' worth */
@@ -133,7 +134,7 @@ static void mm_sgemm_block(const mm_sg_job *j, int by_rows, int r0, int r1)
 
 static void mm_sgemm_run(const mm_sg_job *j)
 {
-    const int rows = j->op == MM_SG_FWD ? j->N : j->op == MM_SG_DX ? j->N : j->O;
+    const int rows = j->op == MM_SG_DW ? j->O : j->N;
     const int cols = j->op == MM_SG_FWD ? j->O : j->IN;
     int by_rows = rows >= 2 * MM_SGEMM_ROWS, span = by_rows ? rows : cols;
     int block = by_rows ? MM_SGEMM_ROWS : MM_SGEMM_COLS;

@@ -83,8 +83,7 @@ static double sampler_nucleus(sampler *s, int V, double target, int *n_out)
         above += mass[--e];
     for (;; e--) {
         /* e <= 0: every candidate (the full sort) */
-        float t = e > 0 ? ldexpf(1.0f, e - 127) : 0.0f;
-        int m = e > 0 ? sampler_sorted_above(s, V, t) : sampler_sorted_above(s, V, -1.0f);
+        int m = sampler_sorted_above(s, V, e > 0 ? ldexpf(1.0f, e - 127) : -1.0f);
         double kept = 0;
         int n = 0;
         while (n < m && kept < target)
