@@ -419,6 +419,8 @@ TEST(matmul, results_independent_of_thread_count)
  * threads; OpenBLAS set back to its own threads works again. */
 TEST(matmul, sgemm_blocks_over_openmp_threads)
 {
+    if (openblas_get_parallel() != OPENBLAS_THREAD)
+        SKIP("OpenBLAS is not its pthreads build (matmul_blas_threads leaves it as it is)");
     int saved = openblas_get_num_threads();
     matmul_blas_threads();
     ASSERT_EQ_INT(openblas_get_num_threads(), 1);

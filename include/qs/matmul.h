@@ -91,7 +91,9 @@ const char *matmul_precision_name(int precision);
  * of the output, one sgemm each, the blocks fixed by the shape (the same sums
  * with any thread count); a caller that sets OpenBLAS to several threads again
  * gets one sgemm per product, threaded by OpenBLAS.  Every qatscope command
- * calls it first. */
+ * calls it first.  Only for OpenBLAS's pthreads build (Debian's default): an
+ * OpenMP build of OpenBLAS threads with OpenMP's pool already and is left as
+ * it is (products then go to it whole). */
 void matmul_blas_threads(void);
 
 void matmul_forward(float *out, const float *x, const float *w, const float *bias, int N, int IN,

@@ -70,6 +70,10 @@ extern int blas_thread_shutdown_(void) __attribute__((weak));
 
 void matmul_blas_threads(void)
 {
+    /* only OpenBLAS's own pool: in an OpenMP build of OpenBLAS its threads are
+     * OpenMP's (one pool already) and its set_num_threads would set ours */
+    if (openblas_get_parallel() != OPENBLAS_THREAD)
+        return;
     openblas_set_num_threads(1);
     if (blas_thread_shutdown_)
         blas_thread_shutdown_();
