@@ -34,13 +34,14 @@ static void gv_rows(float *y, const float *x, int m, const float *w, matmul_wpac
         matmul_forward(y, x, w, bias, m, IN, O, precision);
 }
 
-/* Every run of 1..4 consecutive rows equals the same rows of the batch of 16. */
+/* Every run of 1..8 consecutive rows (the few-row kernels' sizes, and a short
+ * prompt's) equals the same rows of the batch of 16. */
 static int gv_case(int IN, int O, int precision, int codes, int with_bias, uint64_t seed)
 {
     size_t nw = (size_t)O * IN;
     float *w = qs_malloc(nw * sizeof *w), *x = qs_malloc((size_t)GV_BATCH * IN * sizeof *x);
     float *bias = qs_malloc((size_t)O * sizeof *bias);
-    float *yb = qs_malloc((size_t)GV_BATCH * O * sizeof *yb), *ys = qs_malloc(4 * (size_t)O * sizeof *ys);
+    float *yb = qs_malloc((size_t)GV_BATCH * O * sizeof *yb), *ys = qs_malloc(8 * (size_t)O * sizeof *ys);
     uint8_t *cw = qs_malloc(nw);
     matmul_ws *ws = matmul_ws_create();
     int bad = !w || !x || !bias || !yb || !ys || !cw || !ws;
@@ -59,7 +60,7 @@ static int gv_case(int IN, int O, int precision, int codes, int with_bias, uint6
     const float *b = with_bias ? bias : NULL;
     if (!bad)
         gv_rows(yb, x, GV_BATCH, w, pk, b, IN, O, precision, ws);
-    for (int m = 1; m <= 4 && !bad; m++)
+    for (int m = 1; m <= 8 && !bad; m++)
         for (int r0 = 0; r0 + m <= GV_BATCH && !bad; r0 += 3) {
             gv_rows(ys, x + (size_t)r0 * IN, m, w, pk, b, IN, O, precision, ws);
             if (memcmp(ys, yb + (size_t)r0 * O, (size_t)m * O * sizeof *ys)) {

@@ -59,7 +59,7 @@ typedef struct mm_job {
     mm_ukernel uk;
     int fma16;      /* bf16 pairs on the FMA kernel (widened, FTZ/DAZ) */
     int codes;      /* B holds HiF8 codes: each micro-panel decoded (dec) as it is used */
-    int gemv_dp;    /* codes, <= MM_GEMV_ROWS rows: decoded in registers, vdpbf16ps */
+    int gemv_dp;    /* codes, <= MM_FEW_ROWS rows: decoded in registers, vdpbf16ps */
     int dec;        /* mm_decode mode, | MM_DECODE_NO_NAN, | MM_DECODE_FINITE */
     int kc;         /* K block */
     mm_afmt afmt;   /* A panel format (not for fma16 or whole-A packs) */
@@ -212,11 +212,15 @@ static void mm_task_rows_outer(const mm_job *jb, int i0, int j0, int mc, int nc,
     }
 }
 
-/* A task of at most MM_GEMV_ROWS rows on the FMA units (fma16 pairs or code
- * packs): mm_gemv_avx512_impl over groups of micro-panels, K in blocks of
+/* A task of at most MM_GEMV_ROWS rows on the FMA units (fma16 pairs, in row
+ * groups up to MM_FEW_ROWS, or code packs): mm_gemv_avx512_impl over groups of micro-panels, K in blocks of
  * MM_GEMV_KC (C carries the sums between blocks: exact); codes decoded to bf16
  * pairs MM_GEMV_KB pair rows of each panel at a time into bwide (L1). */
 enum { MM_GEMV_KC = 2048, MM_GEMV_KB = 64 };
+/* Up to this many rows (a short prompt, a few sequences) the few-row kernels
+ * run in row groups of MM_GEMV_ROWS: fewer steps than the blocked kernel's
+ * widening or decoding of each micro-panel (same bits). */
+enum { MM_FEW_ROWS = 8 };
 _Static_assert((int)MM_MR * MM_GEMV_KC <= (int)MM_ABLOCK_ELEMS, "a k-major A block fits");
 _Static_assert(4 * MM_GEMV_KB * MM_NR <= MM_KC * MM_NR, "4 decoded panels fit bwide");
 
@@ -243,8 +247,14 @@ static void mm_task_gemv(const mm_job *jb, int i0, int j0, int mc, int nc, mm_sc
                 const uint32_t *b = (const uint32_t *)bp->data +
                                     (size_t)(j0 + jr) / MM_NR * bp->panel_elems +
                                     (size_t)(k0 / 2) * MM_NR;
-                mm_gemv_avx512_impl(kk, ap, mc, b, bp->panel_elems, 1, odd_first, np, c, jb->ldc,
-                                    nj_last, load_c);
+                /* rows in groups of MM_GEMV_ROWS (5-8 rows: twice over the
+                 * same micro-panels, the second time from the cache) */
+                for (int r0 = 0; r0 < mc; r0 += MM_GEMV_ROWS) {
+                    int mr = mc - r0 < MM_GEMV_ROWS ? mc - r0 : MM_GEMV_ROWS;
+                    mm_apanel a = {(const float *)ap.p + r0 * ap.rs, ap.rs, ap.ks};
+                    mm_gemv_avx512_impl(kk, a, mr, b, bp->panel_elems, 1, odd_first, np,
+                                        c + (ptrdiff_t)r0 * jb->ldc, jb->ldc, nj_last, load_c);
+                }
                 continue;
             }
             for (int p0 = 0; p0 < kp; p0 += MM_GEMV_KB) {
@@ -262,7 +272,7 @@ static void mm_task_gemv(const mm_job *jb, int i0, int j0, int mc, int nc, mm_sc
     }
 }
 
-/* A task of at most MM_GEMV_ROWS rows of a code pack on CPUs with AVX512-BF16
+/* A task of at most MM_FEW_ROWS rows of a code pack on CPUs with AVX512-BF16
  * and VBMI (jb->gemv_dp): mm_gemv_codes_avx512bf16vbmi_impl over groups of
  * micro-panels read straight from the pack, K in blocks of MM_GEMV_KC (the A
  * block of bf16 pairs stays in L1; C carries the sums between blocks: exact,
@@ -272,6 +282,7 @@ static void mm_task_gemv_codes(const mm_job *jb, int i0, int j0, int mc, int nc,
     const mm_bpack *bp = jb->bp;
     const int K = bp->K, np_max = mc <= 2 ? 4 : 2;
     float *c0 = jb->c + (ptrdiff_t)i0 * jb->ldc + j0;
+    unsigned csr = mm_mxcsr_ftz_daz_impl();   /* the FMA form of several rows */
     for (int k0 = 0; k0 < K; k0 += MM_GEMV_KC) {
         int kc = K - k0 < MM_GEMV_KC ? K - k0 : MM_GEMV_KC;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
@@ -281,11 +292,19 @@ static void mm_task_gemv_codes(const mm_job *jb, int i0, int j0, int mc, int nc,
             np = np < np_max ? np : np_max;
             int nj_last = nc - jr - (np - 1) * MM_NR;
             nj_last = nj_last < MM_NR ? nj_last : MM_NR;
-            mm_gemv_codes_avx512bf16vbmi_impl((kc + 1) / 2, ap, mc, mm_codes_panel(bp, j0 + jr, k0),
-                                              bp->panel_elems, np, c0 + jr, jb->ldc, nj_last,
-                                              load_c, jb->dec);
+            /* rows in groups of MM_GEMV_ROWS (a prompt's 5-8 rows: twice over the
+             * same micro-panels, the second time from the cache) */
+            for (int r0 = 0; r0 < mc; r0 += MM_GEMV_ROWS) {
+                int mr = mc - r0 < MM_GEMV_ROWS ? mc - r0 : MM_GEMV_ROWS;
+                mm_apanel a = {(const uint32_t *)ap.p + r0 * ap.rs, ap.rs, ap.ks};
+                mm_gemv_codes_avx512bf16vbmi_impl((kc + 1) / 2, a, mr,
+                                                  mm_codes_panel(bp, j0 + jr, k0), bp->panel_elems,
+                                                  np, c0 + (ptrdiff_t)r0 * jb->ldc + jr, jb->ldc,
+                                                  nj_last, load_c, jb->dec);
+            }
         }
     }
+    mm_mxcsr_restore_impl(csr);
 }
 
 static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
@@ -305,7 +324,8 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
         return;
     }
     unsigned csr = jb->fma16 ? mm_mxcsr_ftz_daz_impl() : 0;
-    if (mc <= MM_GEMV_ROWS && jb->uk == MM_UK_F32 && (jb->fma16 || jb->codes)) {
+    if (jb->uk == MM_UK_F32 && (jb->fma16 || jb->codes) &&
+        (mc <= MM_GEMV_ROWS || (mc <= MM_FEW_ROWS && !jb->codes))) {
         mm_task_gemv(jb, i0, j0, mc, nc, s);
         if (jb->fma16)
             mm_mxcsr_restore_impl(csr);
@@ -412,7 +432,7 @@ static void mm_gemm_empty(const mm_job *jb)
         }
 }
 
-enum { MM_MULTI_MAX = 4, MM_CODES_DP_ROWS = 8 };
+enum { MM_MULTI_MAX = 4 };
 
 void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
                         mm_bpack *ap, int ap_fill, const mm_bpack *const *bp, const mm_init *init,
@@ -442,17 +462,18 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
             continue;
         }
         int pairs = bp[i]->kernel == MM_KERNEL_AVX512BF16;
-        /* code packs with few rows (5-8) stay on vdpbf16ps: a pair row decodes
-         * to bf16 pairs in fewer steps than to fp32, and the kernel there is
-         * not the bottleneck (same bits either way) */
-        j.fma16 = pairs && fma16 && !(bp[i]->codes && M <= MM_CODES_DP_ROWS);
+        /* code packs with few rows (5-8, without VBMI) stay on vdpbf16ps: a
+         * pair row decodes to bf16 pairs in fewer steps than to fp32, and the
+         * kernel there is not the bottleneck (same bits either way) */
+        j.fma16 = pairs && fma16 && !(bp[i]->codes && M <= MM_FEW_ROWS);
         /* decode-sized products of a code pack: the few-row kernel (codes
          * decoded to pairs, then FMAs with many independent chains) */
         if (bp[i]->codes && M <= MM_GEMV_ROWS && pairs)
             j.fma16 = 1;
         /* ... or, where the CPU has AVX512-BF16 and VBMI, codes decoded in
-         * registers and vdpbf16ps (the bits of the vdpbf16ps kernel) */
-        j.gemv_dp = bp[i]->codes && M <= MM_GEMV_ROWS && pairs && mm_codes_gemv_dp_impl();
+         * registers and vdpbf16ps (the bits of the vdpbf16ps kernel), up to
+         * 8 rows (a short prompt) in groups of MM_GEMV_ROWS */
+        j.gemv_dp = bp[i]->codes && M <= MM_FEW_ROWS && pairs && mm_codes_gemv_dp_impl();
         if (j.gemv_dp)
             j.fma16 = 0;
         j.uk = pairs && !j.fma16                    ? MM_UK_BF16DP

@@ -48,9 +48,14 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
         }
     for (int p = 0; p < kp; p++) {
         __m512bh av[MM_GEMV_ROWS];
+        __m512 ah[MM_GEMV_ROWS], al[MM_GEMV_ROWS];   /* A[2p+1], A[2p] as fp32 */
 #pragma GCC unroll 4
-        for (int r = 0; r < mr; r++)
-            av[r] = (__m512bh)_mm512_set1_epi32((int)a[r * rs + p * ks]);
+        for (int r = 0; r < mr; r++) {
+            __m512i u = _mm512_set1_epi32((int)a[r * rs + p * ks]);
+            av[r] = (__m512bh)u;
+            ah[r] = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xFFFF0000u)));
+            al[r] = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+        }
 #pragma GCC unroll 4
         for (int q = 0; q < np; q++) {
             const uint16_t *row = b + q * bstride + (size_t)p * MM_NR;
@@ -59,10 +64,24 @@ mm_gemv_codes_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
             mm_codes_lookup(t, _mm512_loadu_si512(row), lut, &hi, &lo);
             __m512bh w0 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
             __m512bh w1 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
+            if (mr == 1) {
+                acc[0][q][0] = _mm512_dpbf16_ps(acc[0][q][0], av[0], w0);
+                acc[0][q][1] = _mm512_dpbf16_ps(acc[0][q][1], av[0], w1);
+                continue;
+            }
+            /* several rows: the pairs widened once, then FMAs, odd k first
+             * (vdpbf16ps's order and, under FTZ/DAZ, its bits) */
+            const __m512i himask = _mm512_set1_epi32((int)0xFFFF0000u);
+            __m512 h0 = _mm512_castsi512_ps(_mm512_and_si512((__m512i)w0, himask));
+            __m512 h1 = _mm512_castsi512_ps(_mm512_and_si512((__m512i)w1, himask));
+            __m512 l0 = _mm512_castsi512_ps(_mm512_slli_epi32((__m512i)w0, 16));
+            __m512 l1 = _mm512_castsi512_ps(_mm512_slli_epi32((__m512i)w1, 16));
 #pragma GCC unroll 4
             for (int r = 0; r < mr; r++) {
-                acc[r][q][0] = _mm512_dpbf16_ps(acc[r][q][0], av[r], w0);
-                acc[r][q][1] = _mm512_dpbf16_ps(acc[r][q][1], av[r], w1);
+                acc[r][q][0] = _mm512_fmadd_ps(ah[r], h0, acc[r][q][0]);
+                acc[r][q][1] = _mm512_fmadd_ps(ah[r], h1, acc[r][q][1]);
+                acc[r][q][0] = _mm512_fmadd_ps(al[r], l0, acc[r][q][0]);
+                acc[r][q][1] = _mm512_fmadd_ps(al[r], l1, acc[r][q][1]);
             }
         }
     }
