@@ -6,18 +6,23 @@
  * looks up the high bytes of their bf16 values and, for a pack of finite codes,
  * a vpermb the low bytes (the pack's byte order makes 64 entries enough;
  * matmul_hif8.c, matmul_hif8_vbmi_impl.h; a second vpermi2b otherwise),
- * two unpacks within 128-bit lanes make the two vectors of bf16 pairs, and each
- * row of A takes one vdpbf16ps per vector with its pair (bf16 of A[2p], A[2p+1])
- * broadcast.  No decoded panel is stored and read back, no pair is widened to
- * fp32, and one instruction does the two products of a pair.  The unpacks keep
+ * two unpacks within 128-bit lanes make the two vectors of bf16 pairs, and a
+ * single row of A takes one vdpbf16ps per vector with its pair (bf16 of A[2p],
+ * A[2p+1]) broadcast: no decoded panel is stored and read back, and one
+ * instruction does the two products of a pair.  With several rows the pairs are
+ * widened once (the odd k by an AND, the even by a shift) and each row takes
+ * two FMAs per vector, the odd k first: a vdpbf16ps issues once per 2 cycles
+ * on the shuffle port the lookups need, the FMAs on either vector port (2-4
+ * rows 8-12% faster, a prompt's 5-8 rows, run as groups of 4, ~20%); the
+ * caller sets FTZ/DAZ, which makes the FMAs vdpbf16ps's bits.  The unpacks keep
  * each column's two codes together but deal the columns out by lanes: vector 0
  * holds columns 0-3, 8-11, 16-19, 24-27 and vector 1 the others, so the
  * accumulators live in that order (C permuted into it on load and back on
  * store, once per call) instead of the codes being permuted per pair row.
  * Several micro-panels are read side by side (np) for mr x np x 2 independent
  * chains.
- * Bits: each output is init (0 or C) followed by one vdpbf16ps per k pair in k
- * order, exactly what the blocked vdpbf16ps kernel (mm_kernel_bf16_avx512bf16_impl)
+ * Bits: each output is init (0 or C) followed by one vdpbf16ps (or its two
+ * FMAs) per k pair in k order, exactly what the blocked vdpbf16ps kernel (mm_kernel_bf16_avx512bf16_impl)
  * does on the decoded pairs and the same A panel, so the bits are those of the
  * other paths for bf16 products (matmul_impl.h; tests/test_matmul_gemv.c).
  * Call only when cpu_level() >= CPU_LEVEL_AVX512BF16 and the CPU has VBMI.
