@@ -212,10 +212,11 @@ static void mm_task_rows_outer(const mm_job *jb, int i0, int j0, int mc, int nc,
     }
 }
 
-/* A task of at most MM_GEMV_ROWS rows on the FMA units (fma16 pairs, in row
- * groups up to MM_FEW_ROWS, or code packs): mm_gemv_avx512_impl over groups of micro-panels, K in blocks of
- * MM_GEMV_KC (C carries the sums between blocks: exact); codes decoded to bf16
- * pairs MM_GEMV_KB pair rows of each panel at a time into bwide (L1). */
+/* A task of a few rows on the FMA units (fma16 pairs, up to MM_FEW_ROWS in row
+ * groups of MM_GEMV_ROWS, or code packs, up to MM_GEMV_ROWS):
+ * mm_gemv_avx512_impl over groups of micro-panels, K in blocks of MM_GEMV_KC
+ * (C carries the sums between blocks: exact); codes decoded to bf16 pairs
+ * MM_GEMV_KB pair rows of each panel at a time into bwide (L1). */
 enum { MM_GEMV_KC = 2048, MM_GEMV_KB = 64 };
 /* Up to this many rows (a short prompt, a few sequences) the few-row kernels
  * run in row groups of MM_GEMV_ROWS: fewer steps than the blocked kernel's
@@ -282,7 +283,8 @@ static void mm_task_gemv_codes(const mm_job *jb, int i0, int j0, int mc, int nc,
     const mm_bpack *bp = jb->bp;
     const int K = bp->K, np_max = mc <= 2 ? 4 : 2;
     float *c0 = jb->c + (ptrdiff_t)i0 * jb->ldc + j0;
-    unsigned csr = mm_mxcsr_ftz_daz_impl();   /* the FMA form of several rows */
+    /* for the FMA form of several rows (vdpbf16ps ignores it) */
+    unsigned csr = mm_mxcsr_ftz_daz_impl();
     for (int k0 = 0; k0 < K; k0 += MM_GEMV_KC) {
         int kc = K - k0 < MM_GEMV_KC ? K - k0 : MM_GEMV_KC;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;

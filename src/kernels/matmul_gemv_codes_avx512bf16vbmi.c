@@ -22,8 +22,9 @@
  * Several micro-panels are read side by side (np) for mr x np x 2 independent
  * chains.
  * Bits: each output is init (0 or C) followed by one vdpbf16ps (or its two
- * FMAs) per k pair in k order, exactly what the blocked vdpbf16ps kernel (mm_kernel_bf16_avx512bf16_impl)
- * does on the decoded pairs and the same A panel, so the bits are those of the
+ * FMAs) per k pair in k order, exactly what the blocked vdpbf16ps kernel
+ * (mm_kernel_bf16_avx512bf16_impl) does on the decoded pairs and the same A
+ * panel, so the bits are those of the
  * other paths for bf16 products (matmul_impl.h; tests/test_matmul_gemv.c).
  * Call only when cpu_level() >= CPU_LEVEL_AVX512BF16 and the CPU has VBMI.
  */
