@@ -77,7 +77,7 @@ static double sampler_nucleus(sampler *s, int V, double target, int *n_out)
         memcpy(&u, &s->probs[v], sizeof u);
         mass[(u >> 23) & 255] += s->probs[v];
     }
-    int e = 255;
+    int e = target == target ? 255 : 0;   /* NaN logits: the full sort at once */
     double above = mass[255];
     while (e > 0 && above < target)
         above += mass[--e];
