@@ -137,3 +137,20 @@ TEST(sampler, nucleus_frequencies)
     for (int v = 0; v < 4; v++)
         ASSERT_TRUE(fabs(count[1][v] - want[v] * N) < 5.0 * sqrt(N * want[v] * (1 - want[v])));
 }
+
+/* A NaN logit (a broken model) still gives an id in range, for every mode. */
+TEST(sampler, nan_logits_give_an_id_in_range)
+{
+    float logits[5] = {0.5f, NAN, 1.0f, -2.0f, 0.25f};
+    static const float tops[] = {0.5f, 1.0f};
+    for (int i = 0; i < 2; i++) {
+        sampler s;
+        qs_diag d = {0};
+        ASSERT_OK(sampler_init(&s, 5, 1.0f, tops[i], 3, &d), &d);
+        for (int k = 0; k < 20; k++) {
+            int32_t id = sampler_next(&s, logits);
+            ASSERT_TRUE(id >= 0 && id < 5);
+        }
+        sampler_free(&s);
+    }
+}

@@ -29,6 +29,9 @@ typedef struct sampler {
 int sampler_init(sampler *s, int vocab_size, float temperature, float top_p, uint64_t seed,
                  qs_diag *d);
 void sampler_free(sampler *s);   /* safe on a zeroed sampler */
+/* The next id: the first argmax at temperature 0 (and whenever the logits
+ * hold a NaN or +inf: no distribution to draw from), else a draw from the
+ * softmax at the temperature, restricted to the nucleus when top_p < 1. */
 int32_t sampler_next(sampler *s, const float *logits);
 
 #endif

@@ -77,7 +77,7 @@ static double sampler_nucleus(sampler *s, int V, double target, int *n_out)
         memcpy(&u, &s->probs[v], sizeof u);
         mass[(u >> 23) & 255] += s->probs[v];
     }
-    int e = target == target ? 255 : 0;   /* NaN logits: the full sort at once */
+    int e = 255;
     double above = mass[255];
     while (e > 0 && above < target)
         above += mass[--e];
@@ -111,6 +111,8 @@ int32_t sampler_next(sampler *s, const float *logits)
         sum += p;
     }
     double r = sampler_uniform(&s->rng);
+    if (!(sum >= 1.0))   /* a NaN logit: no distribution to draw from; the argmax */
+        return best;
     if (s->top_p >= 1.0f) {
         double acc = 0, target = r * sum;
         for (int v = 0; v < V; v++) {
