@@ -109,7 +109,6 @@ TEST(sampler, nucleus_matches_full_sort)
             sampler_free(&s);
         }
     ASSERT_EQ_INT(mismatches, 0);
-    ASSERT_EQ_INT(draws, 4 * 5 * DRAWS);
     ASSERT_TRUE(distinct > draws / 4); /* the draws do vary */
     qs_free(logits);
     qs_free(cand);
