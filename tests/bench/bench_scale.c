@@ -486,8 +486,6 @@ static void scale_torch(scale_ctx *x, const char *batches)
         printf("  (libtcmalloc-minimal4 not installed: PyTorch ran with glibc malloc)\n");
 }
 
-#include "bench_scale_amx.h"   /* the batches and ARC-Easy at bf16-amx */
-
 /* One forward pass over the batches, as the scorer runs them. */
 static void scale_forward_pass(llama_model *m, llama_acts *a, const fwd_batch *bt, int nb,
                                qs_diag *d)
@@ -500,6 +498,8 @@ static void scale_forward_pass(llama_model *m, llama_acts *a, const fwd_batch *b
         model_forward(m, a, bt[i].tok, NULL, bt[i].B, bt[i].T, 0, d);
     }
 }
+
+#include "bench_scale_amx.h"   /* the batches and ARC-Easy at bf16-amx */
 
 static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_session *s)
 {

@@ -2,7 +2,7 @@
  * precision, include/qs/matmul.h): the scorer's batches through a second model
  * packed for it, and ARC-Easy (the first 100 items; the whole test with `full`)
  * with the 600 s target at that precision.  Included by bench_scale.c after its
- * helpers (scale_ctx, fwd_batch, scale_eval_child, now_s, cmp_double, REPS,
+ * helpers (scale_ctx, fwd_batch, scale_forward_pass, scale_eval_child, now_s, cmp_double, REPS,
  * FWD_SEQS, SCALE_DIR, ARC_*). */
 #ifndef QS_BENCH_SCALE_AMX_H
 #define QS_BENCH_SCALE_AMX_H
@@ -25,12 +25,7 @@ static void scale_forward_amx(scale_ctx *x, const fwd_batch *bt, int nb, int row
     if (!model_acts_init_infer(&a, &ma.cfg, rows, rows, FWD_SEQS, 0, &d)) {
         for (int r = 0; r < REPS; r++) {
             double t0 = now_s();
-            for (int i = 0; i < nb && !d.code; i++) {
-                model_acts_view(&a, &ma.cfg, bt[i].B, bt[i].T, bt[i].T, &d);
-                a.logits_first = bt[i].last;
-                a.logits_rows = bt[i].ones;
-                model_forward(&ma, &a, bt[i].tok, NULL, bt[i].B, bt[i].T, 0, &d);
-            }
+            scale_forward_pass(&ma, &a, bt, nb, &d);
             t[r] = now_s() - t0;
         }
         a.logits_first = a.logits_rows = NULL;
