@@ -250,7 +250,9 @@ void model_linear_rows_finish(float *out, const float *row_scale, const float *b
 }
 
 /* x[N, IN] encoded into xq with the input scale (> 0), or a scale per row
- * (hif8_row_scale) when there is none; each row's scale s_x in q->row_scale. */
+ * (hif8_row_scale) when there is none; each row's scale s_x in q->row_scale.
+ * Rows are independent, so they are shared out over the threads (a scoring
+ * batch's 2k rows: 5% of a bf16-amx forward on one thread). */
 static int model_hif8_encode(model_hif8 *q, float input_scale, const float *x, float *xq, int N,
                              int IN)
 {
@@ -262,17 +264,15 @@ static int model_hif8_encode(model_hif8 *q, float input_scale, const float *x, f
         q->row_cap = (size_t)N;
     }
     size_t bad = 0;
-    if (input_scale > 0.0f) {
-        bad = hif8_scaled_values(x, xq, (size_t)N * IN, input_scale);
-        for (int r = 0; r < N; r++)
-            q->row_scale[r] = input_scale;
-    } else {
-        for (int r = 0; r < N; r++) {
-            const float *xr = x + (size_t)r * IN;
-            const float s = hif8_row_scale(xr, (size_t)IN);
-            bad += hif8_scaled_values(xr, xq + (size_t)r * IN, (size_t)IN, s);
-            q->row_scale[r] = s;
-        }
+    float *row_scale = q->row_scale;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) reduction(+ : bad) if ((size_t)N * IN > 65536)
+#endif
+    for (int r = 0; r < N; r++) {
+        const float *xr = x + (size_t)r * IN;
+        const float s = input_scale > 0.0f ? input_scale : hif8_row_scale(xr, (size_t)IN);
+        bad += hif8_scaled_values(xr, xq + (size_t)r * IN, (size_t)IN, s);
+        row_scale[r] = s;
     }
     return bad ? QS_ENAN : 0;
 }
