@@ -11,6 +11,10 @@
  * lines per k step: one B row is 128 bytes), so a B streamed from memory does
  * not stall the first row panel that reads it.
  * Each accumulator is one FMA chain in k order (see matmul_impl.h).
+ * Rows of A reach this kernel as k-major panels (mm_apanel_kmajor_f32_avx512_impl)
+ * when there are more than MM_GEMV_ROWS of them: 12 row pointers do not fit the
+ * registers beside the accumulators, and an index reloaded every k step cost
+ * ~4% of the products.
  * The same kernel multiplies bf16 pairs widened to fp32 (mm_bf16_fma_impl),
  * under MXCSR FTZ + DAZ (mm_mxcsr_ftz_daz_impl).
  * Call only when cpu_level() >= CPU_LEVEL_AVX512.
@@ -18,6 +22,7 @@
 #include <immintrin.h>
 
 #include "matmul_tile_avx512_impl.h"
+#include "matmul_tr16_avx512_impl.h"
 
 static inline __attribute__((always_inline)) void
 mm_f32_body(int kc, const float *a, ptrdiff_t rs, ptrdiff_t ks, const float *b, float *c,
@@ -66,6 +71,22 @@ void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, pt
         MM_F32_ROWS(11);
     default:
         MM_F32_ROWS(12);
+    }
+}
+
+void mm_apanel_kmajor_f32_avx512_impl(float *dst, const float *src, ptrdiff_t rs, int mi, int kc)
+{
+    for (int k0 = 0; k0 < kc; k0 += 16) {
+        const int nk = kc - k0 < 16 ? kc - k0 : 16;
+        const __mmask16 mk = (__mmask16)(nk >= 16 ? 0xFFFFu : (1u << nk) - 1u);
+        __m512 r[16], t[16];
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++)
+            r[j] = j < MM_MR && j < mi ? _mm512_maskz_loadu_ps(mk, src + (ptrdiff_t)j * rs + k0)
+                                       : _mm512_setzero_ps();
+        mm_tr16_avx512(t, r);
+        for (int i = 0; i < nk; i++) /* lanes [0, MM_MR): the panel's rows */
+            _mm512_mask_storeu_ps(dst + (size_t)(k0 + i) * MM_MR, (1u << MM_MR) - 1u, t[i]);
     }
 }
 

@@ -19,6 +19,7 @@
 
 #include "matmul_bf16_avx512_impl.h"
 #include "matmul_tile_avx512_impl.h"
+#include "matmul_tr16_avx512_impl.h"
 
 static inline __attribute__((always_inline)) void
 mm_bf16_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const uint32_t *b, float *c,
@@ -164,5 +165,55 @@ void mm_bf16_round_swap_avx512bf16_impl(float *dst, const float *src, int n)
         __m512 r = _mm512_castsi512_ps(_mm512_slli_epi32(mm_bf16_lanes(v), 16));
         /* swap within pairs: position k gets src[k ^ 1] */
         _mm512_mask_storeu_ps(dst + i, (__mmask16)((1u << ns) - 1), _mm512_permute_ps(r, 0xB1));
+    }
+}
+
+void mm_apanel_kmajor_widen_avx512bf16_impl(float *dst, const uint32_t *src, ptrdiff_t rs, int mi,
+                                            int kp)
+{
+    const __m512i hi_half = _mm512_set1_epi64(0xFFFF0000);
+    for (int p0 = 0; p0 < kp; p0 += 8) { /* 8 pairs: 16 k */
+        const int np = kp - p0 < 8 ? kp - p0 : 8;
+        const __mmask8 mp = (__mmask8)((1u << np) - 1u);
+        __m512 r[16], t[16];
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) {
+            if (j >= MM_MR || j >= mi) {
+                r[j] = _mm512_setzero_ps();
+                continue;
+            }
+            /* pair q in 64-bit lane q: k = 2q + 1 (the hi half) first, then 2q */
+            __m512i u = _mm512_cvtepu32_epi64(
+                _mm256_maskz_loadu_epi32(mp, src + (ptrdiff_t)j * rs + p0));
+            r[j] = _mm512_castsi512_ps(
+                _mm512_or_si512(_mm512_and_si512(u, hi_half), _mm512_slli_epi64(u, 48)));
+        }
+        mm_tr16_avx512(t, r);
+        for (int i = 0; i < 2 * np; i++) /* lanes [0, MM_MR): the panel's rows */
+            _mm512_mask_storeu_ps(dst + (size_t)(2 * p0 + i) * MM_MR, (1u << MM_MR) - 1u, t[i]);
+    }
+}
+
+void mm_apanel_kmajor_round_swap_avx512bf16_impl(float *dst, const float *src, ptrdiff_t rs,
+                                                 int mi, int kc)
+{
+    const int n_out = kc + (kc & 1);
+    for (int k0 = 0; k0 < n_out; k0 += 16) {
+        const int nl = kc - k0 < 16 ? kc - k0 : 16, ns = n_out - k0 < 16 ? n_out - k0 : 16;
+        const __mmask16 ml = (__mmask16)((1u << nl) - 1u);
+        __m512 r[16], t[16];
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) {
+            if (j >= MM_MR || j >= mi) {
+                r[j] = _mm512_setzero_ps();
+                continue;
+            }
+            __m512 v = _mm512_maskz_loadu_ps(ml, src + (ptrdiff_t)j * rs + k0);
+            v = _mm512_castsi512_ps(_mm512_slli_epi32(mm_bf16_lanes(v), 16));
+            r[j] = _mm512_permute_ps(v, 0xB1); /* position k gets k ^ 1 */
+        }
+        mm_tr16_avx512(t, r);
+        for (int i = 0; i < ns; i++) /* lanes [0, MM_MR): the panel's rows */
+            _mm512_mask_storeu_ps(dst + (size_t)(k0 + i) * MM_MR, (1u << MM_MR) - 1u, t[i]);
     }
 }

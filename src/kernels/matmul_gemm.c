@@ -114,14 +114,42 @@ static void mm_tile_run(const mm_job *jb, int kc, mm_apanel ap, const void *b, f
         memcpy(c + r * jb->ldc, tile + r * MM_NR, (size_t)nj * sizeof *c);
 }
 
+/* 1 when the blocked FMA kernel gets fp32 rows of A (plain, or rounded for
+ * fma16) as k-major panels: more than MM_GEMV_ROWS rows (mi), whose pointers
+ * would not fit the registers beside its accumulators (matmul_avx512.c); the
+ * few-row kernels keep rows as they are (no transpose per task). */
+static int mm_task_kmajor(const mm_job *jb, int mi)
+{
+    if (mi <= MM_GEMV_ROWS)
+        return 0;
+    if (jb->ap) /* bf16 rows of a whole-A pack, widened */
+        return jb->fma16 && jb->ap->row_pairs;
+    return jb->a->cs == 1 && (jb->fma16 || (jb->uk == MM_UK_F32 && jb->afmt == MM_AFMT_F32));
+}
+
 /* The A micro-panel of rows [i, i + MM_MR) (those below M), k block [k0, k0 + kc),
  * in the job's kernel format; slot has room for MM_MR x ld elements, ld the row
- * stride of row-major panels: kc rounded up to even (bf16 pairs: ld pairs). */
+ * stride of row-major panels: kc rounded up to even (bf16 pairs: ld pairs).
+ * blocked: for the MM_MR-row kernel (k-major rows, mm_task_kmajor). */
 static mm_apanel mm_task_apanel(const mm_job *jb, float *slot, ptrdiff_t ld, int i, int k0,
-                                int kc)
+                                int kc, int blocked)
 {
     const mm_bpack *ap = jb->ap;
     int mi = jb->M - i < MM_MR ? jb->M - i : MM_MR, kp = (kc + 1) / 2;
+    if (blocked && mm_task_kmajor(jb, mi)) {
+        if (ap) { /* k0 is even */
+            mm_apanel_kmajor_widen_avx512bf16_impl(
+                slot, (const uint32_t *)ap->data + (size_t)i * ap->row_pairs + k0 / 2,
+                ap->row_pairs, mi, kp);
+            return (mm_apanel){slot, 1, MM_MR};
+        }
+        const float *src = jb->a->p + (ptrdiff_t)i * jb->a->rs + k0;
+        if (jb->fma16)
+            mm_apanel_kmajor_round_swap_avx512bf16_impl(slot, src, jb->a->rs, mi, kc);
+        else
+            mm_apanel_kmajor_f32_avx512_impl(slot, src, jb->a->rs, mi, kc);
+        return (mm_apanel){slot, 1, MM_MR};
+    }
     if (ap && ap->row_pairs) { /* bf16 rows; k0 is even */
         const uint32_t *d = (const uint32_t *)ap->data + (size_t)i * ap->row_pairs + k0 / 2;
         if (!jb->fma16)
@@ -186,7 +214,7 @@ static void mm_task_rows_outer(const mm_job *jb, int i0, int j0, int mc, int nc,
     float *c0 = jb->c + (ptrdiff_t)i0 * ldc + j0;
     for (int ir = 0; ir < mc; ir += MM_MR) {
         int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
-        mm_apanel ap = mm_task_apanel(jb, s->ablock, mm_rows_outer_ld(jb), i0 + ir, 0, K);
+        mm_apanel ap = mm_task_apanel(jb, s->ablock, mm_rows_outer_ld(jb), i0 + ir, 0, K, 1);
         for (int jr = 0; jr < nc; jr += MM_NR) {
             const uint32_t *bpanel = first + (size_t)jr / MM_NR * jb->bp->panel_elems;
             const void *b = bpanel;
@@ -237,7 +265,7 @@ static void mm_task_gemv(const mm_job *jb, int i0, int j0, int mc, int nc, mm_sc
         int kc = K - k0 < MM_GEMV_KC ? K - k0 : MM_GEMV_KC, kp = (kc + 1) / 2;
         int kk = jb->afmt == MM_AFMT_F32 ? kc : kc + (kc & 1); /* as mm_kernel_run */
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
-        mm_apanel ap = mm_task_apanel(jb, s->ablock, MM_GEMV_KC + 16, i0, k0, kc);
+        mm_apanel ap = mm_task_apanel(jb, s->ablock, MM_GEMV_KC + 16, i0, k0, kc, 0);
         for (int jr = 0; jr < nc; jr += np_max * MM_NR) {
             int np = (nc - jr + MM_NR - 1) / MM_NR;
             np = np < np_max ? np : np_max;
@@ -288,7 +316,7 @@ static void mm_task_gemv_codes(const mm_job *jb, int i0, int j0, int mc, int nc,
     for (int k0 = 0; k0 < K; k0 += MM_GEMV_KC) {
         int kc = K - k0 < MM_GEMV_KC ? K - k0 : MM_GEMV_KC;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
-        mm_apanel ap = mm_task_apanel(jb, s->ablock, MM_GEMV_KC / 2 + 16, i0, k0, kc);
+        mm_apanel ap = mm_task_apanel(jb, s->ablock, MM_GEMV_KC / 2 + 16, i0, k0, kc, 0);
         for (int jr = 0; jr < nc; jr += np_max * MM_NR) {
             int np = (nc - jr + MM_NR - 1) / MM_NR;
             np = np < np_max ? np : np_max;
@@ -344,7 +372,7 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
         for (int ir = 0; ir < mc; ir += MM_MR)
             ap[ir / MM_MR] = mm_task_apanel(jb, s->ablock + (ir / MM_MR) * MM_APANEL_ELEMS,
-                                            MM_KC, i0 + ir, k0, kc);
+                                            MM_KC, i0 + ir, k0, kc, 1);
         const uint32_t *first = bdata + (size_t)j0 / MM_NR * bp->panel_elems;
         for (int jr = 0; jr < nc; jr += MM_NR) {
             const uint32_t *panel = first + (size_t)jr / MM_NR * bp->panel_elems;
@@ -418,7 +446,8 @@ static int mm_a_in_place(const mm_job *jb)
 {
     if (jb->ap)
         return !jb->fma16;
-    return jb->afmt == MM_AFMT_F32 && !mm_apanel_packs_impl(*jb->a);
+    int mr = jb->M < MM_MR ? jb->M : MM_MR;
+    return jb->afmt == MM_AFMT_F32 && !mm_apanel_packs_impl(*jb->a) && !mm_task_kmajor(jb, mr);
 }
 
 /* K == 0: the product is empty, only the initial value remains. */

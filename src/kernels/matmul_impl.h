@@ -231,6 +231,18 @@ mm_apanel mm_apanel_make_impl(void *dst, ptrdiff_t ld, mm_view a, int M, int i0,
 /* 1 when mm_apanel_make_impl packs an fp32 (MM_AFMT_F32) A rather than reading it
  * in place: strides that would crowd L1 sets or cross a page per k step. */
 int mm_apanel_packs_impl(mm_view a);
+/* k-major panels dst[k][MM_MR] of rows [0, mi) (mi <= MM_MR; rows past mi zero)
+ * of kc floats, row stride rs, for the AVX-512 FMA kernel: the values as they
+ * are (AVX-512 CPUs), or rounded to bf16 in mm_bf16_order, kc padded to even
+ * with a zero term (mm_bf16_round_swap_avx512bf16_impl's values; AVX512-BF16). */
+void mm_apanel_kmajor_f32_avx512_impl(float *dst, const float *src, ptrdiff_t rs, int mi, int kc);
+void mm_apanel_kmajor_round_swap_avx512bf16_impl(float *dst, const float *src, ptrdiff_t rs,
+                                                 int mi, int kc);
+/* The same from rows of kp bf16 pairs (row stride rs pairs), widened in
+ * mm_bf16_order: dst[2 p][r] = the odd k of pair p, dst[2 p + 1][r] the even
+ * (mm_bf16_widen_row_avx512bf16_impl's values; AVX512-BF16 CPUs). */
+void mm_apanel_kmajor_widen_avx512bf16_impl(float *dst, const uint32_t *src, ptrdiff_t rs, int mi,
+                                            int kp);
 
 /* bf16 conversion with AVX-512 (same bits as mm_bf16_bits; AVX512-BF16 CPUs only):
  *   pairs: dst[i] = bf16(lo[i]) | bf16(hi ? hi[i] : 0) << 16, i < n
