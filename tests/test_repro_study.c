@@ -1,7 +1,9 @@
 /* test_repro_study.c: `qatscope reproduce` end to end on a tiny scale (a few
  * seconds): the same seed gives the same report (timing aside), and a second
- * invocation reuses every cached product. */
+ * invocation reuses every cached product; the shipped files are found from any
+ * directory, and a missing one is refused before anything is written. */
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include "qs/fileio.h"
 #include "qs/mem.h"
@@ -125,4 +127,53 @@ TEST(repro_study, pretraining_stops_when_the_probe_reaches_the_target)
     char *tj = slurp("study_target", "timing.json");
     ASSERT_TRUE(tj && strstr(tj, "\"base_reused\": true") != NULL);
     qs_free(tj);
+}
+
+/* A tokenizer directory that is not there is refused before the world is
+ * written (it was found only after OUT/world existed). */
+TEST(repro_study, missing_tokenizer_is_refused_before_anything_is_written)
+{
+    repro_opts o;
+    repro_opts_default(&o);
+    char out[600];
+    snprintf(out, sizeof out, "%s/study_notok", test_tmp_dir());
+    o.out_dir = out;
+    o.tokenizer_dir = "no/such/tokenizer";
+    qs_diag d = {0};
+    ASSERT_EQ_INT(repro_study_run(&o, &d), QS_ENOTFOUND);
+    ASSERT_EQ_STR(d.path, "no/such/tokenizer");
+    ASSERT_TRUE(!fileio_exists(out));        /* nothing written */
+}
+
+/* The CLI finds tasks/fact_probe.json and the bundled tokenizer in the binary's
+ * tree, as demo and eval find theirs, not in the current directory: started
+ * elsewhere it gets past both checks to the world (here refused at once: OUT is
+ * a file, so nothing long runs). */
+TEST(repro_study, cli_finds_the_shipped_files_from_any_directory)
+{
+    char bin[4096];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    ASSERT_TRUE(realpath(getenv("QS_BIN"), bin) != NULL);
+    char away[700], out[800], cmd[6000], path[900];
+    snprintf(away, sizeof away, "%s/repro_elsewhere", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(away, NULL), NULL);
+    snprintf(out, sizeof out, "%s/not_a_dir", away);
+    ASSERT_OK(fileio_write_atomic(out, "x", 1, NULL), NULL);
+    snprintf(cmd, sizeof cmd, "cd %s && %s reproduce --quick --out %s >out.txt 2>err.txt", away,
+             bin, out);
+    ASSERT_EQ_INT(WEXITSTATUS(system(cmd)), 2);
+    char *so = NULL, *se = NULL;
+    size_t n;
+    snprintf(path, sizeof path, "%s/out.txt", away);
+    ASSERT_OK(fileio_read_all(path, &so, &n, NULL), NULL);
+    snprintf(path, sizeof path, "%s/err.txt", away);
+    ASSERT_OK(fileio_read_all(path, &se, &n, NULL), NULL);
+    int past = strstr(so, "== world") != NULL, named = strstr(se, out) != NULL,
+        shipped = strstr(se, "fact_probe") || strstr(se, "tokenizer");
+    if (!past || !named || shipped)
+        fprintf(stderr, "    stdout: %s    stderr: %s", so, se);
+    qs_free(so);
+    qs_free(se);
+    ASSERT_TRUE(past && named && !shipped);
 }

@@ -5,8 +5,10 @@
  * world -> base model with knowledge (cached) -> the grid of continued-
  * pretraining runs with in-loop alarms (each cached) -> end-of-run benchmark
  * and gate -> DIR/REPORT.md, report.json, summary.png.  Thin wiring: options,
- * threads, progress lines.  Exit 0 when the report is written (whatever its
- * verdicts), 2 on unusable input or a failed step.
+ * threads, progress lines, and the shipped files it reads (tasks/fact_probe.json,
+ * the bundled tokenizer data/demo/model) found in the binary's tree as demo and
+ * eval find theirs, so it runs from any directory.  Exit 0 when the report is
+ * written (whatever its verdicts), 2 on unusable input or a failed step.
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,15 +27,16 @@ static void reproduce_usage(FILE *f)
             "                          [--threads N] [--seed S] [--tasks-dir DIR]\n"
             "  --out DIR      where everything goes (default build/reproduce; build/reproduce-quick\n"
             "                 with --quick); the base model and finished runs are reused\n"
-            "  --quick        smaller world, model and runs: the same pipeline and checklist\n"
-            "                 in a few minutes (CI)\n"
+            "  --quick        smaller world, shorter runs (the full scale's model): the same\n"
+            "                 pipeline and checklist in a few minutes (CI)\n"
             "  --runs LIST    comma-separated grid runs by number (1..8, 7s, 8s) or name;\n"
             "                 default all; claims whose runs are missing are 'not assessed'\n"
             "  --lr-sweep LRS also BF16 runs at these lrs (comma-separated), reported as the\n"
             "                 sweep that picks the high lr (the lr at which BF16 forgets)\n"
             "  --threads N    OpenMP and OpenBLAS threads (default: all)\n"
             "  --seed S       world, init, data order and spikes (default 1)\n"
-            "  --tasks-dir D  directory of fact_probe.json (default tasks)\n"
+            "  --tasks-dir D  directory of fact_probe.json (default: the tasks/ of the\n"
+            "                 qatscope tree this binary is in, else ./tasks)\n"
             "Writes DIR/REPORT.md, DIR/report.json, DIR/summary.png (and DIR/timing.json).\n");
 }
 
@@ -51,6 +54,7 @@ int cmd_reproduce(int argc, char **argv)
     o.log = reproduce_log;
     const char *out = NULL;
     long threads = 0, seed = 1;
+    int tasks_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -73,14 +77,25 @@ int cmd_reproduce(int argc, char **argv)
             o.runs = v;
         else if (cli_flag_is(a, "--lr-sweep"))
             o.lr_sweep = v;
-        else if (cli_flag_is(a, "--tasks-dir"))
+        else if (cli_flag_is(a, "--tasks-dir")) {
             o.tasks_dir = v;
-        else if (cli_parse_long(a, v, cli_flag_is(a, "--seed") ? 0 : 1,
+            tasks_given = 1;
+        } else if (cli_parse_long(a, v, cli_flag_is(a, "--seed") ? 0 : 1,
                                 cli_flag_is(a, "--seed") ? 2147483647L : 1024,
                                 cli_flag_is(a, "--seed") ? &seed : &threads))
             return CLI_EXIT_USAGE;
     }
     o.out_dir = out ? out : o.quick ? "build/reproduce-quick" : "build/reproduce";
+    /* shipped files from the binary's tree, not the current directory (README
+     * '### layout'); from the repository root the paths stay "tasks" and
+     * "data/demo/model", so the cache keys of earlier studies still match */
+    char tasks_dir[CLI_PATH_MAX], tok_dir[CLI_PATH_MAX];
+    if (!tasks_given) {   /* a --tasks-dir given is taken as given */
+        cli_install_path(o.tasks_dir, tasks_dir, sizeof tasks_dir);
+        o.tasks_dir = tasks_dir;
+    }
+    cli_install_path(o.tokenizer_dir, tok_dir, sizeof tok_dir);
+    o.tokenizer_dir = tok_dir;
     o.seed = (uint64_t)seed;
     if (threads) {
 #ifdef _OPENMP

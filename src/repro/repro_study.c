@@ -206,8 +206,13 @@ int repro_study_run(const repro_opts *o, qs_diag *d)
     snprintf(probe_def, sizeof probe_def, "%s/%s.json", p.tasks, REPRO_PROBE_TASK);
     if (!fileio_exists(probe_def))
         return diag_set(d, QS_ENOTFOUND, probe_def, -1,
-                        "the fact probe's task definition is missing (run from the repository "
-                        "root or pass --tasks-dir)");
+                        "the fact probe's task definition is missing (pass --tasks-dir)");
+    /* the tokenizer before anything is written: a missing one would otherwise
+     * fail only after the world directory exists */
+    if (!fileio_exists(p.tokenizer))
+        return diag_set(d, QS_ENOTFOUND, p.tokenizer, -1,
+                        "the bundled tokenizer directory is missing (expected data/demo/model "
+                        "of the qatscope tree)");
     char key[1024], world_hash[65];
     repro_timing tm;
     memset(&tm, 0, sizeof tm);
