@@ -264,6 +264,25 @@ TEST(export, bad_inputs_exit_2_and_write_nothing)
     ASSERT_TRUE(!fileio_exists(again));
 }
 
+/* --out DIR/ (a shell completion) writes DIR: the trailing slash made the temp
+ * directory DIR/.tmp.<pid>, whose rename onto DIR failed after the whole export
+ * and left an empty DIR behind that refused the next attempt */
+TEST(export, out_with_a_trailing_slash_names_the_directory)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char out[600], path[700];
+    snprintf(out, sizeof out, "%s/export_slash/", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s --quant-modules "
+                         "'layers.3.mlp.up_proj'", "data/demo/model", out), 0);
+    snprintf(path, sizeof path, "%smodel.safetensors", out);
+    ASSERT_TRUE(fileio_exists(path));
+    snprintf(path, sizeof path, "%sconfig.json", out);
+    ASSERT_TRUE(fileio_exists(path));
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s", "data/demo/model", out), 2);
+    ASSERT_TRUE(strstr(ex_err, "already exists") != NULL);
+}
+
 /* config.json edits that the loader must refuse, each naming the JSON path */
 TEST(export, broken_hif8_checkpoints_are_refused_by_name)
 {

@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "qs/evalquant.h"
+#include "qs/fileio.h"
 #include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/model.h"
@@ -144,5 +145,17 @@ int cmd_export(int argc, char **argv)
     int scaling = EVALQUANT_AUTO;
     if (scaling_arg && evalquant_scaling_parse(scaling_arg, &scaling, &d))
         return cli_diag_error(&d);
-    return export_run(model, out, patterns, scaling);
+    /* "OUT/" (a shell completion) names OUT: with the slash kept, OUT.tmp.<pid>
+     * became OUT/.tmp.<pid>, which cannot be renamed onto its own parent */
+    char out_dir[CLI_PATH_MAX];
+    if ((size_t)snprintf(out_dir, sizeof out_dir, "%s", out) >= sizeof out_dir)
+        return cli_error("%s: path too long", out);
+    for (size_t n = strlen(out_dir); n > 1 && out_dir[n - 1] == '/'; n--)
+        out_dir[n - 1] = 0;
+    /* refused before the model is loaded (a 1B load takes seconds and GBs);
+     * model_hif8_export checks again before it writes */
+    if (fileio_exists(out_dir))
+        return cli_error("%s: already exists: export writes a new directory (remove it or "
+                         "choose another --out)", out_dir);
+    return export_run(model, out_dir, patterns, scaling);
 }
