@@ -258,6 +258,29 @@ TEST(cli_train, resume_with_recompute_on_equals_straight_run)
     ASSERT_TRUE(files_equal(a, b));
 }
 
+/* run_name defaults to the last component of out_dir, also when out_dir ends in
+ * a slash (it was the whole "DIR/" then, in config.json and the log headers) */
+TEST(cli_train, run_name_is_the_last_component_of_out_dir_with_a_slash)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("rn_slash", "");
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400], path[900];
+    snprintf(args, sizeof args, "train --config %s --set out_dir=%s/rn_slash/ --steps 4 --quiet",
+             cfg, test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    snprintf(path, sizeof path, "%s/rn_slash/config.json", test_tmp_dir());
+    char *text;
+    size_t n;
+    ASSERT_OK(fileio_read_all(path, &text, &n, NULL), NULL);
+    int named = strstr(text, "\"run_name\": \"rn_slash\"") != NULL;
+    if (!named)
+        fprintf(stderr, "    %s", text);
+    qs_free(text);
+    ASSERT_TRUE(named);
+}
+
 /* Every shortcut flag and every --set takes effect, however many there are, in
  * argument order (the last assignment of a key wins): 12 shortcuts and 70 --set
  * (the parser once dropped shortcuts past 8 and refused more than 60 --set). */

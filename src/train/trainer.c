@@ -193,10 +193,17 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     t->last_ckpt_step = -1;
     const char *run_dir = opt->resume_dir ? opt->resume_dir : cfg->out_dir;
     snprintf(t->run_dir, sizeof t->run_dir, "%s", run_dir);
-    if (!t->cfg.run_name[0]) {
-        const char *slash = strrchr(run_dir, '/');
-        snprintf(t->cfg.run_name, sizeof t->cfg.run_name, "%s",
-                 slash && slash[1] ? slash + 1 : run_dir);
+    if (!t->cfg.run_name[0]) {   /* the last component; "runs/qat1/" names qat1 too */
+        size_t end = strlen(run_dir);
+        while (end > 1 && run_dir[end - 1] == '/')
+            end--;
+        size_t start = end;
+        while (start > 0 && run_dir[start - 1] != '/')
+            start--;
+        if (start == end)   /* "/" itself */
+            start = 0;
+        snprintf(t->cfg.run_name, sizeof t->cfg.run_name, "%.*s", (int)(end - start),
+                 run_dir + start);
     }
     long ck_step = 0;
     char ck_dir[TRAINER_PATH_MAX + 64];
