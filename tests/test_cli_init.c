@@ -329,6 +329,30 @@ TEST(cli_init, tokenizer_file_is_copied_under_the_name_of_its_kind)
     }
 }
 
+/* init allows a vocabulary larger than the tokenizer's (the 1B config with the
+ * Llama-2 tokenizer); generate on such a model printed nothing past the prompt,
+ * silently, once it drew an id the tokenizer cannot decode.  Now those ids are
+ * left out of the text and counted in a warning (untied head: greedy ids spread
+ * over the whole vocabulary, most of them past the tokenizer's 512). */
+TEST(cli_init, generate_on_a_vocab_larger_than_the_tokenizer_warns)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *cfg = init_cfg("bigvocab", "LlamaForCausalLM", 32, 48, 1, 4, 2, 8192,
+                               "\"tie_word_embeddings\": false");
+    char dir[600], err[1024], args[1024], so[4096];
+    snprintf(args, sizeof args, "--config %s --tokenizer-dir %s", cfg, INIT_TOKDIR);
+    ASSERT_EQ_INT(init_cli(args, "bigvocab", dir, sizeof dir, err, sizeof err), 0);
+    snprintf(args, sizeof args, "generate --model %s --prompt 'Once upon' -n 8 --temperature 0 "
+             "--stop-ids 0", dir);
+    ASSERT_EQ_INT(test_run_cli(args, so, sizeof so, err, sizeof err), 0);
+    if (!strstr(err, "outside the tokenizer's vocabulary [0, 512)"))
+        fprintf(stderr, "    stdout: %s    stderr: %s", so, err);
+    ASSERT_TRUE(strstr(err, "outside the tokenizer's vocabulary [0, 512)") != NULL);
+    ASSERT_TRUE(strstr(err, "vocab_size is 8192") != NULL);
+    ASSERT_TRUE(!strncmp(so, "Once upon", 9));
+}
+
 TEST(cli_init, an_existing_empty_out_directory_is_filled)
 {
     if (!getenv("QS_BIN"))

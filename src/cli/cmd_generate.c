@@ -34,6 +34,8 @@ typedef struct gen_stream {
     size_t n_ids;
     size_t printed;   /* bytes of the decoded text already written */
     int n_new;        /* new tokens seen */
+    int tok_vocab;    /* ids the tokenizer can decode: [0, tok_vocab) */
+    int n_unknown;    /* new tokens outside it (not printed; counted for a warning) */
     struct timespec t_first;   /* when the first new token came (the prompt's forward done) */
 } gen_stream;
 
@@ -60,6 +62,14 @@ static int gen_on_token(void *user, int32_t id)
     gen_stream *g = user;
     if (g->n_new++ == 0)
         clock_gettime(CLOCK_MONOTONIC, &g->t_first);
+    /* A model may have more ids than its tokenizer (init allows it: the 1B
+     * config's 153,376 with the Llama-2 tokenizer's 32,000).  Such an id has no
+     * text: it is left out of the decoded ids, or the decode would fail on it
+     * from then on and nothing more would be printed, and counted instead. */
+    if (id < 0 || id >= g->tok_vocab) {
+        g->n_unknown++;
+        return 0;
+    }
     g->ids[g->n_ids++] = id;
     return gen_flush(g);
 }
@@ -130,7 +140,8 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
         goto done;
     }
     int has_bos = tokenizer_bos_id(tok) >= 0 && ids[0] == tokenizer_bos_id(tok);
-    gen_stream g = {tok, out, n_ids - (size_t)has_bos, 0, 0, {0, 0}};
+    gen_stream g = {tok, out, n_ids - (size_t)has_bos, 0, 0, tokenizer_vocab_size(tok), 0,
+                    {0, 0}};
     memcpy(out, ids + has_bos, g.n_ids * sizeof *out);
     gen_flush(&g);
     struct timespec t0, t1;
@@ -158,6 +169,10 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
                 (n_out - 1) / (sec - prompt_s));
     else
         fprintf(stderr, "; prompt %.3f s\n", prompt_s);
+    if (g.n_unknown)
+        fprintf(stderr, "generate: warning: %d of the %d new tokens are ids outside the "
+                "tokenizer's vocabulary [0, %d) (the model's vocab_size is %d): not printed\n",
+                g.n_unknown, n_out, g.tok_vocab, m.cfg.vocab_size);
     if (fflush(stdout))
         rc = cli_error("error writing stdout");
 done:
