@@ -396,7 +396,9 @@ static void draw_kl(plots_image *img, panel *p, const curve_run *runs, int n_run
                 hi = fmax(hi, v);
             }
         }
-    const char *title = which ? "top-1 agreement with the step-0 bf16 weights (val, %)"
+    /* a title fits in its panel's width (560 px: 46 characters at scale 2); a
+     * longer one in the right column ran off the picture's edge */
+    const char *title = which ? "top-1 agreement with step-0 bf16, val (%)"
                               : "KL(step-0 weights bf16 || model), val (log)";
     if (which) {
         p->y0 = isfinite(lo) ? floor(lo - 1) : 0;

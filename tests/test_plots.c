@@ -694,6 +694,18 @@ TEST(plots, curves_kl_reference_row_appears_with_kl_records)
     ASSERT_OK(plots_curves_render(&b, 1, &without, &d), &d);
     ASSERT_TRUE(with.height > without.height + 300);
     ASSERT_TRUE(count_color(&with, (plot_rgb){38, 96, 200}) > 200);
+    /* every panel title stays inside the picture: no text in the right margin,
+     * beyond the right-hand panels' frames, on a title line (86 + 360 r + 16: the
+     * picture's top, row r's panel and its title 24 px above; the agreement panel's
+     * title once ran off the edge) */
+    long margin_ink = 0;
+    for (int r = 0; r < 4; r++)
+        for (int y = 86 + 360 * r + 16; y < 86 + 360 * r + 16 + 16; y++)
+            for (int x = with.width - 24; x < with.width; x++) {
+                const unsigned char *p = with.rgb + 3 * ((size_t)y * (size_t)with.width + (size_t)x);
+                margin_ink += p[0] == 34 && p[1] == 34 && p[2] == 34;   /* INK */
+            }
+    ASSERT_EQ_INT(margin_ink, 0);
     plots_image_free(&with);
     plots_image_free(&without);
     const char *bad = "{\"type\":\"eval\",\"step\":0,\"val_kl_ref\":\"x\",\"tasks\":{}}\n";
