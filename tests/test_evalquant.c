@@ -110,6 +110,7 @@ TEST(evalquant, default_plan_on_a_two_block_model_is_an_error)
     evalquant *eq = NULL;
     ASSERT_EQ_INT(evalquant_create(&eq, &m, NULL, &d), QS_EINVAL);
     ASSERT_TRUE(strstr(d.msg, "no Linear selected") != NULL);
+    ASSERT_TRUE(strstr(d.msg, "--quant-modules, e.g. '*.mlp.*'") != NULL);   /* the way out */
     ASSERT_EQ_INT(evalquant_create(&eq, &m, "layers.9.mlp.*", &d), QS_EINVAL);
     ASSERT_TRUE(eq == NULL && m.hook.fn == NULL);
     model_free(&m);

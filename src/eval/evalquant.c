@@ -186,7 +186,8 @@ static int evalquant_build(evalquant *q, struct llama_model *m, const char *patt
         qplan_free(&p);
         return diag_set(d, QS_EINVAL, NULL, -1,
                         "quant modules '%s': no Linear selected for a %d-block model (the "
-                        "default skips the first 3 and last 2 blocks)",
+                        "default skips the first 3 and last 2 blocks); choose Linears with "
+                        "--quant-modules, e.g. '*.mlp.*'",
                         patterns && patterns[0] ? patterns : "default", L);
     }
     char **qnames = qs_malloc(2 * (size_t)n * sizeof *qnames);
