@@ -117,6 +117,32 @@ TEST(gate, significant_drop_fails_with_junit)
     ASSERT_TRUE(ok);
 }
 
+/* --junit is checked before the comparison, as eval's outputs: a missing parent
+ * directory is created, a directory name is one error line (exit 2) with no
+ * verdict printed first (it used to print "gate: PASS", then fail on the file) */
+TEST(gate, junit_path_is_checked_before_the_verdict)
+{
+    unsigned char b[200];
+    fill(b, 200, 0, 100);
+    char args[2048], junit[600];
+    const char *pb = write_side("junit_b", "arc_easy", b, 200, 0, 1);
+    const char *pc = write_side("junit_c", "arc_easy", b, 200, 0, 1);
+    snprintf(junit, sizeof junit, "%s/gate_junit_new/sub/gate.xml", test_tmp_dir());
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --junit %s", pb, pc, junit);
+    ASSERT_EQ_INT(run_gate(args), 0);
+    ASSERT_TRUE(fileio_exists(junit));
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --junit %s", pb, pc, test_tmp_dir());
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("--junit"));
+    char path[600], *text = NULL;
+    size_t n;
+    snprintf(path, sizeof path, "%s/gate_out.txt", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &text, &n, NULL), NULL);
+    int one_line = !strstr(text, "gate: PASS") && strchr(text, '\n') == text + n - 1;
+    qs_free(text);
+    ASSERT_TRUE(one_line);
+}
+
 TEST(gate, insignificant_drop_is_inconclusive_and_policy_decides)
 {
     unsigned char b[100], c[100];

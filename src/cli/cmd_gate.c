@@ -245,6 +245,12 @@ int cmd_gate(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc < 0 ? CLI_EXIT_OK : rc;
+    /* --junit checked before any work, as eval's outputs are (missing parents
+     * created, a directory name or an unwritable place refused): found only at
+     * the end, it printed the verdict and then exited 2 */
+    cli_outputs junit_out = {0};
+    if (a.junit && (rc = cli_outputs_add(&junit_out, "--junit", a.junit)))
+        return rc;
     qs_diag d = {0};
     resfile base = {0}, cand = {0};
     itemlog bi = {0}, ci = {0};
