@@ -54,6 +54,14 @@ int cli_flag_is(const char *arg, const char *flag)
     return strncmp(arg, flag, n) == 0 && (arg[n] == 0 || arg[n] == '=');
 }
 
+int cli_flag_in(const char *arg, const char *const *flags)
+{
+    for (; *flags; flags++)
+        if (cli_flag_is(arg, *flags))
+            return 1;
+    return 0;
+}
+
 const char *cli_flag_value(int argc, char **argv, int *i)
 {
     const char *eq = strchr(argv[*i], '=');

@@ -56,6 +56,10 @@ int cli_args_parse(const char *cmd, const char *usage, int argc, char **argv, co
 const char *cli_flag_value(int argc, char **argv, int *i);
 /* 1 if argv[i] is exactly `flag` or starts with "flag=". */
 int cli_flag_is(const char *arg, const char *flag);
+/* 1 if arg is one of flags (NULL-terminated; cli_flag_is).  Hand-written parsers ask
+ * it before cli_flag_value, so an unknown option is named as unknown (with its own
+ * argument number) instead of taking the next argument or a "missing value". */
+int cli_flag_in(const char *arg, const char *const *flags);
 
 /* Load RUN_DIR/quant.jsonl.zst into run (path gets the file read), warn on a
  * truncated log ("<what> the complete steps"), apply --match.  0 or an exit code

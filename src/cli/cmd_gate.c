@@ -103,6 +103,12 @@ static int parse_args(int argc, char **argv, gate_args *a)
         }
         if (strncmp(arg, "--", 2) != 0)
             return cli_error("gate: unexpected argument '%s' (argument %d); see --help", arg, i);
+        static const char *const valued[] = {
+            "--baseline", "--candidate", "--junit", "--max-drop", "--max-drop-task",
+            "--metric-task", "--metric", "--alpha", "--inconclusive", "--bootstrap", "--seed",
+            "--samples-baseline", "--samples-candidate", NULL};
+        if (!cli_flag_in(arg, valued))
+            return cli_error("gate: unknown option '%s' (argument %d); see --help", arg, i);
         if (!(v = cli_flag_value(argc, argv, &i)))
             return CLI_EXIT_USAGE;
         int rc = 0;
@@ -131,14 +137,12 @@ static int parse_args(int argc, char **argv, gate_args *a)
         } else if (cli_flag_is(arg, "--seed")) {
             rc = cli_parse_long(arg, v, 0, 0x7fffffffL, &lv);
             a->opts.seed = (uint64_t)lv;
-        } else if (cli_flag_is(arg, "--samples-baseline") ||
-                   cli_flag_is(arg, "--samples-candidate")) {
+        } else {   /* --samples-baseline, --samples-candidate */
             int side = cli_flag_is(arg, "--samples-candidate");
             if (a->n_samples[side] >= GATE_MAX_FILES)
                 return cli_error("%s: at most %d files", arg, GATE_MAX_FILES);
             a->samples[side][a->n_samples[side]++] = v;
-        } else
-            return cli_error("gate: unknown option '%s' (argument %d); see --help", arg, i);
+        }
         if (rc)
             return rc;
     }

@@ -42,6 +42,10 @@ int cmd_heatmap(int argc, char **argv)
             run_dir = arg;
             continue;
         }
+        static const char *const valued[] = {"--metric", "--tensors", "--out", "--max-cols",
+                                             "--range", NULL};
+        if (!cli_flag_in(arg, valued))
+            return cli_error("heatmap: unknown option '%s' (argument %d); see --help", arg, i);
         if (!(v = cli_flag_value(argc, argv, &i)))
             return CLI_EXIT_USAGE;
         if (cli_flag_is(arg, "--metric")) {
@@ -58,14 +62,12 @@ int cmd_heatmap(int argc, char **argv)
             if (cli_parse_long(arg, v, 10, 8000, &n))
                 return CLI_EXIT_USAGE;
             o.max_cols = (int)n;
-        } else if (cli_flag_is(arg, "--range")) {
+        } else {   /* --range */
             char *end;
             o.lo = strtod(v, &end);
             if (end == v || *end != ':' || (o.hi = strtod(end + 1, &end), *end) ||
                 !isfinite(o.lo) || !isfinite(o.hi) || !(o.hi > o.lo))
                 return cli_error("--range: expected LO:HI with LO < HI, got '%s'", v);
-        } else {
-            return cli_error("heatmap: unknown option '%s' (argument %d); see --help", arg, i);
         }
     }
     if (!run_dir)

@@ -42,12 +42,10 @@ int cmd_plot(int argc, char **argv)
             } while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0 && (v = argv[++i]));
             continue;
         }
-        if (!(v = cli_flag_value(argc, argv, &i)))
-            return CLI_EXIT_USAGE;
-        if (cli_flag_is(arg, "--out"))
-            out = v;
-        else
+        if (!cli_flag_is(arg, "--out"))
             return cli_error("plot: unknown option '%s' (argument %d); see --help", arg, i);
+        if (!(out = cli_flag_value(argc, argv, &i)))
+            return CLI_EXIT_USAGE;
     }
     if (n_runs == 0)
         return cli_error("plot: RUN_DIR is required; see --help");
