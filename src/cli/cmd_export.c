@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "qs/evalquant.h"
 #include "qs/fileio.h"
+#include "qs/interrupt.h"
 #include "qs/json.h"
 #include "qs/mem.h"
 #include "qs/model.h"
@@ -103,6 +104,9 @@ static int export_run(const char *dir, const char *out, const char *patterns, in
             lin[i].input_scale = 0.0f;   /* dynamic: per token */
         n_params += t->n_elems;
     }
+    /* from here Ctrl-C / SIGTERM stop the writer, whose temporary directory is
+     * removed; cmd_export then ends the process by the signal (qs/interrupt.h) */
+    interrupt_catch();
     if (!(source = export_source(dir, eq, &d)) ||
         model_hif8_export(&m, dir, lin, n, source, out, &d)) {
         rc = cli_diag_error(&d);
@@ -157,5 +161,7 @@ int cmd_export(int argc, char **argv)
     if (fileio_exists(out_dir))
         return cli_error("%s: already exists: export writes a new directory (remove it or "
                          "choose another --out)", out_dir);
-    return export_run(model, out_dir, patterns, scaling);
+    rc = export_run(model, out_dir, patterns, scaling);
+    interrupt_exit(); /* a signal caught while writing: the process ends by it */
+    return rc;
 }

@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "qs/fileio.h"
 #include "qs/hfinit.h"
+#include "qs/interrupt.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 #include "qs/tokenizer.h"
@@ -154,6 +155,9 @@ static int init_run(const init_args *a)
         qs_free(cfg_text);
         return cli_error("%s: exists and is not an empty directory (init never overwrites)", out);
     }
+    /* Ctrl-C / SIGTERM: the writer stops, the temporary directory is removed,
+     * then the process ends by the signal (qs/interrupt.h) */
+    interrupt_catch();
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
     char parent[4096];
     snprintf(parent, sizeof parent, "%s", out);
@@ -178,7 +182,9 @@ static int init_run(const init_args *a)
         rc = diag_set(&d, QS_EIO, out, -1, "cannot rename %s to it", tmp);
     if (rc) {
         fileio_dir_remove_flat(tmp);
-        return cli_diag_error(&d);
+        rc = cli_diag_error(&d);
+        interrupt_exit();
+        return rc;
     }
     printf("init: %s: %s, %zu parameters in %d tensors, %s, seed %ld, %d safetensors file%s "
            "(%llu bytes of tensor data)\n",

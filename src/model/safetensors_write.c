@@ -17,6 +17,7 @@
 
 #include "qs/bytes.h"
 #include "qs/digest.h"
+#include "qs/interrupt.h"
 #include "qs/mem.h"
 #include "qs/safetensors.h"
 
@@ -195,6 +196,9 @@ int safetensors_stream_create(safetensors_stream **out, const char *path,
 /* The current tensor takes values of kind u8 (1) or floats (0)? */
 static int sw_kind_ok(safetensors_stream *s, int u8, size_t n, qs_diag *d)
 {
+    if (interrupt_pending()) /* a command that catches signals stops here (qs/interrupt.h) */
+        return diag_set(d, QS_ESTOP, s->af.final_path, -1, "interrupted by signal %d",
+                        interrupt_pending());
     if (s->cur >= s->n_entries)
         return diag_set(d, QS_EINVAL, s->af.final_path, -1,
                         "%zu values more than the header declares", n);
