@@ -148,9 +148,10 @@ static int read_metrics(curve_run *r, const char *path, qs_diag *d)
     }
     qs_jsonl_close(&jr);
     if (rc == QS_EFORMAT) {   /* say what a record looks like and where it is documented */
-        char msg[QS_DIAG_MSG_MAX];
+        char msg[QS_DIAG_MSG_MAX], where[QS_DIAG_PATH_MAX];   /* copies: diag_set writes d */
         snprintf(msg, sizeof msg, "%s", d->msg);
-        diag_set(d, rc, d->path, d->line, "%s (a train/eval record: README '### run directory')",
+        snprintf(where, sizeof where, "%s", d->path);
+        diag_set(d, rc, where, d->line, "%s (a train/eval record: README '### run directory')",
                  msg);
     }
     return rc == QS_ETRUNC ? 0 : rc;

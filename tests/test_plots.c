@@ -454,6 +454,11 @@ TEST(plots, curves_bad_inputs_name_the_file)
     ASSERT_OK(fileio_write_atomic(path, text, strlen(text), NULL), NULL);
     ASSERT_EQ_INT(plots_curves_render(&e, 1, &img, &d), QS_EFORMAT);
     ASSERT_EQ_INT(d.line, 2);
+    /* the file too (it was lost when the README hint was appended) */
+    ASSERT_TRUE(strstr(d.path, "cv_empty/metrics.jsonl") != NULL);
+    char line[QS_DIAG_MSG_MAX + QS_DIAG_PATH_MAX + 32];
+    diag_format(&d, line, sizeof line);
+    ASSERT_TRUE(strstr(line, "cv_empty/metrics.jsonl:2: $.step") != NULL);
 }
 
 /* A malformed metrics.jsonl line cites where the format is written down: the
