@@ -87,6 +87,19 @@ TEST(hfconfig, wrong_types_and_values_name_the_key)
                   QS_ERANGE);
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": ", &d), QS_EFORMAT);
     ASSERT_EQ_INT(d.line, 1);
+    /* no head_dim and fewer dims than heads: the default 64 / 128 = 0 is refused too (it
+     * passed the even check and failed later without a file: "cannot build the RoPE table") */
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64, "
+                            "\"intermediate_size\": 128, \"num_hidden_layers\": 2, "
+                            "\"num_attention_heads\": 128, \"vocab_size\": 100}", &d),
+                  QS_ERANGE);
+    ASSERT_EQ_STR(d.path, "config.json");
+    ASSERT_TRUE(strstr(d.msg, "$.hidden_size: 64 / num_attention_heads 128 gives head_dim 0") ==
+                d.msg);
+    ASSERT_OK(parse(&c, "{\"model_type\": \"llama\", \"hidden_size\": 64, "
+                        "\"intermediate_size\": 128, \"num_hidden_layers\": 2, "
+                        "\"num_attention_heads\": 128, \"head_dim\": 8, \"vocab_size\": 100}",
+                    &d), &d);
 }
 
 TEST(hfconfig, llama3_rope_scaling_is_read)

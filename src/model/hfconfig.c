@@ -142,6 +142,12 @@ int hfconfig_parse(llama_config *c, const char *json_text, size_t len, const cha
         (rc = qs_json_int_or(&r, "max_position_embeddings", 1, big, 2048, &c->max_pos, d)) ||
         (rc = qs_json_int_or(&r, "head_dim", 2, 4096, c->dim / c->n_heads, &c->head_dim, d)))
         goto done;
+    if (c->head_dim < 2) {   /* the default, hidden_size / num_attention_heads, is not checked */
+        rc = qs_json_fail(&r, "hidden_size", QS_ERANGE, d,
+                          "%d / num_attention_heads %d gives head_dim %d, expected >= 2 (or set "
+                          "head_dim)", c->dim, c->n_heads, c->head_dim);
+        goto done;
+    }
     double eps = 1e-6, theta = 10000.0;
     if ((rc = hfc_num(&r, "rms_norm_eps", 0.0, 1e-6, &eps, d)) ||
         (rc = hfc_num(&r, "rope_theta", 1.0, 10000.0, &theta, d)) ||
