@@ -301,6 +301,10 @@ TEST(export, broken_hif8_checkpoints_are_refused_by_name)
     } edits[] = {
         {"\"quant_method\": \"hif8\"", "\"quant_method\": \"fp8\"", "only \"hif8\""},
         {"\"version\": 1", "\"version\": 2", "$.quantization_config.version"},
+        {"\"format\": \"hifloat8\"", "\"format\": \"float8_e4m3fn\"",
+         "$.quantization_config.format: \"float8_e4m3fn\": only \"hifloat8\""},
+        {"\"format\": \"hifloat8\"", "\"format\": 8", "$.quantization_config.format"},
+        {"\"format\": \"hifloat8\",", "", "$.quantization_config.format: required"},
         {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.30.mlp.up_proj\"",
          "$.quantization_config.modules[0]"},
         {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.3.mlp.gate_proj\"",

@@ -126,7 +126,7 @@ int model_hif8_config_parse(const char *text, size_t len, const char *path,
     if (rc)
         return rc;
     qs_json_at r = qs_json_root(root, path, -1), qc;
-    const char *method;
+    const char *method, *format;
     long long version;
     if (!json_object_get(root, "quantization_config")) {
         json_decref(root);
@@ -140,8 +140,14 @@ int model_hif8_config_parse(const char *text, size_t len, const char *path,
         if (strcmp(method, "hif8"))
             rc = qs_json_fail(&qc, "quant_method", QS_EUNSUPPORTED, d,
                               "\"%.60s\": only \"hif8\" checkpoints are read", method);
-        else if (!(rc = qs_json_i64(&qc, "version", 1, MODEL_HIF8_VERSION, &version, d)))
-            rc = hif8_config_modules(q, c, &qc, d);
+        else if (!(rc = qs_json_i64(&qc, "version", 1, MODEL_HIF8_VERSION, &version, d)) &&
+                 !(rc = qs_json_str(&qc, "format", &format, d))) {
+            if (strcmp(format, "hifloat8"))   /* codes of another 8-bit format would decode wrong */
+                rc = qs_json_fail(&qc, "format", QS_EUNSUPPORTED, d,
+                                  "\"%.60s\": only \"hifloat8\" codes are read", format);
+            else
+                rc = hif8_config_modules(q, c, &qc, d);
+        }
     }
     json_decref(root);
     if (rc) {
