@@ -307,6 +307,13 @@ TEST(export, broken_hif8_checkpoints_are_refused_by_name)
         {"\"format\": \"hifloat8\",", "", "$.quantization_config.format: required"},
         {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.30.mlp.up_proj\"",
          "$.quantization_config.modules[0]"},
+        /* one module, one name: no sign, space or leading zero in the block number */
+        {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.+3.mlp.up_proj\"",
+         "$.quantization_config.modules[0]"},
+        {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.03.mlp.up_proj\"",
+         "$.quantization_config.modules[0]"},
+        {"\"model.layers.3.mlp.up_proj\"", "\"model.layers. 3.mlp.up_proj\"",
+         "$.quantization_config.modules[0]"},
         {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.3.mlp.gate_proj\"",
          "expected U8"},
         {"\"dynamic\"", "\"sometimes\"", "activation_scaling"},

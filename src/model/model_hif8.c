@@ -28,15 +28,20 @@ void model_hif8_module_name(char *buf, size_t buf_bytes, int layer, int module)
              module >= 0 && module < MODEL_LIN_COUNT ? hif8_module_suffix[module] : "?");
 }
 
-/* "model.layers.<L>.<suffix>" -> layer, module; 0 or -1 */
+/* "model.layers.<L>.<suffix>" -> layer, module; 0 or -1.  L is written as
+ * model_hif8_module_name writes it (decimal digits, no sign, space or leading
+ * zero), so one module has one name. */
 static int hif8_module_parse(const char *name, int n_layers, int *layer, int *module)
 {
     static const char prefix[] = "model.layers.";
     if (strncmp(name, prefix, sizeof prefix - 1))
         return -1;
-    char *end;
-    long l = strtol(name + sizeof prefix - 1, &end, 10);
-    if (end == name + sizeof prefix - 1 || *end != '.' || l < 0 || l >= n_layers)
+    const char *digits = name + sizeof prefix - 1, *end = digits;
+    long l = 0;
+    while (*end >= '0' && *end <= '9' && end - digits < 9)
+        l = 10 * l + (*end++ - '0');
+    if (end == digits || *end != '.' || (digits[0] == '0' && end - digits > 1) ||
+        l >= n_layers)
         return -1;
     for (int k = 0; k < MODEL_LIN_COUNT; k++)
         if (!strcmp(end + 1, hif8_module_suffix[k])) {
