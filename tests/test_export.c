@@ -374,3 +374,100 @@ TEST(export, run_checkpoint_export_scores_like_its_delayed_fake_quant)
     qs_free(a);
     qs_free(b);
 }
+
+/* v into the 4 data bytes of F32 [1] tensor `name` of dir's model.safetensors
+ * (x86-64: host order is the file's little-endian) */
+static int ex_patch_f32(const char *dir, const char *name, float v)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    safetensors_file f;
+    long off = -1;
+    if (safetensors_open(&f, path, NULL) == 0) {
+        const safetensors_tensor *t = safetensors_find(&f, name);
+        if (t && t->dtype == SAFETENSORS_F32 && t->n_elems == 1)
+            off = (long)(t->data - f.map.data);
+        safetensors_close(&f);
+    }
+    char *b = NULL;
+    size_t n;
+    if (off < 0 || fileio_read_all(path, &b, &n, NULL))
+        return -1;
+    memcpy(b + off, &v, sizeof v);
+    int rc = fileio_write_atomic(path, b, n, NULL);
+    qs_free(b);
+    return rc;
+}
+
+/* Scales under which the weights (32768 / scale) or a static input's
+ * dequantization factor 1 / (s_x * s_w) overflow fp32 are refused when the
+ * checkpoint is read (they loaded, then ppl printed "nll/token -nan" with exit
+ * 0, or a later layer failed with "quantization hook failed" and no file). */
+TEST(export, scales_that_overflow_fp32_are_refused)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char dir[600], path[700], txt[700], *cfg;
+    size_t n;
+    snprintf(dir, sizeof dir, "%s/export_tiny_scales", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s --quant-modules "
+                         "'layers.3.mlp.up_proj'", "data/demo/model", dir), 0);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ASSERT_OK(fileio_read_all(path, &cfg, &n, NULL), NULL);
+    snprintf(txt, sizeof txt, "%s/export_tiny_scales.txt", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(txt, "Tom had a red ball.", 19, NULL), NULL);
+    const char *w = "model.layers.3.mlp.up_proj.weight_scale";
+    float sw;
+    {
+        llama_model m;
+        qs_diag d = {0};
+        ASSERT_OK(model_load_dir(&m, dir, &d), &d);
+        sw = m.hif8->lin[0].weight_scale;
+        model_free(&m);
+    }
+    /* a subnormal weight scale: 32768 / scale is Inf */
+    ASSERT_OK(ex_patch_f32(dir, w, 1e-45f), NULL);
+    qs_diag d = {0};
+    llama_model m;
+    ASSERT_TRUE(model_load_dir(&m, dir, &d) < 0);
+    ASSERT_TRUE(strstr(d.path, "model.safetensors") && strstr(d.msg, w) &&
+                strstr(d.msg, "32768 / scale overflows"));
+    char args[2048];
+    snprintf(args, sizeof args, "ppl --model %s --text %s", dir, txt);
+    ASSERT_EQ_INT(test_run_cli(args, ex_out, sizeof ex_out, ex_err, sizeof ex_err), 2);
+    ASSERT_TRUE(strstr(ex_err, "model.safetensors: tensor 'model.layers.3.mlp.up_proj."
+                               "weight_scale': scale") != NULL);
+    ASSERT_TRUE(strchr(ex_err, '\n') == ex_err + strlen(ex_err) - 1 && !strstr(ex_out, "nan"));
+    ASSERT_OK(ex_patch_f32(dir, w, sw), NULL);
+    ASSERT_OK(model_load_dir(&m, dir, &d), &d);
+    model_free(&m);
+    /* static: a subnormal input scale; then input 2^-112 x weight 2^-16: the factor is 2^128 */
+    static const struct {
+        const char *scale;
+        float sw;
+        const char *want;
+    } cases[] = {
+        {"1.401298464324817e-45", 0, "$.quantization_config.input_scales[\"model.layers.3.mlp."
+                                     "up_proj\"]: expected a positive fp32 scale"},
+        {"1.925929944387236e-34", 0x1p-16f, "1 / (input scale x scale) overflows"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *bad = qs_malloc(n + 256);
+        ASSERT_TRUE(bad != NULL);
+        const char *at = strstr(cfg, "\"dynamic\"");
+        ASSERT_TRUE(at != NULL);
+        int len = snprintf(bad, n + 256, "%.*s\"static\", \"input_scales\": "
+                           "{\"model.layers.3.mlp.up_proj\": %s}%s", (int)(at - cfg), cfg,
+                           cases[i].scale, at + strlen("\"dynamic\""));
+        ASSERT_OK(fileio_write_atomic(path, bad, (size_t)len, NULL), NULL);
+        qs_free(bad);
+        if (cases[i].sw > 0)
+            ASSERT_OK(ex_patch_f32(dir, w, cases[i].sw), NULL);
+        ASSERT_TRUE(model_load_dir(&m, dir, &d) < 0);
+        if (!strstr(d.msg, cases[i].want))
+            fprintf(stderr, "    case %zu: %s: %s\n", i, d.path, d.msg);
+        ASSERT_TRUE(strstr(d.msg, cases[i].want) != NULL);
+    }
+    ASSERT_OK(fileio_write_atomic(path, cfg, n, NULL), NULL);
+    qs_free(cfg);
+}

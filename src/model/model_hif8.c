@@ -111,9 +111,9 @@ static int hif8_config_modules(model_hif8 *q, const llama_config *c, const qs_js
         double v;
         if ((rc = qs_json_num(&scales, name, &v, d)))
             return rc;
-        if (!(v > 0) || v > 3.4e38 || (float)v != v)
-            return qs_json_fail(&scales, name, QS_EFORMAT, d, "expected a positive fp32 scale, "
-                                "found %g", v);
+        if (!(v > 0) || v > 3.4e38 || (float)v != v || !isfinite(HIF8_MAX_FINITE / (float)v))
+            return qs_json_fail(&scales, name, QS_EFORMAT, d, "expected a positive fp32 scale "
+                                "with 32768 / scale finite, found %g", v);
         l->input_scale = (float)v;
     }
     if (!q->dynamic && json_object_size(scales.v) != n)
@@ -195,6 +195,14 @@ int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetenso
         safetensors_tensor_to_f32(ws, &scale, path, d) || !(scale > 0.0f))
         return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': expected one positive finite F32 "
                         "scale", ws->name);
+    /* a scale so small that the weights it stands for, or the dequantization
+     * factor of a static input, overflow fp32 (the forward would give Inf/NaN) */
+    const float sx = q->lin[i].input_scale;   /* 0: dynamic */
+    const int range_ok = isfinite(HIF8_MAX_FINITE / scale);
+    if (!range_ok || (sx > 0.0f && !isfinite(hif8_dequant_factor(sx, scale))))
+        return diag_set(d, QS_ERANGE, path, -1, "tensor '%s': scale %g is too small: %s overflows "
+                        "fp32", ws->name, scale,
+                        range_ok ? "1 / (input scale x scale)" : "32768 / scale");
     const size_t n = (size_t)O * (size_t)IN;
     for (size_t j = 0; j < n; j++) {
         uint8_t c = t->data[j];
