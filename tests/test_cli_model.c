@@ -140,3 +140,48 @@ TEST(cli_model, ppl_json_on_stories260K)
     /* the model's own greedy text: far below the vocabulary size */
     ASSERT_TRUE(ppl > 1.0 && ppl < 3.0);
 }
+
+/* A checkpoint whose tokenizer has more ids than config.json's vocab_size (the
+ * demo model with Llama 2's 32000-piece tokenizer) is refused when loaded, by
+ * ppl, generate, eval and compare alike, naming the directory; it used to fail
+ * at the first forward with "token 0 is 9038, expected 0..511" and no file,
+ * generate after echoing the prompt. */
+TEST(cli_model, tokenizer_larger_than_the_vocabulary_is_refused)
+{
+    char tok[512], dir[600], path[700], args[2048], out[4096], err[1024];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    if (!test_shared_path(tok, sizeof tok, "tokenizers/llama2/tokenizer.json"))
+        SKIP("../shared/tokenizers/llama2 not present");
+    snprintf(dir, sizeof dir, "%s/cli_tok_too_big", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, NULL), NULL);
+    static const char *const files[] = {"config.json", "model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char src[256];
+        snprintf(src, sizeof src, "data/demo/model/%s", files[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        ASSERT_OK(fileio_copy(src, path, NULL), NULL);
+    }
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    ASSERT_OK(fileio_copy(tok, path, NULL), NULL);
+    char want[800];
+    snprintf(want, sizeof want, "qatscope: %s: tokenizer has 32000 tokens, more than config.json's "
+             "vocab_size 512", dir);
+    const char *const cmds[] = {
+        "ppl --model %s --text data/demo/train.txt",
+        "generate --model %s --prompt 'Once upon a time' -n 4",
+        "eval --model %s --tasks arc_easy --data-dir tests/data/tasks/data --limit 2 --output "
+        "%s/results.json",
+        "compare --model %s --reference %s --text data/demo/train.txt --max-tokens 64",
+    };
+    for (int i = 0; i < 4; i++) {
+        snprintf(args, sizeof args, cmds[i], dir, dir);
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+        if (strncmp(err, want, strlen(want)))
+            fprintf(stderr, "    %s\n    got: %s", args, err);
+        ASSERT_TRUE(strncmp(err, want, strlen(want)) == 0);
+        ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1 && out[0] == 0);
+    }
+    snprintf(path, sizeof path, "%s/results.json", dir);
+    ASSERT_TRUE(!fileio_exists(path));
+}

@@ -48,6 +48,16 @@ int cli_model_open(cli_model *cm, const char *dir, const char *precision, const 
     return 0;
 }
 
+int cli_tokenizer_fits(const tokenizer *tok, const llama_config *c, const char *dir, qs_diag *d)
+{
+    const int tv = tokenizer_vocab_size(tok);
+    if (tv <= c->vocab_size)
+        return 0;
+    return diag_set(d, QS_ERANGE, dir, -1,
+                    "tokenizer has %d tokens, more than config.json's vocab_size %d (ids past it "
+                    "have no embedding)", tv, c->vocab_size);
+}
+
 void cli_model_close(cli_model *cm)
 {
     evalquant_destroy(cm->eq);

@@ -10,6 +10,7 @@
 #include "qs/err.h"
 #include "qs/evalquant.h"
 #include "qs/model.h"
+#include "qs/tokenizer.h"
 
 typedef struct cli_model {
     llama_model m;
@@ -28,5 +29,9 @@ int cli_precision_parse(const char *name, const char *what, int *matmul, int *hi
 int cli_model_open(cli_model *cm, const char *dir, const char *precision, const char *patterns,
                    int scaling, qs_diag *d);
 void cli_model_close(cli_model *cm);   /* safe on a zeroed cli_model */
+/* 0 when every id of tok indexes the model's embedding (its vocabulary is not
+ * larger than config.json's vocab_size, as init requires); else QS_ERANGE
+ * naming dir, the checkpoint whose tokenizer and config disagree. */
+int cli_tokenizer_fits(const tokenizer *tok, const llama_config *c, const char *dir, qs_diag *d);
 
 #endif

@@ -161,6 +161,10 @@ static int compare_run(const compare_args *a)
                        m.m.cfg.vocab_size, a->reference, ref.m.cfg.vocab_size);
         goto done;
     }
+    if (cli_tokenizer_fits(tok, &m.m.cfg, a->model, &d)) {   /* the same tokenizer: ref alike */
+        rc = cli_diag_error(&d);
+        goto done;
+    }
     int ctx = hfconfig_max_context(&m.m.cfg), ctx_ref = hfconfig_max_context(&ref.m.cfg);
     ctx = ctx < ctx_ref ? ctx : ctx_ref;
     long window = a->window, stride = a->stride;

@@ -345,7 +345,8 @@ int cmd_eval(int argc, char **argv)
     char model_hash[65] = "", state_hash[65] = "";
     eval_hash hash = {0};
     if ((rc = tokenizer_create(&tok, a.model, &d)) ||
-        (rc = model_load_packed(&m, a.model, a.matmul, &d)))
+        (rc = model_load_packed(&m, a.model, a.matmul, &d)) ||
+        (rc = cli_tokenizer_fits(tok, &m.cfg, a.model, &d)))
         goto fail;
     double load_s = eval_seconds_since(&t0);
     /* the model files are hashed on a background thread from here on, while the

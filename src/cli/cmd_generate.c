@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
@@ -104,7 +105,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
      * checkpoint in bf16) */
     if (model_load_packed(&m, dir, precision, &d))
         return cli_diag_error(&d);
-    if (tokenizer_create(&tok, dir, &d) ||
+    if (tokenizer_create(&tok, dir, &d) || cli_tokenizer_fits(tok, &m.cfg, dir, &d) ||
         tokenizer_encode(tok, prompt, strlen(prompt), TOKENIZER_BOS_DEFAULT, &ids, &n_ids, &d)) {
         rc = cli_diag_error(&d);
         goto done;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "qs/fileio.h"
 #include "qs/json.h"
 #include "qs/matmul.h"
@@ -39,7 +40,8 @@ static int ppl_run(const char *dir, const char *path, int bos, long window, long
      * checkpoint in bf16) */
     if (model_load_packed(&m, dir, precision, &d))
         return cli_diag_error(&d);
-    if (tokenizer_create(&tok, dir, &d) || fileio_read_all(path, &text, &len, &d) ||
+    if (tokenizer_create(&tok, dir, &d) || cli_tokenizer_fits(tok, &m.cfg, dir, &d) ||
+        fileio_read_all(path, &text, &len, &d) ||
         tokenizer_encode(tok, text, len, bos ? TOKENIZER_BOS_YES : TOKENIZER_BOS_NO, &ids,
                          &n_ids, &d)) {
         rc = cli_diag_error(&d);
