@@ -8,6 +8,7 @@
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "qs/model_infer.h"
+#include "qs/safetensors.h"
 #include "test.h"
 
 TEST(cli_model, generate_greedy_stories260K_prints_llama2c_text)
@@ -184,4 +185,45 @@ TEST(cli_model, tokenizer_larger_than_the_vocabulary_is_refused)
     }
     snprintf(path, sizeof path, "%s/results.json", dir);
     ASSERT_TRUE(!fileio_exists(path));
+}
+
+/* Finite weights whose logits overflow (the final norm at bf16's largest value)
+ * make ppl an error, as compare and eval already were, not "nll/token -nan"
+ * with exit 0. */
+TEST(cli_model, ppl_of_overflowing_logits_is_an_error)
+{
+    char dir[600], path[700], args[2048], out[4096], err[1024];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    snprintf(dir, sizeof dir, "%s/cli_ppl_overflow", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, NULL), NULL);
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json"};
+    for (int i = 0; i < 3; i++) {
+        char src[256];
+        snprintf(src, sizeof src, "data/demo/model/%s", files[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        ASSERT_OK(fileio_copy(src, path, NULL), NULL);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    safetensors_file f;
+    qs_diag d = {0};
+    ASSERT_OK(safetensors_open(&f, path, &d), &d);
+    const safetensors_tensor *t = safetensors_find(&f, "model.norm.weight");
+    ASSERT_TRUE(t != NULL && t->dtype == SAFETENSORS_BF16);
+    size_t off = (size_t)(t->data - f.map.data), bytes = t->n_bytes;
+    safetensors_close(&f);
+    char *b;
+    size_t n;
+    ASSERT_OK(fileio_read_all(path, &b, &n, NULL), NULL);
+    for (size_t i = 0; i < bytes; i += 2)
+        memcpy(b + off + i, "\x7f\x7f", 2);   /* bf16 0x7f7f = 3.39e38 */
+    ASSERT_OK(fileio_write_atomic(path, b, n, NULL), NULL);
+    qs_free(b);
+    snprintf(args, sizeof args, "ppl --model %s --text data/demo/train.txt --window 32", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    char want[800];
+    snprintf(want, sizeof want, "qatscope: %s: ppl: non-finite logits at scored position 0\n",
+             dir);
+    ASSERT_EQ_STR(err, want);
+    ASSERT_TRUE(strstr(out, "nan") == NULL && strstr(out, "nll/token") == NULL);
 }

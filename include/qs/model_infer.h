@@ -29,7 +29,8 @@ int model_generate(llama_model *m, llama_acts *a, const int32_t *prompt, int n_p
  * tokens the previous one did not (never a window's first token), so every
  * token after ids[0] is scored once, with up to window - stride tokens of
  * context.  Windows go through the model in chunks (KV cache), so memory is
- * bounded by min(window, 256) rows of logits.  NLL sums are in double. */
+ * bounded by min(window, 256) rows of logits.  NLL sums are in double; a
+ * non-finite NLL (overflowing logits) is QS_ENAN. */
 typedef struct model_ppl_result {
     double nll_sum;     /* sum of -log p(token) over scored tokens (natural log) */
     size_t n_scored;

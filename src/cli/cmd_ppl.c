@@ -66,6 +66,8 @@ static int ppl_run(const char *dir, const char *path, int bos, long window, long
     }
     model_ppl_result r;
     if (model_ppl_compute(&m, ids, n_ids, (int)window, (int)stride, &r, &d)) {
+        if (!d.path[0])   /* e.g. non-finite logits: the model's */
+            snprintf(d.path, sizeof d.path, "%s", dir);
         rc = cli_diag_error(&d);
         goto done;
     }

@@ -85,10 +85,13 @@ static int ppl_rows_nll(void *ctx, const float *logits, const float *logits_ref,
                         const int32_t *targets, int rows, qs_diag *d)
 {
     (void)logits_ref;
-    (void)d;
     ppl_walk *w = ctx;
     for (int j = 0; j < rows; j++) {
-        w->r->nll_sum += xent_row_nll(logits + (size_t)j * w->V, w->V, targets[j]);
+        const double nll = xent_row_nll(logits + (size_t)j * w->V, w->V, targets[j]);
+        if (!isfinite(nll))   /* as compare and eval: no "nll/token nan" */
+            return diag_set(d, QS_ENAN, NULL, -1,
+                            "ppl: non-finite logits at scored position %zu", w->r->n_scored);
+        w->r->nll_sum += nll;
         w->r->n_scored++;
     }
     return 0;
