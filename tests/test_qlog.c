@@ -297,6 +297,14 @@ TEST(qlog, malformed_logs_name_file_and_line)
     }
     qlog_run run;
     qs_diag d = {0};
+    /* a recipe margin no run can have (replay said "recipe: margin must be in
+     * [0, 24], got -5" without the file) */
+    ASSERT_OK(write_plain(path, "{\"v\":1,\"type\":\"header\",\"recipe\":{\"margin\":-5},"
+                                "\"quantizers\":[\"a\"]}\n" STEP(0, 1)), NULL);
+    ASSERT_EQ_INT(qlog_read(path, &run, &d), QS_ERANGE);
+    ASSERT_TRUE(strstr(d.path, "bad.jsonl") != NULL && d.line == 1);
+    ASSERT_EQ_STR(d.msg, "$.recipe.margin: expected integer in [0, 24], found -5");
+    qlog_run_free(&run);
     snprintf(path, sizeof path, "%s/missing/quant.jsonl.zst", test_tmp_dir());
     ASSERT_TRUE(qlog_read(path, &run, &d) < 0);
     qlog_run_free(&run);

@@ -432,7 +432,9 @@ static int read_header(qlog_run *run, const qs_json_at *o, qs_diag *d)
     }
     snprintf(run->run, sizeof run->run, "%s", run_name);
     snprintf(run->recipe_est, sizeof run->recipe_est, "%s", est);
-    if ((rc = qs_json_int_or(&rec, "margin", INT32_MIN, INT32_MAX, 0, &run->margin, d)) ||
+    /* the margin range a quantizer accepts (quant_recipe_check), refused here by
+     * name: replay would refuse it later without the file */
+    if ((rc = qs_json_int_or(&rec, "margin", 0, QUANT_MARGIN_MAX, 0, &run->margin, d)) ||
         (rc = qs_json_int_or(&rec, "history", INT32_MIN, INT32_MAX, 0, &run->history_steps, d)) ||
         (rc = qs_json_bool_or(&rec, "saturate", 1, &saturate, d)))
         return rc;
