@@ -138,6 +138,26 @@ TEST(safetensors, sharded_index_with_missing_tensor_names_the_shard)
     const char *escape = "{\"weight_map\": {\"a\": \"../s1.safetensors\"}}";
     ASSERT_OK(fileio_write_atomic(path, escape, strlen(escape), &d), &d);
     ASSERT_EQ_INT(safetensors_dir_open(&sd, dir, &d), QS_EFORMAT);
+    /* "a" in two shards, the map naming s2's: it was read from s1 (opened first) */
+    float y[2] = {3, 4};
+    safetensors_entry e2[2] = {{"a", y, 1, {2}}, {"b", y, 1, {2}}};
+    char p2[600];
+    snprintf(p2, sizeof p2, "%s/s2.safetensors", dir);
+    ASSERT_OK(safetensors_write(p2, e2, 2, SAFETENSORS_F32, NULL, &d), &d);
+    const char *dup = "{\"weight_map\": {\"b\": \"s1.safetensors\", \"a\": \"s2.safetensors\"}}";
+    ASSERT_OK(fileio_write_atomic(path, dup, strlen(dup), &d), &d);
+    ASSERT_EQ_INT(safetensors_dir_open(&sd, dir, &d), QS_ENOTFOUND);   /* b is not in s1 */
+    ASSERT_OK(safetensors_write(p2, e2, 1, SAFETENSORS_F32, NULL, &d), &d);
+    snprintf(p2, sizeof p2, "%s/s1.safetensors", dir);
+    safetensors_entry e1[2] = {{"a", x, 1, {2}}, {"b", x, 1, {2}}};
+    ASSERT_OK(safetensors_write(p2, e1, 2, SAFETENSORS_F32, NULL, &d), &d);
+    ASSERT_EQ_INT(safetensors_dir_open(&sd, dir, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.path, "model.safetensors.index.json") != NULL);
+    ASSERT_EQ_STR(d.msg, "tensor 'a' is stored in two shards, s1.safetensors and s2.safetensors");
+    const char *one = "{\"weight_map\": {\"b\": \"s1.safetensors\", \"a\": \"s1.safetensors\"}}";
+    ASSERT_OK(fileio_write_atomic(path, one, strlen(one), &d), &d);
+    ASSERT_OK(safetensors_dir_open(&sd, dir, &d), &d);
+    safetensors_dir_close(&sd);
 }
 
 /* Regression-fuzz: 400 seeded corruptions (byte flips in the header, random

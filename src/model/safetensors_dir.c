@@ -3,7 +3,8 @@
  * DIR/model.safetensors wins when present; otherwise DIR/model.safetensors.index.json
  * {"metadata": {...}, "weight_map": {"tensor": "shard file", ...}} names the shards.
  * Every shard is opened (and so validated) once; every weight_map entry must be
- * found in the shard it names, and shard names may not leave the directory.
+ * found in the shard it names, shard names may not leave the directory, and no
+ * tensor may be stored in two shards.
  */
 #include <jansson.h>
 #include <string.h>
@@ -77,6 +78,19 @@ static int sdir_open_index(safetensors_dir *sd, const char *dir, const char *ind
             break;
     }
     json_decref(root);
+    /* one copy per tensor: lookups search the shards in order, so a second
+     * copy would be read from whichever shard came first, not the mapped one */
+    for (int i = 1; !rc && i < sd->n_files; i++)
+        for (int k = 0; !rc && k < sd->files[i].n_tensors; k++)
+            for (int j = 0; !rc && j < i; j++) {
+                const char *t = sd->files[i].tensors[k].name, *a = sd->files[j].path,
+                           *b = sd->files[i].path;
+                if (safetensors_find(&sd->files[j], t))
+                    rc = diag_set(d, QS_EFORMAT, index_path, -1,
+                                  "tensor '%s' is stored in two shards, %s and %s", t,
+                                  strrchr(a, '/') ? strrchr(a, '/') + 1 : a,
+                                  strrchr(b, '/') ? strrchr(b, '/') + 1 : b);
+            }
     return rc;
 }
 
