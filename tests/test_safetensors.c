@@ -103,6 +103,39 @@ TEST(safetensors, writer_round_trips_f32_and_bf16)
     }
 }
 
+/* An empty tensor at the offset where the next one starts does not overlap it
+ * (safetensors' own writer lays out {"c": F32 [1], "z": F32 [0], "a": BF16 [1]}
+ * as c [0, 4], z [4, 4], a [4, 6]); it was refused when its name sorted after
+ * the other's.  A real overlap still is. */
+TEST(safetensors, empty_tensor_at_the_next_ones_offset_is_no_overlap)
+{
+    static const char hdr[] = "{\"c\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                              "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+                              "\"a\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[4,6]}}";
+    char path[512], buf[512];
+    snprintf(path, sizeof path, "%s/empty_tensor.safetensors", test_tmp_dir());
+    const size_t n = strlen(hdr);
+    for (int bad = 0; bad < 2; bad++) {
+        memset(buf, 0, sizeof buf);
+        for (int i = 0; i < 8; i++)
+            buf[i] = (char)((n >> (8 * i)) & 0xff);
+        memcpy(buf + 8, hdr, n);
+        if (bad)   /* a [3, 5]: overlaps c */
+            memcpy(strstr(buf + 8, "[4,6]"), "[3,5]", 5);
+        ASSERT_OK(fileio_write_atomic(path, buf, 8 + n + 6, NULL), NULL);
+        safetensors_file f;
+        qs_diag d = {0};
+        if (!bad) {
+            ASSERT_OK(safetensors_open(&f, path, &d), &d);
+            ASSERT_TRUE(safetensors_find(&f, "z") && safetensors_find(&f, "z")->n_elems == 0);
+            safetensors_close(&f);
+        } else {
+            ASSERT_EQ_INT(safetensors_open(&f, path, &d), QS_EFORMAT);
+            ASSERT_TRUE(strstr(d.msg, "overlap") != NULL);
+        }
+    }
+}
+
 TEST(safetensors, bf16_rounds_to_nearest_even_and_f16_decodes_exactly)
 {
     /* 1 + 2^-8 is halfway between bf16 1.0 and 1+2^-7: ties to even (1.0) */

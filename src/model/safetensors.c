@@ -89,10 +89,15 @@ float safetensors_f16_to_f32(uint16_t h)
     return f;
 }
 
+/* by [begin, end): an empty tensor sorts before one that starts where it does */
 static int st_cmp_offset(const void *a, const void *b)
 {
     const safetensors_tensor *x = a, *y = b;
-    return x->data < y->data ? -1 : x->data > y->data ? 1 : strcmp(x->name, y->name);
+    if (x->data != y->data)
+        return x->data < y->data ? -1 : 1;
+    if (x->n_bytes != y->n_bytes)
+        return x->n_bytes < y->n_bytes ? -1 : 1;
+    return strcmp(x->name, y->name);
 }
 
 static void st_shape_str(const safetensors_tensor *t, char *buf, size_t n)
