@@ -107,3 +107,67 @@ TEST(cli_inspect, missing_config_prints_nothing)
     ASSERT_EQ_STR(out, "");
     ASSERT_EQ_INT(inspect_count_lines(err), 1);
 }
+
+/* A HiF8 checkpoint is validated as the loader validates it, values aside: its
+ * quantization_config, each listed module stored as U8 codes with a scale
+ * tensor, no codes where the config lists none.  inspect used to describe all
+ * of these (exit 0) while eval/ppl/generate refused them. */
+TEST(cli_inspect, broken_hif8_checkpoints_print_nothing)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char dir[600], path[700], args[1400], out[4096], err[1024], *cfg;
+    size_t n;
+    snprintf(dir, sizeof dir, "%s/inspect_hif8", test_tmp_dir());
+    snprintf(args, sizeof args, "export --format hif8 --model data/demo/model --out %s "
+             "--quant-modules 'layers.3.mlp.up_proj'", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+    snprintf(args, sizeof args, "inspect %s", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+    ASSERT_TRUE(strstr(out, ", U8 (6144 elements)") != NULL);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ASSERT_OK(fileio_read_all(path, &cfg, &n, NULL), NULL);
+    static const struct {
+        const char *from, *to, *want;
+    } edits[] = {
+        {"\"version\": 1", "\"version\": 2",
+         "config.json: $.quantization_config.version: expected integer in [1, 1], found 2"},
+        {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.3.mlp.gate_proj\"",
+         "model.safetensors: tensor 'model.layers.3.mlp.gate_proj.weight': expected U8 [128, 48] "
+         "HiF8 codes"},
+        {"\"quantization_config\"", "\"not_quantization_config\"",
+         "model.safetensors: tensor 'model.layers.3.mlp.up_proj.weight': dtype U8, expected "
+         "F32, BF16 or F16"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        const char *at = strstr(cfg, edits[i].from);
+        ASSERT_TRUE(at != NULL);
+        char *bad = qs_malloc(n + 64);
+        ASSERT_TRUE(bad != NULL);
+        int len = snprintf(bad, n + 64, "%.*s%s%s", (int)(at - cfg), cfg, edits[i].to,
+                           at + strlen(edits[i].from));
+        ASSERT_OK(fileio_write_atomic(path, bad, (size_t)len, NULL), NULL);
+        qs_free(bad);
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+        ASSERT_EQ_STR(out, "");
+        ASSERT_EQ_INT(inspect_count_lines(err), 1);
+        if (!strstr(err, edits[i].want))
+            fprintf(stderr, "    edit %zu: %s", i, err);
+        ASSERT_TRUE(strstr(err, edits[i].want) != NULL);
+    }
+    ASSERT_OK(fileio_write_atomic(path, cfg, n, NULL), NULL);
+    qs_free(cfg);
+    /* the scale tensor renamed away in the header (same length, same offsets) */
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    char *st;
+    ASSERT_OK(fileio_read_all(path, &st, &n, NULL), NULL);
+    char *at = strstr(st + 8, "up_proj.weight_scale\"");
+    ASSERT_TRUE(at != NULL);
+    memcpy(at, "up_proj.weight_scalx", 20);
+    ASSERT_OK(fileio_write_atomic(path, st, n, NULL), NULL);
+    qs_free(st);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_EQ_STR(out, "");
+    ASSERT_TRUE(strstr(err, "tensor 'model.layers.3.mlp.up_proj.weight_scale' (F32 [1]) is "
+                            "missing") != NULL);
+}

@@ -89,6 +89,11 @@ int model_hif8_load_weight(model_hif8 *q, int layer, int module,
                            const struct safetensors_tensor *t,
                            const struct safetensors_tensor *ws, int64_t O, int64_t IN,
                            int precision, const char *path, qs_diag *d);
+/* The checks of model_hif8_load_weight that need no values (inspect): t is
+ * U8 [O, IN] and its scale tensor ws (NULL: missing) F32 with one element. */
+int model_hif8_check_stored(const struct safetensors_tensor *t,
+                            const struct safetensors_tensor *ws, int64_t O, int64_t IN,
+                            const char *path, qs_diag *d);
 /* Quantized Linear i's weight read back from its pack as the values
  * hif8_decode(code) [O * IN] (the code domain, without 1 / weight_scale). */
 void model_hif8_weight_values(const model_hif8 *q, int i, float *values);

@@ -15,6 +15,7 @@
 #include "qs/evalquant.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_hif8.h"
 #include "qs/safetensors.h"
 #include "qs/tokenizer.h"
 
@@ -54,10 +55,25 @@ static void inspect_shape_format(char *buf, size_t n, int ndim, const int64_t *s
     snprintf(buf + strlen(buf), n - strlen(buf), "]");
 }
 
+/* 1 when q8 (NULL: not a HiF8 checkpoint) stores tensor `name` as HiF8 codes */
+static int inspect_coded(const model_hif8 *q8, const char *name)
+{
+    char mod[96];
+    for (int k = 0; q8 && k < q8->n; k++) {
+        model_hif8_module_name(mod, sizeof mod, q8->lin[k].layer, q8->lin[k].module);
+        size_t n = strlen(mod);
+        if (!strncmp(name, mod, n) && !strcmp(name + n, ".weight"))
+            return 1;
+    }
+    return 0;
+}
+
 /* Every shard's header (safetensors_dir_open validates them all) and the
- * shape of every expected tensor present; dtypes and missing tensors counted.
- * Values are not read (inspect does not load the weights). */
-static int inspect_weights(inspect_info *in, const char *dir, qs_diag *d)
+ * shape and dtype of every expected tensor present, as the loader checks them
+ * (a HiF8 checkpoint's coded weights: U8 with their scale tensors, q8);
+ * dtypes and missing tensors counted.  Values are not read (inspect does not
+ * load the weights). */
+static int inspect_weights(inspect_info *in, const char *dir, const model_hif8 *q8, qs_diag *d)
 {
     safetensors_dir sd;
     int rc = safetensors_dir_open(&sd, dir, d);
@@ -85,6 +101,16 @@ static int inspect_weights(inspect_info *in, const char *dir, qs_diag *d)
             inspect_shape_format(found, sizeof found, st->ndim, st->shape);
             rc = diag_set(d, QS_ESHAPE, file, -1, "tensor '%s': expected %s, found %s", t[i].name,
                           want, found);
+        } else if (inspect_coded(q8, t[i].name)) {
+            char scale[sizeof t[i].name + 8];
+            snprintf(scale, sizeof scale, "%s_scale", t[i].name);
+            rc = model_hif8_check_stored(st, safetensors_dir_find(&sd, scale, NULL),
+                                         t[i].shape[0], t[i].shape[1], file, d);
+        } else if (st->dtype != SAFETENSORS_F32 && st->dtype != SAFETENSORS_BF16 &&
+                   st->dtype != SAFETENSORS_F16) {   /* safetensors_tensor_to_f32's refusal */
+            rc = diag_set(d, QS_EUNSUPPORTED, file, -1,
+                          "tensor '%s': dtype %s, expected F32, BF16 or F16", t[i].name,
+                          safetensors_dtype_name(st->dtype));
         }
         per[st->dtype] += st->n_elems;
     }
@@ -109,7 +135,12 @@ static int inspect_collect(inspect_info *in, const char *dir, qs_diag *d)
     in->ctx = hfconfig_max_context(&in->c);
     if (model_param_groups_count(&in->c, &in->g))
         return diag_set(d, QS_ENOMEM, dir, -1, "out of memory");
-    if ((rc = inspect_weights(in, dir, d)))
+    model_hif8 *q8 = NULL;   /* a HiF8 checkpoint's quantization_config, validated */
+    if ((rc = model_hif8_config_read(dir, &in->c, &q8, d)) < 0)
+        return rc;
+    rc = inspect_weights(in, dir, q8, d);
+    model_hif8_free(q8);
+    if (rc)
         return rc;
     if ((rc = evalquant_state_info(dir, &in->state_step, &in->state_hist, d)) < 0)
         return rc;

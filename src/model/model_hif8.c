@@ -177,11 +177,9 @@ int model_hif8_config_read(const char *dir, const llama_config *c, model_hif8 **
     return rc;
 }
 
-int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetensors_tensor *t,
-                           const safetensors_tensor *ws, int64_t O, int64_t IN,
-                           int precision, const char *path, qs_diag *d)
+int model_hif8_check_stored(const safetensors_tensor *t, const safetensors_tensor *ws, int64_t O,
+                            int64_t IN, const char *path, qs_diag *d)
 {
-    int i = q->slot[layer * MODEL_LIN_COUNT + module];
     if (t->dtype != SAFETENSORS_U8 || t->ndim != 2 || t->shape[0] != O || t->shape[1] != IN)
         return diag_set(d, QS_ESHAPE, path, -1, "tensor '%s': expected U8 [%lld, %lld] HiF8 "
                         "codes (quantization_config lists it), found %s with %d dims",
@@ -190,9 +188,22 @@ int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetenso
     if (!ws)
         return diag_set(d, QS_ENOTFOUND, path, -1, "tensor '%s_scale' (F32 [1]) is missing",
                         t->name);
+    if (ws->dtype != SAFETENSORS_F32 || ws->n_elems != 1)
+        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': expected one positive finite F32 "
+                        "scale", ws->name);
+    return 0;
+}
+
+int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetensors_tensor *t,
+                           const safetensors_tensor *ws, int64_t O, int64_t IN,
+                           int precision, const char *path, qs_diag *d)
+{
+    int i = q->slot[layer * MODEL_LIN_COUNT + module];
+    int rc = model_hif8_check_stored(t, ws, O, IN, path, d);
+    if (rc)
+        return rc;
     float scale;
-    if (ws->dtype != SAFETENSORS_F32 || ws->n_elems != 1 ||
-        safetensors_tensor_to_f32(ws, &scale, path, d) || !(scale > 0.0f))
+    if (safetensors_tensor_to_f32(ws, &scale, path, d) || !(scale > 0.0f))
         return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': expected one positive finite F32 "
                         "scale", ws->name);
     /* a scale so small that the weights it stands for, or the dequantization
