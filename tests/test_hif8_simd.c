@@ -282,3 +282,68 @@ TEST(hif8_simd, fakequant_without_sq_err_reports_zero_sums)
     hif8_fakequant(x, y, 0, 1.0f, 1, &st); /* empty tensor */
     ASSERT_TRUE(st.amax == 0.0f && st.n_clipped == 0 && st.sq_err == 0.0);
 }
+
+/* The W8A8 operands: hif8_scaled_values (dispatched and AVX-512) give
+ * decode(encode_sat(fl(x * scale))) bit for bit, NaN as decode gives it, and
+ * count the non-finite x; hif8_row_scale's max |x| ignores NaN. */
+TEST(hif8_simd, w8a8_scaled_values_and_absmax_match_the_scalar_definition)
+{
+    const size_t cap = 4096 + 13;
+    float *x = qs_malloc(cap * sizeof *x), *y = qs_malloc((cap + 1) * sizeof *y);
+    float *yr = qs_malloc(cap * sizeof *yr);
+    ASSERT_TRUE(x && y && yr);
+    size_t ne = fill_edges(x, 2048);
+    fill_random(x + ne, cap - ne, 9);
+    for (size_t k = 0; k < N_SCALES; k++) {
+        const float s = scales[k];
+        size_t bad_ref = 0;
+        for (size_t i = 0; i < cap; i++) {
+            yr[i] = hif8_decode(hif8_encode(x[i] * s, HIF8_SAT));
+            bad_ref += !isfinite(x[i]);
+        }
+        for (size_t n = cap - 17; n <= cap; n++) {
+            size_t nb_ref = 0;
+            for (size_t i = 0; i < n; i++)
+                nb_ref += !isfinite(x[i]);
+            for (int v = 0; v < 3; v++) {
+                if (v == 2 && cpu_detected_level() < CPU_LEVEL_AVX512)
+                    continue;
+                y[n] = 12345.0f;
+                size_t nb = v == 0   ? hif8_scaled_values(x, y, n, s)
+                            : v == 1 ? hif8_scaled_values_ref_impl(x, y, n, s)
+                                     : hif8_scaled_values_avx512_impl(x, y, n, s);
+                for (size_t i = 0; i < n; i++)
+                    if (memcmp(&y[i], &yr[i], sizeof *y)) {
+                        TEST_FAIL_AT("path %d scale %a: x=%a -> %a, expected %a", v, s, x[i],
+                                     y[i], yr[i]);
+                        goto out;
+                    }
+                ASSERT_EQ_INT(nb, nb_ref);
+                ASSERT_TRUE(y[n] == 12345.0f); /* nothing written past n */
+            }
+        }
+        ASSERT_TRUE(bad_ref > 0);
+    }
+    /* max |x| over the non-NaN values, for every length and start */
+    for (size_t n = 0; n <= 70; n++)
+        for (size_t off = 0; off < 3; off++) {
+            float *z = x + 100 * off + n; /* edge values: NaN, Inf, denormals on the way */
+            float want = hif8_absmax_ref_impl(z, n);
+            float got = cpu_detected_level() >= CPU_LEVEL_AVX512 ? hif8_absmax_avx512_impl(z, n)
+                                                                   : want;
+            if (memcmp(&got, &want, sizeof got)) {
+                TEST_FAIL_AT("absmax n %zu: %a, expected %a", n, got, want);
+                goto out;
+            }
+        }
+    {
+        float v[5] = {NAN, -3.0f, NAN, 2.0f, -0.0f};
+        ASSERT_TRUE(hif8_absmax_ref_impl(v, 5) == 3.0f);
+        if (cpu_detected_level() >= CPU_LEVEL_AVX512)
+            ASSERT_TRUE(hif8_absmax_avx512_impl(v, 5) == 3.0f);
+    }
+out:
+    qs_free(x);
+    qs_free(y);
+    qs_free(yr);
+}

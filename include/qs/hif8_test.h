@@ -24,5 +24,11 @@ void hif8_fakequant_avx512_impl(const float *x, float *y, size_t n, float scale,
 void hif8_codes_encode_ref_impl(const float *x, uint8_t *codes, size_t n, int mode);
 void hif8_codes_encode_avx2_impl(const float *x, uint8_t *codes, size_t n, int mode);
 void hif8_codes_encode_avx512_impl(const float *x, uint8_t *codes, size_t n, int mode);
+/* hif8_scaled_values (the ref: through the codes) and the max |x| over non-NaN x
+ * behind hif8_row_scale (0 for none). */
+size_t hif8_scaled_values_ref_impl(const float *x, float *y, size_t n, float scale);
+size_t hif8_scaled_values_avx512_impl(const float *x, float *y, size_t n, float scale);
+float hif8_absmax_ref_impl(const float *x, size_t n);
+float hif8_absmax_avx512_impl(const float *x, size_t n);
 
 #endif

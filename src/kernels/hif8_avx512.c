@@ -231,3 +231,63 @@ void hif8_codes_encode_avx512_impl(const float *x, uint8_t *codes, size_t n, int
             codes + i, m, hif8_encode_block(_mm512_maskz_loadu_ps(m, x + i), &tabs, mode));
     }
 }
+
+/* W8A8 operands (hif8_w8a8.c): v = decode(encode_sat(fl(x * scale))) without
+ * the codes, the fake-quant's rounding before its division: the saturating
+ * clamp, the magnitude rounded in place, the sign put back on non-zero results
+ * (decode never gives -0).  NaN x gives decode's NaN, +-Inf the saturated
+ * +-32768; both are counted as hif8_scaled_values counts them. */
+size_t hif8_scaled_values_avx512_impl(const float *x, float *y, size_t n, float scale)
+{
+    hif8_round_tabs tabs;
+    hif8_round_tabs_init(&tabs);
+    const __m512 s = _mm512_set1_ps(scale);
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i sign_mask = _mm512_set1_epi32((int)0x80000000u);
+    const float qnan = hif8_decode(HIF8_CODE_NAN); /* the NaN decode gives */
+    const __m512i nan_bits = _mm512_castps_si512(_mm512_set1_ps(qnan));
+    size_t n_bad = 0;
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + i);
+        const __m512 t = _mm512_mul_ps(xv, s);
+        const __m512i tb = _mm512_castps_si512(t);
+        __m512i a = _mm512_and_si512(tb, abs_mask);
+        const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7F800000));
+        a = _mm512_min_epu32(a, _mm512_set1_epi32((int)HIF8_BITS_MAX));
+        __mmask16 nz;
+        __m512i idx;
+        const __m512i r = hif8_round_mag(a, &tabs, &nz, &idx);
+        __m512i v = _mm512_maskz_ternarylogic_epi32(nz, r, tb, sign_mask, HIF8_SIGN_OR_MASKED);
+        v = _mm512_mask_mov_epi32(v, nan, nan_bits);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_castsi512_ps(v));
+        /* x not finite (a finite x whose product overflows is not counted) */
+        const __mmask16 bad = _mm512_mask_cmpge_epu32_mask(
+            m, _mm512_and_si512(_mm512_castps_si512(xv), abs_mask), _mm512_set1_epi32(0x7F800000));
+        n_bad += (size_t)__builtin_popcount(bad);
+    }
+    return n_bad;
+}
+
+/* max |x[i]| over the non-NaN x[i] (0 for none) */
+float hif8_absmax_avx512_impl(const float *x, size_t n)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) { /* max_ps(a, acc): a NaN lane keeps acc */
+        acc0 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(
+                                 _mm512_castps_si512(_mm512_loadu_ps(x + i)), abs_mask)),
+                             acc0);
+        acc1 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(
+                                 _mm512_castps_si512(_mm512_loadu_ps(x + i + 16)), abs_mask)),
+                             acc1);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        acc0 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(
+                                 _mm512_castps_si512(_mm512_maskz_loadu_ps(m, x + i)), abs_mask)),
+                             acc0);
+    }
+    return _mm512_reduce_max_ps(_mm512_max_ps(acc0, acc1));
+}

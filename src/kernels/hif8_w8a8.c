@@ -3,8 +3,10 @@
  * decode(encode_sat(x * scale)) a W8A8 matmul multiplies. */
 #include <math.h>
 
+#include "qs/cpu.h"
 #include "qs/err.h"
 #include "qs/hif8.h"
+#include "qs/hif8_test.h"
 
 #define HIF8_W8A8_CHUNK 1024
 
@@ -23,7 +25,7 @@ int hif8_scale_for_amax(float amax, int margin, float *scale)
     return 0;
 }
 
-size_t hif8_scaled_values(const float *x, float *y, size_t n, float scale)
+size_t hif8_scaled_values_ref_impl(const float *x, float *y, size_t n, float scale)
 {
     float t[HIF8_W8A8_CHUNK];
     uint8_t c[HIF8_W8A8_CHUNK];
@@ -40,11 +42,27 @@ size_t hif8_scaled_values(const float *x, float *y, size_t n, float scale)
     return n_bad;
 }
 
-float hif8_row_scale(const float *x, size_t n)
+/* Through the codes (the definition); the AVX-512 path rounds in place. */
+size_t hif8_scaled_values(const float *x, float *y, size_t n, float scale)
 {
-    float amax = 0.0f, s;
+    if (cpu_level() >= CPU_LEVEL_AVX512)
+        return hif8_scaled_values_avx512_impl(x, y, n, scale);
+    return hif8_scaled_values_ref_impl(x, y, n, scale);
+}
+
+float hif8_absmax_ref_impl(const float *x, size_t n)
+{
+    float amax = 0.0f;
     for (size_t i = 0; i < n; i++)
         amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    return amax;
+}
+
+float hif8_row_scale(const float *x, size_t n)
+{
+    float s;
+    float amax = cpu_level() >= CPU_LEVEL_AVX512 ? hif8_absmax_avx512_impl(x, n)
+                                                 : hif8_absmax_ref_impl(x, n);
     return hif8_scale_for_amax(amax, 0, &s) ? 1.0f : s;
 }
 

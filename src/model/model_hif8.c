@@ -266,17 +266,32 @@ int model_hif8_planned(const llama_model *m, int layer, int module)
     return m->hif8 && m->hif8->slot[layer * MODEL_LIN_COUNT + module] >= 0;
 }
 
+/* y[c] = y[c] * f (+ b[c]): one multiply (and one add), as written in C
+ * (no contraction in ISO C mode), vectorised (the branch out of the loop). */
+static void model_hif8_row_finish(float *restrict y, const float *restrict b, float f, int n)
+{
+    if (b) {
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+        for (int c = 0; c < n; c++)
+            y[c] = y[c] * f + b[c];
+    } else {
+#ifdef _OPENMP
+#pragma omp simd
+#endif
+        for (int c = 0; c < n; c++)
+            y[c] = y[c] * f;
+    }
+}
+
 void model_linear_rows_finish(float *out, const float *row_scale, const float *bias, int N, int O)
 {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if ((size_t)N * O > 65536)
 #endif
-    for (int r = 0; r < N; r++) {
-        float *y = out + (size_t)r * O;
-        const float f = row_scale[r];
-        for (int o = 0; o < O; o++)
-            y[o] = bias ? y[o] * f + bias[o] : y[o] * f;
-    }
+    for (int r = 0; r < N; r++)
+        model_hif8_row_finish(out + (size_t)r * O, bias, row_scale[r], O);
 }
 
 /* x[N, IN] encoded into xq with the input scale (> 0), or a scale per row
@@ -341,12 +356,9 @@ static void model_hif8_group_block(void *ctx, int row0, int rows, int col0, int 
     const model_hif8_group_ep *g = ctx;
     for (int i = 0; i < g->n; i++) {
         const float *b = g->bias && g->bias[i] ? g->bias[i] + col0 : NULL;
-        for (int r = row0; r < row0 + rows; r++) {   /* as model_linear_rows_finish */
-            float *y = g->out[i] + (size_t)r * g->O + col0;
-            const float f = hif8_dequant_factor(g->sx[r], g->sw[i]);
-            for (int c = 0; c < cols; c++)
-                y[c] = b ? y[c] * f + b[c] : y[c] * f;
-        }
+        for (int r = row0; r < row0 + rows; r++)   /* as model_linear_rows_finish */
+            model_hif8_row_finish(g->out[i] + (size_t)r * g->O + col0, b,
+                                  hif8_dequant_factor(g->sx[r], g->sw[i]), cols);
     }
     if (g->inner)
         g->inner->fn(g->inner->ctx, row0, rows, col0, cols);
