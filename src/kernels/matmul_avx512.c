@@ -7,9 +7,13 @@
  * in place (x itself, row stride = IN); the body is inlined once per layout and
  * row count, so each gets constant strides where it can and a partial tile
  * (mr < 12 rows: the last rows of a batch of 64 or 512) costs only its rows.
- * While a micro-panel of B is used, the next one is prefetched into L2 (two
- * lines per k step: one B row is 128 bytes), so a B streamed from memory does
- * not stall the first row panel that reads it.
+ * While a micro-panel of B is used, part of the next one is prefetched into L2:
+ * one line every second k step from pf, a quarter of a micro-panel per call
+ * (its rows are 128 bytes), so that the row panels of a task share out the next
+ * micro-panel's lines (matmul_gemm.c) and a B streamed from memory does not
+ * stall the first row panel that reads it.  (Two lines per k step, all of the
+ * next micro-panel during the first row panel's call, asked for more lines at
+ * once than a core keeps in flight: 1-14% slower.)
  * Each accumulator is one FMA chain in k order (see matmul_impl.h).
  * Rows of A reach this kernel as k-major panels (mm_apanel_kmajor_f32_avx512_impl)
  * when there are more than MM_GEMV_ROWS of them: 12 row pointers do not fit the
@@ -33,8 +37,8 @@ mm_f32_body(int kc, const float *a, ptrdiff_t rs, ptrdiff_t ks, const float *b, 
     for (int k = 0; k < kc; k++) {
         __m512 b0 = _mm512_load_ps(b + (size_t)k * MM_NR);
         __m512 b1 = _mm512_load_ps(b + (size_t)k * MM_NR + 16);
-        _mm_prefetch(pf + (size_t)k * 128, _MM_HINT_T1);
-        _mm_prefetch(pf + (size_t)k * 128 + 64, _MM_HINT_T1);
+        if (!(k & 1))
+            _mm_prefetch(pf + (size_t)k * 32, _MM_HINT_T1);
         const float *ak = a + k * ks;
 #pragma GCC unroll 12
         for (int r = 0; r < mr; r++) {

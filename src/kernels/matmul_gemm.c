@@ -393,11 +393,18 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
                 b = next = s->bwide;
             }
             int nj = nc - jr < MM_NR ? nc - jr : MM_NR;
+            /* the fp32 kernel prefetches (kc + 1) / 2 lines of pf: row panel q takes
+             * lines [q (kc + 1) / 2, ...) of the next micro-panel (2 kc lines; all of
+             * it from 4 row panels on), the vdpbf16ps kernel all of it in the first */
+            const int share = jb->uk == MM_UK_F32 && b == bpanel;
+            const size_t pf_lines = (size_t)kc * MM_NR * 4 / 64, pf_step = (size_t)(kc + 1) / 2;
             for (int ir = 0; ir < mc; ir += MM_MR) {
                 int mi = mc - ir < MM_MR ? mc - ir : MM_MR;
                 float *c = jb->c + (i0 + ir) * jb->ldc + j0 + jr;
-                mm_tile_run(jb, kc, ap[ir / MM_MR], b, c, mi, nj, load_c, ir == 0 ? next : b,
-                            s->tile);
+                size_t l0 = (size_t)(ir / MM_MR) * pf_step;
+                const void *pf = share ? (l0 < pf_lines ? (const char *)next + l0 * 64 : b)
+                                       : ir == 0 ? next : b;
+                mm_tile_run(jb, kc, ap[ir / MM_MR], b, c, mi, nj, load_c, pf, s->tile);
             }
         }
     }

@@ -294,8 +294,10 @@ size_t mm_amx_dec_bytes_impl(int K);
  * c[r * ldc + j] (= if !load_c) += sum_k a b.  The fp32 kernels sum strictly in
  * k order, one rounding per step (FMA or exact bf16 products), so the C and
  * AVX-512 kernels agree bit for bit on bf16 inputs.  A row's sums do not depend
- * on mr.  pf: the next B micro-panel (same size as b), prefetched into L2 while
- * this one is used (pass b itself for none). */
+ * on mr.  pf: prefetched into L2 while this one is used (pass b itself for
+ * none): the vdpbf16ps kernel the next B micro-panel (same size as b), the fp32
+ * kernel (kc + 1) / 2 lines from pf, a quarter of a micro-panel (the caller
+ * hands each row panel its share of the next one). */
 void mm_kernel_f32_c_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
                           int load_c, int mr);
 void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, ptrdiff_t ldc,
