@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "qs/fileio.h"
 #include "qs/mem.h"
@@ -532,6 +533,60 @@ TEST(plots, cli_heatmap_and_plot_exit_codes)
     snprintf(args, sizeof args, "heatmap %s --range 0:0.01 --out %s/fixed.png", dir, dir);
     ASSERT_EQ_INT(run_cli(args), 0);
     ASSERT_EQ_INT(run_cli("plot"), 2);
+}
+
+/* --out as eval's --output and gate's --junit: missing parents are created; a path
+ * under a regular file or in an unwritable place is one error line, exit 2, before
+ * any work, and leaves nothing behind.  Both commands failed here with an
+ * open error deep in the PNG writer. */
+TEST(plots, cli_out_creates_missing_parents_and_refuses_unusable_ones)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    static char out[4096], err[4096];
+    const char *dir = run_path("cli_out_run");
+    ASSERT_EQ_INT(write_quant_log(dir, 30, 10, 3, 20, 0.01, NQ), 0);
+    write_metrics(dir, 30, 10, 0, 20);
+    char args[2048], png[700], file[700];
+    plots_image img;
+    qs_diag d = {0};
+    for (int k = 0; k < 2; k++) {
+        const char *cmd = k ? "plot" : "heatmap";
+        snprintf(png, sizeof png, "%s/new_%s/a/b/out.png", dir, cmd);
+        snprintf(args, sizeof args, "%s %s --out %s", cmd, dir, png);
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+        ASSERT_OK(plots_png_read(png, &img, &d), &d);
+        plots_image_free(&img);
+        snprintf(file, sizeof file, "%s/new_%s/a/b", dir, cmd);
+        ASSERT_TRUE(no_temp_files(file));
+
+        snprintf(file, sizeof file, "%s/plain_%s", dir, cmd);
+        ASSERT_OK(fileio_write_atomic(file, "x", 1, NULL), NULL);
+        snprintf(args, sizeof args, "%s %s --out %s/out.png", cmd, dir, file);
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+        ASSERT_TRUE(strstr(err, "--out: cannot create the directory of") != NULL);
+        ASSERT_TRUE(strstr(err, "not a directory") != NULL);
+        ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+        ASSERT_EQ_STR(out, "");
+
+        snprintf(args, sizeof args, "%s %s --out %s", cmd, dir, dir);
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+        ASSERT_TRUE(strstr(err, "is a directory; expected a file name") != NULL);
+
+        if (geteuid() != 0) {   /* root writes into a 0555 directory anyway */
+            char ro[700];
+            snprintf(ro, sizeof ro, "%s/read_only_%s", dir, cmd);
+            ASSERT_OK(fileio_mkdir_p(ro, NULL), NULL);
+            ASSERT_EQ_INT(chmod(ro, 0555), 0);
+            snprintf(args, sizeof args, "%s %s --out %s/out.png", cmd, dir, ro);
+            int rc = test_run_cli(args, out, sizeof out, err, sizeof err);
+            chmod(ro, 0755);
+            ASSERT_EQ_INT(rc, 2);
+            ASSERT_TRUE(strstr(err, "--out: cannot write in") != NULL);
+            ASSERT_TRUE(no_temp_files(ro));
+        }
+    }
+    ASSERT_TRUE(no_temp_files(dir));
 }
 
 /* ---------- fast step scanner: same values as Jansson, or hand the line back ---------- */

@@ -74,6 +74,13 @@ int cmd_heatmap(int argc, char **argv)
         return cli_error("heatmap: RUN_DIR is required; see --help");
     if (o.log_scale && !isnan(o.lo) && !(o.lo > 0))
         return cli_error("--range: a log scale needs LO > 0, got %g", o.lo);
+    /* an explicit --out is checked before any work, as eval's and gate's outputs
+     * are (missing parents created, a directory name or an unwritable place
+     * refused); the default lies beside the log, which must exist anyway */
+    cli_outputs out_check = {0};
+    int rc;
+    if (out && (rc = cli_outputs_add(&out_check, "--out", out)))
+        return rc;
     char def[1024], name[64], dir[1024];
     if (!out) {   /* beside the log: in RUN_DIR, or in the directory of LOG */
         snprintf(dir, sizeof dir, "%s", run_dir);
@@ -92,7 +99,7 @@ int cmd_heatmap(int argc, char **argv)
     qs_diag d = {0};
     plots_heatmap hm;
     plots_image img = {0};
-    int rc = plots_heatmap_load(&hm, run_dir, &o, &d);
+    rc = plots_heatmap_load(&hm, run_dir, &o, &d);
     if (!rc && hm.truncated)
         fprintf(stderr, "qatscope: warning: %s (heatmap of the complete steps)\n", hm.truncated_msg);
     if (!rc)

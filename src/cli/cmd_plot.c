@@ -49,6 +49,13 @@ int cmd_plot(int argc, char **argv)
     }
     if (n_runs == 0)
         return cli_error("plot: RUN_DIR is required; see --help");
+    /* an explicit --out is checked before any work, as eval's and gate's outputs
+     * are (missing parents created, a directory name or an unwritable place
+     * refused); the default lies in RUN_DIR, which must exist anyway */
+    cli_outputs out_check = {0};
+    int rc;
+    if (out && (rc = cli_outputs_add(&out_check, "--out", out)))
+        return rc;
     char def[1024];
     if (!out) {
         if (fileio_join(def, sizeof def, runs[0], "curves.png"))
