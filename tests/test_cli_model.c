@@ -66,6 +66,30 @@ TEST(cli_model, bad_inputs_exit_2_with_one_line)
     ASSERT_TRUE(strstr(err, "model.safetensors: header claims 16 bytes, file has 5") != NULL);
 }
 
+/* A missing required option is one line pointing at --help, as gate's and train's
+ * are; generate printed its whole usage text inside the error. */
+TEST(cli_model, generate_missing_n_is_one_line)
+{
+    char out[4096], err[4096];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    static const char *const cases[] = {
+        "generate --model data/fixtures/llama_gqa_f32 --prompt x",
+        "generate --prompt x -n 4",
+        "generate",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ASSERT_EQ_INT(test_run_cli(cases[i], out, sizeof out, err, sizeof err), 2);
+        ASSERT_EQ_STR(err, "qatscope: generate: --model, --prompt and -n are required; "
+                           "see --help\n");
+        ASSERT_EQ_STR(out, "");
+    }
+    /* a bad value is one line too */
+    ASSERT_EQ_INT(test_run_cli("generate --model data/fixtures/llama_gqa_f32 --prompt x -n many",
+                               out, sizeof out, err, sizeof err), 2);
+    ASSERT_EQ_STR(err, "qatscope: -n: expected an integer in [0, 16777216], got 'many'\n");
+}
+
 TEST(cli_model, inspect_reports_architecture_groups_and_memory)
 {
     char out[8192], err[1024];

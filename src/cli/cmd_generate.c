@@ -213,6 +213,6 @@ int cmd_generate(int argc, char **argv)
     if (prec_arg && matmul_precision_parse(prec_arg, "--precision", &precision, &pd))
         return cli_diag_error(&pd);
     if (!model || !prompt || n < 0)
-        return cli_error("generate: --model, --prompt and -n are required\n%s", USAGE);
+        return cli_error("generate: --model, --prompt and -n are required; see --help");
     return gen_run(model, prompt, n, temp, top_p, seed, stop, n_stop, precision);
 }
