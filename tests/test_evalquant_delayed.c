@@ -1,12 +1,20 @@
 /* test_evalquant_delayed.c: eval --precision hif8 on a QAT run checkpoint uses
  * DELAYED scaling from the checkpoint's stored amax histories (the run's
  * estimator and margin, frozen), checked against an independent reference that
- * reads train_state.bin itself; the scaling choice, the CLI flag and the errors. */
+ * reads train_state.bin itself; the scaling choice, the CLI flag and the errors;
+ * eval's load time counting that preparation. */
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "qs/digest.h"
 #include "qs/evalquant.h"
@@ -315,6 +323,87 @@ TEST(evalquant_delayed, cli_quant_scaling_flag_and_results_json)
         ASSERT_TRUE(strstr(err, bad[i][1]) != NULL);
         ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
     }
+}
+
+/* eval's last line, "N items in T s (load L s, scoring S s, hash wait W s)": the
+ * HiF8 preparation after the read (delayed scales from the run's state and config
+ * snapshot, the planned weights fake-quantized and packed) is counted in load; it
+ * was in none of the fields, seconds at 1B.  To make that visible on a tiny model
+ * without a timing threshold, the run's config snapshot (RUN/config.json, read
+ * only by that preparation) is a FIFO that a child fills DQ_HOLD_S seconds after
+ * eval starts: the preparation cannot end before, so load holds most of the hold
+ * (it can lose only what eval takes to start its clock) however loaded the
+ * machine is. */
+#define DQ_HOLD_S 2
+TEST(evalquant_delayed, cli_load_time_counts_the_hif8_preparation)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *run = dq_run();
+    ASSERT_TRUE(run != NULL);
+    char src[800], dir[700], path[1000], fifo[700], res[700], args[2400];
+    static char out[8192], err[2048];
+    qs_diag d = {0};
+    /* evalq_hold/ckpt/step_7: links to the checkpoint's files; evalq_hold/config.json
+     * (its run config snapshot) the FIFO */
+    snprintf(dir, sizeof dir, "%s/evalq_hold/ckpt/step_7", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    snprintf(src, sizeof src, "%s/ckpt/step_7", run);
+    DIR *dp = opendir(src);
+    ASSERT_TRUE(dp != NULL);
+    int n_links = 0;
+    for (struct dirent *e; (e = readdir(dp));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char target[1100];
+        snprintf(target, sizeof target, "%s/%s", src, e->d_name);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        n_links += symlink(target, path) == 0;
+    }
+    closedir(dp);
+    ASSERT_TRUE(n_links >= 3);
+    char *snap;
+    size_t snap_n;
+    snprintf(path, sizeof path, "%s/config.json", run);
+    ASSERT_OK(fileio_read_all(path, &snap, &snap_n, &d), &d);
+    snprintf(fifo, sizeof fifo, "%s/evalq_hold/config.json", test_tmp_dir());
+    ASSERT_EQ_INT(mkfifo(fifo, 0644), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {   /* async-signal-safe calls only: the parent may have threads */
+        struct timespec hold = {DQ_HOLD_S, 0};
+        while (nanosleep(&hold, &hold) != 0) {
+        }
+        int fd = open(fifo, O_WRONLY);   /* waits for eval to open it for reading */
+        for (size_t done = 0; fd >= 0 && done < snap_n;) {
+            ssize_t w = write(fd, snap + done, snap_n - done);
+            if (w <= 0)
+                break;
+            done += (size_t)w;
+        }
+        _exit(fd >= 0 ? 0 : 1);
+    }
+    qs_free(snap);
+    snprintf(res, sizeof res, "%s/evalq_hold.json", test_tmp_dir());
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir tests/data/tasks/data "
+             "--precision hif8 --output %s", dir, res);
+    int rc = test_run_cli(args, out, sizeof out, err, sizeof err);
+    kill(pid, SIGKILL);   /* still waiting on the FIFO only when eval failed before it */
+    waitpid(pid, NULL, 0);
+    if (rc)
+        fprintf(stderr, "    eval: %s", err);
+    ASSERT_EQ_INT(rc, 0);
+    ASSERT_TRUE(strstr(out, "delayed (train_state step 7)") != NULL);   /* the FIFO was read */
+    const char *line = strstr(out, " items in ");
+    double total = -1, load = -1, scoring = -1, wait = -1;
+    ASSERT_TRUE(line != NULL);
+    ASSERT_EQ_INT(sscanf(line, " items in %lf s (load %lf s, scoring %lf s, hash wait %lf s)",
+                         &total, &load, &scoring, &wait), 4);
+    if (load < DQ_HOLD_S - 1)
+        fprintf(stderr, "    got: %s", line);
+    ASSERT_TRUE(load >= DQ_HOLD_S - 1);
+    ASSERT_TRUE(total >= load);
 }
 
 TEST(evalquant_delayed, inspect_describes_the_train_state_and_refuses_a_corrupt_one)
