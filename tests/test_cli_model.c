@@ -90,6 +90,19 @@ TEST(cli_model, generate_missing_n_is_one_line)
     ASSERT_EQ_STR(err, "qatscope: -n: expected an integer in [0, 16777216], got 'many'\n");
 }
 
+TEST(cli_model, ppl_missing_option_is_one_line)
+{
+    char out[4096], err[4096];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    static const char *const cases[] = {"ppl --model data/fixtures/llama_gqa_f32", "ppl"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ASSERT_EQ_INT(test_run_cli(cases[i], out, sizeof out, err, sizeof err), 2);
+        ASSERT_EQ_STR(err, "qatscope: ppl: --model and --text are required; see --help\n");
+        ASSERT_EQ_STR(out, "");
+    }
+}
+
 TEST(cli_model, inspect_reports_architecture_groups_and_memory)
 {
     char out[8192], err[1024];

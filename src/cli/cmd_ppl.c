@@ -120,6 +120,6 @@ int cmd_ppl(int argc, char **argv)
     if (prec_arg && matmul_precision_parse(prec_arg, "--precision", &precision, &pd))
         return cli_diag_error(&pd);
     if (!model || !text)
-        return cli_error("ppl: --model and --text are required\n%s", USAGE);
+        return cli_error("ppl: --model and --text are required; see --help");
     return ppl_run(model, text, bos, window, stride, json, precision);
 }
