@@ -316,6 +316,12 @@ TEST(export, broken_hif8_checkpoints_are_refused_by_name)
          "$.quantization_config.modules[0]"},
         {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.3.mlp.gate_proj\"",
          "expected U8"},
+        /* the storage this reader decodes: U8 codes, one scale per tensor, saturating */
+        {"\"granularity\": \"tensor\"", "\"granularity\": \"channel\"",
+         "$.quantization_config.weight.granularity: \"channel\""},
+        {"\"dtype\": \"U8\"", "\"dtype\": \"I8\"", "$.quantization_config.weight.dtype"},
+        {"\"saturating\": true", "\"saturating\": false",
+         "$.quantization_config.weight.saturating"},
         {"\"dynamic\"", "\"sometimes\"", "activation_scaling"},
         {"\"dynamic\"", "\"static\"", "input_scales"},
     };

@@ -122,6 +122,32 @@ static int hif8_config_modules(model_hif8 *q, const llama_config *c, const qs_js
     return 0;
 }
 
+/* "weight": {"dtype": "U8", "granularity": "tensor", "saturating": true}, the
+ * one storage this reader decodes (absent: the same); anything else, e.g. scales
+ * per channel, would be read as one scale per tensor. */
+static int hif8_config_weight(const qs_json_at *qc, qs_diag *d)
+{
+    if (!json_object_get(qc->v, "weight"))
+        return 0;
+    qs_json_at w;
+    const char *dtype, *gran;
+    int sat, rc;
+    if ((rc = qs_json_obj(qc, "weight", &w, d)) || (rc = qs_json_str(&w, "dtype", &dtype, d)) ||
+        (rc = qs_json_str(&w, "granularity", &gran, d)) ||
+        (rc = qs_json_bool(&w, "saturating", &sat, d)))
+        return rc;
+    if (strcmp(dtype, "U8"))
+        return qs_json_fail(&w, "dtype", QS_EUNSUPPORTED, d, "\"%.60s\": only \"U8\" codes are read",
+                            dtype);
+    if (strcmp(gran, "tensor"))
+        return qs_json_fail(&w, "granularity", QS_EUNSUPPORTED, d,
+                            "\"%.60s\": only one scale per tensor (\"tensor\") is read", gran);
+    if (!sat)
+        return qs_json_fail(&w, "saturating", QS_EUNSUPPORTED, d,
+                            "false: only codes of the saturating encoder are read");
+    return 0;
+}
+
 int model_hif8_config_parse(const char *text, size_t len, const char *path,
                             const llama_config *c, model_hif8 **out, qs_diag *d)
 {
@@ -150,7 +176,7 @@ int model_hif8_config_parse(const char *text, size_t len, const char *path,
             if (strcmp(format, "hifloat8"))   /* codes of another 8-bit format would decode wrong */
                 rc = qs_json_fail(&qc, "format", QS_EUNSUPPORTED, d,
                                   "\"%.60s\": only \"hifloat8\" codes are read", format);
-            else
+            else if (!(rc = hif8_config_weight(&qc, d)))
                 rc = hif8_config_modules(q, c, &qc, d);
         }
     }
