@@ -226,7 +226,7 @@ TEST(cli_model, tokenizer_larger_than_the_vocabulary_is_refused)
 
 /* Finite weights whose logits overflow (the final norm at bf16's largest value)
  * make ppl an error, as compare and eval already were, not "nll/token -nan"
- * with exit 0. */
+ * with exit 0; compare names the model whose logits they are. */
 TEST(cli_model, ppl_of_overflowing_logits_is_an_error)
 {
     char dir[600], path[700], args[2048], out[4096], err[1024];
@@ -263,4 +263,17 @@ TEST(cli_model, ppl_of_overflowing_logits_is_an_error)
              dir);
     ASSERT_EQ_STR(err, want);
     ASSERT_TRUE(strstr(out, "nan") == NULL && strstr(out, "nll/token") == NULL);
+    /* compare names the side whose logits overflow, either way round */
+    for (int side = 0; side < 2; side++) {
+        snprintf(args, sizeof args,
+                 "compare --model %s --reference %s --text data/demo/train.txt --window 32",
+                 side ? "data/demo/model" : dir, side ? dir : "data/demo/model");
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+        snprintf(want, sizeof want, "qatscope: %s: compare: non-finite logits of the %s at scored "
+                 "position ", dir, side ? "reference (--reference)" : "model (--model)");
+        if (strncmp(err, want, strlen(want)))
+            fprintf(stderr, "    %s", err);
+        ASSERT_TRUE(strncmp(err, want, strlen(want)) == 0);
+        ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+    }
 }

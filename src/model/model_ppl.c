@@ -168,10 +168,16 @@ static int compare_rows(void *ctx, const float *logits, const float *logits_ref,
 {
     compare_walk *w = ctx;
     int bad;
-    if (model_compare_rows(logits, logits_ref, w->V, targets, rows, w->rows + w->n, &bad))
+    if (model_compare_rows(logits, logits_ref, w->V, targets, rows, w->rows + w->n, &bad)) {
+        const float *row = logits + (size_t)bad * (size_t)w->V;
+        int of_model = 0;
+        for (int v = 0; v < w->V && !of_model; v++)
+            of_model = !isfinite(row[v]);
         return diag_set(d, QS_ENAN, NULL, -1,
-                        "compare: non-finite logits at scored position %zu (of the model or "
-                        "the reference)", w->n + (size_t)bad + 1);
+                        "compare: non-finite logits of the %s at scored position %zu",
+                        of_model ? "model (--model)" : "reference (--reference)",
+                        w->n + (size_t)bad + 1);
+    }
     w->n += (size_t)rows;
     return 0;
 }
