@@ -162,6 +162,7 @@ int cmd_export(int argc, char **argv)
         return cli_error("%s: already exists: export writes a new directory (remove it or "
                          "choose another --out)", out_dir);
     rc = export_run(model, out_dir, patterns, scaling);
-    interrupt_exit(); /* a signal caught while writing: the process ends by it */
+    if (rc)
+        interrupt_exit(); /* stopped by a signal while writing: the process ends by it */
     return rc;
 }
