@@ -26,7 +26,7 @@
 #include <immintrin.h>
 
 #include "matmul_tile_avx512_impl.h"
-#include "matmul_tr16_avx512_impl.h"
+#include "simd_tr16_avx512_impl.h"
 
 static inline __attribute__((always_inline)) void
 mm_f32_body(int kc, const float *a, ptrdiff_t rs, ptrdiff_t ks, const float *b, float *c,
@@ -88,7 +88,7 @@ void mm_apanel_kmajor_f32_avx512_impl(float *dst, const float *src, ptrdiff_t rs
         for (int j = 0; j < 16; j++)
             r[j] = j < MM_MR && j < mi ? _mm512_maskz_loadu_ps(mk, src + (ptrdiff_t)j * rs + k0)
                                        : _mm512_setzero_ps();
-        mm_tr16_avx512(t, r);
+        simd_tr16_avx512(t, r);
         for (int i = 0; i < nk; i++) /* lanes [0, MM_MR): the panel's rows */
             _mm512_mask_storeu_ps(dst + (size_t)(k0 + i) * MM_MR, (1u << MM_MR) - 1u, t[i]);
     }

@@ -19,7 +19,7 @@
 
 #include "matmul_bf16_avx512_impl.h"
 #include "matmul_tile_avx512_impl.h"
-#include "matmul_tr16_avx512_impl.h"
+#include "simd_tr16_avx512_impl.h"
 
 static inline __attribute__((always_inline)) void
 mm_bf16_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const uint32_t *b, float *c,
@@ -188,7 +188,7 @@ void mm_apanel_kmajor_widen_avx512bf16_impl(float *dst, const uint32_t *src, ptr
             r[j] = _mm512_castsi512_ps(
                 _mm512_or_si512(_mm512_and_si512(u, hi_half), _mm512_slli_epi64(u, 48)));
         }
-        mm_tr16_avx512(t, r);
+        simd_tr16_avx512(t, r);
         for (int i = 0; i < 2 * np; i++) /* lanes [0, MM_MR): the panel's rows */
             _mm512_mask_storeu_ps(dst + (size_t)(2 * p0 + i) * MM_MR, (1u << MM_MR) - 1u, t[i]);
     }
@@ -212,7 +212,7 @@ void mm_apanel_kmajor_round_swap_avx512bf16_impl(float *dst, const float *src, p
             v = _mm512_castsi512_ps(_mm512_slli_epi32(mm_bf16_lanes(v), 16));
             r[j] = _mm512_permute_ps(v, 0xB1); /* position k gets k ^ 1 */
         }
-        mm_tr16_avx512(t, r);
+        simd_tr16_avx512(t, r);
         for (int i = 0; i < ns; i++) /* lanes [0, MM_MR): the panel's rows */
             _mm512_mask_storeu_ps(dst + (size_t)(k0 + i) * MM_MR, (1u << MM_MR) - 1u, t[i]);
     }

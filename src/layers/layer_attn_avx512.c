@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "layer_attn_impl.h"
+#include "../kernels/simd_tr16_avx512_impl.h"
 
 #define AR ATTN_ROWS
 
@@ -70,33 +71,7 @@ attn_tr16_regs(__m512 t[16], const float *src, size_t stride, int nj, int ni)
 #pragma GCC unroll 16
     for (int j = 0; j < 16; j++)
         r[j] = j < nj ? _mm512_maskz_loadu_ps(mi, src + (size_t)j * stride) : _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int j = 0; j < 16; j += 2) {
-        t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
-        t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
-    }
-    /* r[4m + d], block q: rows 4m .. 4m+3 of dim 4q + d */
-#pragma GCC unroll 4
-    for (int m = 0; m < 4; m++) {
-        const __m512d t0 = _mm512_castps_pd(t[4 * m]), t1 = _mm512_castps_pd(t[4 * m + 1]);
-        const __m512d t2 = _mm512_castps_pd(t[4 * m + 2]), t3 = _mm512_castps_pd(t[4 * m + 3]);
-        r[4 * m] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
-        r[4 * m + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
-        r[4 * m + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
-        r[4 * m + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
-    }
-    /* output dim 4q + d, block m = r[4m + d] block q */
-#pragma GCC unroll 4
-    for (int d = 0; d < 4; d++) {
-        const __m512 x01 = _mm512_shuffle_f32x4(r[d], r[4 + d], 0x44);
-        const __m512 y01 = _mm512_shuffle_f32x4(r[8 + d], r[12 + d], 0x44);
-        const __m512 x23 = _mm512_shuffle_f32x4(r[d], r[4 + d], 0xee);
-        const __m512 y23 = _mm512_shuffle_f32x4(r[8 + d], r[12 + d], 0xee);
-        t[d] = _mm512_shuffle_f32x4(x01, y01, 0x88);
-        t[4 + d] = _mm512_shuffle_f32x4(x01, y01, 0xdd);
-        t[8 + d] = _mm512_shuffle_f32x4(x23, y23, 0x88);
-        t[12 + d] = _mm512_shuffle_f32x4(x23, y23, 0xdd);
-    }
+    simd_tr16_avx512(t, r);
 }
 
 /* dst[i * ld + j] = src[j * stride + i] for j < nj, i < ni */

@@ -1,14 +1,14 @@
-/* matmul_tr16_avx512_impl.h: a 16 x 16 fp32 transpose in registers, for the
- * k-major A panels of the AVX-512 kernels (matmul_avx512.c: fp32 rows;
- * matmul_avx512bf16.c: rows rounded to bf16 for the FMA kernel).  Include only
- * from files built with AVX-512 flags. */
-#ifndef QS_MATMUL_TR16_AVX512_IMPL_H
-#define QS_MATMUL_TR16_AVX512_IMPL_H
+/* simd_tr16_avx512_impl.h: a 16 x 16 fp32 transpose in registers, for the
+ * k-major A panels of the AVX-512 GEMM kernels (matmul_avx512.c,
+ * matmul_avx512bf16.c) and attention's key/value tiles (layer_attn_avx512.c).
+ * Include only from files built with AVX-512 flags. */
+#ifndef QS_SIMD_TR16_AVX512_IMPL_H
+#define QS_SIMD_TR16_AVX512_IMPL_H
 
 #include <immintrin.h>
 
 /* t[i] lane j = r[j] lane i (r is clobbered). */
-static inline __attribute__((always_inline)) void mm_tr16_avx512(__m512 t[16], __m512 r[16])
+static inline __attribute__((always_inline)) void simd_tr16_avx512(__m512 t[16], __m512 r[16])
 {
 #pragma GCC unroll 8
     for (int j = 0; j < 16; j += 2) {
