@@ -136,6 +136,10 @@ static mm_apanel mm_task_apanel(const mm_job *jb, float *slot, ptrdiff_t ld, int
 {
     const mm_bpack *ap = jb->ap;
     int mi = jb->M - i < MM_MR ? jb->M - i : MM_MR, kp = (kc + 1) / 2;
+    if (ap && ap->kernel == MM_KERNEL_AVX512) /* fp32 k-major panels, packed whole */
+        return (mm_apanel){(const float *)ap->data + (size_t)(i / MM_MR) * ap->panel_elems +
+                               (size_t)k0 * MM_MR,
+                           1, MM_MR};
     if (blocked && mm_task_kmajor(jb, mi)) {
         if (ap) { /* k0 is even */
             mm_apanel_kmajor_widen_avx512bf16_impl(
@@ -488,6 +492,17 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
     if (n > 0 && bp[0]->kernel == MM_KERNEL_AMX) {   /* ap: scratch for A's bf16 rows */
         mm_gemm_amx_impl(n, c, ldc, M, a, ap, bp, init, bias, ep);
         return;
+    }
+    /* an fp32 k-major A pack serves products whose A is plain fp32 rows of more
+     * than MM_GEMV_ROWS (mm_forward_xpack); otherwise each task makes its panels */
+    if (ap && ap->kernel == MM_KERNEL_AVX512) {
+        int ok = a->cs == 1 && M > MM_GEMV_ROWS && ap->N == M && ap->K == (n > 0 ? bp[0]->K : 0);
+        for (int i = 0; i < n && ok; i++)
+            ok = bp[i]->kernel == MM_KERNEL_AVX512 && !bp[i]->round_bf16 && bp[i]->K == ap->K;
+        if (!ok) {
+            ap = NULL;
+            ap_fill = 0;
+        }
     }
     first[0] = 0;
     for (int i = 0; i < n && i < MM_MULTI_MAX; i++) {

@@ -179,6 +179,10 @@ int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K);
  * panels concurrently. */
 int mm_apack_rows_reserve_impl(mm_bpack *ap, int M, int K);
 void mm_apack_rows_panel_impl(mm_bpack *ap, mm_view a, int p);
+/* A whole fp32 A of M rows as k-major panels [K][MM_MR] (kernel MM_KERNEL_AVX512,
+ * row_pairs 0; AVX-512 CPUs), filled panel by panel by mm_apack_rows_panel_impl
+ * (a's rows contiguous). */
+int mm_apack_f32_reserve_impl(mm_bpack *ap, int M, int K);
 size_t mm_apack_rows_bytes_impl(int M, int K);
 
 /* B = w^T of a weight stored as bf16 bits, w [N, K] row-major (B(k, n) = w[n * K + k]),

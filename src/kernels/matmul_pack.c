@@ -212,8 +212,29 @@ int mm_apack_rows_reserve_impl(mm_bpack *ap, int M, int K)
     return 0;
 }
 
+int mm_apack_f32_reserve_impl(mm_bpack *ap, int M, int K)
+{
+    size_t panels = (size_t)(M + MM_MR - 1) / MM_MR;
+    if (mm_pack_reserve_impl(ap, panels * MM_MR * (size_t)K * sizeof(float)) != 0)
+        return QS_ENOMEM;
+    ap->panel_elems = (size_t)MM_MR * (size_t)K;
+    ap->row_pairs = 0;
+    ap->K = K;
+    ap->N = M;
+    ap->kernel = MM_KERNEL_AVX512;
+    ap->round_bf16 = 0;
+    ap->codes = 0;
+    return 0;
+}
+
 void mm_apack_rows_panel_impl(mm_bpack *ap, mm_view a, int p)
 {
+    if (ap->kernel == MM_KERNEL_AVX512) { /* fp32 k-major panels (rows past N zero) */
+        int mi = ap->N - p * MM_MR < MM_MR ? ap->N - p * MM_MR : MM_MR;
+        mm_apanel_kmajor_f32_avx512_impl((float *)ap->data + (size_t)p * ap->panel_elems,
+                                         a.p + (ptrdiff_t)p * MM_MR * a.rs, a.rs, mi, ap->K);
+        return;
+    }
     int K = ap->K, K2 = K + (K & 1);
     for (int r = 0; r < MM_MR; r++) {
         int m = p * MM_MR + r;
