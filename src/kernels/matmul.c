@@ -5,15 +5,14 @@
  *   dx       C = dx  [N, IN], A = dout [N, O],        B = w   [O, IN]
  *   dw       C = dw  [O, IN], A = dout^T [O, N],      B = x   [N, IN]
  * The kernel follows the precision and cpu_level() (mm_kernel_select);
- * MATMUL_FP32 without AVX-512 and MATMUL_FP32_BLAS go to OpenBLAS sgemm, called
- * from serial code so that BLAS threads on its own (never inside our OpenMP).
+ * MATMUL_FP32 without AVX-512 and MATMUL_FP32_BLAS go to OpenBLAS sgemm
+ * (matmul_sgemm.c: shared over our OpenMP threads in shape-fixed blocks).
  * Scratch memory that cannot be had degrades to sgemm (fp32) or to the
  * unblocked loop below (bf16), both within the same contract (matmul.h).
  */
 #include "qs/matmul.h"
 
 #include <assert.h>
-#include <cblas.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -60,129 +59,6 @@ static int mm_pack_kernel(const matmul_wpack *pk, int precision)
     return pk && pk->frozen ? (int)pk->fwd.kernel : mm_kernel_select(precision);
 }
 
-/* ---- OpenBLAS reference path (shapes already checked >= 1) ---- */
-
-/* OpenBLAS's pthreads server (libopenblas0-pthread) exports this: it joins the
- * workers and marks the server down; exec_blas starts it again when needed
- * (OpenBLAS's own fork handler relies on that).  Weak: NULL with a build
- * that has no such server (OpenMP or serial OpenBLAS). */
-extern int blas_thread_shutdown_(void) __attribute__((weak));
-
-void matmul_blas_threads(void)
-{
-    /* only OpenBLAS's own pool: in an OpenMP build of OpenBLAS its threads are
-     * OpenMP's (one pool already) and its set_num_threads would set ours */
-    if (openblas_get_parallel() != OPENBLAS_THREAD)
-        return;
-    openblas_set_num_threads(1);
-    if (blas_thread_shutdown_)
-        blas_thread_shutdown_();
-}
-
-/* OpenBLAS runs single-threaded (matmul_blas_threads) and our OpenMP threads
- * share a product out in blocks of rows (or of columns when there are few
- * rows), one sgemm each: one pool of threads, none spinning beside another's
- * (two pools made every OpenMP region after an sgemm wait for scheduler
- * ticks).  The blocks follow the shape only, never the thread count (one
- * thread runs the same blocks in turn), so the sums are the same with any
- * number of threads.  With OpenBLAS set to several threads again
- * (openblas_set_num_threads after matmul_blas_threads): one call, threaded by
- * OpenBLAS, as before. */
-enum {
-    MM_SGEMM_ROWS = 128,          /* rows per block, when there are >= 2 blocks' worth */
-    MM_SGEMM_COLS = 256,          /* else columns per block, when >= 2 blocks' worth */
-    MM_SGEMM_MIN_FLOPS = 4000000, /* below this, one call (a parallel region costs more) */
-};
-
-typedef enum { MM_SG_FWD, MM_SG_DX, MM_SG_DW } mm_sg_op;
-
-typedef struct {
-    mm_sg_op op;
-    float *c;
-    const float *a, *b;
-    int N, IN, O;
-    float beta;
-} mm_sg_job;
-
-/* The rows [r0, r1) (by_rows) or columns [r0, r1) of the job's output. */
-static void mm_sgemm_block(const mm_sg_job *j, int by_rows, int r0, int r1)
-{
-    const int N = j->N, IN = j->IN, O = j->O, n = r1 - r0;
-    switch (j->op) {
-    case MM_SG_FWD: /* out[N, O] = x[N, IN] w[O, IN]^T */
-        if (by_rows)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, O, IN, 1.0f,
-                        j->a + (size_t)r0 * IN, IN, j->b, IN, j->beta, j->c + (size_t)r0 * O, O);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, n, IN, 1.0f, j->a, IN,
-                        j->b + (size_t)r0 * IN, IN, j->beta, j->c + r0, O);
-        break;
-    case MM_SG_DX: /* dx[N, IN] += dout[N, O] w[O, IN] */
-        if (by_rows)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, IN, O, 1.0f,
-                        j->a + (size_t)r0 * O, O, j->b, IN, 1.0f, j->c + (size_t)r0 * IN, IN);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, n, O, 1.0f, j->a, O,
-                        j->b + r0, IN, 1.0f, j->c + r0, IN);
-        break;
-    case MM_SG_DW: /* dw[O, IN] += dout[N, O]^T x[N, IN] */
-        if (by_rows)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, IN, N, 1.0f, j->a + r0, O,
-                        j->b, IN, 1.0f, j->c + (size_t)r0 * IN, IN);
-        else
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, n, N, 1.0f, j->a, O,
-                        j->b + r0, IN, 1.0f, j->c + r0, IN);
-        break;
-    }
-}
-
-static void mm_sgemm_run(const mm_sg_job *j)
-{
-    const int rows = j->op == MM_SG_DW ? j->O : j->N;
-    const int cols = j->op == MM_SG_FWD ? j->O : j->IN;
-    int by_rows = rows >= 2 * MM_SGEMM_ROWS, span = by_rows ? rows : cols;
-    int block = by_rows ? MM_SGEMM_ROWS : MM_SGEMM_COLS;
-    int n_blocks = (span + block - 1) / block;
-    int split = n_blocks >= 2 && 2.0 * j->N * j->IN * j->O >= MM_SGEMM_MIN_FLOPS &&
-                openblas_get_num_threads() == 1;
-#ifdef _OPENMP
-    split = split && !omp_in_parallel();
-#endif
-    if (!split) {
-        mm_sgemm_block(j, 1, 0, rows);
-        return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
-#endif
-    for (int b = 0; b < n_blocks; b++) {
-        int r0 = b * block, r1 = r0 + block < span ? r0 + block : span;
-        mm_sgemm_block(j, by_rows, r0, r1);
-    }
-}
-
-static void mm_forward_sgemm(float *out, const float *x, const float *w, const float *bias, int N,
-                             int IN, int O)
-{
-    if (bias)
-        for (int n = 0; n < N; n++)
-            memcpy(out + (size_t)n * O, bias, (size_t)O * sizeof *out);
-    mm_sg_job j = {MM_SG_FWD, out, x, w, N, IN, O, bias ? 1.0f : 0.0f};
-    mm_sgemm_run(&j);
-}
-
-static void mm_dx_sgemm(float *dx, const float *dout, const float *w, int N, int IN, int O)
-{
-    mm_sg_job j = {MM_SG_DX, dx, dout, w, N, IN, O, 1.0f};
-    mm_sgemm_run(&j);
-}
-
-static void mm_dw_sgemm(float *dw, const float *dout, const float *x, int N, int IN, int O)
-{
-    mm_sg_job j = {MM_SG_DW, dw, dout, x, N, IN, O, 1.0f};
-    mm_sgemm_run(&j);
-}
-
 /* ---- bf16 without scratch: C[m, j] = init + sum_k bf16(A(m, k)) bf16(B(k, j)), k in
  * mm_bf16_order; bit-identical to the packed bf16 paths. ---- */
 
@@ -217,11 +93,21 @@ static int mm_pack_ready(mm_bpack *bp, int *fresh, mm_view b, int K, int Nc, int
     return *fresh ? 0 : -1;
 }
 
+/* 1 when an fp32 product of N rows takes its A (x, or dX's dout) packed k-major
+ * once per call (mm_apack_f32_reserve_impl): a few row panels, split into
+ * column tasks only, each of which would transpose the same rows again. */
+static int mm_xpack_f32(int kernel, int precision, int N)
+{
+    return kernel == MM_KERNEL_AVX512 && precision == MATMUL_FP32 && N > MM_GEMV_ROWS &&
+           N <= MM_MC;
+}
+
 /* Forward's x for the bf16 kernel, converted once per call (or once for several
  * Linears of the same x) instead of once per column block: a row pack reserved
  * in ws->xpack, else in tmp.  NULL when the kernel is not bf16 or memory is
  * short (the GEMM then converts per task, with the same bits). */
-static mm_bpack *mm_forward_xpack(int kernel, int N, int IN, matmul_ws *ws, mm_bpack *tmp)
+static mm_bpack *mm_forward_xpack(int kernel, int precision, int N, int IN, matmul_ws *ws,
+                                  mm_bpack *tmp)
 {
     if (kernel == MM_KERNEL_AMX)   /* scratch for the AMX GEMM, which reserves it */
         return ws ? &ws->xpack : tmp;
@@ -229,7 +115,7 @@ static mm_bpack *mm_forward_xpack(int kernel, int N, int IN, matmul_ws *ws, mm_b
      * into k-major panels again (up to ~18% of a 64 x 1536 -> 768 product);
      * the GEMM fills this once, or drops it where its products need another
      * A format (mm_gemm_multi_impl) */
-    if (kernel == MM_KERNEL_AVX512 && N > MM_GEMV_ROWS && N <= MM_MC) {
+    if (mm_xpack_f32(kernel, precision, N)) {
         mm_bpack *xp = ws ? &ws->xpack : tmp;
         return mm_apack_f32_reserve_impl(xp, N, IN) == 0 ? xp : NULL;
     }
@@ -256,7 +142,7 @@ static void mm_forward_codes(float *out, const float *x, matmul_wpack *pk, const
     if (w) {
         for (int o = 0; o < O; o++)
             mm_bpack_codes_row_impl(&pk->fwd, o, 0, IN, NULL, w + (size_t)o * IN);
-        mm_forward_sgemm(out, x, w, bias, N, IN, O);
+        mm_forward_sgemm_impl(out, x, w, bias, N, IN, O);
         qs_free(w);
         return;
     }
@@ -306,14 +192,14 @@ static void mm_forward_gemm(float *out, const float *x, const float *w, const fl
     if (precision == MATMUL_BF16 || precision == MATMUL_BF16_AMX)
         mm_gemm_unblocked(out, O, N, O, IN, xa, wt, init, bias);
     else
-        mm_forward_sgemm(out, x, w, bias, N, IN, O);
+        mm_forward_sgemm_impl(out, x, w, bias, N, IN, O);
 }
 
 static void mm_forward_run(float *out, const float *x, const float *w, const float *bias, int N,
                            int IN, int O, int precision, matmul_wpack *pk, matmul_ws *ws)
 {
     mm_bpack tmp = {0};
-    mm_bpack *xp = mm_forward_xpack(mm_pack_kernel(pk, precision), N, IN, ws, &tmp);
+    mm_bpack *xp = mm_forward_xpack(mm_pack_kernel(pk, precision), precision, N, IN, ws, &tmp);
     mm_forward_gemm(out, x, w, bias, N, IN, O, precision, pk, ws, xp);
     mm_bpack_free_impl(&tmp);
 }
@@ -333,7 +219,7 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
          * fp32 with a few row panels: dout packed k-major once (mm_forward_xpack) */
         mm_bpack tmp_a = {0}, *xs = kernel == MM_KERNEL_AMX ? ws ? &ws->xpack : &tmp_a : NULL;
         int fill = 0;
-        if (kernel == MM_KERNEL_AVX512 && N > MM_GEMV_ROWS && N <= MM_MC) {
+        if (mm_xpack_f32(kernel, precision, N)) {
             xs = ws ? &ws->xpack : &tmp_a;
             fill = mm_apack_f32_reserve_impl(xs, N, O) == 0;
             xs = fill ? xs : NULL;
@@ -348,7 +234,7 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
     if (precision == MATMUL_BF16 || precision == MATMUL_BF16_AMX)
         mm_gemm_unblocked(dx, IN, N, IN, O, da, wb, MM_INIT_ACCUM, NULL);
     else
-        mm_dx_sgemm(dx, dout, w, N, IN, O);
+        mm_dx_sgemm_impl(dx, dout, w, N, IN, O);
 }
 
 static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int IN, int O,
@@ -376,7 +262,7 @@ static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int I
     if (precision == MATMUL_BF16 || precision == MATMUL_BF16_AMX)
         mm_gemm_unblocked(dw, IN, O, IN, N, dt, xb, MM_INIT_ACCUM, NULL);
     else
-        mm_dw_sgemm(dw, dout, x, N, IN, O);
+        mm_dw_sgemm_impl(dw, dout, x, N, IN, O);
 }
 
 /* db[o] += sum_n dout[n, o], n in order; threads own column chunks. */
@@ -506,7 +392,7 @@ static int mm_forward_group(float *const *out, const float *x, matmul_wpack *con
         init[i] = bias && bias[i] ? MM_INIT_BIAS : MM_INIT_ZERO;
     }
     mm_bpack tmp = {0};
-    mm_bpack *xp = mm_forward_xpack(kernel, N, IN, ws, &tmp);
+    mm_bpack *xp = mm_forward_xpack(kernel, precision, N, IN, ws, &tmp);
     mm_view xa = {x, IN, 1};
     mm_gemm_multi_impl(n, out, ldc, N, &xa, xp, xp != NULL, bp, init, bias, ep);
     mm_bpack_free_impl(&tmp);
@@ -641,6 +527,8 @@ size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacke
         }
         return sizeof(matmul_ws) + xs + mm_amx_apack_bytes_impl(O, N) + b;
     }
+    if (mm_xpack_f32(mm_kernel_select(precision), precision, N)) /* x or dout, k-major fp32 */
+        xr = (size_t)(N + MM_MR - 1) / MM_MR * MM_MR * (size_t)(IN > O ? IN : O) * sizeof(float);
     if (unpacked_w) {
         size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);
         b = b > f ? b : f;

@@ -179,6 +179,13 @@ int mm_apack_whole_impl(mm_bpack *ap, mm_view a, int M, int K);
  * panels concurrently. */
 int mm_apack_rows_reserve_impl(mm_bpack *ap, int M, int K);
 void mm_apack_rows_panel_impl(mm_bpack *ap, mm_view a, int p);
+/* OpenBLAS sgemm for the three products (matmul_sgemm.c): out = bias + x w^T,
+ * dx += dout w, dw += dout^T x; shared out over the OpenMP threads in blocks
+ * fixed by the shape (the same sums with any thread count). */
+void mm_forward_sgemm_impl(float *out, const float *x, const float *w, const float *bias, int N,
+                           int IN, int O);
+void mm_dx_sgemm_impl(float *dx, const float *dout, const float *w, int N, int IN, int O);
+void mm_dw_sgemm_impl(float *dw, const float *dout, const float *x, int N, int IN, int O);
 /* A whole fp32 A of M rows as k-major panels [K][MM_MR] (kernel MM_KERNEL_AVX512,
  * row_pairs 0; AVX-512 CPUs), filled panel by panel by mm_apack_rows_panel_impl
  * (a's rows contiguous). */
