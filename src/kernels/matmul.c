@@ -102,10 +102,11 @@ static int mm_xpack_f32(int kernel, int precision, int N)
            N <= MM_MC;
 }
 
-/* Forward's x for the bf16 kernel, converted once per call (or once for several
- * Linears of the same x) instead of once per column block: a row pack reserved
- * in ws->xpack, else in tmp.  NULL when the kernel is not bf16 or memory is
- * short (the GEMM then converts per task, with the same bits). */
+/* Forward's x converted once per call (or once for several Linears of the same
+ * x) instead of once per column block: bf16 rows for the bf16 kernel, or fp32
+ * k-major panels (mm_xpack_f32), reserved in ws->xpack, else in tmp; the AMX
+ * GEMM's scratch.  NULL otherwise or when memory is short (the GEMM then
+ * converts per task, with the same bits). */
 static mm_bpack *mm_forward_xpack(int kernel, int precision, int N, int IN, matmul_ws *ws,
                                   mm_bpack *tmp)
 {

@@ -78,6 +78,8 @@ void mm_kernel_f32_avx512_impl(int kc, mm_apanel a, const float *b, float *c, pt
     }
 }
 
+_Static_assert(MM_MR == 12, "simd_tr16_store12_avx512 writes panels of 12 rows");
+
 void mm_apanel_kmajor_f32_avx512_impl(float *dst, const float *src, ptrdiff_t rs, int mi, int kc)
 {
     for (int k0 = 0; k0 < kc; k0 += 16) {
@@ -89,8 +91,7 @@ void mm_apanel_kmajor_f32_avx512_impl(float *dst, const float *src, ptrdiff_t rs
             r[j] = j < MM_MR && j < mi ? _mm512_maskz_loadu_ps(mk, src + (ptrdiff_t)j * rs + k0)
                                        : _mm512_setzero_ps();
         simd_tr16_avx512(t, r);
-        for (int i = 0; i < nk; i++) /* lanes [0, MM_MR): the panel's rows */
-            _mm512_mask_storeu_ps(dst + (size_t)(k0 + i) * MM_MR, (1u << MM_MR) - 1u, t[i]);
+        simd_tr16_store12_avx512(dst, k0, t, nk);
     }
 }
 

@@ -189,8 +189,7 @@ void mm_apanel_kmajor_widen_avx512bf16_impl(float *dst, const uint32_t *src, ptr
                 _mm512_or_si512(_mm512_and_si512(u, hi_half), _mm512_slli_epi64(u, 48)));
         }
         simd_tr16_avx512(t, r);
-        for (int i = 0; i < 2 * np; i++) /* lanes [0, MM_MR): the panel's rows */
-            _mm512_mask_storeu_ps(dst + (size_t)(2 * p0 + i) * MM_MR, (1u << MM_MR) - 1u, t[i]);
+        simd_tr16_store12_avx512(dst, 2 * p0, t, 2 * np);
     }
 }
 
@@ -213,7 +212,6 @@ void mm_apanel_kmajor_round_swap_avx512bf16_impl(float *dst, const float *src, p
             r[j] = _mm512_permute_ps(v, 0xB1); /* position k gets k ^ 1 */
         }
         simd_tr16_avx512(t, r);
-        for (int i = 0; i < ns; i++) /* lanes [0, MM_MR): the panel's rows */
-            _mm512_mask_storeu_ps(dst + (size_t)(k0 + i) * MM_MR, (1u << MM_MR) - 1u, t[i]);
+        simd_tr16_store12_avx512(dst, k0, t, ns);
     }
 }

@@ -37,4 +37,13 @@ static inline __attribute__((always_inline)) void simd_tr16_avx512(__m512 t[16],
     }
 }
 
+/* dst[(k0 + i) * 12 + r] = t[i] lane r for i < n, r < 12: rows of a transposed
+ * 16 x 16 block into a k-major panel of 12 rows (the GEMM's MM_MR). */
+static inline __attribute__((always_inline)) void
+simd_tr16_store12_avx512(float *dst, int k0, const __m512 t[16], int n)
+{
+    for (int i = 0; i < n; i++)
+        _mm512_mask_storeu_ps(dst + (size_t)(k0 + i) * 12, 0x0FFF, t[i]);
+}
+
 #endif
