@@ -7,7 +7,9 @@
  * On CPUs with AVX512-BF16 and VBMI, code packs of the bf16 formats run on
  * src/kernels/matmul_gemv_codes_avx512bf16vbmi.c instead (decoded in
  * registers, vdpbf16ps): the same bits as the decode-then-FMA path, compared
- * directly, NaN / infinity codes and products in the denormal range included.
+ * directly, NaN / infinity codes and products in the denormal range included;
+ * bf16 pair packs on vdpbf16ps run 1-4 rows on
+ * src/kernels/matmul_gemv_pairs_avx512bf16.c: the blocked kernel's bits.
  */
 #include <math.h>
 #include <string.h>
@@ -98,6 +100,55 @@ TEST(matmul_gemv, few_rows_equal_their_rows_in_a_batch_bf16_fma)
                                                    : 0;
     mm_bf16_fma_force_impl(-1);
     ASSERT_EQ_INT(bad, 0);
+}
+
+/* vdpbf16ps on bf16 pairs: 1-4 rows on the few-row kernel straight from the
+ * pack (matmul_gemv_pairs_avx512bf16.c), 5-8 on the blocked kernel */
+TEST(matmul_gemv, few_rows_equal_their_rows_in_a_batch_bf16_vdpbf16ps)
+{
+    if (cpu_level() < CPU_LEVEL_AVX512BF16)
+        SKIP("no AVX512-BF16");
+    mm_bf16_fma_force_impl(0);
+    int bad = gv_all(MATMUL_BF16, 0);
+    mm_bf16_fma_force_impl(-1);
+    ASSERT_EQ_INT(bad, 0);
+}
+
+/* ... and the few-row kernel gives the blocked kernel's bits on the same rows */
+TEST(matmul_gemv, few_rows_on_the_pairs_kernel_equal_the_blocked_kernel)
+{
+    if (cpu_level() < CPU_LEVEL_AVX512BF16)
+        SKIP("no AVX512-BF16");
+    mm_bf16_fma_force_impl(0);
+    for (size_t i = 0; i < sizeof gv_shapes / sizeof gv_shapes[0]; i++) {
+        int IN = gv_shapes[i][0], O = gv_shapes[i][1];
+        float *w = qs_malloc((size_t)O * IN * sizeof *w), *x = qs_malloc(4 * (size_t)IN * sizeof *x);
+        float *bias = qs_malloc((size_t)O * sizeof *bias);
+        float *y0 = qs_malloc(4 * (size_t)O * sizeof *y0), *y1 = qs_malloc(4 * (size_t)O * sizeof *y1);
+        ASSERT_TRUE(w && x && bias && y0 && y1);
+        test_hif8_fill(w, (size_t)O * IN, 17 + i);
+        test_hif8_fill(x, 4 * (size_t)IN, 18 + i);
+        test_hif8_fill(bias, (size_t)O, 19 + i);
+        matmul_wpack *pk = matmul_wpack_create(w, IN, O, MATMUL_BF16);
+        ASSERT_TRUE(pk != NULL);
+        for (int m = 1; m <= 4; m++) {
+            const float *b = m & 1 ? bias : NULL;
+            mm_gemv_pairs_force_impl(0);
+            matmul_forward_packed(y0, x, pk, b, m);
+            mm_gemv_pairs_force_impl(1);
+            matmul_forward_packed(y1, x, pk, b, m);
+            if (memcmp(y0, y1, (size_t)m * O * sizeof *y0))
+                fprintf(stderr, "    IN=%d O=%d rows %d: the kernels differ\n", IN, O, m);
+            ASSERT_TRUE(memcmp(y0, y1, (size_t)m * O * sizeof *y0) == 0);
+        }
+        matmul_wpack_destroy(pk);
+        qs_free(w);
+        qs_free(x);
+        qs_free(bias);
+        qs_free(y0);
+        qs_free(y1);
+    }
+    mm_bf16_fma_force_impl(-1);
 }
 
 TEST(matmul_gemv, few_rows_equal_their_rows_in_a_batch_fp32_codes)

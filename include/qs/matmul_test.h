@@ -20,6 +20,10 @@ int mm_bf16_fma_impl(void);
  * vdpbf16ps where the CPU has AVX-512 VBMI), 0 = codes decoded into L1 and the
  * FMA kernel (same bits).  Call from serial code, between matmul calls. */
 void mm_codes_gemv_force_impl(int mode);
+/* Whether 1-4 rows times a bf16 pair pack on vdpbf16ps run on the few-row
+ * kernel (1, the default) or the blocked kernel (0; same bits).  Call from
+ * serial code, between matmul calls. */
+void mm_gemv_pairs_force_impl(int on);
 /* 1 when code packs' few-row products run on the in-register kernel now: the
  * CPU has AVX-512 VBMI, cpu_level() is avx512bf16 and mode 0 is not forced
  * (known once a code pack exists). */

@@ -59,7 +59,8 @@ typedef struct mm_job {
     mm_ukernel uk;
     int fma16;      /* bf16 pairs on the FMA kernel (widened, FTZ/DAZ) */
     int codes;      /* B holds HiF8 codes: each micro-panel decoded (dec) as it is used */
-    int gemv_dp;    /* codes, <= MM_FEW_ROWS rows: decoded in registers, vdpbf16ps */
+    int gemv_dp;    /* few rows on vdpbf16ps straight from the pack: codes (<= MM_FEW_ROWS
+                     * rows, decoded in registers) or bf16 pairs (<= MM_GEMV_ROWS) */
     int dec;        /* mm_decode mode, | MM_DECODE_NO_NAN, | MM_DECODE_FINITE */
     int kc;         /* K block */
     mm_afmt afmt;   /* A panel format (not for fma16 or whole-A packs) */
@@ -75,6 +76,9 @@ typedef struct mm_scratch {
 } mm_scratch;
 
 static int mm_fma_mode = -1;
+static int mm_gemv_pairs_mode = 1;
+
+void mm_gemv_pairs_force_impl(int on) { mm_gemv_pairs_mode = on; }
 
 void mm_bf16_fma_force_impl(int mode) { mm_fma_mode = mode; }
 
@@ -306,11 +310,12 @@ static void mm_task_gemv(const mm_job *jb, int i0, int j0, int mc, int nc, mm_sc
 }
 
 /* A task of at most MM_FEW_ROWS rows of a code pack on CPUs with AVX512-BF16
- * and VBMI (jb->gemv_dp): mm_gemv_codes_avx512bf16vbmi_impl over groups of
- * micro-panels read straight from the pack, K in blocks of MM_GEMV_KC (the A
- * block of bf16 pairs stays in L1; C carries the sums between blocks: exact,
- * as the blocked kernel's K blocks). */
-static void mm_task_gemv_codes(const mm_job *jb, int i0, int j0, int mc, int nc, mm_scratch *s)
+ * and VBMI, or of at most MM_GEMV_ROWS rows of a bf16 pair pack on CPUs with
+ * AVX512-BF16 (jb->gemv_dp): mm_gemv_codes_avx512bf16vbmi_impl or
+ * mm_gemv_pairs_avx512bf16_impl over groups of micro-panels read straight from
+ * the pack, K in blocks of MM_GEMV_KC (the A block of bf16 pairs stays in L1;
+ * C carries the sums between blocks: exact, as the blocked kernel's K blocks). */
+static void mm_task_gemv_dp(const mm_job *jb, int i0, int j0, int mc, int nc, mm_scratch *s)
 {
     const mm_bpack *bp = jb->bp;
     const int K = bp->K, np_max = mc <= 2 ? 4 : 2;
@@ -331,6 +336,15 @@ static void mm_task_gemv_codes(const mm_job *jb, int i0, int j0, int mc, int nc,
             for (int r0 = 0; r0 < mc; r0 += MM_GEMV_ROWS) {
                 int mr = mc - r0 < MM_GEMV_ROWS ? mc - r0 : MM_GEMV_ROWS;
                 mm_apanel a = {(const uint32_t *)ap.p + r0 * ap.rs, ap.rs, ap.ks};
+                if (!jb->codes) {
+                    mm_gemv_pairs_avx512bf16_impl(
+                        (kc + 1) / 2, a, mr,
+                        (const uint32_t *)bp->data + (size_t)(j0 + jr) / MM_NR * bp->panel_elems +
+                            (size_t)(k0 / 2) * MM_NR,
+                        bp->panel_elems, np, c0 + (ptrdiff_t)r0 * jb->ldc + jr, jb->ldc, nj_last,
+                        load_c);
+                    continue;
+                }
                 mm_gemv_codes_avx512bf16vbmi_impl((kc + 1) / 2, a, mr,
                                                   mm_codes_panel(bp, j0 + jr, k0), bp->panel_elems,
                                                   np, c0 + (ptrdiff_t)r0 * jb->ldc + jr, jb->ldc,
@@ -354,7 +368,7 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
         for (int r = 0; r < mc; r++)
             memcpy(jb->c + (i0 + r) * jb->ldc + j0, jb->bias + j0, (size_t)nc * sizeof(float));
     if (jb->gemv_dp) {
-        mm_task_gemv_codes(jb, i0, j0, mc, nc, s);
+        mm_task_gemv_dp(jb, i0, j0, mc, nc, s);
         return;
     }
     unsigned csr = jb->fma16 ? mm_mxcsr_ftz_daz_impl() : 0;
@@ -527,6 +541,10 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
          * registers and vdpbf16ps (the bits of the vdpbf16ps kernel), up to
          * 8 rows (a short prompt) in groups of MM_GEMV_ROWS */
         j.gemv_dp = bp[i]->codes && M <= MM_FEW_ROWS && pairs && mm_codes_gemv_dp_impl();
+        /* ... and decode-sized products of a bf16 pair pack on vdpbf16ps:
+         * several micro-panels streamed side by side (the same bits) */
+        if (pairs && !j.fma16 && !bp[i]->codes && M <= MM_GEMV_ROWS && mm_gemv_pairs_mode)
+            j.gemv_dp = 1;
         if (j.gemv_dp)
             j.fma16 = 0;
         j.uk = pairs && !j.fma16                    ? MM_UK_BF16DP

@@ -332,6 +332,13 @@ void mm_gemv_avx512_impl(int kk, mm_apanel a, int mr, const void *b, size_t bstr
 void mm_gemv_codes_avx512bf16vbmi_impl(int kp, mm_apanel a, int mr, const uint16_t *b,
                                        size_t bstride, int np, float *c, ptrdiff_t ldc,
                                        int nj_last, int load_c, int flags);
+/* The same few-row products from a bf16 pair pack with vdpbf16ps
+ * (matmul_gemv_pairs_avx512bf16.c; AVX512-BF16 CPUs): kp pair rows of np
+ * micro-panels, panel q at b + q * bstride, A bf16 pairs (mm_apanel of uint32).
+ * The bits of mm_kernel_bf16_avx512bf16_impl. */
+void mm_gemv_pairs_avx512bf16_impl(int kp, mm_apanel a, int mr, const uint32_t *b,
+                                   size_t bstride, int np, float *c, ptrdiff_t ldc, int nj_last,
+                                   int load_c);
 /* kp = number of k pairs */
 void mm_kernel_bf16_avx512bf16_impl(int kp, mm_apanel a, const uint32_t *b, float *c,
                                     ptrdiff_t ldc, int load_c, int mr, const void *pf);
