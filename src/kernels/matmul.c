@@ -216,17 +216,14 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
         mm_bpack *bp = pk ? &pk->bwd : ws ? &ws->bpack : &tmp;
         int *fr = pk ? &pk->bwd_fresh : &fresh;
         int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
-        /* AMX: dout's bf16 rows in the forward's x scratch (reserved by the GEMM);
-         * fp32 with a few row panels: dout packed k-major once (mm_forward_xpack) */
-        mm_bpack tmp_a = {0}, *xs = kernel == MM_KERNEL_AMX ? ws ? &ws->xpack : &tmp_a : NULL;
-        int fill = 0;
-        if (mm_xpack_f32(kernel, precision, N)) {
-            xs = ws ? &ws->xpack : &tmp_a;
-            fill = mm_apack_f32_reserve_impl(xs, N, O) == 0;
-            xs = fill ? xs : NULL;
-        }
+        /* dout converted once per call, as forward's x (mm_forward_xpack): the
+         * AMX GEMM's scratch, fp32 k-major panels of a few row panels, or bf16
+         * rows, which every column task would otherwise convert again (12
+         * times over the 64 x 153376 dout of a 1B head's dX) */
+        mm_bpack tmp_a = {0};
+        mm_bpack *xs = mm_forward_xpack(kernel, precision, N, O, ws, &tmp_a);
         if (rc == 0)
-            mm_gemm_impl(dx, IN, N, &da, xs, fill, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dx, IN, N, &da, xs, xs != NULL, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         mm_bpack_free_impl(&tmp_a);
         if (rc == 0)
