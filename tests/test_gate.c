@@ -237,6 +237,8 @@ TEST(gate, different_item_sets_are_unusable)
     snprintf(args, sizeof args, "--baseline %s --candidate %s", pb, pc);
     ASSERT_EQ_INT(run_gate(args), 2);
     ASSERT_TRUE(out_contains("different items"));
+    /* baseline doc 0 is the first item the candidate lacks: its file and line */
+    ASSERT_TRUE(out_contains("gate_items_b/samples.jsonl:1: task arc_easy: baseline and candidate"));
 }
 
 TEST(gate, missing_task_is_unusable)
@@ -445,6 +447,47 @@ TEST(gate, samples_that_disagree_with_results_are_rejected)
     ASSERT_TRUE(strstr(d.msg, "samples from another run") != NULL);
     itemlog_free(&il);
     resfile_free(&rf);
+}
+
+/* logs merged from several files: an error about an item names its file and line */
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+TEST(gate, merged_log_errors_name_the_file_and_line)
+{
+    unsigned char b[2] = {1, 0};
+    const char *pr = write_side("merged", "arc_easy", b, 2, 0, 0);
+    char s1[600], s2[600], s3[600], args[4096], want[1400];
+    snprintf(s1, sizeof s1, "%s/gate_merged/part1.jsonl", test_tmp_dir());
+    snprintf(s2, sizeof s2, "%s/gate_merged/part2.jsonl", test_tmp_dir());
+    snprintf(s3, sizeof s3, "%s/gate_merged/part3.jsonl", test_tmp_dir());
+    write_text(s1, "{\"task\":\"arc_easy\",\"doc_id\":0,\"pred\":1,\"pred_norm\":1,\"gold\":1}\n");
+    write_text(s2, "{\"task\":\"arc_easy\",\"doc_id\":1,\"pred\":0,\"pred_norm\":0,\"gold\":1}\n"
+                   "{\"task\":\"arc_easy\",\"doc_id\":0,\"pred\":1,\"pred_norm\":1,\"gold\":1}\n");
+    write_text(s3, "{\"task\":\"arc_easy\",\"doc_id\":1,\"pred\":0,\"gold\":1}\n");
+    /* doc 0 in part1 line 1 and again in part2 line 2 */
+    snprintf(args, sizeof args,
+             "--baseline %s --candidate %s --samples-baseline %s --samples-baseline %s "
+             "--samples-candidate %s --samples-candidate %s", pr, pr, s1, s2, s1, s3);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    snprintf(want, sizeof want, "%s:2: item arc_easy||000000000000 appears twice in the sample "
+             "logs (first at %s:1)", s2, s1);
+    ASSERT_TRUE(out_contains(want));
+    /* part3's item has no pred_norm: acc_norm is missing there */
+    snprintf(args, sizeof args,
+             "--baseline %s --candidate %s --metric acc_norm --samples-baseline %s "
+             "--samples-baseline %s --samples-candidate %s --samples-candidate %s",
+             pr, pr, s1, s3, s1, s3);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    snprintf(want, sizeof want, "%s:1: baseline per-item log for task arc_easy has no per-item "
+             "acc_norm", s3);
+    ASSERT_TRUE(out_contains(want));
 }
 
 TEST(gate, mmlu_items_pair_by_subject_for_subtasks)

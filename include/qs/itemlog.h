@@ -8,6 +8,7 @@
  *    object per item with doc_id and per-item metric values "acc", "acc_norm"
  *    (0/1 numbers); the task comes from the file name.
  * Items are identified by (task, subject, doc_id).  Duplicate ids are an error.
+ * Every item remembers its file and line, so errors about an item name them.
  * An item with a subject also belongs to the subtask "<task>_<subject>" (the row
  * name results.json uses for an MMLU subject).
  *
@@ -30,12 +31,16 @@ typedef struct itemlog_item {
                                   * items belong to the harness-style subtask mmlu_<subject>) */
     char *key;                   /* "task|subject|doc_id": unique, sortable */
     signed char acc, acc_norm;   /* 0/1, -1 when the log lacks the metric */
+    const char *file;            /* the log it came from (owned by the itemlog) */
+    long line;                   /* its line in that log */
 } itemlog_item;
 
 typedef struct itemlog {
     itemlog_item *items;
     size_t n_items, cap_items;
     int n_files;                 /* files read */
+    char **paths;                /* every file opened, for diags: items point into these */
+    size_t n_paths, cap_paths;
 } itemlog;
 
 /* Append a qatscope samples log (plain or .zst). */

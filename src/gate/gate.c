@@ -79,7 +79,7 @@ static int check_items_match_results(const itemlog_item **it, size_t n, const ch
     for (size_t i = 0; i < n; i++) {
         int v = !strcmp(metric, "acc") ? it[i]->acc : it[i]->acc_norm;
         if (v < 0)
-            return diag_set(d, QS_EFORMAT, NULL, -1,
+            return diag_set(d, QS_EFORMAT, it[i]->file, it[i]->line,
                             "%s per-item log for task %s has no per-item %s (item %s)", side,
                             task, metric, it[i]->key);
         right += v;
@@ -150,8 +150,10 @@ static int compare_items(gate_row *row, const resfile_task *bt, const resfile *b
                                            "candidate", cand->path, d);
         for (size_t i = 0; !rc && i < (nb > nc ? nb : nc); i++) {
             const char *kb = i < nb ? bi[i]->key : "(none)", *kc = i < nc ? ci[i]->key : "(none)";
+            /* the first item one side has and the other lacks names the file and line */
+            const itemlog_item *odd = i >= nc || (i < nb && strcmp(kb, kc) < 0) ? bi[i] : ci[i];
             if (strcmp(kb, kc))
-                rc = diag_set(d, QS_EINVAL, NULL, -1,
+                rc = diag_set(d, QS_EINVAL, odd->file, odd->line,
                               "task %s: baseline and candidate were scored on different items "
                               "(%zu vs %zu items; first difference: baseline %s, candidate %s)",
                               row->task, nb, nc, kb, kc);

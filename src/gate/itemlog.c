@@ -22,11 +22,14 @@ void itemlog_free(itemlog *il)
         qs_free(il->items[i].key);
     }
     qs_free(il->items);
+    for (size_t i = 0; i < il->n_paths; i++)
+        qs_free(il->paths[i]);
+    qs_free(il->paths);
     memset(il, 0, sizeof *il);
 }
 
-static int item_push(itemlog *il, const char *task, const char *subject, long long doc_id,
-                     int acc, int acc_norm)
+static int item_push(itemlog *il, const qs_json_at *at, const char *task, const char *subject,
+                     long long doc_id, int acc, int acc_norm)
 {
     itemlog_item *grown = qs_grow(il->items, &il->cap_items, il->n_items + 1, sizeof *grown, 1024);
     if (!grown)
@@ -51,6 +54,8 @@ static int item_push(itemlog *il, const char *task, const char *subject, long lo
     }
     it->acc = (signed char)acc;
     it->acc_norm = (signed char)acc_norm;
+    it->file = il->paths[il->n_paths - 1];   /* load_lines pushed the file being read */
+    it->line = at->line;
     il->n_items++;
     return 0;
 }
@@ -84,7 +89,7 @@ static int qatscope_line(itemlog *il, const qs_json_at *obj, const char *unused,
         (rc = qs_json_str_or(obj, "subject", NULL, &subj, d)))
         return rc;
     int acc_norm = pred_norm == LLONG_MIN ? -1 : pred_norm == gold;
-    rc = item_push(il, task, subj, doc, pred == gold, acc_norm);
+    rc = item_push(il, obj, task, subj, doc, pred == gold, acc_norm);
     return rc ? diag_set(d, rc, obj->file, obj->line, "out of memory") : 0;
 }
 
@@ -102,15 +107,31 @@ static int harness_line(itemlog *il, const qs_json_at *obj, const char *task, qs
     if (acc < 0 && acc_norm < 0)
         return diag_set(d, QS_EFORMAT, obj->file, obj->line,
                         "sample has neither \"acc\" nor \"acc_norm\" (not a multiple-choice log?)");
-    rc = item_push(il, task, NULL, doc, acc, acc_norm);
+    rc = item_push(il, obj, task, NULL, doc, acc, acc_norm);
     return rc ? diag_set(d, rc, obj->file, obj->line, "out of memory") : 0;
+}
+
+/* the path's own copy, so items can name their file after the caller's string is gone */
+static int path_push(itemlog *il, const char *path, qs_diag *d)
+{
+    char **grown = qs_grow(il->paths, &il->cap_paths, il->n_paths + 1, sizeof *grown, 8);
+    char *copy = grown ? qs_strdup(path) : NULL;
+    if (grown)
+        il->paths = grown;
+    if (!copy)
+        return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+    il->paths[il->n_paths++] = copy;
+    return 0;
 }
 
 static int load_lines(itemlog *il, const char *path, const char *task, line_fn fn, qs_diag *d)
 {
     qs_jsonl r;
     qs_json_at obj;
-    int rc = qs_jsonl_open(&r, path, 0, d);
+    int rc = path_push(il, path, d);
+    if (rc)
+        return rc;
+    rc = qs_jsonl_open(&r, path, 0, d);
     while (!rc && (rc = qs_jsonl_next(&r, &obj, d)) == 1)
         rc = fn(il, &obj, task, d);
     qs_jsonl_close(&r);
@@ -253,8 +274,14 @@ int itemlog_select(const itemlog *il, const char *const *tasks, int n_tasks,
     qsort(sel, k, sizeof *sel, cmp_item_ptr);
     for (size_t i = 1; i < k; i++)
         if (!strcmp(sel[i - 1]->key, sel[i]->key)) {
-            int rc = diag_set(d, QS_EFORMAT, NULL, -1, "item %s appears twice in the sample logs",
-                              sel[i]->key);
+            const itemlog_item *a = sel[i - 1], *b = sel[i];
+            if (b < a) {   /* items sit in load order: name the later record, the repeat */
+                a = sel[i];
+                b = sel[i - 1];
+            }
+            int rc = diag_set(d, QS_EFORMAT, b->file, b->line,
+                              "item %s appears twice in the sample logs (first at %s:%ld)",
+                              b->key, a->file, a->line);
             qs_free(sel);
             return rc;
         }
