@@ -490,6 +490,30 @@ TEST(gate, merged_log_errors_name_the_file_and_line)
     ASSERT_TRUE(out_contains(want));
 }
 
+/* a 0-byte samples log, discovered or named, is an error naming it, not "no per-item logs" */
+TEST(gate, empty_samples_log_is_unusable)
+{
+    unsigned char b[2] = {1, 0};
+    const char *pr = write_side("empty", "arc_easy", b, 2, 0, 0);
+    char sp[600], args[2048], want[800];
+    snprintf(sp, sizeof sp, "%s/gate_empty/samples.jsonl", test_tmp_dir());
+    write_text(sp, "");
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", pr, pr);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    snprintf(want, sizeof want, "%s: empty log: expected per-item records", sp);
+    ASSERT_TRUE(out_contains(want));
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --no-samples --samples-baseline %s "
+             "--samples-candidate %s", pr, pr, sp, sp);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains(want));
+    write_text(sp, "\n\n");   /* blank lines only: no records either */
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains(want));
+    remove(sp);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", pr, pr);
+    ASSERT_EQ_INT(run_gate(args), 0);   /* no log at all: the threshold rule, as before */
+}
+
 TEST(gate, mmlu_items_pair_by_subject_for_subtasks)
 {
     char dir[600], path[700];

@@ -9,6 +9,7 @@
  *    (0/1 numbers); the task comes from the file name.
  * Items are identified by (task, subject, doc_id).  Duplicate ids are an error.
  * Every item remembers its file and line, so errors about an item name them.
+ * A log without a single record (0 bytes, or blank lines only) is QS_EFORMAT.
  * An item with a subject also belongs to the subtask "<task>_<subject>" (the row
  * name results.json uses for an MMLU subject).
  *

@@ -131,10 +131,16 @@ static int load_lines(itemlog *il, const char *path, const char *task, line_fn f
     int rc = path_push(il, path, d);
     if (rc)
         return rc;
+    size_t n_before = il->n_items;
     rc = qs_jsonl_open(&r, path, 0, d);
     while (!rc && (rc = qs_jsonl_next(&r, &obj, d)) == 1)
         rc = fn(il, &obj, task, d);
     qs_jsonl_close(&r);
+    /* an empty log (a crashed or cut-short writer) is not "no per-item logs": saying
+     * nothing would let the gate fall back to the threshold rule unseen */
+    if (rc == 0 && il->n_items == n_before)
+        rc = diag_set(d, QS_EFORMAT, path, -1,
+                      "empty log: expected per-item records, one JSON object per line");
     if (rc == 0)
         il->n_files++;
     return rc;
