@@ -477,3 +477,72 @@ TEST(export, scales_that_overflow_fp32_are_refused)
     ASSERT_OK(fileio_write_atomic(path, cfg, n, NULL), NULL);
     qs_free(cfg);
 }
+
+/* model.safetensors of dir with `from` replaced by `to` in its header (data unchanged:
+ * offsets count from the end of the header) */
+static int ex_patch_header(const char *dir, const char *from, const char *to)
+{
+    char path[700], *b = NULL;
+    size_t n;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (fileio_read_all(path, &b, &n, NULL))
+        return -1;
+    uint64_t h = 0;
+    for (int i = 7; i >= 0; i--)
+        h = h << 8 | (unsigned char)b[i];
+    char *at = n > 8 + h ? strstr(b + 8, from) : NULL;
+    char *out = qs_malloc(n + strlen(to) + 1);
+    int rc = -1;
+    if (at && out && (uint64_t)(at - b) < 8 + h) {
+        size_t pre = (size_t)(at - b), fl = strlen(from), tl = strlen(to);
+        uint64_t nh = h - fl + tl;
+        for (int i = 0; i < 8; i++)
+            out[i] = (char)(nh >> (8 * i));
+        memcpy(out + 8, b + 8, pre - 8);
+        memcpy(out + pre, to, tl);
+        memcpy(out + pre + tl, at + fl, n - pre - fl);
+        rc = fileio_write_atomic(path, out, n - fl + tl, NULL);
+    }
+    qs_free(out);
+    qs_free(b);
+    return rc;
+}
+
+/* The exporter writes each weight scale as F32 [1]; a scale tensor of another shape
+ * ([] or [1, 1]: one value all the same) is refused by name, by load and inspect alike */
+TEST(export, weight_scale_of_another_shape_is_refused)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char dir[600], args[1024];
+    snprintf(dir, sizeof dir, "%s/export_scale_shape", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s --quant-modules "
+                         "'layers.3.mlp.up_proj'", "data/demo/model", dir), 0);
+    const char *orig = "\"model.layers.3.mlp.up_proj.weight_scale\":{\"dtype\":\"F32\",\"shape\":[1]";
+    static const struct {
+        const char *shape, *found;
+    } cases[] = {{"[]", "found F32 []"}, {"[1,1]", "found F32 [1, 1]"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char bad[200];
+        snprintf(bad, sizeof bad, "\"model.layers.3.mlp.up_proj.weight_scale\":{\"dtype\":\"F32\","
+                 "\"shape\":%s", cases[i].shape);
+        ASSERT_OK(ex_patch_header(dir, orig, bad), NULL);
+        llama_model m;
+        qs_diag d = {0};
+        ASSERT_EQ_INT(model_load_dir(&m, dir, &d), QS_ESHAPE);
+        if (!strstr(d.msg, cases[i].found))
+            fprintf(stderr, "    case %zu: %s: %s\n", i, d.path, d.msg);
+        ASSERT_TRUE(strstr(d.path, "model.safetensors") != NULL);
+        ASSERT_TRUE(strstr(d.msg, "tensor 'model.layers.3.mlp.up_proj.weight_scale': expected "
+                                  "F32 [1]") && strstr(d.msg, cases[i].found));
+        snprintf(args, sizeof args, "inspect %s", dir);
+        ASSERT_EQ_INT(test_run_cli(args, ex_out, sizeof ex_out, ex_err, sizeof ex_err), 2);
+        ASSERT_TRUE(strstr(ex_err, cases[i].found) != NULL);
+        ASSERT_TRUE(strchr(ex_err, '\n') == ex_err + strlen(ex_err) - 1);
+        ASSERT_OK(ex_patch_header(dir, bad, orig), NULL);
+    }
+    llama_model m;   /* the exporter's own [1] loads */
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, dir, &d), &d);
+    model_free(&m);
+}

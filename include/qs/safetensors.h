@@ -67,6 +67,8 @@ typedef struct safetensors_file {
 int safetensors_open(safetensors_file *f, const char *path, qs_diag *d);
 void safetensors_close(safetensors_file *f);
 const safetensors_tensor *safetensors_find(const safetensors_file *f, const char *name);
+/* t's shape as diags write it ("[5632, 2048]", "[]") into buf (cut to fit). */
+void safetensors_shape_str(const safetensors_tensor *t, char *buf, size_t buf_bytes);
 
 /* Convert a tensor (F32/BF16/F16) into out[n_elems] fp32.  Fails on another
  * dtype (QS_EUNSUPPORTED) and on any NaN/Inf value (QS_ENAN, naming the tensor

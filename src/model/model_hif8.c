@@ -214,9 +214,14 @@ int model_hif8_check_stored(const safetensors_tensor *t, const safetensors_tenso
     if (!ws)
         return diag_set(d, QS_ENOTFOUND, path, -1, "tensor '%s_scale' (F32 [1]) is missing",
                         t->name);
-    if (ws->dtype != SAFETENSORS_F32 || ws->n_elems != 1)
-        return diag_set(d, QS_EFORMAT, path, -1, "tensor '%s': expected one positive finite F32 "
-                        "scale", ws->name);
+    /* exactly the exporter's [1]: a [] or [1, 1] scale holds one value too, but is
+     * no file this format writes (another tool's layout, read as ours by luck) */
+    if (ws->dtype != SAFETENSORS_F32 || ws->ndim != 1 || ws->shape[0] != 1) {
+        char sh[160];
+        safetensors_shape_str(ws, sh, sizeof sh);
+        return diag_set(d, QS_ESHAPE, path, -1, "tensor '%s': expected F32 [1] (one scale per "
+                        "tensor), found %s %s", ws->name, safetensors_dtype_name(ws->dtype), sh);
+    }
     return 0;
 }
 

@@ -100,7 +100,7 @@ static int st_cmp_offset(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static void st_shape_str(const safetensors_tensor *t, char *buf, size_t n)
+void safetensors_shape_str(const safetensors_tensor *t, char *buf, size_t n)
 {
     size_t w = (size_t)snprintf(buf, n, "[");
     for (int i = 0; i < t->ndim && w < n; i++)
@@ -163,7 +163,7 @@ static int st_entry_parse(safetensors_tensor *t, const qs_json_at *hdr, const ch
                         (unsigned long long)data_bytes);
     if (e - b != n_elems * esz) {
         char sh[160];
-        st_shape_str(t, sh, sizeof sh);
+        safetensors_shape_str(t, sh, sizeof sh);
         return diag_set(d, QS_EFORMAT, path, -1,
                         "tensor '%s': %s %s needs %llu bytes, data_offsets give %llu", name,
                         st_dtypes[t->dtype].name, sh, (unsigned long long)(n_elems * esz),
