@@ -171,3 +171,43 @@ TEST(cli_inspect, broken_hif8_checkpoints_print_nothing)
     ASSERT_TRUE(strstr(err, "tensor 'model.layers.3.mlp.up_proj.weight_scale' (F32 [1]) is "
                             "missing") != NULL);
 }
+
+/* The training estimate at an absurd --batch x --seq went past 2^64 bytes and was
+ * printed wrapped round (a small or garbage figure, exit 0): now refused in one line.
+ * The fixture with a 2^24-token context: 1 x 2^24 still fits (2^53 bytes of scores). */
+TEST(cli_inspect, memory_estimate_past_64_bits_is_refused)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char dir[600], path[700], args[900], out[4096], err[1024], *cfg;
+    size_t n;
+    qs_diag d = {0};
+    ASSERT_OK(inspect_dir_make(dir, sizeof dir, "inspect_huge", INSPECT_FIXTURE "/model.safetensors",
+                               &d), &d);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ASSERT_OK(fileio_read_all(path, &cfg, &n, &d), &d);
+    char *at = strstr(cfg, "\"max_position_embeddings\": 64,");
+    ASSERT_TRUE(at != NULL);
+    char *big = qs_malloc(n + 64);
+    ASSERT_TRUE(big != NULL);
+    int len = snprintf(big, n + 64, "%.*s\"max_position_embeddings\": 16777216,%s", (int)(at - cfg),
+                       cfg, at + strlen("\"max_position_embeddings\": 64,"));
+    qs_free(cfg);
+    ASSERT_OK(fileio_write_atomic(path, big, (size_t)len, &d), &d);
+    qs_free(big);
+    snprintf(args, sizeof args, "inspect %s --batch 1048576 --seq 16777216", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_EQ_STR(out, "");
+    ASSERT_EQ_INT(inspect_count_lines(err), 1);
+    if (!strstr(err, "the training memory estimate for --batch 1048576 x --seq 16777216 does not "
+                     "fit in 64 bits"))
+        fprintf(stderr, "    got: %s", err);
+    ASSERT_TRUE(strstr(err, "the training memory estimate for --batch 1048576 x --seq 16777216 "
+                            "does not fit in 64 bits") != NULL);
+    /* 2 layers x 4 heads x 2^48 scores = 2^53 bytes = 2^33 MiB, plus the rest */
+    snprintf(args, sizeof args, "inspect %s --batch 1 --seq 16777216", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+    if (!strstr(out, "training, 1 x 16777216 tokens: 8590003264.3 "))
+        fprintf(stderr, "    got: %s", out);
+    ASSERT_TRUE(strstr(out, "training, 1 x 16777216 tokens: 8590003264.3 ") != NULL);
+}

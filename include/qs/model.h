@@ -248,6 +248,8 @@ typedef struct model_param_groups {
 int model_param_groups_count(const llama_config *c, model_param_groups *g);
 /* The size table alone (no params block): *tensors is qs_malloc'd. */
 int model_table_create(const llama_config *c, model_tensor **tensors, int *n_tensors);
-void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, model_memory *mm);
+/* QS_ERANGE when a figure does not fit in size_t (absurd B x T): the fields that
+ * overflowed, and the totals, are then SIZE_MAX, never a wrapped count. */
+int model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, model_memory *mm);
 
 #endif

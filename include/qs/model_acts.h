@@ -94,7 +94,8 @@ typedef struct llama_acts {
 } llama_acts;
 
 /* Floats the arena needs: the explicit formula behind inspect's estimates.
- * training: MODEL_ACTS_INFER, MODEL_ACTS_TRAIN or MODEL_ACTS_RECOMPUTE. */
+ * training: MODEL_ACTS_INFER, MODEL_ACTS_TRAIN or MODEL_ACTS_RECOMPUTE.
+ * SIZE_MAX when the count does not fit in size_t (no wrap at any B, T). */
 size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int training);
 /* A training mode requires Tcap == T (attention backward's layout). */
 int model_acts_init(llama_acts *a, const llama_config *c, int B, int T, int Tcap, int training,

@@ -160,7 +160,14 @@ static int inspect_collect(inspect_info *in, const char *dir, qs_diag *d)
     }
     if (in->T > in->ctx)
         in->T = in->ctx;
-    model_memory_estimate(&in->c, (int)in->B, (int)in->T, in->ctx, &in->mm);
+    /* a figure past 2^64 bytes is refused, not printed wrapped round */
+    if (model_memory_estimate(&in->c, 1, 1, in->ctx, &in->mm))
+        return diag_set(d, QS_ERANGE, dir, -1, "the memory estimate at the model's context of %d "
+                        "tokens does not fit in 64 bits", in->ctx);
+    if (model_memory_estimate(&in->c, (int)in->B, (int)in->T, in->ctx, &in->mm))
+        return diag_set(d, QS_ERANGE, dir, -1, "the training memory estimate for --batch %ld x "
+                        "--seq %ld does not fit in 64 bits (over 16 EiB); lower --batch or --seq",
+                        in->B, in->T);
     return 0;
 }
 

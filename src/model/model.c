@@ -8,6 +8,7 @@
 #include "qs/model_acts.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -543,19 +544,26 @@ int model_save_safetensors(const llama_model *m, const char *path, int dtype, qs
     return rc;
 }
 
-void model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, model_memory *mm)
+/* a + b and k * a in size_t, SIZE_MAX once either does not fit (sticky) */
+static size_t mem_add(size_t a, size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
+static size_t mem_mul(size_t k, size_t a) { return a > SIZE_MAX / k ? SIZE_MAX : k * a; }
+
+int model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, model_memory *mm)
 {
     size_t np = model_param_count(c);
     memset(mm, 0, sizeof *mm);
-    mm->params_bytes = np * 4;
-    mm->grads_bytes = np * 4;
-    mm->adam_bytes = np * 8;
-    mm->acts_train_bytes = model_acts_elems(c, B, T, T, 1) * 4;
-    mm->rope_bytes = (size_t)hfconfig_max_context(c) * (size_t)c->head_dim * 4;
-    mm->train_bytes = mm->params_bytes + mm->grads_bytes + mm->adam_bytes +
-                      mm->acts_train_bytes + mm->rope_bytes;
-    mm->acts_recompute_bytes = model_acts_elems(c, B, T, T, MODEL_ACTS_RECOMPUTE) * 4;
-    mm->train_recompute_bytes = mm->train_bytes - mm->acts_train_bytes + mm->acts_recompute_bytes;
-    mm->acts_infer_bytes = model_acts_elems(c, 1, infer_ctx, infer_ctx, 0) * 4;
-    mm->infer_bytes = mm->params_bytes + mm->acts_infer_bytes + mm->rope_bytes;
+    mm->params_bytes = mem_mul(4, np);
+    mm->grads_bytes = mem_mul(4, np);
+    mm->adam_bytes = mem_mul(8, np);
+    mm->acts_train_bytes = mem_mul(4, model_acts_elems(c, B, T, T, 1));
+    mm->rope_bytes = mem_mul(4, (size_t)hfconfig_max_context(c) * (size_t)c->head_dim);
+    size_t fixed = mem_add(mem_add(mm->params_bytes, mm->grads_bytes),
+                           mem_add(mm->adam_bytes, mm->rope_bytes));
+    mm->train_bytes = mem_add(fixed, mm->acts_train_bytes);
+    mm->acts_recompute_bytes = mem_mul(4, model_acts_elems(c, B, T, T, MODEL_ACTS_RECOMPUTE));
+    mm->train_recompute_bytes = mem_add(fixed, mm->acts_recompute_bytes);
+    mm->acts_infer_bytes = mem_mul(4, model_acts_elems(c, 1, infer_ctx, infer_ctx, 0));
+    mm->infer_bytes = mem_add(mem_add(mm->params_bytes, mm->acts_infer_bytes), mm->rope_bytes);
+    /* every sum includes its parts: the two totals saturate when anything did */
+    return mm->train_bytes == SIZE_MAX || mm->infer_bytes == SIZE_MAX ? QS_ERANGE : 0;
 }

@@ -9,16 +9,33 @@
  * Checklist: a new activation = a field in llama_acts (with its shape) + one
  * line here + its use in model_forward.c.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "qs/mem.h"
 #include "qs/model_acts.h"
 
+/* a * b * c * d, SIZE_MAX when it does not fit: the sizes-only walk behind inspect's
+ * estimate meets any --batch x --seq (an arena is only laid out once
+ * model_acts_init_any's bound has passed, where nothing saturates) */
+static size_t acts_prod(size_t a, size_t b, size_t c, size_t d)
+{
+    const size_t f[3] = {b, c, d};
+    size_t p = a;
+    for (int i = 0; i < 3; i++) {
+        if (f[i] && p > SIZE_MAX / f[i])
+            return SIZE_MAX;
+        p *= f[i];
+    }
+    return p;
+}
+
 static void acts_take(float **field, float *base, size_t *off, size_t n_elems)
 {
     if (base)
         *field = n_elems ? base + *off : NULL;
-    *off += (n_elems + 15) / 16 * 16;   /* 64-byte aligned */
+    size_t n = n_elems > SIZE_MAX - 15 ? SIZE_MAX : (n_elems + 15) / 16 * 16;   /* 64-byte aligned */
+    *off = n > SIZE_MAX - *off ? SIZE_MAX : *off + n;
 }
 
 /* n doubles from the float arena (64-byte aligned as every field) */
@@ -36,7 +53,8 @@ static size_t acts_max3(size_t a, size_t b, size_t c)
     return m > c ? m : c;
 }
 
-/* a may be NULL (only sizes).  Returns the arena size in floats. */
+/* a may be NULL (only sizes).  Returns the arena size in floats, SIZE_MAX when
+ * it does not fit in size_t. */
 static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *c, int B, int T,
                                 int Tcap, int training, int logits_rows, int kv_shared)
 {
@@ -47,38 +65,44 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
     size_t L = (size_t)c->n_layers, V = (size_t)c->vocab_size;
     size_t Lk = training == MODEL_ACTS_TRAIN ? L : 1;
     size_t Lkv = kv_shared || training == MODEL_ACTS_RECOMPUTE ? 1 : L;
-    size_t NV = (logits_rows > 0 ? (size_t)logits_rows : N) * V;
+    size_t NV = acts_prod(logits_rows > 0 ? (size_t)logits_rows : N, V, 1, 1);
     size_t off = 0;
     size_t max_w = acts_max3(QD * C, F * C, KD * C);
+    /* attn_scratch_elems's B KVH hd Tcap, checked before it multiplies them */
+    size_t scratch = acts_prod((size_t)B, KD, (size_t)Tcap, 2) == SIZE_MAX
+                         ? SIZE_MAX
+                         : attn_scratch_elems(B, Tcap, c->n_kv_heads, c->head_dim);
     llama_acts sizes_only;   /* fields are only written when base is set */
     if (!a)
         a = &sizes_only;
-    acts_take(&a->resid, base, &off, (training ? L + 1 : 1) * N * C);
-    acts_take(&a->ln1, base, &off, Lk * N * C);
-    acts_take(&a->ln1_rstd, base, &off, Lk * N);
-    acts_take(&a->q, base, &off, Lk * N * QD);
-    acts_take(&a->kcache, base, &off, Lkv * B * (size_t)Tcap * KD);
-    acts_take(&a->vcache, base, &off, Lkv * B * (size_t)Tcap * KD);
-    acts_take(&a->att, base, &off, training ? Lk * B * c->n_heads * (size_t)T * Tcap : 0);
-    acts_take(&a->atty, base, &off, Lk * N * QD);
-    acts_take(&a->resid_mid, base, &off, Lk * N * C);
-    acts_take(&a->ln2, base, &off, Lk * N * C);
-    acts_take(&a->ln2_rstd, base, &off, Lk * N);
-    acts_take(&a->gate, base, &off, Lk * N * F);
-    acts_take(&a->up, base, &off, Lk * N * F);
-    acts_take(&a->hb, base, &off, Lk * N * F);
-    acts_take(&a->lnf, base, &off, N * C);
+    acts_take(&a->resid, base, &off, acts_prod(training ? L + 1 : 1, N, C, 1));
+    acts_take(&a->ln1, base, &off, acts_prod(Lk, N, C, 1));
+    acts_take(&a->ln1_rstd, base, &off, acts_prod(Lk, N, 1, 1));
+    acts_take(&a->q, base, &off, acts_prod(Lk, N, QD, 1));
+    acts_take(&a->kcache, base, &off, acts_prod(Lkv, (size_t)B, (size_t)Tcap, KD));
+    acts_take(&a->vcache, base, &off, acts_prod(Lkv, (size_t)B, (size_t)Tcap, KD));
+    acts_take(&a->att, base, &off,
+              training ? acts_prod(acts_prod(Lk, (size_t)B, (size_t)c->n_heads, 1), (size_t)T,
+                                   (size_t)Tcap, 1)
+                       : 0);
+    acts_take(&a->atty, base, &off, acts_prod(Lk, N, QD, 1));
+    acts_take(&a->resid_mid, base, &off, acts_prod(Lk, N, C, 1));
+    acts_take(&a->ln2, base, &off, acts_prod(Lk, N, C, 1));
+    acts_take(&a->ln2_rstd, base, &off, acts_prod(Lk, N, 1, 1));
+    acts_take(&a->gate, base, &off, acts_prod(Lk, N, F, 1));
+    acts_take(&a->up, base, &off, acts_prod(Lk, N, F, 1));
+    acts_take(&a->hb, base, &off, acts_prod(Lk, N, F, 1));
+    acts_take(&a->lnf, base, &off, acts_prod(N, C, 1, 1));
     acts_take(&a->lnf_rstd, base, &off, N);
     acts_take(&a->logits, base, &off, NV);
     acts_take(&a->losses, base, &off, N);
     acts_take(&a->xent_max, base, &off, training ? N : 0);
     acts_take_f64(&a->xent_sum, base, &off, training ? N : 0);
-    acts_take(&a->kv_new, base, &off, 2 * N * KD);
-    acts_take(&a->proj, base, &off, N * C);
-    acts_take(&a->xq, base, &off, N * acts_max3(C, QD, F));
+    acts_take(&a->kv_new, base, &off, acts_prod(2, N, KD, 1));
+    acts_take(&a->proj, base, &off, acts_prod(N, C, 1, 1));
+    acts_take(&a->xq, base, &off, acts_prod(N, acts_max3(C, QD, F), 1, 1));
     acts_take(&a->wq, base, &off, max_w);
-    acts_take(&a->attn_scratch, base, &off,
-              attn_scratch_elems(B, Tcap, c->n_kv_heads, c->head_dim));
+    acts_take(&a->attn_scratch, base, &off, scratch);
     return off;
 }
 

@@ -38,7 +38,9 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
                         c.sliding_window ? ", or its sliding_window" : "");
     int B = (int)cfg->batch_size, T = (int)cfg->seq_len, n_slots;
     model_memory mm;
-    model_memory_estimate(&c, B, T, T, &mm);
+    if (model_memory_estimate(&c, B, T, T, &mm))   /* runcfg's B x T bound keeps it finite */
+        return diag_set(d, QS_ERANGE, cfg->model, -1, "the memory of batch_size %d x seq_len %d "
+                        "does not fit in 64 bits", B, T);
     mem->model_train_bytes = cfg->recompute ? mm.train_recompute_bytes : mm.train_bytes;
     mem->grad_acts_bytes = model_grad_acts_elems(&c, B, T) * sizeof(float);
     size_t master_packs = 0;
@@ -54,7 +56,7 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
     mem->grad_scratch_bytes = cfg->grad_accum > 1 ? mm.grads_bytes : 0;
     if (runcfg_kl_reference(cfg)) {   /* trainer_eval.c's reference: weights, bf16 packs, arena */
         model_memory rm;
-        model_memory_estimate(&c, B, T, T, &rm);
+        model_memory_estimate(&c, B, T, T, &rm);   /* fits: checked above */
         mem->kl_ref_bytes = rm.params_bytes + rm.rope_bytes +
                             model_packs_bytes_estimate(&c, MATMUL_BF16, B * T, 0) +
                             model_acts_elems(&c, B, T, T, 0) * sizeof(float);
