@@ -210,6 +210,37 @@ TEST(hfinit, config_text_sets_torch_dtype_and_keeps_every_other_byte)
                   QS_EUNSUPPORTED);
 }
 
+/* keys compare as JSON strings, after unescaping (as jansson's duplicate check does):
+ * "torch\u005fdtype" is torch_dtype, replaced where it is, not a second key appended
+ * and then refused as a duplicate */
+TEST(hfinit, config_text_finds_an_escaped_torch_dtype_key)
+{
+    const char *base = "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32,\n"
+                       " \"intermediate_size\": 48, \"num_hidden_layers\": 2, "
+                       "\"num_attention_heads\": 4, \"vocab_size\": 64";
+    static const char *const keys[] = {"torch\\u005fdtype", "\\u0074orch_dtype",
+                                       "torch\\u005Fdtype"};
+    char in[1024], want[1024], *out = NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        snprintf(in, sizeof in, "%s, \"%s\": \"bfloat16\"}", base, keys[i]);
+        snprintf(want, sizeof want, "%s, \"%s\": \"float32\"}", base, keys[i]);
+        ASSERT_OK(config_edit(in, "float32", &out), NULL);
+        ASSERT_EQ_STR(out, want);
+        qs_free(out);
+    }
+    /* a key that only looks alike once unescaped differently stays another key */
+    snprintf(in, sizeof in, "%s, \"torch\\u005fdtypes\": 1}", base);
+    snprintf(want, sizeof want, "%s, \"torch\\u005fdtypes\": 1,\n  \"torch_dtype\": \"float32\"}", base);
+    ASSERT_OK(config_edit(in, "float32", &out), NULL);
+    ASSERT_EQ_STR(out, want);
+    qs_free(out);
+    /* the same key twice, however spelt, is still refused */
+    snprintf(in, sizeof in, "%s, \"torch_dtype\": \"bfloat16\", \"torch\\u005fdtype\": \"bfloat16\"}",
+             base);
+    ASSERT_TRUE(config_edit(in, "float32", &out) < 0);
+    ASSERT_TRUE(out == NULL);
+}
+
 TEST(hfinit, bundled_configs_have_the_documented_shapes)
 {
     llama_config c;

@@ -33,6 +33,22 @@ static size_t hfic_string(const char *s, size_t n, size_t i)
     return n;
 }
 
+/* 1 when the string literal s[0..n) (quotes included) is `want` once unescaped, as
+ * jansson compares keys: "torch\u005fdtype" is the key torch_dtype */
+static int hfic_key_is(const char *s, size_t n, const char *want)
+{
+    size_t wn = strlen(want);
+    if (n == wn + 2 && !memcmp(s + 1, want, wn))
+        return 1;
+    if (!memchr(s, '\\', n))
+        return 0;
+    json_t *k = json_loadb(s, n, JSON_DECODE_ANY, NULL);
+    int same = json_is_string(k) && json_string_length(k) == wn &&
+               !memcmp(json_string_value(k), want, wn);
+    json_decref(k);
+    return same;
+}
+
 /* index just past the JSON value starting at s[i] */
 static size_t hfic_value(const char *s, size_t n, size_t i)
 {
@@ -95,7 +111,7 @@ int hfinit_config_text(const char *text, size_t n, const char *torch_dtype, char
         i = hfic_ws(text, n, i + 1);
         while (i < n && text[i] == '"') {
             size_t k_end = hfic_string(text, n, i);
-            int is_dtype = k_end - i == 13 && !memcmp(text + i, "\"torch_dtype\"", 13);
+            int is_dtype = hfic_key_is(text + i, k_end - i, "torch_dtype");
             size_t v = hfic_ws(text, n, k_end);
             v = hfic_ws(text, n, v + 1);   /* past ':' */
             size_t v_end = hfic_value(text, n, v);
