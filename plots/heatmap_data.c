@@ -10,7 +10,10 @@
  * steps after a resume: a later record replaces every stored step >= its own.
  * The input is a run directory (its quant.jsonl.zst) or the log file itself; a
  * log cut mid-record is drawn up to its last complete record and flagged
- * (plots_heatmap.truncated) for the caller to warn about.
+ * (plots_heatmap.truncated) for the caller to warn about.  Records are judged by
+ * qlog's per-record rules (qs/qlog.h), as satstat and replay judge them: the same
+ * records are refused with the same message; heatmap_scan.c only speeds up the
+ * lines those rules accept.
  */
 #include <jansson.h>
 #include <limits.h>
@@ -23,10 +26,8 @@
 #include "qs/fileio.h"
 #include "qs/json.h"
 #include "qs/mem.h"
+#include "qs/qlog.h"
 #include "qs/zlog.h"
-
-/* quant.jsonl layout this reader understands (README "### quant.jsonl.zst"; bumps on any change) */
-#define HEATMAP_QUANT_LOG_VERSION 1
 
 static const char *const metric_names[] = {"clip_rate", "amax_ratio", "underflow_rate", "qsnr"};
 
@@ -117,8 +118,9 @@ static int tensor_selected(const char *name, int tensors)
 
 /* raw per-step data while reading */
 typedef struct raw_log {
-    int n_q;                /* quantizers in the header */
-    char **names;           /* header order */
+    qlog_run hdr;           /* the header: names (header order), recipe; no steps */
+    int n_q;                /* hdr.n_quant once the header is read */
+    char **names;           /* hdr.names */
     long *steps;
     unsigned char *qat;     /* (n_steps) 1: phase "qat" */
     float *vals;            /* (n_steps, n_q) */
@@ -128,73 +130,21 @@ typedef struct raw_log {
 
 static void raw_free(raw_log *r)
 {
-    for (int i = 0; r->names && i < r->n_q; i++)
-        qs_free(r->names[i]);
-    qs_free(r->names);
+    qlog_run_free(&r->hdr);
     qs_free(r->steps);
     qs_free(r->qat);
     qs_free(r->vals);
 }
 
-/* one quantizer's value of the metric (a logged null: NaN) */
-static int metric_value(const qs_json_at *q, int metric, float *out, qs_diag *d)
+/* one quantizer's value of the metric from its parsed row (a logged null: NaN) */
+static float metric_value(const qlog_row *q, int metric)
 {
-    static const char *const keys[] = {"clip_rate", NULL, "under_rate", "qsnr_db"};
-    double a, p;
-    int rc;
-    if (metric != PLOTS_METRIC_AMAX_RATIO) {
-        rc = qs_json_num_or(q, keys[metric], NAN, &a, d);
-        *out = (float)a;
-        return rc;
+    switch (metric) {
+    case PLOTS_METRIC_CLIP_RATE: return q->clip_rate;
+    case PLOTS_METRIC_UNDERFLOW_RATE: return q->under_rate;
+    case PLOTS_METRIC_QSNR: return q->qsnr_db;
+    default: return q->pred_amax > 0 && q->amax >= 0 ? (float)((double)q->amax / q->pred_amax) : NAN;
     }
-    if ((rc = qs_json_num_or(q, "amax", NAN, &a, d)) ||
-        (rc = qs_json_num_or(q, "pred_amax", NAN, &p, d)))
-        return rc;
-    *out = p > 0 && a >= 0 ? (float)(a / p) : NAN;
-    return 0;
-}
-
-static int read_header(raw_log *r, plots_heatmap *hm, const qs_json_at *obj, qs_diag *d)
-{
-    const char *path = obj->file, *run, *est;
-    long line = obj->line;
-    qs_json_at qs, recipe = qs_json_key(obj, "recipe");
-    size_t nq;
-    int v, rc;
-    if ((rc = qs_json_int_or(obj, "v", INT_MIN, INT_MAX, HEATMAP_QUANT_LOG_VERSION, &v, d)))
-        return rc;
-    if (v != HEATMAP_QUANT_LOG_VERSION)
-        return qs_json_fail(obj, "v", QS_EUNSUPPORTED, d,
-                            "expected layout %d, found %d (written by a newer or older qatscope?)",
-                            HEATMAP_QUANT_LOG_VERSION, v);
-    if ((rc = qs_json_arr(obj, "quantizers", &qs, &nq, d)) ||
-        (rc = qs_json_str_or(obj, "run", "run", &run, d)) ||
-        (json_is_object(recipe.v) && (rc = qs_json_str_or(&recipe, "estimator", "?", &est, d))))
-        return rc;
-    if (!json_is_object(recipe.v))
-        est = "?";
-    if (nq == 0 || nq > INT_MAX)
-        return qs_json_fail(obj, "quantizers", QS_EFORMAT, d, "expected a non-empty array of names");
-    snprintf(hm->run, sizeof hm->run, "%s", run);
-    snprintf(hm->estimator, sizeof hm->estimator, "%s", est);
-    if (r->names) {   /* resume: the header repeats and must match */
-        if ((int)nq != r->n_q)
-            return diag_set(d, QS_EFORMAT, path, line,
-                            "header repeated with %zu quantizers, the first had %d", nq, r->n_q);
-        return 0;
-    }
-    r->n_q = (int)nq;
-    if (!(r->names = qs_calloc((size_t)r->n_q, sizeof *r->names)))
-        return diag_set(d, QS_ENOMEM, path, line, "%d quantizers", r->n_q);
-    for (int i = 0; i < r->n_q; i++) {
-        qs_json_at e = qs_json_item(&qs, (size_t)i);
-        const char *name;
-        if ((rc = qs_json_str(&e, NULL, &name, d)))
-            return rc;
-        if (!(r->names[i] = qs_strdup(name)))
-            return diag_set(d, QS_ENOMEM, path, line, "names");
-    }
-    return 0;
 }
 
 /* append one step's row (values for every header quantizer) */
@@ -225,34 +175,33 @@ static int store_step(raw_log *r, long s, int is_qat, const float *vals, const c
     return 0;
 }
 
-static int read_step(raw_log *r, const qs_json_at *obj, int metric, float *row, qs_diag *d)
+/* a line the fast scanner handed back: parsed by qlog's rules */
+static int read_record(raw_log *r, plots_heatmap *hm, const qs_json_at *o, int metric,
+                       qlog_row **rows, float **row, qs_diag *d)
 {
-    const char *path = obj->file, *phase;
-    long line = obj->line;
-    if (!r->names)
-        return diag_set(d, QS_EFORMAT, path, line, "step record before the header");
-    qs_json_at q;
-    size_t nq;
-    long long step;
-    int rc;
-    if ((rc = qs_json_i64(obj, "step", LONG_MIN, LONG_MAX, &step, d)) ||
-        (rc = qs_json_arr(obj, "q", &q, &nq, d)) || (rc = qs_json_str_or(obj, "phase", "", &phase, d)))
+    int kind, rc = qlog_record_kind(o, &kind, d);
+    if (rc || kind == QLOG_REC_OTHER)
         return rc;
-    if ((int)nq != r->n_q)
-        return diag_set(d, QS_EFORMAT, path, line, "step record has %zu quantizers, header has %d",
-                        nq, r->n_q);
-    for (int i = 0; i < r->n_q; i++) {
-        qs_json_at e = qs_json_item(&q, (size_t)i);
-        const char *nm;
-        if ((rc = qs_json_obj(&e, NULL, &e, d)) || (rc = qs_json_str_or(&e, "name", NULL, &nm, d)))
+    if (kind == QLOG_REC_HEADER) {
+        if ((rc = qlog_header_parse(&r->hdr, o, d)))
             return rc;
-        if (nm && strcmp(nm, r->names[i]))
-            return diag_set(d, QS_EFORMAT, path, line, "q[%d] is '%s', header order says '%s'", i,
-                            nm, r->names[i]);
-        if ((rc = metric_value(&e, metric, &row[i], d)))
-            return rc;
+        r->n_q = r->hdr.n_quant;
+        r->names = r->hdr.names;
+        snprintf(hm->run, sizeof hm->run, "%s", r->hdr.run[0] ? r->hdr.run : "run");
+        snprintf(hm->estimator, sizeof hm->estimator, "%s",
+                 r->hdr.recipe_est[0] ? r->hdr.recipe_est : "?");
+        if (!*rows && (!(*rows = qs_malloc((size_t)r->n_q * sizeof **rows)) ||
+                       !(*row = qs_malloc((size_t)r->n_q * sizeof **row))))
+            return diag_set(d, QS_ENOMEM, o->file, o->line, "%d quantizers", r->n_q);
+        return 0;
     }
-    return store_step(r, (long)step, !strcmp(phase, "qat"), row, path, line, d);
+    long step;
+    int phase;
+    if ((rc = qlog_step_parse(&r->hdr, o, &step, &phase, *rows, d)))
+        return rc;
+    for (int i = 0; i < r->n_q; i++)
+        (*row)[i] = metric_value(&(*rows)[i], metric);
+    return store_step(r, step, phase == QLOG_PHASE_QAT, *row, o->file, o->line, d);
 }
 
 static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric, qs_diag *d)
@@ -265,9 +214,12 @@ static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric,
     size_t len;
     long lineno = 0, step;
     float *row = NULL;
+    qlog_row *rows = NULL;
     int is_qat;
     while ((rc = zlog_next(z, &line, &len, &lineno, d)) == 1) {
         rc = 0;
+        if (len == 0)
+            continue;   /* as qs_jsonl (qlog_read) */
         /* fast path for the common record; every other line goes through Jansson */
         if (row && heatmap_scan_step_impl(line, len, r->n_q, r->names, metric, &step, &is_qat, row)) {
             if ((rc = store_step(r, step, is_qat, row, path, lineno, d)))
@@ -275,24 +227,16 @@ static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric,
             continue;
         }
         json_t *obj;
-        const char *type;
         if ((rc = qs_json_load_text(line, len, path, lineno, QS_JSON_OBJECT, &obj, d)))
             break;
         qs_json_at o = qs_json_root(obj, path, lineno);
-        rc = qs_json_str(&o, "type", &type, d);
-        if (!rc && !strcmp(type, "header")) {
-            rc = read_header(r, hm, &o, d);
-            if (!rc && !row && !(row = qs_malloc((size_t)r->n_q * sizeof *row)))
-                rc = diag_set(d, QS_ENOMEM, path, lineno, "%d quantizers", r->n_q);
-        } else if (!rc && !strcmp(type, "step")) {
-            rc = row ? read_step(r, &o, metric, row, d)
-                     : diag_set(d, QS_EFORMAT, path, lineno, "step record before the header");
-        }
+        rc = read_record(r, hm, &o, metric, &rows, &row, d);
         json_decref(obj);
         if (rc)
             break;
     }
     qs_free(row);
+    qs_free(rows);
     zlog_reader_destroy(z);
     if (rc == QS_ETRUNC) {   /* cut mid-record (still being written, or killed): plot the
                                 complete records, and say so */
@@ -303,6 +247,8 @@ static int read_log(raw_log *r, plots_heatmap *hm, const char *path, int metric,
             snprintf(hm->truncated_msg, sizeof hm->truncated_msg, "%s: truncated", path);
         rc = 0;
     }
+    if (!rc && !r->names)
+        rc = qlog_header_missing(path, hm->truncated, d);
     if (!rc && r->n_steps == 0)
         rc = diag_set(d, QS_EFORMAT, path, -1, "no step records (expected a header then one record per logged step)");
     return rc;

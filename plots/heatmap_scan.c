@@ -4,17 +4,21 @@
  * per line costs seconds (one allocation per value).  This scanner walks a step
  * record in place and pulls out only step, phase and one metric per quantizer.
  *
- * Contract: it returns 1 only for a syntactically valid record it fully understood,
- * with exactly the values the Jansson path (heatmap_data.c) would produce; anything
- * unusual (another record type, any string escape or non-ASCII byte, a non-integer
- * step, a name out of header order, malformed JSON) returns 0 and the caller re-reads the line with
- * Jansson, which also produces the error message.  All reads are bounded by `end`.
+ * Contract: it returns 1 only for a syntactically valid record it fully understood
+ * that qlog's record rules accept (qs/qlog.h: version, names, every float in its
+ * range, counts), with exactly the values the Jansson path (heatmap_data.c, through
+ * qlog_step_parse) would produce; anything unusual (another record type, any string
+ * escape or non-ASCII byte, a non-integer step, a name out of header order or
+ * missing, a value the rules refuse, an integer literal past 2^53, malformed JSON)
+ * returns 0 and the caller re-reads the line with Jansson, which also produces the
+ * error message.  All reads are bounded by `end`.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plot_impl.h"
+#include "qs/qlog.h"
 
 typedef struct scan {
     const char *p, *end;
@@ -102,7 +106,8 @@ static int num(scan *s, double *v, int *integral)
     buf[n] = 0;
     char *e;
     *v = strtod(buf, &e);
-    return *e == 0 && isfinite(*v);
+    /* an integer literal beyond 2^53 is Jansson's to judge (too big, or inexact) */
+    return *e == 0 && isfinite(*v) && !(*integral && fabs(*v) > 9e15);
 }
 
 static int word(scan *s, const char *w)
@@ -154,61 +159,79 @@ static int key_is(const char *a, size_t n, const char *k)
     return strlen(k) == n && !memcmp(a, k, n);
 }
 
-/* number -> value, null -> NAN, anything else (valid) -> NAN, as json_is_number does */
-static int num_or_nan(scan *s, double *v)
+/* number -> value, null -> NAN; anything else is refused by qlog's rules (the
+ * caller hands the line back) */
+static int num_or_null(scan *s, double *v, int *integral)
 {
-    int integral;
     ws(s);
+    *integral = 0;
     if (s->p < s->end && (*s->p == '-' || (*s->p >= '0' && *s->p <= '9')))
-        return num(s, v, &integral);
+        return num(s, v, integral);
     *v = NAN;
-    return skip_value(s, 1);
+    return word(s, "null");
+}
+
+/* a plain string (no escape) or null, as qlog reads "mode", "est", "phase" */
+static int str_or_null(scan *s, const char **a, size_t *n)
+{
+    int esc;
+    ws(s);
+    if (s->p < s->end && *s->p == '"')
+        return str(s, a, n, &esc) && !esc;
+    *a = NULL;
+    *n = 0;
+    return word(s, "null");
 }
 
 static int scan_q(scan *s, const char *want_name, int metric, float *out)
 {
     const char *a;
     size_t n;
-    int esc;
-    double val = NAN, amax = NAN, pred = NAN;
-    if (!lit(s, '{'))
-        return 0;
-    if (!lit(s, '}')) {
-        do {
-            if (!str(s, &a, &n, &esc) || esc || !lit(s, ':'))
-                return 0;
-            if (key_is(a, n, "name")) {
-                const char *v;
-                size_t vn;
-                ws(s);
-                if (s->p < s->end && *s->p == '"') {
-                    if (!str(s, &v, &vn, &esc) || esc || strlen(want_name) != vn ||
-                        memcmp(v, want_name, vn))
-                        return 0;   /* out of order or escaped: Jansson path decides */
-                } else if (!skip_value(s, 1)) {
-                    return 0;
-                }
-            } else if ((metric == PLOTS_METRIC_CLIP_RATE && key_is(a, n, "clip_rate")) ||
-                       (metric == PLOTS_METRIC_UNDERFLOW_RATE && key_is(a, n, "under_rate")) ||
-                       (metric == PLOTS_METRIC_QSNR && key_is(a, n, "qsnr_db"))) {
-                if (!num_or_nan(s, &val))
-                    return 0;
-            } else if (metric == PLOTS_METRIC_AMAX_RATIO && key_is(a, n, "amax")) {
-                if (!num_or_nan(s, &amax))
-                    return 0;
-            } else if (metric == PLOTS_METRIC_AMAX_RATIO && key_is(a, n, "pred_amax")) {
-                if (!num_or_nan(s, &pred))
-                    return 0;
-            } else if (!skip_value(s, 1)) {
-                return 0;
-            }
-        } while (lit(s, ','));
-        if (!lit(s, '}'))
+    int esc, integral, named = 0;
+    float f[QLOG_F_COUNT];
+    for (int i = 0; i < QLOG_F_COUNT; i++)
+        f[i] = NAN;
+    if (!lit(s, '{') || lit(s, '}'))
+        return 0;   /* {}: no name */
+    do {
+        if (!str(s, &a, &n, &esc) || esc || !lit(s, ':'))
             return 0;
+        int fl = qlog_float_field(a, n);
+        double v;
+        if (key_is(a, n, "name")) {
+            const char *nm;
+            size_t vn;
+            if (!str(s, &nm, &vn, &esc) || esc || strlen(want_name) != vn ||
+                memcmp(nm, want_name, vn))
+                return 0;   /* out of order, escaped or not a string: Jansson path decides */
+            named = 1;
+        } else if (key_is(a, n, "mode") || key_is(a, n, "est")) {
+            const char *t;
+            size_t tn;
+            if (!str_or_null(s, &t, &tn))
+                return 0;
+        } else if (fl >= 0) {   /* the rules' range, and the fp32 value qlog_row holds */
+            if (!num_or_null(s, &v, &integral) || (!isnan(v) && !qlog_float_ok(fl, v)))
+                return 0;
+            f[fl] = (float)v;
+        } else if (qlog_count_field(a, n) >= 0) {
+            if (!num_or_null(s, &v, &integral) || (!isnan(v) && (!integral || v < 0)))
+                return 0;
+        } else if (!skip_value(s, 1)) {
+            return 0;
+        }
+    } while (lit(s, ','));
+    if (!lit(s, '}') || !named)
+        return 0;
+    switch (metric) {
+    case PLOTS_METRIC_CLIP_RATE: *out = f[QLOG_F_CLIP_RATE]; break;
+    case PLOTS_METRIC_UNDERFLOW_RATE: *out = f[QLOG_F_UNDER_RATE]; break;
+    case PLOTS_METRIC_QSNR: *out = f[QLOG_F_QSNR_DB]; break;
+    default: {   /* heatmap_data.c's metric_value on the row */
+        float am = f[QLOG_F_AMAX], pr = f[QLOG_F_PRED_AMAX];
+        *out = pr > 0 && am >= 0 ? (float)((double)am / pr) : NAN;
     }
-    if (metric == PLOTS_METRIC_AMAX_RATIO)
-        val = pred > 0 && amax >= 0 ? amax / pred : NAN;
-    *out = (float)val;
+    }
     return 1;
 }
 
@@ -218,7 +241,7 @@ int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *n
     scan s = {line, line + len};
     const char *a;
     size_t n;
-    int esc, integral, seen_type = 0, seen_step = 0, seen_q = 0;
+    int esc, integral, seen_v = 0, seen_type = 0, seen_step = 0, seen_q = 0;
     double v;
     *is_qat = 0;
     if (!lit(&s, '{') || lit(&s, '}'))
@@ -226,7 +249,11 @@ int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *n
     do {
         if (!str(&s, &a, &n, &esc) || esc || !lit(&s, ':'))
             return 0;
-        if (key_is(a, n, "type")) {
+        if (key_is(a, n, "v")) {
+            if (!num(&s, &v, &integral) || !integral || v != QLOG_VERSION)
+                return 0;
+            seen_v = 1;
+        } else if (key_is(a, n, "type")) {
             const char *t;
             size_t tn;
             if (!str(&s, &t, &tn, &esc) || !key_is(t, tn, "step"))
@@ -238,16 +265,11 @@ int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *n
             *step = (long)v;
             seen_step = 1;
         } else if (key_is(a, n, "phase")) {
-            ws(&s);
-            if (s.p < s.end && *s.p == '"') {
-                const char *t;
-                size_t tn;
-                if (!str(&s, &t, &tn, &esc))
-                    return 0;
-                *is_qat = !esc && key_is(t, tn, "qat");
-            } else if (!skip_value(&s, 1)) {
+            const char *t;
+            size_t tn;
+            if (!str_or_null(&s, &t, &tn))
                 return 0;
-            }
+            *is_qat = t && key_is(t, tn, "qat");
         } else if (key_is(a, n, "q")) {
             if (seen_q || !lit(&s, '['))
                 return 0;
@@ -271,5 +293,5 @@ int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *n
     if (!lit(&s, '}'))
         return 0;
     ws(&s);
-    return s.p == s.end && seen_type && seen_step && seen_q;
+    return s.p == s.end && seen_v && seen_type && seen_step && seen_q;
 }

@@ -253,3 +253,70 @@ TEST(cli_quant, truncated_log_is_summarised_with_a_warning)
     ASSERT_EQ_INT(json_integer_value(json_object_get(o, "steps_logged")), 39);
     json_decref(o);
 }
+
+/* satstat, replay and heatmap read the quant log through the same record rules:
+ * a damaged value (a negative or non-fp32 amax, a rate above 1, a negative count,
+ * a q entry without its name, a record without "v") is refused by all three with
+ * the same one line, naming the file, the line and the JSON path; the valid
+ * variants (nulls, a quantizer left out) are read by all three.  heatmap read
+ * some of these (a negative amax, no name) while satstat and replay refused them
+ * or read them differently. */
+TEST(cli_quant, the_three_log_readers_refuse_the_same_records_alike)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    static char out[BUF], err[3][BUF];
+    static const char hdr[] = "{\"v\":1,\"type\":\"header\",\"run\":\"r\",\"recipe\":{\"estimator\":"
+                              "\"most-recent\"},\"quantizers\":[\"layers.1.mlp.up_proj.input\","
+                              "\"layers.1.mlp.up_proj.weight\"]}\n"
+                              "{\"v\":1,\"type\":\"step\",\"step\":0,\"phase\":\"qat\",\"q\":["
+                              "{\"name\":\"layers.1.mlp.up_proj.input\",\"pred_amax\":2,\"amax\":1,"
+                              "\"clip_rate\":0},{\"name\":\"layers.1.mlp.up_proj.weight\",\"amax\":1}]}\n";
+    static const struct {
+        const char *q, *want;   /* want NULL: all three read it */
+    } cases[] = {
+        {"{\"name\":\"layers.1.mlp.up_proj.input\",\"pred_amax\":2,\"amax\":-1,\"clip_rate\":0}",
+         ":3: $.q[0].amax: expected null or a finite number >= 0, found -1"},
+        {"{\"name\":\"layers.1.mlp.up_proj.input\",\"pred_amax\":2,\"amax\":1e39,\"clip_rate\":0}",
+         ":3: $.q[0].amax: expected null or a finite number >= 0, found 1e+39"},
+        {"{\"name\":\"layers.1.mlp.up_proj.input\",\"pred_amax\":2,\"amax\":1,\"clip_rate\":1.5}",
+         ":3: $.q[0].clip_rate: expected null or a rate in [0, 1], found 1.5"},
+        {"{\"name\":\"layers.1.mlp.up_proj.input\",\"scale\":0,\"amax\":1}",
+         ":3: $.q[0].scale: expected null or a finite number > 0, found 0"},
+        {"{\"name\":\"layers.1.mlp.up_proj.input\",\"amax\":1,\"clip\":-3}",
+         ":3: $.q[0].clip: expected integer in [0, 9223372036854775807], found -3"},
+        {"{\"pred_amax\":2,\"amax\":1,\"clip_rate\":0}", ":3: $.q[0].name: required key is missing"},
+        {"{\"name\":\"layers.1.mlp.up_proj.input\",\"mode\":7}",
+         ":3: $.q[0].mode: expected string, found integer"},
+        {"{\"name\":\"layers.1.mlp.up_proj.input\",\"amax\":null,\"qsnr_db\":-3.5,\"n\":null}", NULL},
+        {NULL, NULL},   /* the weight's entry alone: the input left out (mode none, nulls) */
+    };
+    char dir[600], path[700], args[900], text[2048];
+    snprintf(dir, sizeof dir, "%s/cli_qlog_rules", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, NULL), NULL);
+    snprintf(path, sizeof path, "%s/quant.jsonl", dir);
+    for (size_t i = 0; i <= sizeof cases / sizeof *cases; i++) {
+        const char *want = i < sizeof cases / sizeof *cases ? cases[i].want
+                                                            : ":3: $.v: required key is missing";
+        if (i < sizeof cases / sizeof *cases)
+            snprintf(text, sizeof text, "%s{\"v\":1,\"type\":\"step\",\"step\":1,\"phase\":\"qat\","
+                     "\"q\":[%s%s{\"name\":\"layers.1.mlp.up_proj.weight\",\"amax\":1}]}\n", hdr,
+                     cases[i].q ? cases[i].q : "", cases[i].q ? "," : "");
+        else   /* a record without its version */
+            snprintf(text, sizeof text, "%s{\"type\":\"step\",\"step\":1,\"phase\":\"qat\",\"q\":[]}\n",
+                     hdr);
+        ASSERT_OK(fileio_write_atomic(path, text, strlen(text), NULL), NULL);
+        static const char *const cmds[3] = {"satstat %s --phase all", "replay %s --phase all",
+                                            "heatmap %s --out %s.png"};
+        for (int c = 0; c < 3; c++) {
+            snprintf(args, sizeof args, cmds[c], path, path);
+            int rc = test_run_cli(args, out, BUF, err[c], BUF);
+            if (want ? rc != 2 || !strstr(err[c], want) || strchr(err[c], '\n') != err[c] + strlen(err[c]) - 1
+                     : rc != 0)
+                TEST_FAIL_AT("case %zu, '%s': exit %d, stderr '%s', want '%s'", i, args, rc, err[c],
+                             want ? want : "(exit 0)");
+        }
+        if (want && (strcmp(err[0], err[1]) || strcmp(err[0], err[2])))
+            TEST_FAIL_AT("case %zu: the readers differ:\n  %s  %s  %s", i, err[0], err[1], err[2]);
+    }
+}

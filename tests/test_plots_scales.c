@@ -50,9 +50,10 @@ static int write_log(const char *dir, double pred[8][2], double amax[8][2], doub
                      s, s >= 4 ? "qat" : "warmup");
         for (int q = 0; q < 2; q++)
             k += snprintf(line + k, sizeof line - (size_t)k,
-                          "%s{\"mode\":\"%s\",\"pred_amax\":%g,\"amax\":%g,\"clip_rate\":%g}",
-                          q ? "," : "", s >= 4 ? "quant" : "observe", pred[s][q], amax[s][q],
-                          clip[s][q]);
+                          "%s{\"name\":\"layers.3.mlp.up_proj.%s\",\"mode\":\"%s\",\"pred_amax\":%g,"
+                          "\"amax\":%g,\"clip_rate\":%g}",
+                          q ? "," : "", q ? "weight" : "input", s >= 4 ? "quant" : "observe",
+                          pred[s][q], amax[s][q], clip[s][q]);
         k += snprintf(line + k, sizeof line - (size_t)k, "]}");
         if (zlog_write(w, line, (size_t)k, &d) || zlog_flush(w, &d))   /* a frame per step */
             return -1;

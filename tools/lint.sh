@@ -43,7 +43,7 @@ run: base
 tok: base
 data: base tok
 gate: base
-plots: base gate
+plots: base gate quant
 eval: base dist kernels layers model quant run tok data
 train: base dist kernels layers model quant run tok data eval gate plots
 repro: base dist kernels layers model quant run tok data eval gate plots train

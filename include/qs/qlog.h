@@ -8,7 +8,7 @@
  *    "mode":"observe"|"quant"|"none","est":..,"pred_amax":..,"amax":..,"scale":..,
  *    "n":..,"clip":..,"clip_rate":..,"under":..,"under_rate":..,"qsnr_db":..}, ...]}
  * One "q" entry per quantizer in header order.  Any number may be null (not
- * computed); readers accept null.  A resume cuts the log back to the steps
+ * computed); readers accept null (the rules readers apply: below).  A resume cuts the log back to the steps
  * before the checkpoint (qlog_writer_create); logs of older versions repeat the
  * header after a resume, and a step number that goes back replaces the records
  * from that step on: readers still accept both.  "mode":"none" (quantizer not called
@@ -24,6 +24,7 @@
 
 #include "qs/amax.h"
 #include "qs/err.h"
+#include "qs/json.h"
 #include "qs/quant.h"
 
 #define QLOG_VERSION 1
@@ -93,6 +94,39 @@ static inline int qlog_step_selected(const qlog_run *run, int step_idx, int sele
     return select == QLOG_SELECT_ALL ||
            (select == QLOG_SELECT_QAT) == (run->phases[step_idx] == QLOG_PHASE_QAT);
 }
+
+/* ---- One record at a time: the rules every reader of the log applies (qlog_read
+ * behind satstat and replay, and heatmap's reader), so they accept and refuse the
+ * same records with the same one-line error:
+ *  - every record has "v" = QLOG_VERSION and a string "type" (types other than
+ *    header and step are skipped);
+ *  - a header has a "recipe" object and a non-empty "quantizers" list; a repeated
+ *    header lists the same names;
+ *  - a step has an integer "step", a "q" array of objects each with a "name" from
+ *    the header (any order; quantizers left out: mode none, figures null), "phase"
+ *    and "mode"/"est" strings or null;
+ *  - each float is null (not measured) or in its range (qlog_float_ok): amaxes
+ *    >= 0, scale > 0, rates in [0, 1], QSNR finite, all finite as fp32; the counts
+ *    n/clip/under are null or integers >= 0.
+ * o is a parsed line (qs_json_root with the file and line): errors name both. */
+enum { QLOG_REC_OTHER = 0, QLOG_REC_HEADER = 1, QLOG_REC_STEP = 2 };
+int qlog_record_kind(const qs_json_at *o, int *kind, qs_diag *d);
+/* A header into run (names and recipe; a repeat is checked against them). */
+int qlog_header_parse(qlog_run *run, const qs_json_at *o, qs_diag *d);
+/* A step record into *step, *phase (QLOG_PHASE_*) and rows[run->n_quant], header
+ * order; needs the header first.  run is only written to record estimator names. */
+int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step, int *phase, qlog_row *rows,
+                    qs_diag *d);
+/* The error for a log without a (complete) header line. */
+int qlog_header_missing(const char *path, int truncated, qs_diag *d);
+/* Logged floats and counts of a q entry by key (key[0..len)): index, or -1. */
+enum { QLOG_F_PRED_AMAX, QLOG_F_AMAX, QLOG_F_SCALE, QLOG_F_CLIP_RATE, QLOG_F_UNDER_RATE,
+       QLOG_F_QSNR_DB, QLOG_F_COUNT };
+enum { QLOG_C_N, QLOG_C_CLIP, QLOG_C_UNDER, QLOG_C_COUNT };
+int qlog_float_field(const char *key, size_t len);
+int qlog_count_field(const char *key, size_t len);
+/* 1 when a logged (non-null) value x of float `field` is accepted. */
+int qlog_float_ok(int field, double x);
 
 /* Parse a log.  0, or QS_ETRUNC with every complete record in *run and the cut
  * described in d (callers keep the data and report it), or another error (then

@@ -5,11 +5,14 @@
  * log time), so a step costs ~n_quant x 12 numbers plus one zstd frame.  Nine
  * digits read back to the identical float, so a replay over the log reproduces
  * the run's decisions bit for bit.  The reader uses
- * Jansson, one line at a time.
+ * Jansson, one line at a time, through the per-record rules (qlog_record_kind,
+ * qlog_header_parse, qlog_step_parse) that heatmap's reader shares, so satstat,
+ * replay and heatmap accept and refuse the same records with the same message.
  */
 #include "qs/qlog.h"
 
 #include <jansson.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -405,7 +408,7 @@ void qlog_run_free(qlog_run *run)
     memset(run, 0, sizeof *run);
 }
 
-static int read_header(qlog_run *run, const qs_json_at *o, qs_diag *d)
+int qlog_header_parse(qlog_run *run, const qs_json_at *o, qs_diag *d)
 {
     qs_json_at rec, qs;
     size_t nq;
@@ -456,13 +459,63 @@ static int read_header(qlog_run *run, const qs_json_at *o, qs_diag *d)
     return 0;
 }
 
-/* a logged float (null: not measured -> NaN) */
-static int get_float(const qs_json_at *e, const char *key, float *out, qs_diag *d)
+/* The range of every logged float (not null).  Amax values are max |x| of finite
+ * tensors, scales 32768 / 2^margin / amax or 1, rates counts over n, QSNR a dB
+ * figure; anything else (a negative amax, a rate above 1, a value no float holds)
+ * is a damaged log that every reader refuses alike. */
+static const struct {
+    const char *key, *want;
+    double lo, hi;
+    int lo_open;
+} qlog_floats[QLOG_F_COUNT] = {
+    [QLOG_F_PRED_AMAX] = {"pred_amax", "a finite number >= 0", 0.0, FLT_MAX, 0},
+    [QLOG_F_AMAX] = {"amax", "a finite number >= 0", 0.0, FLT_MAX, 0},
+    [QLOG_F_SCALE] = {"scale", "a finite number > 0", 0.0, FLT_MAX, 1},
+    [QLOG_F_CLIP_RATE] = {"clip_rate", "a rate in [0, 1]", 0.0, 1.0, 0},
+    [QLOG_F_UNDER_RATE] = {"under_rate", "a rate in [0, 1]", 0.0, 1.0, 0},
+    [QLOG_F_QSNR_DB] = {"qsnr_db", "a finite number", -FLT_MAX, FLT_MAX, 0},
+};
+static const char *const qlog_counts[QLOG_C_COUNT] = {"n", "clip", "under"};
+
+static int qlog_key_index(const char *key, size_t len, const char *const *keys, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strlen(keys[i]) == len && !memcmp(keys[i], key, len))
+            return i;
+    return -1;
+}
+
+int qlog_float_field(const char *key, size_t len)
+{
+    const char *keys[QLOG_F_COUNT];
+    for (int i = 0; i < QLOG_F_COUNT; i++)
+        keys[i] = qlog_floats[i].key;
+    return qlog_key_index(key, len, keys, QLOG_F_COUNT);
+}
+
+int qlog_count_field(const char *key, size_t len)
+{
+    return qlog_key_index(key, len, qlog_counts, QLOG_C_COUNT);
+}
+
+int qlog_float_ok(int field, double x)
+{
+    const double lo = qlog_floats[field].lo, hi = qlog_floats[field].hi;
+    return (qlog_floats[field].lo_open ? x > lo : x >= lo) && x <= hi && isfinite((float)x);
+}
+
+/* logged float `field` of the q entry e (null or absent: not measured -> NaN) */
+static int get_float(const qs_json_at *e, int field, float *out, qs_diag *d)
 {
     double x;
-    int rc = qs_json_num_or(e, key, NAN, &x, d);
+    int rc = qs_json_num_or(e, qlog_floats[field].key, NAN, &x, d);
+    if (rc)
+        return rc;
+    if (!isnan(x) && !qlog_float_ok(field, x))
+        return qs_json_fail(e, qlog_floats[field].key, QS_ERANGE, d,
+                            "expected null or %s, found %.9g", qlog_floats[field].want, x);
     *out = (float)x;
-    return rc;
+    return 0;
 }
 
 static int est_index(qlog_run *run, const char *est)
@@ -499,7 +552,23 @@ static int grow_steps(qlog_run *run, int *cap)
     return 0;
 }
 
-static int read_step(qlog_run *run, const qs_json_at *o, int *cap, qs_diag *d)
+int qlog_record_kind(const qs_json_at *o, int *kind, qs_diag *d)
+{
+    const char *type;
+    int v, rc;
+    *kind = QLOG_REC_OTHER;
+    if ((rc = qs_json_int(o, "v", INT32_MIN, INT32_MAX, &v, d)) ||
+        (rc = qs_json_str(o, "type", &type, d)))
+        return rc;
+    if (v != QLOG_VERSION)
+        return qs_json_fail(o, "v", QS_EFORMAT, d, "expected version %d, found %d", QLOG_VERSION, v);
+    *kind = !strcmp(type, "header") ? QLOG_REC_HEADER
+            : !strcmp(type, "step") ? QLOG_REC_STEP : QLOG_REC_OTHER;
+    return 0;
+}
+
+int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *phase, qlog_row *rows,
+                    qs_diag *d)
 {
     const char *path = o->file, *ph;
     long ln = o->line;
@@ -512,21 +581,15 @@ static int read_step(qlog_run *run, const qs_json_at *o, int *cap, qs_diag *d)
     if ((rc = qs_json_i64(o, "step", LONG_MIN, LONG_MAX, &step, d)) ||
         (rc = qs_json_arr(o, "q", &q, &nq, d)) || (rc = qs_json_str_or(o, "phase", NULL, &ph, d)))
         return rc;
-    while (run->n_steps > 0 && run->steps[run->n_steps - 1] >= step)
-        run->n_steps--;   /* resumed from an earlier checkpoint: the newer records win */
-    if (grow_steps(run, cap))
-        return diag_set(d, QS_ENOMEM, path, ln, "out of memory");
-    int s = run->n_steps;
-    run->steps[s] = (long)step;
-    run->phases[s] = ph && !strcmp(ph, "qat") ? QLOG_PHASE_QAT : QLOG_PHASE_WARMUP;
-    qlog_row *rows = &run->rows[(size_t)s * (size_t)run->n_quant];
-    for (int i = 0; i < run->n_quant; i++) {
+    *step_out = (long)step;
+    *phase = ph && !strcmp(ph, "qat") ? QLOG_PHASE_QAT : QLOG_PHASE_WARMUP;
+    for (int i = 0; i < run->n_quant; i++)
         rows[i] = (qlog_row){QUANT_MODE_NONE, -1, NAN, NAN, NAN, NAN, NAN, NAN, -1, -1, -1};
-    }
     for (size_t k = 0; k < nq; k++) {
         qs_json_at e = qs_json_item(&q, k);
         const char *name, *mode, *est;
-        if ((rc = qs_json_str(&e, "name", &name, d)) || (rc = qs_json_str_or(&e, "mode", NULL, &mode, d)) ||
+        if ((rc = qs_json_obj(&e, NULL, &e, d)) || (rc = qs_json_str(&e, "name", &name, d)) ||
+            (rc = qs_json_str_or(&e, "mode", NULL, &mode, d)) ||
             (rc = qs_json_str_or(&e, "est", NULL, &est, d)))
             return rc;
         int i = (k < (size_t)run->n_quant && !strcmp(run->names[k], name)) ? (int)k : -1;
@@ -541,18 +604,49 @@ static int read_step(qlog_run *run, const qs_json_at *o, int *cap, qs_diag *d)
                   : !strcmp(mode, "quant") ? QUANT_MODE_QUANT
                   : !strcmp(mode, "observe") ? QUANT_MODE_OBSERVE : QUANT_MODE_NONE;
         r->est_idx = est_index(run, est);
-        if ((rc = get_float(&e, "pred_amax", &r->pred_amax, d)) ||
-            (rc = get_float(&e, "amax", &r->amax, d)) || (rc = get_float(&e, "scale", &r->scale, d)) ||
-            (rc = get_float(&e, "clip_rate", &r->clip_rate, d)) ||
-            (rc = get_float(&e, "under_rate", &r->under_rate, d)) ||
-            (rc = get_float(&e, "qsnr_db", &r->qsnr_db, d)) ||
-            (rc = qs_json_i64_or(&e, "n", 0, LLONG_MAX, -1, &r->n, d)) ||
-            (rc = qs_json_i64_or(&e, "clip", 0, LLONG_MAX, -1, &r->clip, d)) ||
-            (rc = qs_json_i64_or(&e, "under", 0, LLONG_MAX, -1, &r->under, d)))
+        long long *const counts[QLOG_C_COUNT] = {&r->n, &r->clip, &r->under};
+        if ((rc = get_float(&e, QLOG_F_PRED_AMAX, &r->pred_amax, d)) ||
+            (rc = get_float(&e, QLOG_F_AMAX, &r->amax, d)) ||
+            (rc = get_float(&e, QLOG_F_SCALE, &r->scale, d)) ||
+            (rc = get_float(&e, QLOG_F_CLIP_RATE, &r->clip_rate, d)) ||
+            (rc = get_float(&e, QLOG_F_UNDER_RATE, &r->under_rate, d)) ||
+            (rc = get_float(&e, QLOG_F_QSNR_DB, &r->qsnr_db, d)))
             return rc;
+        for (int c = 0; c < QLOG_C_COUNT; c++)
+            if ((rc = qs_json_i64_or(&e, qlog_counts[c], 0, LLONG_MAX, -1, counts[c], d)))
+                return rc;
     }
-    run->n_steps++;
     return 0;
+}
+
+/* a step record appended to run (a step number that goes back replaces the tail) */
+static int read_step(qlog_run *run, const qs_json_at *o, int *cap, qlog_row **scratch, qs_diag *d)
+{
+    if (run->names && !*scratch &&
+        !(*scratch = qs_malloc((size_t)run->n_quant * sizeof **scratch)))
+        return diag_set(d, QS_ENOMEM, o->file, o->line, "out of memory");
+    long step;
+    int phase, rc = qlog_step_parse(run, o, &step, &phase, *scratch, d);
+    if (rc)
+        return rc;
+    while (run->n_steps > 0 && run->steps[run->n_steps - 1] >= step)
+        run->n_steps--;   /* resumed from an earlier checkpoint: the newer records win */
+    if (grow_steps(run, cap))
+        return diag_set(d, QS_ENOMEM, o->file, o->line, "out of memory");
+    int s = run->n_steps++;
+    run->steps[s] = step;
+    run->phases[s] = phase;
+    memcpy(&run->rows[(size_t)s * (size_t)run->n_quant], *scratch,
+           (size_t)run->n_quant * sizeof **scratch);
+    return 0;
+}
+
+int qlog_header_missing(const char *path, int truncated, qs_diag *d)
+{
+    if (truncated)
+        return diag_set(d, QS_EFORMAT, path, -1, "file cut before the header line was complete");
+    return diag_set(d, QS_EFORMAT, path, -1,
+                    "no header line (expected {\"v\":%d,\"type\":\"header\",...})", QLOG_VERSION);
 }
 
 int qlog_read(const char *path, qlog_run *run, qs_diag *d)
@@ -562,30 +656,28 @@ int qlog_read(const char *path, qlog_run *run, qs_diag *d)
     int rc = qs_jsonl_open(&r, path, 0, d);
     if (rc)
         return rc;
-    int cap = 0, v;
+    int cap = 0, kind;
+    qlog_row *scratch = NULL;
     qs_json_at o;
     while ((rc = qs_jsonl_next(&r, &o, d)) == 1) {
-        const char *type;
-        if ((rc = qs_json_int(&o, "v", INT32_MIN, INT32_MAX, &v, d)) ||
-            (rc = qs_json_str_or(&o, "type", NULL, &type, d)))
+        if ((rc = qlog_record_kind(&o, &kind, d)))
             break;
-        if (v != QLOG_VERSION) {
-            rc = qs_json_fail(&o, "v", QS_EFORMAT, d, "expected version %d, found %d", QLOG_VERSION, v);
-        } else if (type && !strcmp(type, "header")) {
-            rc = read_header(run, &o, d);
+        if (kind == QLOG_REC_HEADER) {
+            rc = qlog_header_parse(run, &o, d);
             run->version = QLOG_VERSION;
-        } else if (type && !strcmp(type, "step")) {
-            rc = read_step(run, &o, &cap, d);
+        } else if (kind == QLOG_REC_STEP) {
+            rc = read_step(run, &o, &cap, &scratch, d);
         } /* other record types: ignored (forward compatible) */
         if (rc)
             break;
     }
     qs_jsonl_close(&r);
+    qs_free(scratch);
     if (rc == QS_ETRUNC) {
         run->truncated = 1;
         if (!run->names) {
             qlog_run_free(run);
-            return diag_set(d, QS_EFORMAT, path, -1, "file cut before the header line was complete");
+            return qlog_header_missing(path, 1, d);
         }
         return diag_set(d, QS_ETRUNC, path, -1,
                         "truncated: file ends inside a record; read %d complete step record(s)",
@@ -597,8 +689,7 @@ int qlog_read(const char *path, qlog_run *run, qs_diag *d)
     }
     if (!run->names) {
         qlog_run_free(run);
-        return diag_set(d, QS_EFORMAT, path, -1, "no header line (expected {\"v\":%d,\"type\":\"header\",...})",
-                        QLOG_VERSION);
+        return qlog_header_missing(path, 0, d);
     }
     return 0;
 }
