@@ -188,6 +188,38 @@ TEST(lm, repeated_calls_reuse_the_arenas)
     lm_fix_close(&f);
 }
 
+/* Six 2-token continuations and one of 9 on one context: one forward would feed
+ * 7 x 8 rows (each sequence padded to the longest), two forwards 6 x 1 + 8; the
+ * scorer picks the split with the fewest rows (plus a fixed cost per forward),
+ * and each continuation keeps the bits it has scored alone. */
+TEST(lm, continuations_are_split_into_forwards_with_little_padding)
+{
+    lm_fix f;
+    qs_diag d = {0};
+    ASSERT_OK(lm_fix_open(&f, 32, &d), &d);
+    enum { NC = 7 };
+    const int32_t *conts[NC];
+    size_t lens[NC];
+    for (int c = 0; c < NC; c++) {
+        conts[c] = f.c.tok + 4 + (c == NC - 1 ? 0 : c);
+        lens[c] = c == NC - 1 ? 9 : 2;
+    }
+    lm_request all = {f.c.tok, 4, NC, conts, lens};
+    double ll[NC], alone[NC];
+    lm_result res = {ll, NULL};
+    lm_scorer s = model_lm_scorer(f.lm);
+    long before = model_lm_cont_rows(f.lm);
+    ASSERT_OK(s.score(s.self, &all, &res, 1, &d), &d);
+    ASSERT_EQ_INT((int)(model_lm_cont_rows(f.lm) - before), 6 * 1 + 8);
+    for (int c = 0; c < NC; c++) {
+        lm_request one = {f.c.tok, 4, 1, &conts[c], &lens[c]};
+        lm_result r1 = {&alone[c], NULL};
+        ASSERT_OK(s.score(s.self, &one, &r1, 1, &d), &d);
+        ASSERT_TRUE(ll[c] == alone[c]);
+    }
+    lm_fix_close(&f);
+}
+
 TEST(lm, long_request_is_left_truncated_like_the_harness)
 {
     lm_fix f;

@@ -100,5 +100,8 @@ lm_scorer model_lm_scorer(model_lm *lm);
 /* How many times the scorer has (re)allocated an activation arena: once per
  * arena and growth, never per call when the requests fit (tests and benches). */
 long model_lm_arena_allocs(const model_lm *lm);
+/* Rows fed through the continuation forwards so far, padding included (each
+ * forward feeds its sequences padded to its longest; tests and benches). */
+long model_lm_cont_rows(const model_lm *lm);
 
 #endif

@@ -9,8 +9,9 @@
  *     (n_ctx + n_cont - 1 <= max_len) is a sequence of its n_cont - 1 leading
  *     tokens at positions n_ctx .. (seq_pos0), reading its context's keys and
  *     values from the context arena (kv_prefix: the continuation arena holds one
- *     layer of cache), up to LM_CONT_ROWS tokens per forward; the lm_head runs
- *     on every sequence's own rows.
+ *     layer of cache), up to LM_CONT_ROWS tokens per forward, split into
+ *     forwards that feed the fewest padding rows (lm_cont_batches); the lm_head
+ *     runs on every sequence's own rows.
  * A continuation that does not fit is scored alone, left-truncated as the
  * harness does: input = (ctx + cont)[-(max_len + 1):][:-1].  Padding (a
  * sequence repeats its last token) comes after the real rows, where causal
@@ -44,6 +45,7 @@ enum {
     LM_CTX_ROWS = 512,   /* context tokens per batched forward (padding included) */
     LM_CONT_ROWS = 512,  /* continuation tokens fed per batched forward */
     LM_SEQS_MAX = 64,    /* sequences per batched forward */
+    LM_FWD_ROWS = 16,    /* what one more forward costs, in rows (lm_cont_batches) */
 };
 #define LM_LOGITS_BYTES ((size_t)128 << 20) /* logits of one continuation forward */
 #define LM_KV_BYTES ((size_t)64 << 20)      /* one-layer cache of one continuation forward */
@@ -75,6 +77,9 @@ struct model_lm {
     size_t rows_cap;
     lm_cont_seq *seqs;  /* [seq_cap] */
     size_t seq_cap;
+    long *part;         /* [2 * part_cap]: lm_cont_batches' costs and cuts */
+    size_t part_cap;
+    long cont_rows;     /* rows fed through continuation forwards, padding included */
     lm_key *keys;       /* [keys_cap] requests of a call, in context order */
     int *order;         /* [keys_cap] */
     size_t keys_cap;
@@ -98,6 +103,8 @@ int model_lm_create(model_lm **out, llama_model *m, int max_len, qs_diag *d)
 
 long model_lm_arena_allocs(const model_lm *lm) { return lm->arena_allocs; }
 
+long model_lm_cont_rows(const model_lm *lm) { return lm->cont_rows; }
+
 void model_lm_destroy(model_lm *lm)
 {
     if (!lm)
@@ -110,6 +117,7 @@ void model_lm_destroy(model_lm *lm)
     qs_free(lm->best);
     qs_free(lm->ls);
     qs_free(lm->seqs);
+    qs_free(lm->part);
     qs_free(lm->keys);
     qs_free(lm->order);
     qs_free(lm);
@@ -347,6 +355,7 @@ static int lm_cont_forward(model_lm *lm, const lm_request *req, lm_result *res,
     lm->cont.seq_pos0 = p0;
     lm->cont.logits_rows = nrows;
     lm->cont.kv_prefix = &pre;
+    lm->cont_rows += (long)rows;
     rc = model_forward(lm->m, &lm->cont, lm->tok, NULL, S, Tm, 0, d);
     lm->cont.seq_pos0 = lm->cont.logits_rows = NULL;
     lm->cont.kv_prefix = NULL;
@@ -371,6 +380,38 @@ static int lm_cont_forward(model_lm *lm, const lm_request *req, lm_result *res,
             o->greedy[s[b].c] &= gr;
     }
     return 0;
+}
+
+/* The batches of the sorted sequences s[0..ns) (shortest first) with the fewest
+ * rows fed, padding included, plus LM_FWD_ROWS per forward: a forward of S
+ * sequences feeds S x (its longest) rows, and filling each forward up to
+ * LM_CONT_ROWS as they come fed ARC-Easy's continuations (1 to ~15 tokens)
+ * with ~55% padding.  Exact over every split of the sorted order (each batch a
+ * run of it, within the row, sequence, cache and logits budgets; one sequence
+ * always fits): cut[j] = start of the last batch of s[0..j).  Which rows share
+ * a forward never changes a result (row-independent layers: lm_batch_ok). */
+static void lm_cont_batches(long *cost, long *cut, const lm_cont_seq *s, size_t ns, long kv_budget,
+                            long logit_budget, int max_len)
+{
+    cost[0] = 0;
+    for (size_t j = 1; j <= ns; j++) {
+        const long tm = s[j - 1].n;   /* the batch's longest: sorted by n */
+        long p0_max = 0, n_logits = 0;
+        cost[j] = -1;
+        for (size_t i = j; i-- > 0 && j - i <= LM_SEQS_MAX;) {
+            const long S = (long)(j - i);
+            p0_max = s[i].p0 > p0_max ? s[i].p0 : p0_max;
+            n_logits += s[i].n;
+            if (S > 1 && (S * tm > LM_CONT_ROWS || S * (p0_max + tm) > kv_budget ||
+                          n_logits > logit_budget || p0_max + tm > max_len))
+                break;   /* every budget only grows with more sequences */
+            long c = cost[i] + LM_FWD_ROWS + S * tm;
+            if (cost[j] < 0 || c < cost[j]) {
+                cost[j] = c;
+                cut[j] = (long)i;
+            }
+        }
+    }
 }
 
 /* Every shared continuation of >= 2 tokens of the group, batched (see top). */
@@ -399,23 +440,25 @@ static int lm_continuations(model_lm *lm, const lm_request *req, lm_result *res,
     size_t KD = (size_t)c->n_kv_heads * c->head_dim;
     long kv_budget = (long)(LM_KV_BYTES / (2 * KD * sizeof(float)));
     long logit_budget = (long)(LM_LOGITS_BYTES / ((size_t)c->vocab_size * sizeof(float)));
-    for (size_t i = 0; i < ns;) {
+    if ((rc = lm_grow((void **)&lm->part, &lm->part_cap, 2 * (ns + 1), sizeof *lm->part, d)))
+        return rc;
+    long *cost = lm->part, *cut = lm->part + ns + 1;
+    lm_cont_batches(cost, cut, lm->seqs, ns, kv_budget, logit_budget, lm->max_len);
+    /* the cuts, last batch first, turned into batch ends in order: cost[] is free now */
+    size_t nb = 0;
+    for (long j = (long)ns; j > 0; j = cut[j])
+        cost[nb++] = j;
+    for (size_t b = nb, i = 0; b-- > 0;) {
+        size_t j = (size_t)cost[b];
         /* padding rows sit at positions up to max p0 + Tm - 1: within max_len */
-        int S = 0, Tm = 0, p0_max = 0, n_logits = 0;
-        while (i + (size_t)S < ns && S < LM_SEQS_MAX) {
-            const lm_cont_seq *q = &lm->seqs[i + (size_t)S];
-            int tm = q->n > Tm ? q->n : Tm, pm = q->p0 > p0_max ? q->p0 : p0_max;
-            if (S > 0 && ((long)(S + 1) * tm > LM_CONT_ROWS || (long)(S + 1) * (pm + tm) > kv_budget ||
-                          n_logits + q->n > logit_budget || pm + tm > lm->max_len))
-                break;
-            Tm = tm;
-            p0_max = pm;
-            n_logits += q->n;
-            S++;
+        int S = (int)(j - i), Tm = lm->seqs[j - 1].n, p0_max = 0, n_logits = 0;
+        for (size_t k = i; k < j; k++) {
+            p0_max = lm->seqs[k].p0 > p0_max ? lm->seqs[k].p0 : p0_max;
+            n_logits += lm->seqs[k].n;
         }
         if ((rc = lm_cont_forward(lm, req, res, lm->seqs + i, S, Tm, p0_max + Tm, n_logits, d)))
             return rc;
-        i += (size_t)S;
+        i = j;
     }
     return 0;
 }
