@@ -2,7 +2,8 @@
  *
  * One score call (eval's batch of requests) runs in two kinds of forwards:
  *  1. contexts: the requests, sorted by context length, in groups of up to
- *     LM_CTX_ROWS tokens (B sequences right-padded to the longest); the lm_head
+ *     LM_CTX_ROWS tokens (B sequences right-padded to the longest; the groups
+ *     that feed the fewest padding rows, lm_batches); the lm_head
  *     runs only on each context's last row (logits_first / logits_rows), which
  *     scores the first token of every continuation;
  *  2. continuations: each continuation of >= 2 tokens that fits on its context
@@ -10,7 +11,7 @@
  *     tokens at positions n_ctx .. (seq_pos0), reading its context's keys and
  *     values from the context arena (kv_prefix: the continuation arena holds one
  *     layer of cache), up to LM_CONT_ROWS tokens per forward, split into
- *     forwards that feed the fewest padding rows (lm_cont_batches); the lm_head
+ *     forwards that feed the fewest padding rows (lm_batches); the lm_head
  *     runs on every sequence's own rows.
  * A continuation that does not fit is scored alone, left-truncated as the
  * harness does: input = (ctx + cont)[-(max_len + 1):][:-1].  Padding (a
@@ -31,6 +32,7 @@
  * only when a request needs more; never from the config's context, of which
  * max_len is only the cap.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +47,7 @@ enum {
     LM_CTX_ROWS = 512,   /* context tokens per batched forward (padding included) */
     LM_CONT_ROWS = 512,  /* continuation tokens fed per batched forward */
     LM_SEQS_MAX = 64,    /* sequences per batched forward */
-    LM_FWD_ROWS = 16,    /* what one more forward costs, in rows (lm_cont_batches) */
+    LM_FWD_ROWS = 16,    /* what one more forward costs, in rows (lm_batches) */
 };
 #define LM_LOGITS_BYTES ((size_t)128 << 20) /* logits of one continuation forward */
 #define LM_KV_BYTES ((size_t)64 << 20)      /* one-layer cache of one continuation forward */
@@ -77,8 +79,10 @@ struct model_lm {
     size_t rows_cap;
     lm_cont_seq *seqs;  /* [seq_cap] */
     size_t seq_cap;
-    long *part;         /* [2 * part_cap]: lm_cont_batches' costs and cuts */
+    long *part;         /* [part_cap]: lm_batches' arrays for the continuations */
     size_t part_cap;
+    long *cpart;        /* [cpart_cap]: the same for the contexts */
+    size_t cpart_cap;
     long cont_rows;     /* rows fed through continuation forwards, padding included */
     lm_key *keys;       /* [keys_cap] requests of a call, in context order */
     int *order;         /* [keys_cap] */
@@ -118,6 +122,7 @@ void model_lm_destroy(model_lm *lm)
     qs_free(lm->ls);
     qs_free(lm->seqs);
     qs_free(lm->part);
+    qs_free(lm->cpart);
     qs_free(lm->keys);
     qs_free(lm->order);
     qs_free(lm);
@@ -382,28 +387,34 @@ static int lm_cont_forward(model_lm *lm, const lm_request *req, lm_result *res,
     return 0;
 }
 
-/* The batches of the sorted sequences s[0..ns) (shortest first) with the fewest
- * rows fed, padding included, plus LM_FWD_ROWS per forward: a forward of S
- * sequences feeds S x (its longest) rows, and filling each forward up to
- * LM_CONT_ROWS as they come fed ARC-Easy's continuations (1 to ~15 tokens)
- * with ~55% padding.  Exact over every split of the sorted order (each batch a
- * run of it, within the row, sequence, cache and logits budgets; one sequence
- * always fits): cut[j] = start of the last batch of s[0..j).  Which rows share
- * a forward never changes a result (row-independent layers: lm_batch_ok). */
-static void lm_cont_batches(long *cost, long *cut, const lm_cont_seq *s, size_t ns, long kv_budget,
-                            long logit_budget, int max_len)
+/* Batches of n sorted sequences (len[] ascending; p0[] their start positions,
+ * or NULL for 0) with the fewest rows fed, padding included, plus LM_FWD_ROWS
+ * per forward: a forward of S sequences feeds S x (its longest) rows, and
+ * filling each forward up to its row budget as they come fed ARC-Easy's
+ * continuations (1 to ~15 tokens) with ~55% padding.  Exact over every split
+ * of the sorted order (each batch a run of it within the budgets: rows,
+ * LM_SEQS_MAX sequences, S x (p0 + longest) cache rows, logits rows (the sum
+ * of len), p0 + longest <= max_len; one sequence always fits): cut[j] = start
+ * of the last batch of the first j.  Which rows share a forward never changes
+ * a result (row-independent layers: lm_batch_ok). */
+typedef struct lm_budget {
+    long rows, kv, logits, max_len;
+} lm_budget;
+
+static void lm_batches(long *cost, long *cut, const long *len, const long *p0, size_t n,
+                       lm_budget b)
 {
     cost[0] = 0;
-    for (size_t j = 1; j <= ns; j++) {
-        const long tm = s[j - 1].n;   /* the batch's longest: sorted by n */
+    for (size_t j = 1; j <= n; j++) {
+        const long tm = len[j - 1];   /* the batch's longest: sorted */
         long p0_max = 0, n_logits = 0;
         cost[j] = -1;
         for (size_t i = j; i-- > 0 && j - i <= LM_SEQS_MAX;) {
             const long S = (long)(j - i);
-            p0_max = s[i].p0 > p0_max ? s[i].p0 : p0_max;
-            n_logits += s[i].n;
-            if (S > 1 && (S * tm > LM_CONT_ROWS || S * (p0_max + tm) > kv_budget ||
-                          n_logits > logit_budget || p0_max + tm > max_len))
+            p0_max = p0 && p0[i] > p0_max ? p0[i] : p0_max;
+            n_logits += len[i];
+            if (S > 1 && (S * tm > b.rows || S * (p0_max + tm) > b.kv || n_logits > b.logits ||
+                          p0_max + tm > b.max_len))
                 break;   /* every budget only grows with more sequences */
             long c = cost[i] + LM_FWD_ROWS + S * tm;
             if (cost[j] < 0 || c < cost[j]) {
@@ -412,6 +423,13 @@ static void lm_cont_batches(long *cost, long *cut, const lm_cont_seq *s, size_t 
             }
         }
     }
+    /* the batch ends in order, in cost[0..): cost[] is not needed any more */
+    size_t nb = 0;
+    for (long j = (long)n; j > 0; j = cut[j])
+        nb++;
+    cost[nb] = 0;   /* end marker */
+    for (long j = (long)n, k = (long)nb; j > 0; j = cut[j])
+        cost[--k] = j;
 }
 
 /* Every shared continuation of >= 2 tokens of the group, batched (see top). */
@@ -440,16 +458,17 @@ static int lm_continuations(model_lm *lm, const lm_request *req, lm_result *res,
     size_t KD = (size_t)c->n_kv_heads * c->head_dim;
     long kv_budget = (long)(LM_KV_BYTES / (2 * KD * sizeof(float)));
     long logit_budget = (long)(LM_LOGITS_BYTES / ((size_t)c->vocab_size * sizeof(float)));
-    if ((rc = lm_grow((void **)&lm->part, &lm->part_cap, 2 * (ns + 1), sizeof *lm->part, d)))
+    if ((rc = lm_grow((void **)&lm->part, &lm->part_cap, 4 * (ns + 1), sizeof *lm->part, d)))
         return rc;
-    long *cost = lm->part, *cut = lm->part + ns + 1;
-    lm_cont_batches(cost, cut, lm->seqs, ns, kv_budget, logit_budget, lm->max_len);
-    /* the cuts, last batch first, turned into batch ends in order: cost[] is free now */
-    size_t nb = 0;
-    for (long j = (long)ns; j > 0; j = cut[j])
-        cost[nb++] = j;
-    for (size_t b = nb, i = 0; b-- > 0;) {
-        size_t j = (size_t)cost[b];
+    long *ends = lm->part, *cut = ends + ns + 1, *len = cut + ns + 1, *p0 = len + ns + 1;
+    for (size_t k = 0; k < ns; k++) {
+        len[k] = lm->seqs[k].n;
+        p0[k] = lm->seqs[k].p0;
+    }
+    lm_batches(ends, cut, len, p0, ns,
+               (lm_budget){LM_CONT_ROWS, kv_budget, logit_budget, lm->max_len});
+    for (size_t b = 0, i = 0; ends[b] > 0; b++) {
+        size_t j = (size_t)ends[b];
         /* padding rows sit at positions up to max p0 + Tm - 1: within max_len */
         int S = (int)(j - i), Tm = lm->seqs[j - 1].n, p0_max = 0, n_logits = 0;
         for (size_t k = i; k < j; k++) {
@@ -508,16 +527,20 @@ static int lm_score(void *self, const lm_request *req, lm_result *res, size_t n_
         qsort(lm->keys, (size_t)n_sh, sizeof *lm->keys, lm_key_cmp);
     for (int i = 0; i < n_sh; i++)
         lm->order[i] = lm->keys[i].req;
-    for (int i = 0; i < n_sh;) {
-        int g = 1, Tg = (int)req[lm->order[i]].n_ctx;
-        while (batch && i + g < n_sh && g < LM_SEQS_MAX) {
-            int t = (int)req[lm->order[i + g]].n_ctx;
-            t = t > Tg ? t : Tg;
-            if ((long)(g + 1) * t > LM_CTX_ROWS)
-                break;
-            Tg = t;
-            g++;
-        }
+    /* contexts in forwards of similar lengths (lm_batches), or one by one */
+    size_t n = (size_t)n_sh;
+    if ((rc = lm_grow((void **)&lm->cpart, &lm->cpart_cap, 3 * (n + 1), sizeof *lm->cpart, d)))
+        return rc;
+    long *ends = lm->cpart, *cut = ends + n + 1, *len = cut + n + 1;
+    for (size_t k = 0; k < n; k++) {
+        len[k] = (long)req[lm->order[k]].n_ctx;
+        ends[k] = (long)k + 1;   /* one by one, unless batched below */
+    }
+    ends[n] = 0;
+    if (batch)
+        lm_batches(ends, cut, len, NULL, n, (lm_budget){LM_CTX_ROWS, LONG_MAX, LONG_MAX, LONG_MAX});
+    for (int b = 0, i = 0; ends[b] > 0; b++) {
+        int g = (int)ends[b] - i;
         if ((rc = lm_contexts(lm, req, res, lm->order + i, g, d)) ||
             (rc = lm_continuations(lm, req, res, lm->order + i, g, d)))
             return rc;
