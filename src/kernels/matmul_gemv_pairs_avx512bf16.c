@@ -6,8 +6,8 @@
  * vdpbf16ps chains over one B micro-panel at a time and prefetches the next
  * whole panel into L2 while it works: at one token the product is a stream of
  * the weights from memory, and two chains with a panel-sized prefetch leave the
- * memory system idle part of the time (the bf16 weights of a 1B model streamed
- * at ~60% of the rate the HiF8 code kernel reached from the same memory).
+ * memory system idle part of the time (on a Zen 5, `generate` on a 1B bf16
+ * checkpoint decoded 16-17 tokens/s that way and 20-22 with this kernel).
  * Here np micro-panels (up to 4) are read side by side along k, each stream
  * prefetched into L1 a fixed distance ahead, for mr x np x 2 independent
  * chains.

@@ -395,8 +395,9 @@ static int lm_cont_forward(model_lm *lm, const lm_request *req, lm_result *res,
  * of the sorted order (each batch a run of it within the budgets: rows,
  * LM_SEQS_MAX sequences, S x (p0 + longest) cache rows, logits rows (the sum
  * of len), p0 + longest <= max_len; one sequence always fits): cut[j] = start
- * of the last batch of the first j.  Which rows share a forward never changes
- * a result (row-independent layers: lm_batch_ok). */
+ * of the last batch of the first j; on return cost[] holds the batch ends in
+ * order, then 0 (cost and cut: n + 1 elements each).  Which rows share a
+ * forward never changes a result (row-independent layers: lm_batch_ok). */
 typedef struct lm_budget {
     long rows, kv, logits, max_len;
 } lm_budget;
