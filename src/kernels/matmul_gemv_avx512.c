@@ -25,11 +25,7 @@ mm_gemv_body(int kk, const float *a, ptrdiff_t rs, ptrdiff_t ks, const void *b, 
              const int mr, const int np)
 {
     __m512 acc[MM_GEMV_ROWS][4][2];
-#pragma GCC unroll 4
-    for (int r = 0; r < mr; r++)
-#pragma GCC unroll 4
-        for (int q = 0; q < np; q++)
-            mm_gemv_cload(c + r * ldc, q, np, nj_last, load_c, &acc[r][q][0], &acc[r][q][1]);
+    MM_GEMV_ACC_LOAD(acc, c, ldc, mr, np, nj_last, load_c);
     if (pairs) {
         /* pair u = lo (k even) | hi (k odd) << 16; the first term of each pair
          * is hi when odd_first (A swapped, as mm_bf16_order), else lo */
@@ -83,11 +79,7 @@ mm_gemv_body(int kk, const float *a, ptrdiff_t rs, ptrdiff_t ks, const void *b, 
             }
         }
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < mr; r++)
-#pragma GCC unroll 4
-        for (int q = 0; q < np; q++)
-            mm_gemv_cstore(c + r * ldc, q, np, nj_last, acc[r][q][0], acc[r][q][1]);
+    MM_GEMV_ACC_STORE(acc, c, ldc, mr, np, nj_last);
 }
 
 /* One layout of A (row-major: ks 1, or k-major: rs 1) per body, so the
@@ -104,18 +96,6 @@ void mm_gemv_avx512_impl(int kk, mm_apanel a, int mr, const void *b, size_t bstr
                          int odd_first, int np, float *c, ptrdiff_t ldc, int nj_last, int load_c)
 {
     switch (mr * 8 + np) {
-        MM_GEMV_CASE(1, 1);
-        MM_GEMV_CASE(1, 2);
-        MM_GEMV_CASE(1, 3);
-        MM_GEMV_CASE(1, 4);
-        MM_GEMV_CASE(2, 1);
-        MM_GEMV_CASE(2, 2);
-        MM_GEMV_CASE(2, 3);
-        MM_GEMV_CASE(2, 4);
-        MM_GEMV_CASE(3, 1);
-        MM_GEMV_CASE(3, 2);
-        MM_GEMV_CASE(4, 1);
-    default:
-        MM_GEMV_CASE(4, 2);
+        MM_GEMV_SHAPES(MM_GEMV_CASE);
     }
 }

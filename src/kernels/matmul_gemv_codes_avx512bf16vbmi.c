@@ -127,18 +127,6 @@ void mm_gemv_codes_avx512bf16vbmi_impl(int kp, mm_apanel a, int mr, const uint16
 {
     const int lut = flags & MM_DECODE_FINITE ? 2 : flags & MM_DECODE_NO_NAN ? 1 : 0;
     switch (mr * 8 + np) {
-        MM_GEMV_CODES_CASE(1, 1);
-        MM_GEMV_CODES_CASE(1, 2);
-        MM_GEMV_CODES_CASE(1, 3);
-        MM_GEMV_CODES_CASE(1, 4);
-        MM_GEMV_CODES_CASE(2, 1);
-        MM_GEMV_CODES_CASE(2, 2);
-        MM_GEMV_CODES_CASE(2, 3);
-        MM_GEMV_CODES_CASE(2, 4);
-        MM_GEMV_CODES_CASE(3, 1);
-        MM_GEMV_CODES_CASE(3, 2);
-        MM_GEMV_CODES_CASE(4, 1);
-    default:
-        MM_GEMV_CODES_CASE(4, 2);
+        MM_GEMV_SHAPES(MM_GEMV_CODES_CASE);
     }
 }

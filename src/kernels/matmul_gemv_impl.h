@@ -36,4 +36,34 @@ static inline void mm_gemv_cstore(float *c, int q, int np, int nj_last, __m512 c
     _mm512_mask_storeu_ps(c + q * MM_NR + 16, k1, c1);
 }
 
+/* The mr rows x np micro-panels of C in accumulators acc[r][q][0..1] (the
+ * column order of C itself): loaded (or zeroed) before the k loop, stored after. */
+#define MM_GEMV_ACC_LOAD(acc, c, ldc, mr, np, nj_last, load_c)                                  \
+    _Pragma("GCC unroll 4") for (int r_ = 0; r_ < (mr); r_++)                                   \
+        _Pragma("GCC unroll 4") for (int q_ = 0; q_ < (np); q_++)                               \
+            mm_gemv_cload((c) + r_ * (ldc), q_, np, nj_last, load_c, &(acc)[r_][q_][0],         \
+                          &(acc)[r_][q_][1])
+#define MM_GEMV_ACC_STORE(acc, c, ldc, mr, np, nj_last)                                         \
+    _Pragma("GCC unroll 4") for (int r_ = 0; r_ < (mr); r_++)                                   \
+        _Pragma("GCC unroll 4") for (int q_ = 0; q_ < (np); q_++)                               \
+            mm_gemv_cstore((c) + r_ * (ldc), q_, np, nj_last, (acc)[r_][q_][0], (acc)[r_][q_][1])
+
+/* The shapes every few-row kernel is instantiated for, as the cases of a
+ * switch on mr * 8 + np: np <= 4 panels for 1-2 rows, <= 2 for 3-4 rows (the
+ * accumulators fit the registers); CASE(R, NP) expands to one case. */
+#define MM_GEMV_SHAPES(CASE)                                                                     \
+    CASE(1, 1);                                                                                  \
+    CASE(1, 2);                                                                                  \
+    CASE(1, 3);                                                                                  \
+    CASE(1, 4);                                                                                  \
+    CASE(2, 1);                                                                                  \
+    CASE(2, 2);                                                                                  \
+    CASE(2, 3);                                                                                  \
+    CASE(2, 4);                                                                                  \
+    CASE(3, 1);                                                                                  \
+    CASE(3, 2);                                                                                  \
+    CASE(4, 1);                                                                                  \
+default:                                                                                         \
+    CASE(4, 2)
+
 #endif

@@ -29,11 +29,7 @@ mm_gemv_pairs_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
                    const int np)
 {
     __m512 acc[MM_GEMV_ROWS][4][2];
-#pragma GCC unroll 4
-    for (int r = 0; r < mr; r++)
-#pragma GCC unroll 4
-        for (int q = 0; q < np; q++)
-            mm_gemv_cload(c + r * ldc, q, np, nj_last, load_c, &acc[r][q][0], &acc[r][q][1]);
+    MM_GEMV_ACC_LOAD(acc, c, ldc, mr, np, nj_last, load_c);
     for (int p = 0; p < kp; p++) {
         __m512bh av[MM_GEMV_ROWS];
 #pragma GCC unroll 4
@@ -53,11 +49,7 @@ mm_gemv_pairs_body(int kp, const uint32_t *a, ptrdiff_t rs, ptrdiff_t ks, const 
             }
         }
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < mr; r++)
-#pragma GCC unroll 4
-        for (int q = 0; q < np; q++)
-            mm_gemv_cstore(c + r * ldc, q, np, nj_last, acc[r][q][0], acc[r][q][1]);
+    MM_GEMV_ACC_STORE(acc, c, ldc, mr, np, nj_last);
 }
 
 /* One layout of A (row-major: ks 1, or k-major: rs 1) per body. */
@@ -74,18 +66,6 @@ void mm_gemv_pairs_avx512bf16_impl(int kp, mm_apanel a, int mr, const uint32_t *
                                    int load_c)
 {
     switch (mr * 8 + np) {
-        MM_GEMV_PAIRS_CASE(1, 1);
-        MM_GEMV_PAIRS_CASE(1, 2);
-        MM_GEMV_PAIRS_CASE(1, 3);
-        MM_GEMV_PAIRS_CASE(1, 4);
-        MM_GEMV_PAIRS_CASE(2, 1);
-        MM_GEMV_PAIRS_CASE(2, 2);
-        MM_GEMV_PAIRS_CASE(2, 3);
-        MM_GEMV_PAIRS_CASE(2, 4);
-        MM_GEMV_PAIRS_CASE(3, 1);
-        MM_GEMV_PAIRS_CASE(3, 2);
-        MM_GEMV_PAIRS_CASE(4, 1);
-    default:
-        MM_GEMV_PAIRS_CASE(4, 2);
+        MM_GEMV_SHAPES(MM_GEMV_PAIRS_CASE);
     }
 }
