@@ -1,4 +1,5 @@
-/* matmul_avx512bf16.c: AVX512-BF16 micro-kernel (12 x 32) and bf16 conversion.
+/* matmul_avx512bf16.c: AVX512-BF16 micro-kernel (12 x 32) and bf16 conversion
+ * (rows, pairs, and the B panels of w^T: 16 rows converted, then transposed).
  *
  * Operands are bf16 pairs (k even in the low half, k odd in the high half of
  * each 32-bit word).  Per k pair: two vector loads of packed B, 12 broadcast A
@@ -87,6 +88,45 @@ void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n)
         __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         __m512i l = mm_bf16_lanes(_mm512_maskz_loadu_ps(m, src + i));
         _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtepi32_epi16(l));
+    }
+}
+
+/* 16 columns of a bf16 B panel from 16 rows of w (B = w^T), pairs p0 ..
+ * p0 + np - 1: each row's 32 floats become 16 pairs in one vector (the bf16
+ * of k even in the low half), then a 16 x 16 transpose puts pair p of the 16
+ * columns in one vector.  Rows at or past nj are zero. */
+static inline __attribute__((always_inline)) void
+mm_bpanel_bf16_t16(uint32_t *dst, const float *w, ptrdiff_t ld, int nj, int p0, int np,
+                   __mmask16 m0, __mmask16 m1)
+{
+    __m512 r[16], t[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; j++) {
+        if (j >= nj) {
+            r[j] = _mm512_setzero_ps();
+            continue;
+        }
+        const float *s = w + (ptrdiff_t)j * ld + 2 * p0;
+        __m256i lo = _mm512_cvtepi32_epi16(mm_bf16_lanes(_mm512_maskz_loadu_ps(m0, s)));
+        __m256i hi = _mm512_cvtepi32_epi16(mm_bf16_lanes(_mm512_maskz_loadu_ps(m1, s + 16)));
+        r[j] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+    }
+    simd_tr16_avx512(t, r);
+    for (int i = 0; i < np; i++)
+        _mm512_storeu_ps(dst + (size_t)(p0 + i) * MM_NR, t[i]);
+}
+
+void mm_bpanel_bf16_t_avx512bf16_impl(uint32_t *dst, const float *w, ptrdiff_t ld, int nj, int K)
+{
+    const int kp_n = (K + 1) / 2;
+    for (int p0 = 0; p0 < kp_n; p0 += 16) { /* 16 pairs: 32 k */
+        const int np = kp_n - p0 < 16 ? kp_n - p0 : 16, nk = K - 2 * p0 < 32 ? K - 2 * p0 : 32;
+        const __mmask16 m0 = nk >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nk) - 1u);
+        const __mmask16 m1 = nk >= 32   ? (__mmask16)0xFFFF
+                             : nk > 16 ? (__mmask16)((1u << (nk - 16)) - 1u)
+                                       : (__mmask16)0;
+        mm_bpanel_bf16_t16(dst, w, ld, nj, p0, np, m0, m1);
+        mm_bpanel_bf16_t16(dst + 16, nj > 16 ? w + 16 * ld : w, ld, nj - 16, p0, np, m0, m1);
     }
 }
 

@@ -260,6 +260,10 @@ void mm_apanel_kmajor_widen_avx512bf16_impl(float *dst, const uint32_t *src, ptr
  *   row:   dst[i] = bf16(src[i]), i < n */
 void mm_bf16_pairs_avx512bf16_impl(uint32_t *dst, const float *lo, const float *hi, int n);
 void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n);
+/* One bf16 B micro-panel of w^T: dst[kp * MM_NR + j] = pair(w[j][2kp],
+ * w[j][2kp + 1]) (w[j][K] taken as 0) for kp < (K + 1) / 2 and every j < MM_NR,
+ * rows j >= nj zero; w's rows ld floats apart.  mm_bf16_row's bits. */
+void mm_bpanel_bf16_t_avx512bf16_impl(uint32_t *dst, const float *w, ptrdiff_t ld, int nj, int K);
 /* Both at once, each value converted once (i < n; r1 NULL: d1 unused, hi = 0):
  * d0[i] = bf16(r0[i]), d1[i] = bf16(r1[i]), pairs[i] = d0[i] | d1[i] << 16 */
 void mm_bf16_rows_pairs_avx512bf16_impl(uint16_t *d0, uint16_t *d1, uint32_t *pairs,

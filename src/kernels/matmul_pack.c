@@ -71,24 +71,12 @@ static void mm_bpanel_bf16(uint32_t *dst, mm_view b, int K, int N, int j0)
 {
     int nj = N - j0 < MM_NR ? N - j0 : MM_NR;
     int kp_n = (K + 1) / 2;
-    if (nj < MM_NR)
-        memset(dst, 0, (size_t)kp_n * MM_NR * sizeof *dst);
-    if (b.rs == 1) { /* w^T: each column of B is a contiguous row of w */
-        enum { CHUNK = 512 };
-        uint16_t tmp[CHUNK];
-        for (int k0 = 0; k0 < K; k0 += CHUNK) {
-            int kc = K - k0 < CHUNK ? K - k0 : CHUNK, kpc = (kc + 1) / 2;
-            for (int j = 0; j < nj; j++) {
-                mm_bf16_row_avx512bf16_impl(tmp, b.p + (ptrdiff_t)(j0 + j) * b.cs + k0, kc);
-                if (kc & 1)
-                    tmp[kc] = 0;
-                for (int kp = 0; kp < kpc; kp++)
-                    dst[(size_t)(k0 / 2 + kp) * MM_NR + j] =
-                        (uint32_t)tmp[2 * kp] | (uint32_t)tmp[2 * kp + 1] << 16;
-            }
-        }
+    if (b.rs == 1) { /* w^T: each column of B is a contiguous row of w (columns nj.. zero) */
+        mm_bpanel_bf16_t_avx512bf16_impl(dst, b.p + (ptrdiff_t)j0 * b.cs, b.cs, nj, K);
         return;
     }
+    if (nj < MM_NR)
+        memset(dst, 0, (size_t)kp_n * MM_NR * sizeof *dst);
     for (int kp0 = 0; kp0 < kp_n; kp0 += 32) {
         int kp1 = kp0 + 32 < kp_n ? kp0 + 32 : kp_n;
         for (int j = 0; j < nj; j++)
