@@ -24,6 +24,10 @@ void embed_backward(float *dwte, const float *dout, const int32_t *tok, int N, i
 /* RMSNorm: rstd[n] = 1 / sqrt(mean_c x[n,c]^2 + eps); out = x * rstd * w[c] */
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C,
                      float eps);
+/* dx += dout w r - k x (r = rstd[n]) with k = r^3 / C * sum_c dout w x (in double),
+ * dw += sum_n dout x r (fp32, rows in order).  With AVX-512 the sum is taken in
+ * 8 double lanes (as the forward's sum of squares), so dx may differ from the
+ * portable loops in the last bits of k; dw has the portable loops' bits. */
 void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
                       const float *rstd, int N, int C);
 /* Residual add then RMSNorm in one pass: sum = a + b (sum may alias a), then

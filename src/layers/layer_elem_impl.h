@@ -1,6 +1,6 @@
 /* layer_elem_impl.h: AVX-512 forms of the element-wise forward layers (RMSNorm
- * with an optional fused residual add, SwiGLU), chosen at run time by
- * cpu_level() >= CPU_LEVEL_AVX512 in layer_rmsnorm.c / layer_swiglu.c.
+ * with an optional fused residual add, SwiGLU) and of RMSNorm's backward, chosen
+ * at run time by cpu_level() >= CPU_LEVEL_AVX512 in layer_rmsnorm.c / layer_swiglu.c.
  * Every element is computed by the same vector code whatever its position
  * (tails use masked lanes), so results do not depend on N or on threads. */
 #ifndef QS_LAYER_ELEM_IMPL_H
@@ -14,6 +14,20 @@
  * sequential sum in the last bit of r); returns r.  b == NULL: sum is a. */
 float rmsnorm_row_avx512_impl(float *out, float *sum, const float *a, const float *b,
                               const float *w, int C, float eps);
+
+/* One row of rmsnorm_backward's dx (layer_rmsnorm_bwd_avx512.c): dot = sum_c
+ * ((double)g[c] * w[c]) * x[c] in 8 double lanes + a fixed tree (may differ from
+ * the portable sequential sum in its last bits), k = (float)(dot * r * r * r / C),
+ * then dx[c] += ((g[c] * w[c]) * r) - (k * x[c]) with the portable loop's fp32
+ * roundings (the same bits for the same k). */
+void rmsnorm_bwd_row_avx512_impl(float *dx, const float *g, const float *x, const float *w,
+                                 float r, int C);
+
+/* rmsnorm_backward's dw for columns [c0, c1) of rows [N, C]:
+ * dw[c] += (dout[n,c] * x[n,c]) * rstd[n] for n = 0 .. N-1 in order, 16 columns
+ * per vector: the portable loop's bits. */
+void rmsnorm_dw_cols_avx512_impl(float *dw, const float *dout, const float *x, const float *rstd,
+                                 int N, int C, int c0, int c1);
 
 /* out[i] = silu(gate[i]) * up[i] with the shared vector exp
  * (simd_exp_avx512_impl.h, as the backward): within SWIGLU_SIMD_TOL_ULP
