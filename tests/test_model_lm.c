@@ -423,3 +423,56 @@ TEST(lm, continuations_on_kv_prefixes_equal_the_full_forward_rows)
     model_acts_free(&cb);
     rows_case_close(&rc);
 }
+
+/* The scorer's arenas are what model_lm_acts_elems says (inspect's eval
+ * figure): at their floors (short requests), and grown by a context longer
+ * than LM_CTX_ROWS and a continuation longer than LM_CONT_ROWS.  Measured as
+ * the counted heap the scoring adds (its token, index and position buffers: a few KiB per thousand rows). */
+TEST(lm, arenas_are_model_lm_acts_elems)
+{
+    lm_fix f;
+    qs_diag d = {0};
+    ASSERT_OK(lm_fix_open(&f, 64, &d), &d);
+    double out[3][2];
+    size_t live0 = qs_mem_live_bytes();
+    ASSERT_OK(score_all(f.lm, f.req, 3, out, &d), &d);
+    /* make_requests: context + continuation up to T tokens, continuations up to T - 2 */
+    size_t est = model_lm_acts_elems(&f.m.cfg, f.c.T, f.c.T - 2) * sizeof(float),
+           live = qs_mem_live_bytes() - live0;
+    if (live < est || live > est + (64 << 10))
+        fprintf(stderr, "    short requests: heap %zu, estimate %zu\n", live, est);
+    ASSERT_TRUE(live >= est && live <= est + (64 << 10));
+    /* the same shape with a 2048-token context, random weights */
+    llama_config c = f.m.cfg;
+    c.max_pos = 2048;
+    llama_model m;
+    model_lm *lm;
+    ASSERT_OK(model_init(&m, &c, &d), &d);
+    model_params_randomize(&m, 7, 0.05f);
+    ASSERT_OK(model_lm_create(&lm, &m, 2048, &d), &d);
+    enum { CTX_LONG = 1019, CTX_SHORT = 100, CONT_LONG = 600 };
+    int32_t *tok = qs_malloc(CTX_LONG * sizeof *tok);
+    ASSERT_TRUE(tok != NULL);
+    for (int i = 0; i < CTX_LONG; i++)
+        tok[i] = (int32_t)(3 + i % (c.vocab_size - 3));
+    /* a context of 1019 tokens with a 1-token answer; one of 100 with answers of
+     * 5 and 600 tokens: at most 1020 tokens per request, answers up to 600 */
+    const int32_t *ca[1] = {tok}, *cb[2] = {tok + 7, tok + 11};
+    size_t na[1] = {1}, nb[2] = {5, CONT_LONG};
+    lm_request req[2] = {{tok, CTX_LONG, 1, ca, na}, {tok, CTX_SHORT, 2, cb, nb}};
+    double la[1], lb[2];
+    lm_result res[2] = {{la, NULL}, {lb, NULL}};
+    lm_scorer s = model_lm_scorer(lm);
+    live0 = qs_mem_live_bytes();
+    ASSERT_OK(s.score(s.self, req, res, 2, &d), &d);
+    live = qs_mem_live_bytes() - live0;
+    est = model_lm_acts_elems(&c, CTX_LONG + 1, CONT_LONG) * sizeof(float);
+    if (live < est || live > est + (64 << 10))
+        fprintf(stderr, "    long requests: heap %zu, estimate %zu\n", live, est);
+    ASSERT_TRUE(live >= est && live <= est + (64 << 10));
+    ASSERT_TRUE(est > model_lm_acts_elems(&c, 512, 32) * sizeof(float));   /* they grew */
+    qs_free(tok);
+    model_lm_destroy(lm);
+    model_free(&m);
+    lm_fix_close(&f);
+}

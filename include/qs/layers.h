@@ -60,6 +60,8 @@ typedef struct rope_scaling {
 int rope_table_init(rope_table *t, int max_pos, int head_dim, double theta,
                     const rope_scaling *scaling);
 void rope_table_free(rope_table *t);
+/* Bytes rope_table_init allocates (cos and sin) for max_pos positions of head_dim. */
+size_t rope_table_bytes(int max_pos, int head_dim);
 /* In place on x[N, n_heads, hd]; pos[N] absolute positions (< max_pos). */
 void rope_forward(float *x, const int32_t *pos, const rope_table *t, int N, int n_heads);
 /* In place on dx[N, n_heads, hd]: applies the transposed (inverse) rotation. */

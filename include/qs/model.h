@@ -164,6 +164,31 @@ void model_free(llama_model *m);   /* safe on a zeroed model */
  * as model_load_dir; its other tensors are BF16, so in bf16 the model holds 1
  * byte per quantized and 2 per other Linear / embedding weight). */
 int model_load_packed(llama_model *m, const char *dir, int precision, qs_diag *d);
+/* The memory model_load_packed(dir, precision) holds once loaded, in bytes, on
+ * this CPU (what inspect prints): the same table, the same route and the pack
+ * sizes of the same functions (matmul_wpack_frozen_bytes_estimate,
+ * matmul_wpack_hif8_bytes_estimate), so the figures follow the loader.
+ * q8: the checkpoint's quantization_config (model_hif8_config_read; NULL:
+ * none); matrices_bf16: 1 when every matrix it stores as weights (the 2-D
+ * tensors other than HiF8 codes) is BF16, which bf16 packs need (a subnormal
+ * value, which inspect cannot see without reading the values, also sends the
+ * load down the fp32 route).  Not counted: the matmul workspace and the
+ * activation arenas (qs/model_acts.h, qs/model_infer.h), the size table and
+ * other structs of a few KiB. */
+typedef struct model_packed_memory {
+    size_t packs_bytes;   /* frozen packs (and their pointer array): Linears, lm_head, embedding */
+    size_t codes_bytes;   /* a HiF8 checkpoint's code packs, 1 byte per weight */
+    size_t params_bytes;  /* the fp32 block: norms and biases (or, fp32_copy: every tensor
+                           * but the codes) */
+    size_t rope_bytes;    /* cos+sin tables of the model's context */
+    size_t bytes;         /* the sum */
+    int fp32_copy;        /* 1: loaded as model_load_dir + model_packs_create (an F32/F16
+                           * checkpoint in bf16, or no packed format on this CPU) */
+} model_packed_memory;
+/* 0, QS_EINVAL (not fp32, bf16 or bf16-amx), QS_ENOMEM (the table), or
+ * QS_ERANGE when a figure does not fit in size_t (then it and bytes are SIZE_MAX). */
+int model_packed_memory_estimate(const llama_config *c, int precision, const struct model_hif8 *q8,
+                                 int matrices_bf16, model_packed_memory *pm);
 /* The checkpoint's identity: sha256 over "name sha256\n" of config.json and
  * every *.safetensors file of dir, in name order (results.json's model_sha256). */
 int model_dir_sha256(const char *dir, char hex[65], qs_diag *d);

@@ -112,6 +112,10 @@ int model_acts_init_infer(llama_acts *a, const llama_config *c, int rows, int kv
                           int logits_rows, int kv_shared, qs_diag *d);
 size_t model_acts_infer_elems(const llama_config *c, int rows, int kv_positions, int logits_rows,
                               int kv_shared);
+/* Floats of the KV cache (keys and values) in an inference arena of `positions`
+ * cache positions (sequences x capacity): every layer's, or one layer's with
+ * kv_shared; the arena's alignment padding aside.  SIZE_MAX when it does not fit. */
+size_t model_acts_kv_elems(const llama_config *c, size_t positions, int kv_shared);
 /* B sequences of T tokens on caches of Tcap positions: QS_ERANGE when that does
  * not fit the capacities (B*T > rows, B*Tcap > kv_positions, Tcap < T or past
  * the model's context). */

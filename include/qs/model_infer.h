@@ -23,6 +23,15 @@ struct sampler;
 int model_generate(llama_model *m, llama_acts *a, const int32_t *prompt, int n_prompt, int n_new,
                    struct sampler *s, const int32_t *stop_ids, int n_stop, int32_t *out,
                    int *n_out, model_token_fn on_token, void *user, qs_diag *d);
+/* The arena `qatscope generate` gives model_generate for a prompt of n_prompt
+ * tokens and n_new more: prefill chunks of up to MODEL_GENERATE_CHUNK tokens,
+ * a cache of n_prompt + n_new positions (within the model's context).
+ * model_generate_acts_elems: its floats (model_acts_elems; SIZE_MAX when they
+ * do not fit). */
+#define MODEL_GENERATE_CHUNK 256
+int model_generate_acts_init(llama_acts *a, const llama_config *c, int n_prompt, int n_new,
+                             qs_diag *d);
+size_t model_generate_acts_elems(const llama_config *c, int n_prompt, int n_new);
 
 /* Sliding-window perplexity as Hugging Face's guide computes it: windows of
  * `window` tokens starting every `stride` tokens; each window scores only the
@@ -38,6 +47,11 @@ typedef struct model_ppl_result {
 } model_ppl_result;
 int model_ppl_compute(llama_model *m, const int32_t *ids, size_t n_ids, int window, int stride,
                       model_ppl_result *r, qs_diag *d);
+/* `qatscope ppl`'s default window: the model's context capped at 1024. */
+int model_ppl_window_default(const llama_config *c);
+/* Floats of model_ppl_compute's arena for windows of `window` tokens on a text
+ * of at least that many (model_acts_elems; SIZE_MAX when they do not fit). */
+size_t model_ppl_acts_elems(const llama_config *c, int window);
 
 /* Comparison of two models' next-token distributions over the same windows
  * (qatscope compare; the in-loop KL of the trainer), as llama.cpp's
@@ -103,5 +117,11 @@ long model_lm_arena_allocs(const model_lm *lm);
 /* Rows fed through the continuation forwards so far, padding included (each
  * forward feeds its sequences padded to its longest; tests and benches). */
 long model_lm_cont_rows(const model_lm *lm);
+/* Floats of the scorer's activation arenas (model_acts_infer_elems) once it has
+ * scored requests whose context + continuation has at most `longest` tokens
+ * (<= max_len: every continuation on its context) and whose continuations have
+ * at most longest_cont tokens: the arenas only grow, so this is their size
+ * from then on.  SIZE_MAX when it does not fit. */
+size_t model_lm_acts_elems(const llama_config *c, int longest, int longest_cont);
 
 #endif

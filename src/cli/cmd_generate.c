@@ -129,8 +129,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
         if (tokenizer_eos_id(tok) >= 0)
             stop[n_stop++] = tokenizer_eos_id(tok);
     }
-    int chunk = n_ids < 256 ? (int)n_ids : 256;
-    if (model_acts_init(&a, &m.cfg, 1, chunk, (int)(n_ids + n_new), 0, &d) ||
+    if (model_generate_acts_init(&a, &m.cfg, (int)n_ids, (int)n_new, &d) ||
         sampler_init(&s, m.cfg.vocab_size, (float)temp, (float)top_p, (uint64_t)seed, &d)) {
         rc = cli_diag_error(&d);
         goto done;

@@ -1,6 +1,9 @@
 /* cmd_inspect.c: qatscope inspect — describe a model directory without
  * loading its weights: architecture, shapes, parameters by group, storage
- * dtypes, tokenizer, and the memory formula for inference and training.
+ * dtypes, tokenizer, and the memory formula for inference and training: the
+ * fp32 engine's, and that of eval / ppl / generate, whose weights live only in
+ * packs in the precision of the forwards (model_packed_memory_estimate) and
+ * whose arenas follow their inputs.
  * Everything is gathered and validated first (config, every safetensors
  * header, every expected tensor's shape, train_state.bin if present), then
  * printed: a bad directory gives
@@ -13,15 +16,29 @@
 
 #include "cli.h"
 #include "qs/evalquant.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
+#include "qs/model_acts.h"
 #include "qs/model_hif8.h"
+#include "qs/model_infer.h"
 #include "qs/safetensors.h"
 #include "qs/tokenizer.h"
 
 static const char USAGE[] = "usage: qatscope inspect DIR [--batch B] [--seq T]\n";
 
 static const char *const arch_names[] = {"llama", "mistral", "qwen2", "pangu-embedded"};
+
+/* The packed-inference arenas inspect prints: a generate of up to
+ * INSPECT_GEN_POSITIONS, eval requests of up to INSPECT_EVAL_SHORT and
+ * INSPECT_EVAL_LONG tokens with answers of up to INSPECT_EVAL_CONT (all capped at
+ * the model's context). */
+enum {
+    INSPECT_GEN_POSITIONS = 2048,
+    INSPECT_EVAL_SHORT = 512,
+    INSPECT_EVAL_LONG = 2048,
+    INSPECT_EVAL_CONT = 32,
+};
 
 static double mib(size_t b) { return b / (1024.0 * 1024.0); }
 
@@ -45,6 +62,11 @@ typedef struct inspect_info {
     int state_hist;       /* amax histories in it */
     model_memory mm;
     long B, T;
+    int matrices_bf16;    /* every stored weight matrix (codes aside) is BF16 */
+    model_packed_memory pm_bf16, pm_fp32; /* model_load_packed's weights */
+    size_t kv_position;   /* KV cache bytes per position (every layer) */
+    int gen_positions, ppl_window, eval_short, eval_long;
+    size_t gen_acts, gen_kv, ppl_acts, eval_short_acts, eval_long_acts;   /* bytes */
 } inspect_info;
 
 static void inspect_shape_format(char *buf, size_t n, int ndim, const int64_t *shape)
@@ -87,6 +109,7 @@ static int inspect_weights(inspect_info *in, const char *dir, const model_hif8 *
     }
     size_t per[SAFETENSORS_DTYPE_COUNT] = {0};
     in->missing = 0;
+    in->matrices_bf16 = 1;
     for (int i = 0; i < nt && !rc; i++) {
         const char *file = NULL;
         const safetensors_tensor *st = safetensors_dir_find(&sd, t[i].name, &file);
@@ -101,7 +124,7 @@ static int inspect_weights(inspect_info *in, const char *dir, const model_hif8 *
             inspect_shape_format(found, sizeof found, st->ndim, st->shape);
             rc = diag_set(d, QS_ESHAPE, file, -1, "tensor '%s': expected %s, found %s", t[i].name,
                           want, found);
-        } else if (inspect_coded(q8, t[i].name)) {
+        } else if (inspect_coded(q8, t[i].name)) {   /* its code pack */
             char scale[sizeof t[i].name + 8];
             snprintf(scale, sizeof scale, "%s_scale", t[i].name);
             rc = model_hif8_check_stored(st, safetensors_dir_find(&sd, scale, NULL),
@@ -111,6 +134,8 @@ static int inspect_weights(inspect_info *in, const char *dir, const model_hif8 *
             rc = diag_set(d, QS_EUNSUPPORTED, file, -1,
                           "tensor '%s': dtype %s, expected F32, BF16 or F16", t[i].name,
                           safetensors_dtype_name(st->dtype));
+        } else if (t[i].ndim == 2 && st->dtype != SAFETENSORS_BF16) {
+            in->matrices_bf16 = 0;   /* the weight matrices go into packs: bf16 ones from BF16 */
         }
         per[st->dtype] += st->n_elems;
     }
@@ -127,6 +152,49 @@ static int inspect_weights(inspect_info *in, const char *dir, const model_hif8 *
     return rc;
 }
 
+/* bytes of n floats; QS_ERANGE past size_t */
+static int inspect_floats(size_t n, size_t *bytes)
+{
+    *bytes = n > SIZE_MAX / sizeof(float) ? SIZE_MAX : n * sizeof(float);
+    return *bytes == SIZE_MAX ? QS_ERANGE : 0;
+}
+
+/* eval / ppl / generate: the weights as model_load_packed holds them (q8: the
+ * checkpoint's quantization_config, or NULL) and the arenas of those commands. */
+static int inspect_packed(inspect_info *in, const model_hif8 *q8, const char *dir, qs_diag *d)
+{
+    const llama_config *c = &in->c;
+    int rc = model_packed_memory_estimate(c, MATMUL_BF16, q8, in->matrices_bf16, &in->pm_bf16);
+    if (!rc)
+        rc = model_packed_memory_estimate(c, MATMUL_FP32, q8, in->matrices_bf16, &in->pm_fp32);
+    if (rc == QS_ENOMEM)
+        return diag_set(d, rc, dir, -1, "out of memory");
+    in->gen_positions = in->ctx < INSPECT_GEN_POSITIONS ? in->ctx : INSPECT_GEN_POSITIONS;
+    int prompt = in->gen_positions < MODEL_GENERATE_CHUNK ? in->gen_positions : MODEL_GENERATE_CHUNK;
+    in->ppl_window = model_ppl_window_default(c);
+    in->eval_short = in->ctx < INSPECT_EVAL_SHORT ? in->ctx : INSPECT_EVAL_SHORT;
+    in->eval_long = in->ctx < INSPECT_EVAL_LONG ? in->ctx : INSPECT_EVAL_LONG;
+    if (!rc)
+        rc = inspect_floats(model_acts_kv_elems(c, 1, 0), &in->kv_position);
+    if (!rc)
+        rc = inspect_floats(model_acts_kv_elems(c, (size_t)in->gen_positions, 0), &in->gen_kv);
+    if (!rc)
+        rc = inspect_floats(model_generate_acts_elems(c, prompt, in->gen_positions - prompt),
+                            &in->gen_acts);
+    if (!rc)
+        rc = inspect_floats(model_ppl_acts_elems(c, in->ppl_window), &in->ppl_acts);
+    if (!rc)
+        rc = inspect_floats(model_lm_acts_elems(c, in->eval_short, INSPECT_EVAL_CONT),
+                            &in->eval_short_acts);
+    if (!rc)
+        rc = inspect_floats(model_lm_acts_elems(c, in->eval_long, INSPECT_EVAL_CONT),
+                            &in->eval_long_acts);
+    if (rc)
+        return diag_set(d, QS_ERANGE, dir, -1, "the packed inference memory estimate does not "
+                        "fit in 64 bits");
+    return 0;
+}
+
 static int inspect_collect(inspect_info *in, const char *dir, qs_diag *d)
 {
     int rc = hfconfig_load(&in->c, dir, d);
@@ -139,6 +207,8 @@ static int inspect_collect(inspect_info *in, const char *dir, qs_diag *d)
     if ((rc = model_hif8_config_read(dir, &in->c, &q8, d)) < 0)
         return rc;
     rc = inspect_weights(in, dir, q8, d);
+    if (!rc)
+        rc = inspect_packed(in, q8, dir, d);
     model_hif8_free(q8);
     if (rc)
         return rc;
@@ -169,6 +239,30 @@ static int inspect_collect(inspect_info *in, const char *dir, qs_diag *d)
                         "--seq %ld does not fit in 64 bits (over 16 EiB); lower --batch or --seq",
                         in->B, in->T);
     return 0;
+}
+
+static void inspect_print_packed(const inspect_info *in)
+{
+    const model_packed_memory *pm = &in->pm_bf16;
+    printf("memory (packed inference: eval / ppl / generate on this CPU, MiB; see "
+           "model_packed_memory_estimate):\n");
+    printf("  weights, --precision bf16: %.1f = packs %.1f", mib(pm->bytes), mib(pm->packs_bytes));
+    if (pm->codes_bytes)
+        printf(" + HiF8 codes %.1f", mib(pm->codes_bytes));
+    printf(" + %s %.1f + rope %.1f   (--precision fp32: %.1f)\n",
+           pm->fp32_copy ? "fp32 copy of the weights" : "fp32 norms/biases",
+           mib(pm->params_bytes), mib(pm->rope_bytes), mib(in->pm_fp32.bytes));
+    printf("  activations, generate: %.1f for %d positions (KV cache %.1f: %.1f KiB per "
+           "position); ppl, window %d: %.1f\n",
+           mib(in->gen_acts), in->gen_positions, mib(in->gen_kv), in->kv_position / 1024.0,
+           in->ppl_window, mib(in->ppl_acts));
+    printf("  activations, eval: %.1f for requests of up to %d tokens", mib(in->eval_short_acts),
+           in->eval_short);
+    if (in->eval_long > in->eval_short)
+        printf(", %.1f up to %d", mib(in->eval_long_acts), in->eval_long);
+    printf(" (answers of up to %d)\n", INSPECT_EVAL_CONT);
+    printf("  not counted: the matmul workspace, the tokenizer, eval's tasks, the C runtime, "
+           "thread stacks, huge-page rounding (README)\n");
 }
 
 static void inspect_print(const inspect_info *in, const char *dir)
@@ -216,6 +310,7 @@ static void inspect_print(const inspect_info *in, const char *dir)
     printf("  training with recompute: %.1f (activations %.1f); train adds the backward "
            "scratch, quantized operands and packs (its header line)\n",
            mib(mm->train_recompute_bytes), mib(mm->acts_recompute_bytes));
+    inspect_print_packed(in);
 }
 
 static int inspect_run(const char *dir, long B, long T)

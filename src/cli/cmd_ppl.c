@@ -49,7 +49,7 @@ static int ppl_run(const char *dir, const char *path, int bos, long window, long
     }
     int ctx = hfconfig_max_context(&m.cfg);
     if (window < 0)
-        window = ctx < 1024 ? ctx : 1024;
+        window = model_ppl_window_default(&m.cfg);
     if (window > ctx) {
         rc = cli_error("--window: %ld exceeds the model's context of %d", window, ctx);
         goto done;

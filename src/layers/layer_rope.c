@@ -35,6 +35,12 @@ static double rope_inv_freq(int i, int hd, double theta, const rope_scaling *s)
     return (1.0 - smooth) * f / s->factor + smooth * f;
 }
 
+size_t rope_table_bytes(int max_pos, int head_dim)
+{
+    return 2 * (size_t)(max_pos > 0 ? max_pos : 0) * (size_t)(head_dim > 0 ? head_dim / 2 : 0) *
+           sizeof(float);
+}
+
 int rope_table_init(rope_table *t, int max_pos, int head_dim, double theta,
                     const rope_scaling *scaling)
 {
@@ -42,7 +48,7 @@ int rope_table_init(rope_table *t, int max_pos, int head_dim, double theta,
     if (max_pos <= 0 || head_dim <= 0 || head_dim % 2)
         return QS_EINVAL;
     int half = head_dim / 2;
-    size_t n = (size_t)max_pos * half;
+    size_t n = rope_table_bytes(max_pos, head_dim) / 2 / sizeof *t->cos;
     t->cos = qs_malloc(n * sizeof *t->cos);
     t->sin = qs_malloc(n * sizeof *t->sin);
     if (!t->cos || !t->sin) {

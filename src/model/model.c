@@ -114,15 +114,30 @@ static size_t model_param_count(const llama_config *c)
     return n_params;
 }
 
-int model_table_create(const llama_config *c, model_tensor **tensors, int *n_tensors)
+int model_table_layout_impl(const llama_config *c, const model_hif8 *q8, int packed,
+                            model_tensor **tensors, int *n_tensors, size_t *n_params)
 {
-    size_t n_params;
-    int n = model_table_build(c, NULL, NULL, &n_params);
+    int n = model_table_build(c, q8, NULL, n_params);
     *tensors = qs_calloc((size_t)n, sizeof **tensors);
     if (!*tensors)
         return QS_ENOMEM;
-    *n_tensors = model_table_build(c, NULL, *tensors, &n_params);
+    *n_tensors = model_table_build(c, q8, *tensors, n_params);
+    if (packed) {   /* no matrix in the block; the other tensors laid out compactly */
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            model_tensor *e = &(*tensors)[i];
+            e->offset_elems = model_kind_is_packed_impl(e->kind) ? MODEL_NO_STORAGE : off;
+            off += e->offset_elems == MODEL_NO_STORAGE ? 0 : (e->n_elems + 15) / 16 * 16;
+        }
+        *n_params = off;
+    }
     return 0;
+}
+
+int model_table_create(const llama_config *c, model_tensor **tensors, int *n_tensors)
+{
+    size_t n_params;
+    return model_table_layout_impl(c, NULL, 0, tensors, n_tensors, &n_params);
 }
 
 int model_param_groups_count(const llama_config *c, model_param_groups *g)
@@ -215,21 +230,10 @@ static int model_init_layout(llama_model *m, const llama_config *cfg, const mode
 {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    m->n_tensors = model_table_build(cfg, q8, NULL, &m->n_params);
-    m->tensors = qs_calloc((size_t)m->n_tensors, sizeof *m->tensors);
+    /* m->tensors stays NULL when it fails (checked below with the others) */
+    (void)model_table_layout_impl(cfg, q8, packed, &m->tensors, &m->n_tensors, &m->n_params);
     m->w.layer = qs_calloc((size_t)cfg->n_layers, sizeof *m->w.layer);
-    if (m->tensors)
-        model_table_build(cfg, q8, m->tensors, &m->n_params);
-    if (m->tensors && packed) {
-        size_t off = 0;
-        for (int i = 0; i < m->n_tensors; i++) {
-            model_tensor *e = &m->tensors[i];
-            e->offset_elems = model_kind_is_packed_impl(e->kind) ? MODEL_NO_STORAGE : off;
-            off += e->offset_elems == MODEL_NO_STORAGE ? 0 : (e->n_elems + 15) / 16 * 16;
-        }
-        m->n_params = off;
-        m->weights_packed = 1;
-    }
+    m->weights_packed = packed && m->tensors;
     m->params = qs_malloc((m->n_params ? m->n_params : 1) * sizeof *m->params);
     if (!m->tensors || !m->w.layer || !m->params) {
         size_t n = m->n_params;
@@ -544,10 +548,6 @@ int model_save_safetensors(const llama_model *m, const char *path, int dtype, qs
     return rc;
 }
 
-/* a + b and k * a in size_t, SIZE_MAX once either does not fit (sticky) */
-static size_t mem_add(size_t a, size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
-static size_t mem_mul(size_t k, size_t a) { return a > SIZE_MAX / k ? SIZE_MAX : k * a; }
-
 int model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, model_memory *mm)
 {
     size_t np = model_param_count(c);
@@ -556,7 +556,7 @@ int model_memory_estimate(const llama_config *c, int B, int T, int infer_ctx, mo
     mm->grads_bytes = mem_mul(4, np);
     mm->adam_bytes = mem_mul(8, np);
     mm->acts_train_bytes = mem_mul(4, model_acts_elems(c, B, T, T, 1));
-    mm->rope_bytes = mem_mul(4, (size_t)hfconfig_max_context(c) * (size_t)c->head_dim);
+    mm->rope_bytes = rope_table_bytes(hfconfig_max_context(c), c->head_dim);
     size_t fixed = mem_add(mem_add(mm->params_bytes, mm->grads_bytes),
                            mem_add(mm->adam_bytes, mm->rope_bytes));
     mm->train_bytes = mem_add(fixed, mm->acts_train_bytes);

@@ -53,6 +53,13 @@ static size_t acts_max3(size_t a, size_t b, size_t c)
     return m > c ? m : c;
 }
 
+/* Floats of the key (or the value) cache: n_layers layers of `positions`
+ * positions (sequences x capacity) of KVH*hd. */
+static size_t acts_kv_half(const llama_config *c, size_t n_layers, size_t positions)
+{
+    return acts_prod(n_layers, positions, (size_t)c->n_kv_heads * c->head_dim, 1);
+}
+
 /* a may be NULL (only sizes).  Returns the arena size in floats, SIZE_MAX when
  * it does not fit in size_t. */
 static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *c, int B, int T,
@@ -79,8 +86,9 @@ static size_t model_acts_layout(llama_acts *a, float *base, const llama_config *
     acts_take(&a->ln1, base, &off, acts_prod(Lk, N, C, 1));
     acts_take(&a->ln1_rstd, base, &off, acts_prod(Lk, N, 1, 1));
     acts_take(&a->q, base, &off, acts_prod(Lk, N, QD, 1));
-    acts_take(&a->kcache, base, &off, acts_prod(Lkv, (size_t)B, (size_t)Tcap, KD));
-    acts_take(&a->vcache, base, &off, acts_prod(Lkv, (size_t)B, (size_t)Tcap, KD));
+    size_t kv_pos = acts_prod((size_t)B, (size_t)Tcap, 1, 1);   /* model_acts_kv_elems */
+    acts_take(&a->kcache, base, &off, acts_kv_half(c, Lkv, kv_pos));
+    acts_take(&a->vcache, base, &off, acts_kv_half(c, Lkv, kv_pos));
     acts_take(&a->att, base, &off,
               training ? acts_prod(acts_prod(Lk, (size_t)B, (size_t)c->n_heads, 1), (size_t)T,
                                    (size_t)Tcap, 1)
@@ -114,7 +122,15 @@ size_t model_acts_elems(const llama_config *c, int B, int T, int Tcap, int train
 size_t model_acts_infer_elems(const llama_config *c, int rows, int kv_positions, int logits_rows,
                               int kv_shared)
 {
-    return model_acts_layout(NULL, NULL, c, 1, rows, kv_positions, 0, logits_rows, kv_shared);
+    /* laid out as model_acts_init_infer lays it out: a cache of at least `rows` */
+    return model_acts_layout(NULL, NULL, c, 1, rows, kv_positions > rows ? kv_positions : rows, 0,
+                             logits_rows, kv_shared);
+}
+
+size_t model_acts_kv_elems(const llama_config *c, size_t positions, int kv_shared)
+{
+    size_t half = acts_kv_half(c, kv_shared ? 1 : (size_t)c->n_layers, positions);
+    return half > SIZE_MAX / 2 ? SIZE_MAX : 2 * half;
 }
 
 static int model_acts_init_any(llama_acts *a, const llama_config *c, int B, int T, int Tcap,

@@ -5,6 +5,28 @@
 #include "qs/model_infer.h"
 #include "qs/sampler.h"
 
+/* prompt chunk and cache capacity of the arena */
+static void gen_shape(int n_prompt, int n_new, int *chunk, int *cap)
+{
+    *chunk = n_prompt < MODEL_GENERATE_CHUNK ? n_prompt : MODEL_GENERATE_CHUNK;
+    *cap = n_prompt + n_new;
+}
+
+int model_generate_acts_init(llama_acts *a, const llama_config *c, int n_prompt, int n_new,
+                             qs_diag *d)
+{
+    int chunk, cap;
+    gen_shape(n_prompt, n_new, &chunk, &cap);
+    return model_acts_init(a, c, 1, chunk, cap, MODEL_ACTS_INFER, d);
+}
+
+size_t model_generate_acts_elems(const llama_config *c, int n_prompt, int n_new)
+{
+    int chunk, cap;
+    gen_shape(n_prompt, n_new, &chunk, &cap);
+    return model_acts_elems(c, 1, chunk, cap, MODEL_ACTS_INFER);
+}
+
 int model_generate(llama_model *m, llama_acts *a, const int32_t *prompt, int n_prompt, int n_new,
                    sampler *s, const int32_t *stop_ids, int n_stop, int32_t *out, int *n_out,
                    model_token_fn on_token, void *user, qs_diag *d)

@@ -12,6 +12,11 @@
 #include "qs/model_acts.h"
 #include "qs/safetensors.h"
 
+/* a + b and k * a in size_t, SIZE_MAX once either does not fit (sticky): the
+ * memory estimates' sums, which saturate instead of wrapping */
+static inline size_t mem_add(size_t a, size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
+static inline size_t mem_mul(size_t k, size_t a) { return a > SIZE_MAX / k ? SIZE_MAX : k * a; }
+
 /* Tensor kinds of the size table (internal, never on disk). */
 enum {
     MK_WTE, MK_NORM, MK_LM_HEAD,
@@ -23,6 +28,14 @@ enum {
 int model_kind_is_packed_impl(int kind);
 /* MODEL_LIN_* of a Linear weight kind, -1 for the others. */
 int model_kind_module_impl(int kind);
+/* The size table of c into *tensors (qs_calloc'd; NULL and QS_ENOMEM on failure)
+ * as a model's block lays it out: q8 (may be NULL) a HiF8 checkpoint, whose coded
+ * weights get no room; packed: no matrix gets room (MODEL_NO_STORAGE), the other
+ * tensors are laid out compactly in table order (model_load_packed's block).
+ * *n_params: the block's floats, padding included. */
+struct model_hif8;
+int model_table_layout_impl(const llama_config *c, const struct model_hif8 *q8, int packed,
+                            model_tensor **tensors, int *n_tensors, size_t *n_params);
 /* model_init with a params block of the non-packed tensors only (weights_packed = 1). */
 int model_init_packed_impl(llama_model *m, const llama_config *cfg, qs_diag *d);
 /* The checkpoint tensor for table row e, its shape checked (*file: its shard). */

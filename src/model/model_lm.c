@@ -34,6 +34,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,21 +154,71 @@ static int lm_rows_grow(model_lm *lm, size_t rows, qs_diag *d)
     return rc;
 }
 
-/* The arena a with capacities of at least (rows, kv, logits), then viewed as
- * B x T on Tcap cache positions. */
-static int lm_arena(model_lm *lm, llama_acts *a, int rows, int kv, int logits, int kv_shared,
-                    int B, int T, int Tcap, qs_diag *d)
+/* What a forward asks of its arena: rows, cache positions, logits rows. */
+typedef struct lm_caps {
+    int rows, kv, logits;
+} lm_caps;
+
+/* The context forward of g sequences, rows tokens in all (every layer's cache kept). */
+static lm_caps lm_ctx_caps(int rows, int g)
+{
+    int r = rows > LM_CTX_ROWS ? rows : LM_CTX_ROWS;
+    return (lm_caps){r, r, LM_SEQS_MAX > g ? LM_SEQS_MAX : g};
+}
+
+/* A continuation forward's budgets: cache positions (one layer), logits rows. */
+static int lm_kv_budget(const llama_config *c)
+{
+    return (int)(LM_KV_BYTES / (2 * (size_t)c->n_kv_heads * c->head_dim * sizeof(float)));
+}
+
+static int lm_logit_budget(const llama_config *c)
+{
+    return (int)(LM_LOGITS_BYTES / ((size_t)c->vocab_size * sizeof(float)));
+}
+
+/* A continuation forward of rows tokens on kv cache positions, n_logits rows scored. */
+static lm_caps lm_cont_caps(const llama_config *c, int rows, int kv, int n_logits)
+{
+    int kb = lm_kv_budget(c), lb = lm_logit_budget(c);
+    return (lm_caps){rows > LM_CONT_ROWS ? rows : LM_CONT_ROWS, kv > kb ? kv : kb,
+                     n_logits > lb ? n_logits : lb};
+}
+
+/* an arena holds at most one logits row per row: asking for more would
+ * re-allocate (and re-zero) it on every call */
+static lm_caps lm_caps_fit(lm_caps k)
+{
+    k.logits = k.logits < k.rows ? k.logits : k.rows;
+    return k;
+}
+
+size_t model_lm_acts_elems(const llama_config *c, int longest, int longest_cont)
+{
+    /* contexts: batched within LM_CTX_ROWS, alone beyond it (up to longest - 1
+     * tokens); continuations: batched within LM_CONT_ROWS and the budgets, alone
+     * beyond them (longest_cont - 1 rows on up to longest - 1 cache positions) */
+    lm_caps x = lm_caps_fit(lm_ctx_caps(longest - 1, LM_SEQS_MAX));
+    size_t n = model_acts_infer_elems(c, x.rows, x.kv, x.logits, 0);
+    if (longest_cont < 2)   /* no continuation forward */
+        return n;
+    lm_caps k = lm_caps_fit(lm_cont_caps(c, longest_cont - 1, longest - 1, longest_cont - 1));
+    size_t m = model_acts_infer_elems(c, k.rows, k.kv, k.logits, 1);
+    return n == SIZE_MAX || m > SIZE_MAX - n ? SIZE_MAX : n + m;
+}
+
+/* The arena a with capacities of at least k, then viewed as B x T on Tcap
+ * cache positions. */
+static int lm_arena(model_lm *lm, llama_acts *a, lm_caps k, int kv_shared, int B, int T, int Tcap,
+                    qs_diag *d)
 {
     const llama_config *c = &lm->m->cfg;
-    /* an arena holds at most one logits row per row: asking for more would
-     * re-allocate (and re-zero) it on every call */
-    if (logits > rows)
-        logits = rows;
-    if (!a->memory || a->rows_cap < (size_t)rows || a->kv_cap < (size_t)kv ||
-        a->logits_cap < logits) {
-        int nr = a->rows_cap > (size_t)rows ? (int)a->rows_cap : rows;
-        int nk = a->kv_cap > (size_t)kv ? (int)a->kv_cap : kv;
-        int nl = a->logits_cap > logits ? a->logits_cap : logits;
+    k = lm_caps_fit(k);
+    if (!a->memory || a->rows_cap < (size_t)k.rows || a->kv_cap < (size_t)k.kv ||
+        a->logits_cap < k.logits) {
+        int nr = a->rows_cap > (size_t)k.rows ? (int)a->rows_cap : k.rows;
+        int nk = a->kv_cap > (size_t)k.kv ? (int)a->kv_cap : k.kv;
+        int nl = a->logits_cap > k.logits ? a->logits_cap : k.logits;
         model_acts_free(a);
         int rc = model_acts_init_infer(a, c, nr, nk, nl < nr ? nl : nr, kv_shared, d);
         if (rc)
@@ -226,7 +277,7 @@ static int lm_score_truncated(model_lm *lm, const lm_request *r, int c, lm_resul
                         "continuation of %zu tokens exceeds the context of %d", nc, lm->max_len);
     size_t start = total > keep ? total - keep : 0, n = total - start;
     int T = (int)(n - 1);
-    int rc = lm_arena(lm, &lm->solo, T, T, (int)nc, 1, 1, T, T, d);
+    int rc = lm_arena(lm, &lm->solo, (lm_caps){T, T, (int)nc}, 1, 1, T, T, d);
     if (!rc)
         rc = lm_grow((void **)&lm->tok, &lm->tok_cap, n, sizeof *lm->tok, d);
     if (!rc)
@@ -267,9 +318,7 @@ static int lm_contexts(model_lm *lm, const lm_request *req, lm_result *res, cons
     for (int b = 0; b < g; b++)
         Tg = (int)req[grp[b]].n_ctx > Tg ? (int)req[grp[b]].n_ctx : Tg;
     int rows = g * Tg;
-    int rc = lm_arena(lm, &lm->ctx, rows > LM_CTX_ROWS ? rows : LM_CTX_ROWS,
-                      rows > LM_CTX_ROWS ? rows : LM_CTX_ROWS, LM_SEQS_MAX > g ? LM_SEQS_MAX : g,
-                      0, g, Tg, Tg, d);
+    int rc = lm_arena(lm, &lm->ctx, lm_ctx_caps(rows, g), 0, g, Tg, Tg, d);
     if (!rc)
         rc = lm_grow((void **)&lm->tok, &lm->tok_cap, (size_t)rows, sizeof *lm->tok, d);
     if (!rc)
@@ -331,13 +380,9 @@ static int lm_cont_forward(model_lm *lm, const lm_request *req, lm_result *res,
                            qs_diag *d)
 {
     const llama_config *c = &lm->m->cfg;
-    size_t KD = (size_t)c->n_kv_heads * c->head_dim;
-    int kv_budget = (int)(LM_KV_BYTES / (2 * KD * sizeof(float)));
-    int logit_budget = (int)(LM_LOGITS_BYTES / ((size_t)c->vocab_size * sizeof(float)));
-    int rows = S * Tm, kv = S * Tcap;
-    int rc = lm_arena(lm, &lm->cont, rows > LM_CONT_ROWS ? rows : LM_CONT_ROWS,
-                      kv > kv_budget ? kv : kv_budget,
-                      n_logits > logit_budget ? n_logits : logit_budget, 1, S, Tm, Tcap, d);
+    int rows = S * Tm;
+    int rc = lm_arena(lm, &lm->cont, lm_cont_caps(c, rows, S * Tcap, n_logits), 1, S, Tm, Tcap,
+                      d);
     if (!rc)
         rc = lm_grow((void **)&lm->tok, &lm->tok_cap, (size_t)rows, sizeof *lm->tok, d);
     if (!rc)
@@ -456,9 +501,7 @@ static int lm_continuations(model_lm *lm, const lm_request *req, lm_result *res,
                                                (int)r->n_ctx, b};
     }
     qsort(lm->seqs, ns, sizeof *lm->seqs, lm_seq_cmp);   /* similar lengths share a forward */
-    size_t KD = (size_t)c->n_kv_heads * c->head_dim;
-    long kv_budget = (long)(LM_KV_BYTES / (2 * KD * sizeof(float)));
-    long logit_budget = (long)(LM_LOGITS_BYTES / ((size_t)c->vocab_size * sizeof(float)));
+    long kv_budget = lm_kv_budget(c), logit_budget = lm_logit_budget(c);
     if ((rc = lm_grow((void **)&lm->part, &lm->part_cap, 4 * (ns + 1), sizeof *lm->part, d)))
         return rc;
     long *ends = lm->part, *cut = ends + ns + 1, *len = cut + ns + 1, *p0 = len + ns + 1;

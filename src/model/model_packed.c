@@ -12,6 +12,8 @@
  *                                    fp32 values are kept, so the embedding
  *                                    lookup and hook substitutes see them
  * plus the workspace and the activation arenas of the caller.
+ * model_packed_memory_estimate() gives these figures without loading (inspect):
+ * the same route decision, the same table and the pack sizes of matmul.h.
  *
  * Loading: tensors are taken in the size table's order; each matrix is packed
  * from the mapping (bf16 bits directly; F32 from the mapping, F16 through an
@@ -192,6 +194,43 @@ int model_load_packed(llama_model *m, const char *dir, int precision, qs_diag *d
     if ((rc = model_packs_create(m, d)))
         model_free(m);
     return rc;
+}
+
+int model_packed_memory_estimate(const llama_config *c, int precision, const model_hif8 *q8,
+                                 int matrices_bf16, model_packed_memory *pm)
+{
+    memset(pm, 0, sizeof *pm);
+    if (precision != MATMUL_FP32 && precision != MATMUL_BF16 && precision != MATMUL_BF16_AMX)
+        return QS_EINVAL;
+    /* model_load_packed's route: packed from the mapping where the packs hold the
+     * stored values exactly, else (MODEL_PACKED_INEXACT) model_load_dir's fp32
+     * block with model_packs_create's packs, whose forward forms are the frozen
+     * packs' size once built (an inference model builds no other) */
+    pm->fp32_copy = !matmul_frozen_available(precision) ||
+                    (precision != MATMUL_FP32 && !matrices_bf16);
+    model_tensor *t;
+    int nt;
+    size_t n_params;
+    if (model_table_layout_impl(c, q8, !pm->fp32_copy, &t, &nt, &n_params))
+        return QS_ENOMEM;
+    pm->params_bytes = mem_mul(sizeof(float), n_params);
+    pm->packs_bytes = (size_t)(c->n_layers * MODEL_LIN_COUNT + 1) * sizeof(matmul_wpack *);
+    for (int i = 0; i < nt; i++) {
+        const model_tensor *e = &t[i];
+        int IN = (int)e->shape[1], O = (int)e->shape[0], mod = model_kind_module_impl(e->kind);
+        if (!model_kind_is_packed_impl(e->kind))
+            continue;
+        if (mod >= 0 && q8 && q8->slot[e->layer * MODEL_LIN_COUNT + mod] >= 0)   /* coded */
+            pm->codes_bytes = mem_add(pm->codes_bytes, matmul_wpack_hif8_bytes_estimate(IN, O));
+        else if (!pm->fp32_copy || e->kind != MK_WTE || c->tied)   /* fp32 route: no embed pack */
+            pm->packs_bytes =
+                mem_add(pm->packs_bytes, matmul_wpack_frozen_bytes_estimate(IN, O, precision));
+    }
+    qs_free(t);
+    pm->rope_bytes = rope_table_bytes(hfconfig_max_context(c), c->head_dim);
+    pm->bytes = mem_add(mem_add(pm->packs_bytes, pm->codes_bytes),
+                        mem_add(pm->params_bytes, pm->rope_bytes));
+    return pm->bytes == SIZE_MAX ? QS_ERANGE : 0;
 }
 
 /* Weight of Linear (layer, module): from the fp32 block, or read back out of its pack into buf. */

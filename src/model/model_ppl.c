@@ -4,6 +4,7 @@
  * window through the model(s) in chunks on the KV cache and hands the rows of
  * the tokens the window scores to a per-chunk function, in position order. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,27 @@
  * targets[rows] the tokens they predict */
 typedef int (*ppl_rows_fn)(void *ctx, const float *logits, const float *logits_ref,
                            const int32_t *targets, int rows, qs_diag *d);
+
+int model_ppl_window_default(const llama_config *c)
+{
+    int ctx = hfconfig_max_context(c);
+    return ctx < 1024 ? ctx : 1024;
+}
+
+/* The arena's shape: windows of *win tokens (the text may be shorter), fed in
+ * chunks of *chunk on a cache of *win positions. */
+static void ppl_shape(int window, size_t n_ids, int *win, int *chunk)
+{
+    *win = (size_t)window < n_ids ? window : (int)n_ids;
+    *chunk = *win < PPL_CHUNK_MAX ? *win : PPL_CHUNK_MAX;
+}
+
+size_t model_ppl_acts_elems(const llama_config *c, int window)
+{
+    int win, chunk;
+    ppl_shape(window, (size_t)window, &win, &chunk);
+    return model_acts_elems(c, 1, chunk, win, MODEL_ACTS_INFER);
+}
 
 static int ppl_windows(llama_model *m, llama_model *ref, const int32_t *ids, size_t n_ids,
                        int window, int stride, ppl_rows_fn fn, void *ctx, size_t *n_windows,
@@ -36,14 +58,14 @@ static int ppl_windows(llama_model *m, llama_model *ref, const int32_t *ids, siz
         return diag_set(d, QS_ESHAPE, NULL, -1,
                         "compare: the model has %d vocabulary entries, the reference %d", V,
                         ref->cfg.vocab_size);
-    int win = (size_t)window < n_ids ? window : (int)n_ids;
-    int chunk = win < PPL_CHUNK_MAX ? win : PPL_CHUNK_MAX;
+    int win, chunk;
+    ppl_shape(window, n_ids, &win, &chunk);
     llama_acts a, ra;
     memset(&ra, 0, sizeof ra);
-    int rc = model_acts_init(&a, &m->cfg, 1, chunk, win, 0, d);
+    int rc = model_acts_init(&a, &m->cfg, 1, chunk, win, MODEL_ACTS_INFER, d);
     if (rc)
         return rc;
-    if (ref && (rc = model_acts_init(&ra, &ref->cfg, 1, chunk, win, 0, d))) {
+    if (ref && (rc = model_acts_init(&ra, &ref->cfg, 1, chunk, win, MODEL_ACTS_INFER, d))) {
         model_acts_free(&a);
         return rc;
     }
