@@ -293,8 +293,9 @@ TEST(matmul, bf16_all_implementations_agree_bitwise)
     int levels[VARIANTS] = {CPU_LEVEL_SCALAR, CPU_LEVEL_AVX512, CPU_LEVEL_AVX512,
                             CPU_LEVEL_AVX512BF16};
     /* K = 91: a last k block of 27 (w^T's panels convert 32 k at a time), 20
-     * columns (one panel, half of it zero) */
-    mm_case cases[] = {{131, 301, 45}, {7, 520, 33}, {5, 91, 20}};
+     * columns (one panel, half of it zero); 128 rows x K = 1529 (765 pairs):
+     * forward on vdpbf16ps rows outer in tasks of at most 416 columns */
+    mm_case cases[] = {{131, 301, 45}, {7, 520, 33}, {5, 91, 20}, {128, 1529, 450}};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         mm_case c = cases[ci];
         size_t nx = (size_t)c.N * c.IN, nw = (size_t)c.O * c.IN, no = (size_t)c.N * c.O;

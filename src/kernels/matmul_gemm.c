@@ -37,10 +37,24 @@ enum { MM_APANEL_ELEMS = MM_MR * MM_KC, MM_ABLOCK_ELEMS = MM_MC * MM_KC };
  * MM_KROWS_FMA16 for fma16, which widens B again for every row panel there).
  * Measured (Xeon, one core): fp32 +10% at K = 288 (nc = 1024: 1.2 MB) and
  * -15% at K = 512 (2 MB, past the 2 MB L2 with everything else); fma16 -30%
- * at K = 288, +60% at K = 64 (dW at N = 64, where C's traffic dominates). */
-enum { MM_ROWS_OUTER_BYTES = 1280 * 1024, MM_KROWS = 384, MM_KROWS_FMA16 = 128 };
+ * at K = 288, +60% at K = 64 (dW at N = 64, where C's traffic dominates).
+ * vdpbf16ps with at least MM_ROWS_OUTER_MIN_M rows goes further: up to
+ * MM_KROWS_PAIRS pairs, the tasks' columns capped so that the B block fits
+ * (mm_rows_outer_nc_max).  Measured on a Zen 5 (2 threads, N = 1024 rows, same
+ * process, alternating): K = 768 (384 pairs, nc 1024 -> 832 or 704) forward
+ * 548 -> 711 GFLOP/s at 768 -> 2048, dX 538 -> 675 at 2048 -> 768; dW at 1024
+ * tokens (512 pairs) 490-566 -> 590-610; the 1B forward at K = 1536 (768
+ * pairs, nc 416), 512 rows: 601 -> 714 at 1536 -> 6144; at 64 rows it lost
+ * 3-10% (B re-read by too few row panels), at 128 rows it was even or better. */
+enum {
+    MM_ROWS_OUTER_BYTES = 1280 * 1024,
+    MM_KROWS = 384,
+    MM_KROWS_PAIRS = 768,
+    MM_KROWS_FMA16 = 128,
+    MM_ROWS_OUTER_MIN_M = 128
+};
 _Static_assert((int)MM_KROWS_FMA16 <= (int)MM_KC, "bwide holds a widened B panel of MM_KC rows");
-_Static_assert((int)MM_MR * ((int)MM_KROWS + 32) <= (int)MM_ABLOCK_ELEMS,
+_Static_assert((int)MM_MR * ((int)MM_KROWS_PAIRS + 32) <= (int)MM_ABLOCK_ELEMS,
                "a rows-outer A panel fits the A block");
 
 /* Micro-kernel of a job. */
@@ -190,12 +204,38 @@ static const uint16_t *mm_codes_panel(const mm_bpack *bp, int j, int k0)
            (size_t)(k0 / 2) * MM_NR;
 }
 
+/* Rows of B (pairs for vdpbf16ps) up to which a job may run rows outer. */
+static int mm_rows_outer_kmax(const mm_job *jb)
+{
+    if (jb->fma16 || jb->codes)
+        return MM_KROWS_FMA16; /* bwide holds the panel */
+    return jb->uk == MM_UK_BF16DP && !jb->gemv_dp && jb->M >= MM_ROWS_OUTER_MIN_M
+               ? MM_KROWS_PAIRS
+               : MM_KROWS;
+}
+
+static int mm_rows_outer_krows(const mm_job *jb)
+{
+    return jb->uk == MM_UK_BF16DP ? (jb->bp->K + 1) / 2 : jb->bp->K;
+}
+
 /* 1 when a task of nc columns runs as one K block, row panels outer. */
 static int mm_rows_outer(const mm_job *jb, int nc)
 {
-    int krows = jb->uk == MM_UK_BF16DP ? (jb->bp->K + 1) / 2 : jb->bp->K; /* rows of B */
-    int kmax = jb->fma16 || jb->codes ? MM_KROWS_FMA16 : MM_KROWS; /* bwide holds the panel */
-    return krows <= kmax && (size_t)krows * (size_t)nc * 4 <= MM_ROWS_OUTER_BYTES;
+    int krows = mm_rows_outer_krows(jb);
+    return krows <= mm_rows_outer_kmax(jb) && (size_t)krows * (size_t)nc * 4 <= MM_ROWS_OUTER_BYTES;
+}
+
+/* Columns per task at most: MM_NC, or fewer where that makes a vdpbf16ps job
+ * of enough rows fit rows outer (MM_KROWS_PAIRS). */
+static int mm_rows_outer_nc_max(const mm_job *jb)
+{
+    int krows = mm_rows_outer_krows(jb);
+    if (jb->uk != MM_UK_BF16DP || krows > mm_rows_outer_kmax(jb) ||
+        mm_rows_outer_kmax(jb) != MM_KROWS_PAIRS)
+        return MM_NC;
+    int fit = (int)(MM_ROWS_OUTER_BYTES / ((size_t)krows * 4)) / MM_NR * MM_NR;
+    return fit < MM_NR ? MM_NR : fit < MM_NC ? fit : MM_NC;
 }
 
 /* Row stride of the A panel of a task in rows-outer mode: the whole K (pairs
@@ -447,7 +487,7 @@ static void mm_task_shape(mm_job *jb, int n_threads, int a_cost)
     int m_panels = mm_ceil_div(M, MM_MR), n_panels = mm_ceil_div(N, MM_NR);
     int want = n_threads > 1 ? MM_TASKS_PER_THREAD * n_threads : 1;
     int ib_min = mm_ceil_div(m_panels, MM_MC / MM_MR);
-    int jb_min = mm_ceil_div(n_panels, MM_NC / MM_NR);
+    int jb_min = mm_ceil_div(n_panels, mm_rows_outer_nc_max(jb) / MM_NR);
     int best_ib = ib_min, best_jb = jb_min;
     double best = -1.0;
     for (int n_ib = ib_min; n_ib <= m_panels; n_ib++) {
