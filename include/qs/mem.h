@@ -5,8 +5,8 @@
  * figures `inspect` predicts and benchmarks measure) and have a test hook that
  * makes the Nth allocation fail, so OOM paths are exercised.
  * User memory is 64-byte aligned (cache line, AVX-512 vector); blocks of 4 MiB
- * or more are placed on a 2 MiB boundary (the 64-byte header first) and advised
- * as transparent huge pages (see mem.c).
+ * or more start on a 2 MiB boundary (their header in the 4 KiB page before it)
+ * and are advised as transparent huge pages (see mem.c).
  */
 #ifndef QS_MEM_H
 #define QS_MEM_H

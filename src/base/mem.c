@@ -1,12 +1,13 @@
 /* mem.c: counted, aligned allocation with an OOM-injection hook.
  *
- * Each block carries a 64-byte header holding its size, so qs_free knows how many
- * bytes to un-count and user memory stays 64-byte aligned.  Counters are atomics:
+ * Each block carries a 64-byte header holding its size (and where the block
+ * starts), so qs_free knows how many bytes to un-count and user memory stays
+ * 64-byte aligned.  Counters are atomics:
  * allocation may happen from OpenMP threads (never in hot loops, by design).
  *
  * Blocks of MEM_HUGE_MIN bytes or more (weights, gradients, optimizer moments,
- * activations, packs) start on a 2 MiB boundary and are advised as transparent
- * huge pages (madvise MADV_HUGEPAGE, honoured when THP is "madvise" or
+ * activations, packs) start on a 2 MiB boundary (mem_huge_alloc) and are advised
+ * as transparent huge pages (madvise MADV_HUGEPAGE, honoured when THP is "madvise" or
  * "always").  On a VM every TLB miss is a two-level page walk; with 4 KiB pages
  * a training step over a few hundred MB of buffers ran 15-40% slower and its
  * time moved by +-15% between identical trainers depending on where their pages
@@ -47,26 +48,63 @@ static void mem_count(size_t bytes)
         ;
 }
 
+/* Header of a block, in the 64 bytes before its user memory: the requested
+ * size and the distance back to what aligned_alloc returned. */
+typedef struct mem_header {
+    size_t bytes;
+    size_t offset;
+} mem_header;
+
+/* A block of MEM_HUGE_MIN bytes or more: its user memory starts on a 2 MiB
+ * boundary, one huge page past the allocation, with the header in the 4 KiB
+ * page just before it (never advised, so 4 KiB resident, not 2 MiB).  With the
+ * header first on the boundary, a block of whole huge pages (a 1B model's 18
+ * MiB MLP pack) spilled 64 bytes into one more huge page: ~9% of a 1B model's
+ * resident weights.  The header's 2 MiB is advised against huge pages.  Advised: the whole huge pages of the block, and the last
+ * partial one when the block fills at least half of it (else that tail stays
+ * on 4 KiB pages: at most 1 MiB of a block is not on huge pages). */
+static unsigned char *mem_huge_alloc(size_t bytes)
+{
+    size_t span = (bytes + MEM_HUGE_PAGE - 1) / MEM_HUGE_PAGE * MEM_HUGE_PAGE;
+    if (span > SIZE_MAX - MEM_HUGE_PAGE)
+        return NULL;
+    unsigned char *base = aligned_alloc(MEM_HUGE_PAGE, span + MEM_HUGE_PAGE);
+    if (!base)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    size_t whole = bytes / MEM_HUGE_PAGE * MEM_HUGE_PAGE;
+    size_t advised = bytes - whole >= MEM_HUGE_PAGE / 2 ? span : whole;
+    if (advised) /* advice only: failure is harmless */
+        (void)madvise(base + MEM_HUGE_PAGE, advised, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_NOHUGEPAGE
+    /* the header's 2 MiB: never a huge page, even where THP is "always" */
+    (void)madvise(base, MEM_HUGE_PAGE, MADV_NOHUGEPAGE);
+#endif
+    return base + MEM_HUGE_PAGE;
+}
+
 void *qs_malloc(size_t bytes)
 {
     if (mem_should_fail() || bytes > SIZE_MAX - 2 * MEM_ALIGN)
         return NULL;
-    size_t total = (bytes + MEM_ALIGN + MEM_ALIGN - 1) / MEM_ALIGN * MEM_ALIGN;
-    unsigned char *base;
-    if (total >= MEM_HUGE_MIN && !atomic_load(&mem_huge_off)) {
-        total = (total + MEM_HUGE_PAGE - 1) / MEM_HUGE_PAGE * MEM_HUGE_PAGE;
-        base = aligned_alloc(MEM_HUGE_PAGE, total);
-#ifdef MADV_HUGEPAGE
-        if (base)
-            (void)madvise(base, total, MADV_HUGEPAGE);   /* advice only: failure is harmless */
-#endif
-    } else
-        base = aligned_alloc(MEM_ALIGN, total);
-    if (!base)
+    unsigned char *user;
+    size_t offset;
+    if (bytes >= MEM_HUGE_MIN && !atomic_load(&mem_huge_off)) {
+        user = mem_huge_alloc(bytes);
+        offset = MEM_HUGE_PAGE;
+    } else {
+        size_t total = (bytes + MEM_ALIGN + MEM_ALIGN - 1) / MEM_ALIGN * MEM_ALIGN;
+        unsigned char *base = aligned_alloc(MEM_ALIGN, total);
+        user = base ? base + MEM_ALIGN : NULL;
+        offset = MEM_ALIGN;
+    }
+    if (!user)
         return NULL;
-    memcpy(base, &bytes, sizeof bytes);
+    mem_header h = {bytes, offset};
+    memcpy(user - MEM_ALIGN, &h, sizeof h);
     mem_count(bytes);
-    return base + MEM_ALIGN;
+    return user;
 }
 
 void *qs_calloc(size_t n, size_t elem_bytes)
@@ -79,12 +117,14 @@ void *qs_calloc(size_t n, size_t elem_bytes)
     return p;
 }
 
-static size_t mem_block_bytes(const void *p)
+static mem_header mem_block_header(const void *p)
 {
-    size_t bytes;
-    memcpy(&bytes, (const unsigned char *)p - MEM_ALIGN, sizeof bytes);
-    return bytes;
+    mem_header h;
+    memcpy(&h, (const unsigned char *)p - MEM_ALIGN, sizeof h);
+    return h;
 }
+
+static size_t mem_block_bytes(const void *p) { return mem_block_header(p).bytes; }
 
 void *qs_realloc(void *p, size_t bytes)
 {
@@ -103,8 +143,9 @@ void qs_free(void *p)
 {
     if (!p)
         return;
-    atomic_fetch_sub(&mem_live, mem_block_bytes(p));
-    free((unsigned char *)p - MEM_ALIGN);
+    mem_header h = mem_block_header(p);
+    atomic_fetch_sub(&mem_live, h.bytes);
+    free((unsigned char *)p - h.offset);
 }
 
 void *qs_grow(void *p, size_t *cap, size_t need, size_t elem_bytes, size_t first)
