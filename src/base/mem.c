@@ -60,9 +60,10 @@ typedef struct mem_header {
  * page just before it (never advised, so 4 KiB resident, not 2 MiB).  With the
  * header first on the boundary, a block of whole huge pages (a 1B model's 18
  * MiB MLP pack) spilled 64 bytes into one more huge page: ~9% of a 1B model's
- * resident weights.  The header's 2 MiB is advised against huge pages.  Advised: the whole huge pages of the block, and the last
- * partial one when the block fills at least half of it (else that tail stays
- * on 4 KiB pages: at most 1 MiB of a block is not on huge pages). */
+ * resident weights.  The header's 2 MiB is advised against huge pages; the
+ * block's whole huge pages are advised for them, and the last partial one when
+ * the block fills at least half of it (else that tail stays on 4 KiB pages: at
+ * most 1 MiB of a block is not on huge pages). */
 static unsigned char *mem_huge_alloc(size_t bytes)
 {
     size_t span = (bytes + MEM_HUGE_PAGE - 1) / MEM_HUGE_PAGE * MEM_HUGE_PAGE;
