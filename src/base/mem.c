@@ -63,7 +63,10 @@ typedef struct mem_header {
  * resident weights.  The header's 2 MiB is advised against huge pages; the
  * block's whole huge pages are advised for them, and the last partial one when
  * the block fills at least half of it (else that tail stays on 4 KiB pages: at
- * most 1 MiB of a block is not on huge pages). */
+ * most 1 MiB of a block is not on huge pages).  Measured on the 1B shape: the
+ * tail rule saves ~80 MB of generate's 2.4 GB peak RSS (k/v packs of 2.25 MiB);
+ * a bf16 dim-768 training step was 0.3-1.0% slower with it than with every
+ * huge page advised (3 alternating pairs, within the host's noise). */
 static unsigned char *mem_huge_alloc(size_t bytes)
 {
     size_t span = (bytes + MEM_HUGE_PAGE - 1) / MEM_HUGE_PAGE * MEM_HUGE_PAGE;
