@@ -23,7 +23,9 @@
  *            weights (tools/bench_torch_scale.py: bf16 weights, autocast bf16,
  *            inference_mode, tuned as its CPU guides say: libtcmalloc_minimal
  *            preloaded when installed, OMP_WAIT_POLICY=PASSIVE; the setup used
- *            is printed), and the GEMM roofline: the model's own packed Linears
+ *            is printed; ours runs again right after it and the ratio takes the
+ *            mean of our passes before and after, so that a drift of the host's
+ *            speed cancels to first order), and the GEMM roofline: the model's own packed Linears
  *            alone on 512 rows (bench_matmul's kernel at this shape); on AMX
  *            CPUs the same batches again at --precision bf16-amx (a model
  *            packed for it; matmul.h: opt-in, other sums than bf16).
@@ -90,6 +92,7 @@ typedef struct scale_ctx {
     long rss_bf16_kb, rss_fp32_kb, rss_mmlu_kb;
     double fp32_load_s, full_arc_s, amx_arc_load_s, amx_arc_score_s, amx_full_arc_s;
     double ppl_tps, fwd_tps, fwd_gflops, roof_gflops, torch_tps, amx_tps;
+    double fwd_after_tps;   /* ours again right after PyTorch's run (same batches) */
 } scale_ctx;
 
 static double now_s(void)
@@ -501,6 +504,35 @@ static void scale_forward_pass(llama_model *m, llama_acts *a, const fwd_batch *b
 
 #include "bench_scale_amx.h"   /* the batches and ARC-Easy at bf16-amx */
 
+/* Tokens/s of REPS forward passes over the batches (median), -1 on failure. */
+static double scale_forward_rate(llama_model *m, const fwd_batch *bt, int nb, int rows,
+                                 double tokens)
+{
+    llama_acts a;
+    qs_diag d = {0};
+    if (model_acts_init_infer(&a, &m->cfg, rows, rows, FWD_SEQS, 0, &d))
+        return -1;
+    double t[REPS];
+    for (int r = 0; r < REPS && !d.code; r++) {
+        double t0 = now_s();
+        scale_forward_pass(m, &a, bt, nb, &d);
+        t[r] = now_s() - t0;
+    }
+    a.logits_first = a.logits_rows = NULL;
+    model_acts_free(&a);
+    if (d.code)
+        return -1;
+    qsort(t, REPS, sizeof *t, cmp_double);
+    return tokens / t[REPS / 2];
+}
+
+/* Ours against PyTorch: the mean of our passes before and right after its run
+ * (a drift of the host's speed between the two cancels to first order). */
+static double scale_ours_vs_torch(const scale_ctx *x)
+{
+    return x->fwd_after_tps > 0 ? 0.5 * (x->fwd_tps + x->fwd_after_tps) : x->fwd_tps;
+}
+
 static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_session *s)
 {
     printf("\n== forward: the %d ARC-Easy contexts in the scorer's batches (bf16)\n", ARC_ITEMS);
@@ -598,12 +630,15 @@ static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_sessi
         if (scale_batches_write(path, bt, nb))
             printf("  cannot write %s\n", path);
         else {
-            model_free(m);   /* room for PyTorch's copy of the weights */
-            scale_torch(x, path);
-            if (x->torch_tps > 0)
-                printf("  PyTorch bf16: %.0f tokens/s; ours / PyTorch = %.2fx (bf16), %.2fx "
-                       "(bf16-amx)\n", x->torch_tps, x->fwd_tps / x->torch_tps,
-                       x->amx_tps / x->torch_tps);
+            scale_torch(x, path);   /* ours stays loaded (~2.3 GB): it runs again after */
+            if (x->torch_tps > 0) {
+                x->fwd_after_tps = scale_forward_rate(m, bt, nb, rows, tokens);
+                printf("  ours again right after it: %.0f tokens/s (before it: %.0f)\n",
+                       x->fwd_after_tps, x->fwd_tps);
+                printf("  PyTorch bf16: %.0f tokens/s; ours (mean of before and after) / PyTorch = "
+                       "%.2fx (bf16), %.2fx (bf16-amx)\n", x->torch_tps,
+                       scale_ours_vs_torch(x) / x->torch_tps, x->amx_tps / x->torch_tps);
+            }
             loadavg_print("after torch");
         }
     }
@@ -657,9 +692,10 @@ static void scale_targets(const scale_ctx *x)
 {
     printf("\n== targets (issue 13)\n");
     if (x->fwd_tps > 0 && x->torch_tps > 0)
-        printf("  eval forward >= %.1fx PyTorch bf16: %s (%.2fx)\n", TARGET_TORCH_RATIO,
-               x->fwd_tps >= TARGET_TORCH_RATIO * x->torch_tps ? "PASS" : "MISS",
-               x->fwd_tps / x->torch_tps);
+        printf("  eval forward >= %.1fx PyTorch bf16: %s (%.2fx: ours before and after its run, "
+               "averaged)\n", TARGET_TORCH_RATIO,
+               scale_ours_vs_torch(x) >= TARGET_TORCH_RATIO * x->torch_tps ? "PASS" : "MISS",
+               scale_ours_vs_torch(x) / x->torch_tps);
     else
         printf("  eval forward >= %.1fx PyTorch bf16: not measured\n", TARGET_TORCH_RATIO);
     if (x->amx_tps > 0 && x->torch_tps > 0)
@@ -782,7 +818,7 @@ int main(int argc, char **argv)
     if (eval_session_create(&s, &o, &enc, &d))
         printf("arc_easy session: %s\n", d.msg);
     else
-        scale_forward_section(&x, &m, s);   /* frees m before PyTorch runs */
+        scale_forward_section(&x, &m, s);
     model_free(&m);
     eval_session_destroy(s);
     tokenizer_destroy(tok);
