@@ -467,28 +467,6 @@ static int scale_batches_write(const char *path, const fwd_batch *bt, int n)
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static void scale_torch(scale_ctx *x, const char *batches)
-{
-    int tc = access(TCMALLOC, R_OK) == 0;
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "%s%s OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 tools/bench_torch_scale.py %s %s %d 2 "
-             "2>&1", tc ? "LD_PRELOAD=" : "", tc ? TCMALLOC : "", SCALE_DIR, batches, REPS);
-    FILE *p = popen(cmd, "r");
-    char line[512];
-    double sec;
-    while (p && fgets(line, sizeof line, p)) {
-        if (!strncmp(line, "setup ", 6))
-            printf("  PyTorch %s", line + 6);
-        else if (sscanf(line, "torch bf16 %lf %lf", &sec, &x->torch_tps) != 2)
-            printf("  torch: %s", line);
-    }
-    if (p)
-        pclose(p);
-    if (!tc)
-        printf("  (libtcmalloc-minimal4 not installed: PyTorch ran with glibc malloc)\n");
-}
-
 /* One forward pass over the batches, as the scorer runs them. */
 static void scale_forward_pass(llama_model *m, llama_acts *a, const fwd_batch *bt, int nb,
                                qs_diag *d)
@@ -503,35 +481,7 @@ static void scale_forward_pass(llama_model *m, llama_acts *a, const fwd_batch *b
 }
 
 #include "bench_scale_amx.h"   /* the batches and ARC-Easy at bf16-amx */
-
-/* Tokens/s of REPS forward passes over the batches (median), -1 on failure. */
-static double scale_forward_rate(llama_model *m, const fwd_batch *bt, int nb, int rows,
-                                 double tokens)
-{
-    llama_acts a;
-    qs_diag d = {0};
-    if (model_acts_init_infer(&a, &m->cfg, rows, rows, FWD_SEQS, 0, &d))
-        return -1;
-    double t[REPS];
-    for (int r = 0; r < REPS && !d.code; r++) {
-        double t0 = now_s();
-        scale_forward_pass(m, &a, bt, nb, &d);
-        t[r] = now_s() - t0;
-    }
-    a.logits_first = a.logits_rows = NULL;
-    model_acts_free(&a);
-    if (d.code)
-        return -1;
-    qsort(t, REPS, sizeof *t, cmp_double);
-    return tokens / t[REPS / 2];
-}
-
-/* Ours against PyTorch: the mean of our passes before and right after its run
- * (a drift of the host's speed between the two cancels to first order). */
-static double scale_ours_vs_torch(const scale_ctx *x)
-{
-    return x->fwd_after_tps > 0 ? 0.5 * (x->fwd_tps + x->fwd_after_tps) : x->fwd_tps;
-}
+#include "bench_scale_torch.h" /* PyTorch on the same batches, ours again after it */
 
 static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_session *s)
 {
