@@ -168,8 +168,10 @@ static int compare_run(const compare_args *a)
     int ctx = hfconfig_max_context(&m.m.cfg), ctx_ref = hfconfig_max_context(&ref.m.cfg);
     ctx = ctx < ctx_ref ? ctx : ctx_ref;
     long window = a->window, stride = a->stride;
-    if (window < 0)
-        window = ctx < 1024 ? ctx : 1024;
+    if (window < 0) {   /* ppl's default window, on the smaller of both contexts */
+        int wa = model_ppl_window_default(&m.m.cfg), wb = model_ppl_window_default(&ref.m.cfg);
+        window = wa < wb ? wa : wb;
+    }
     if (window > ctx) {
         rc = cli_error("--window: %ld exceeds the context of %d (the smaller of both models)",
                        window, ctx);
