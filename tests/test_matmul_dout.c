@@ -1,11 +1,14 @@
 /* test_matmul_dout.c: a Linear's backward with dout handed over two rows at a
  * time (matmul_dout_*, the lm_head's dlogits) gives the same bits as the same
  * dout as an fp32 matrix through matmul_backward_packed_ws; the path is on only
- * in bf16 on the AVX512-BF16 kernel, and the workspace stays within its estimate. */
+ * in bf16 on the AVX512-BF16 kernel, and the workspace stays within its estimate.
+ * Also the store of one pair row into panels (mm_pairs_scatter_avx512bf16_impl,
+ * behind these packs and the dW packs of x) against a scalar reference. */
 #include <string.h>
 
 #include "qs/cpu.h"
 #include "qs/matmul.h"
+#include "qs/matmul_test.h"
 #include "qs/mem.h"
 #include "test.h"
 
@@ -156,4 +159,63 @@ TEST(matmul_dout, workspace_within_its_estimate)
     float *bufs[] = {x, w, dout, dx, dw};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         qs_free(bufs[i]);
+}
+
+/* bf16 of a finite float, round to nearest even (the scalar reference) */
+static uint16_t ref_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+TEST(matmul_dout, pair_rows_land_in_their_panels_and_nowhere_else)
+{
+    if (cpu_level() < CPU_LEVEL_AVX512BF16)
+        SKIP("CPU has no AVX512-BF16");
+    /* widths: MM_MR (12: vectors straddle two or three panels) and MM_NR (32);
+     * N on and off both grids and the 16-lane vectors */
+    static const int widths[] = {12, 32}, ns[] = {1, 5, 12, 13, 16, 17, 31, 33, 47, 100};
+    enum { MAXN = 100, KP = 3, SENT = 0x5A5A5A5A };
+    float r0[MAXN], r1[MAXN];
+    unsigned seed = 99;
+    for (int c = 0; c < MAXN; c++) {
+        seed = seed * 1664525u + 1013904223u;
+        r0[c] = (float)((int)(seed >> 9) - (1 << 22)) * 1e-5f;
+        seed = seed * 1664525u + 1013904223u;
+        r1[c] = (float)((int)(seed >> 9) - (1 << 22)) * 3e-3f;
+    }
+    for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            for (int mode = 0; mode < 3; mode++) {   /* r1 and rows; r1 only; no r1 */
+                const int W = widths[wi], N = ns[ni], panels = (N + W - 1) / W;
+                const size_t pe = (size_t)(KP + 2) * W;   /* rows past KP stay sentinels */
+                uint32_t dst[(MAXN / 12 + 1) * (KP + 2) * 12 + 64];
+                uint16_t d0[MAXN + 8], d1[MAXN + 8];
+                for (size_t i = 0; i < sizeof dst / sizeof *dst; i++)
+                    dst[i] = SENT;
+                memset(d0, 0x5A, sizeof d0);
+                memset(d1, 0x5A, sizeof d1);
+                const float *hi = mode < 2 ? r1 : NULL;
+                mm_pairs_scatter_avx512bf16_impl(dst, pe, W, KP, r0, hi, N, mode == 0 ? d0 : NULL,
+                                                 mode == 0 ? d1 : NULL);
+                for (size_t i = 0; i < sizeof dst / sizeof *dst; i++) {
+                    size_t p = i / pe, row = i % pe / (size_t)W, col = i % (size_t)W;
+                    size_t c = p * (size_t)W + col;
+                    uint32_t want = SENT;
+                    if ((int)p < panels && row == KP && c < (size_t)N)
+                        want = ref_bf16(r0[c]) | (uint32_t)(hi ? ref_bf16(hi[c]) : 0) << 16;
+                    if (dst[i] != want) {
+                        fprintf(stderr, "    W=%d N=%d mode %d: panel %zu row %zu col %zu: %08x, "
+                                "expected %08x\n", W, N, mode, p, row, col, dst[i], want);
+                        ASSERT_TRUE(0);
+                    }
+                }
+                for (int c = 0; c < MAXN + 8; c++) {
+                    uint16_t w0 = mode == 0 && c < N ? ref_bf16(r0[c]) : 0x5A5A;
+                    uint16_t w1 = mode == 0 && c < N ? ref_bf16(r1[c]) : 0x5A5A;
+                    ASSERT_EQ_INT(d0[c], w0);
+                    ASSERT_EQ_INT(d1[c], w1);
+                }
+            }
 }

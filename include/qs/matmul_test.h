@@ -1,5 +1,6 @@
 /* matmul_test.h: NOT API.  Matmul internals declared for tests and benches
- * (tests/test_matmul_bf16fma.c, tests/test_matmul_gemv.c, tests/bench/bench_matmul.c),
+ * (tests/test_matmul_bf16fma.c, tests/test_matmul_gemv.c, tests/test_matmul_dout.c,
+ * tests/bench/bench_matmul.c),
  * which run both micro-kernels behind the AVX512-BF16 formats on the same data.  Library code
  * outside src/kernels never calls these; names and signatures may change
  * without notice.
@@ -8,6 +9,7 @@
 #define QS_MATMUL_TEST_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Which micro-kernel multiplies bf16 pairs (see src/kernels/matmul_impl.h): -1 =
  * by the CPU (the default), 0 = vdpbf16ps, 1 = the FMA kernel on widened pairs
@@ -33,5 +35,12 @@ int mm_codes_gemv_dp_impl(void);
  * A is split into passes of whole k tiles beyond that); 0 = the default.
  * Call from serial code, between matmul calls. */
 void mm_amx_pass_bytes_force_impl(size_t bytes);
+
+/* Pair row kp of width-W bf16 pair panels panel_elems apart from the rows r0
+ * and r1 (NULL: zeros), columns c < N, and the rows' bf16 into d0 / d1 when
+ * d0 is not NULL (src/kernels/matmul_impl.h; AVX512-BF16 CPUs only). */
+void mm_pairs_scatter_avx512bf16_impl(uint32_t *dst, size_t panel_elems, int W, int kp,
+                                      const float *r0, const float *r1, int N, uint16_t *d0,
+                                      uint16_t *d1);
 
 #endif
