@@ -132,30 +132,59 @@ void mm_bpanel_bf16_t_avx512bf16_impl(uint32_t *dst, const float *w, ptrdiff_t l
 
 enum { MM_SCATTER_PF = 2048 };   /* bytes */
 
+/* The pairs of columns c .. c + 15 (mask m: those < N) of the two rows, the
+ * sources prefetched a fixed distance ahead (this row further on, or for short
+ * rows the next pair's: the rows a pack sweeps follow each other; the hardware
+ * prefetcher alone left the pack of a 1024 x 288 x at 17 GB/s, 75 with these,
+ * Zen 5), and the rows' bf16 into d0 / d1 when d0. */
+static inline __attribute__((always_inline)) __m512i
+mm_pairs_vec(const float *r0, const float *r1, int c, __mmask16 m, uint16_t *d0, uint16_t *d1)
+{
+    _mm_prefetch((const char *)(r0 + c) + MM_SCATTER_PF, _MM_HINT_T0);
+    if (r1)
+        _mm_prefetch((const char *)(r1 + c) + MM_SCATTER_PF, _MM_HINT_T0);
+    __m512i l = mm_bf16_lanes(_mm512_maskz_loadu_ps(m, r0 + c));
+    __m512i h = _mm512_setzero_si512();
+    if (r1)
+        h = mm_bf16_lanes(_mm512_maskz_loadu_ps(m, r1 + c));
+    if (d0) {
+        _mm256_mask_storeu_epi16(d0 + c, m, _mm512_cvtepi32_epi16(l));
+        if (r1)
+            _mm256_mask_storeu_epi16(d1 + c, m, _mm512_cvtepi32_epi16(h));
+    }
+    return _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
+}
+
+/* The 12 pairs in lanes 0-11 of v to a panel row: 48 bytes, two plain stores */
+static inline __attribute__((always_inline)) void mm_store12(uint32_t *dst, __m512i v)
+{
+    _mm256_storeu_si256((__m256i *)dst, _mm512_castsi512_si256(v));
+    _mm_storeu_si128((__m128i *)(dst + 8), _mm512_extracti32x4_epi32(v, 2));
+}
+
 void mm_pairs_scatter_avx512bf16_impl(uint32_t *dst, size_t panel_elems, int W, int kp,
                                       const float *r0, const float *r1, int N, uint16_t *d0,
                                       uint16_t *d1)
 {
-    int p = 0, off = 0;   /* column c = p W + off */
-    for (int c = 0; c < N; c += 16) {
-        /* the sources a fixed distance ahead: this row further on, or for
-         * short rows the next pair's (the rows a pack sweeps follow each
-         * other); the hardware prefetcher alone left the pack of a 1024 x
-         * 288 x at 17 GB/s, 75 with these (Zen 5; 1024 x 768: 16 -> 30) */
-        _mm_prefetch((const char *)(r0 + c) + MM_SCATTER_PF, _MM_HINT_T0);
-        if (r1)
-            _mm_prefetch((const char *)(r1 + c) + MM_SCATTER_PF, _MM_HINT_T0);
-        __mmask16 m = N - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - c)) - 1);
-        __m512i l = mm_bf16_lanes(_mm512_maskz_loadu_ps(m, r0 + c));
-        __m512i h = _mm512_setzero_si512();
-        if (r1)
-            h = mm_bf16_lanes(_mm512_maskz_loadu_ps(m, r1 + c));
-        if (d0) {
-            _mm256_mask_storeu_epi16(d0 + c, m, _mm512_cvtepi32_epi16(l));
-            if (r1)
-                _mm256_mask_storeu_epi16(d1 + c, m, _mm512_cvtepi32_epi16(h));
+    int c = 0, p = 0, off = 0;   /* column c = p W + off */
+    uint32_t *row = dst + (size_t)kp * W;
+    if (W == 12)   /* MM_MR: 48 columns are 4 whole panels, re-dealt in registers */
+        for (; c + 48 <= N; c += 48, p += 4) {
+            __m512i v0 = mm_pairs_vec(r0, r1, c, 0xFFFF, d0, d1);
+            __m512i v1 = mm_pairs_vec(r0, r1, c + 16, 0xFFFF, d0, d1);
+            __m512i v2 = mm_pairs_vec(r0, r1, c + 32, 0xFFFF, d0, d1);
+            const __m512i i1 = _mm512_setr_epi32(12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+                                                 0, 0, 0, 0);
+            const __m512i i2 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 0,
+                                                 0, 0, 0);
+            mm_store12(row + (size_t)p * panel_elems, v0);
+            mm_store12(row + (size_t)(p + 1) * panel_elems, _mm512_permutex2var_epi32(v0, i1, v1));
+            mm_store12(row + (size_t)(p + 2) * panel_elems, _mm512_permutex2var_epi32(v1, i2, v2));
+            mm_store12(row + (size_t)(p + 3) * panel_elems, _mm512_alignr_epi32(v2, v2, 4));
         }
-        __m512i v = _mm512_or_si512(l, _mm512_slli_epi32(h, 16));
+    for (; c < N; c += 16) {
+        __mmask16 m = N - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - c)) - 1);
+        __m512i v = mm_pairs_vec(r0, r1, c, m, d0, d1);
         /* the panels these 16 columns fall in (one when W is a multiple of
          * 16, up to three at MM_MR), from column c = p W + off on: lane i
          * (column c + i) goes to offset off + i - lane0 of panel p + (the
@@ -166,8 +195,7 @@ void mm_pairs_scatter_avx512bf16_impl(uint32_t *dst, size_t panel_elems, int W, 
         while (lane0 < n) {
             int k = W - o < n - lane0 ? W - o : n - lane0;
             __mmask16 in = (__mmask16)(((1u << k) - 1u) << lane0);
-            _mm512_mask_storeu_epi32(dst + (size_t)pp * panel_elems + (size_t)kp * W + o - lane0,
-                                     in, v);
+            _mm512_mask_storeu_epi32(row + (size_t)pp * panel_elems + o - lane0, in, v);
             lane0 += k;
             pp++;
             o = 0;
