@@ -91,6 +91,12 @@ void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n)
     }
 }
 
+/* Bytes ahead of each row of w that mm_bpanel_bf16_t16 prefetches: 32 rows
+ * are read side by side, more streams than the hardware prefetcher follows.
+ * The whole w^T pack from memory on 2 Zen 5 cores, alternating: 32000 x 768
+ * 6.2-6.9 ms -> 3.1-3.4 (512 bytes: 3.9-5.3), 32000 x 288 3.5-3.7 -> 1.3-2.1. */
+enum { MM_BPANEL_T_PF = 256 };
+
 /* 16 columns of a bf16 B panel from 16 rows of w (B = w^T), pairs p0 ..
  * p0 + np - 1: each row's 32 floats become 16 pairs in one vector (the bf16
  * of k even in the low half), then a 16 x 16 transpose puts pair p of the 16
@@ -107,6 +113,10 @@ mm_bpanel_bf16_t16(uint32_t *dst, const float *w, ptrdiff_t ld, int nj, int p0, 
             continue;
         }
         const float *s = w + (ptrdiff_t)j * ld + 2 * p0;
+        /* this row's 32 k two steps ahead (two lines; past the row's end they
+         * land in the next row, which a later panel reads) */
+        _mm_prefetch((const char *)s + MM_BPANEL_T_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)s + MM_BPANEL_T_PF + 64, _MM_HINT_T0);
         __m256i lo = _mm512_cvtepi32_epi16(mm_bf16_lanes(_mm512_maskz_loadu_ps(m0, s)));
         __m256i hi = _mm512_cvtepi32_epi16(mm_bf16_lanes(_mm512_maskz_loadu_ps(m1, s + 16)));
         r[j] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
