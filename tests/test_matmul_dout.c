@@ -197,8 +197,8 @@ TEST(matmul_dout, pair_rows_land_in_their_panels_and_nowhere_else)
                 memset(d0, 0x5A, sizeof d0);
                 memset(d1, 0x5A, sizeof d1);
                 const float *hi = mode < 2 ? r1 : NULL;
-                mm_pairs_scatter_avx512bf16_impl(dst, pe, W, KP, r0, hi, N, mode == 0 ? d0 : NULL,
-                                                 mode == 0 ? d1 : NULL);
+                mm_pairs_scatter_avx512bf16_impl(dst, pe, W, KP, r0, hi, N, 0,
+                                                 mode == 0 ? d0 : NULL, mode == 0 ? d1 : NULL);
                 for (size_t i = 0; i < sizeof dst / sizeof *dst; i++) {
                     size_t p = i / pe, row = i % pe / (size_t)W, col = i % (size_t)W;
                     size_t c = p * (size_t)W + col;

@@ -37,10 +37,11 @@ int mm_codes_gemv_dp_impl(void);
 void mm_amx_pass_bytes_force_impl(size_t bytes);
 
 /* Pair row kp of width-W bf16 pair panels panel_elems apart from the rows r0
- * and r1 (NULL: zeros), columns c < N, and the rows' bf16 into d0 / d1 when
+ * and r1 (NULL: zeros), columns c < N (next: prefetch distance in floats, or 0),
+ * and the rows' bf16 into d0 / d1 when
  * d0 is not NULL (src/kernels/matmul_impl.h; AVX512-BF16 CPUs only). */
 void mm_pairs_scatter_avx512bf16_impl(uint32_t *dst, size_t panel_elems, int W, int kp,
-                                      const float *r0, const float *r1, int N, uint16_t *d0,
-                                      uint16_t *d1);
+                                      const float *r0, const float *r1, int N, ptrdiff_t next,
+                                      uint16_t *d0, uint16_t *d1);
 
 #endif

@@ -140,19 +140,19 @@ void mm_bpanel_bf16_t_avx512bf16_impl(uint32_t *dst, const float *w, ptrdiff_t l
     }
 }
 
-enum { MM_SCATTER_PF = 2048 };   /* bytes */
-
-/* The pairs of columns c .. c + 15 (mask m: those < N) of the two rows, the
- * sources prefetched a fixed distance ahead (this row further on, or for short
- * rows the next pair's: the rows a pack sweeps follow each other; the hardware
- * prefetcher alone left the pack of a 1024 x 288 x at 17 GB/s, 75 with these,
- * Zen 5), and the rows' bf16 into d0 / d1 when d0. */
+/* The pairs of columns c .. c + 15 (mask m: those < N) of the two rows, and
+ * the rows' bf16 into d0 / d1 when d0; next (floats, 0: none): the same
+ * columns of the rows that many floats on are prefetched (the next pair's, for
+ * a pack sweeping the rows: a whole pair of rows of lead). */
 static inline __attribute__((always_inline)) __m512i
-mm_pairs_vec(const float *r0, const float *r1, int c, __mmask16 m, uint16_t *d0, uint16_t *d1)
+mm_pairs_vec(const float *r0, const float *r1, int c, __mmask16 m, ptrdiff_t next, uint16_t *d0,
+             uint16_t *d1)
 {
-    _mm_prefetch((const char *)(r0 + c) + MM_SCATTER_PF, _MM_HINT_T0);
-    if (r1)
-        _mm_prefetch((const char *)(r1 + c) + MM_SCATTER_PF, _MM_HINT_T0);
+    if (next) {
+        _mm_prefetch((const char *)(r0 + next + c), _MM_HINT_T0);
+        if (r1)
+            _mm_prefetch((const char *)(r1 + next + c), _MM_HINT_T0);
+    }
     __m512i l = mm_bf16_lanes(_mm512_maskz_loadu_ps(m, r0 + c));
     __m512i h = _mm512_setzero_si512();
     if (r1)
@@ -173,16 +173,16 @@ static inline __attribute__((always_inline)) void mm_store12(uint32_t *dst, __m5
 }
 
 void mm_pairs_scatter_avx512bf16_impl(uint32_t *dst, size_t panel_elems, int W, int kp,
-                                      const float *r0, const float *r1, int N, uint16_t *d0,
-                                      uint16_t *d1)
+                                      const float *r0, const float *r1, int N, ptrdiff_t next,
+                                      uint16_t *d0, uint16_t *d1)
 {
     int c = 0, p = 0, off = 0;   /* column c = p W + off */
     uint32_t *row = dst + (size_t)kp * W;
     if (W == 12)   /* MM_MR: 48 columns are 4 whole panels, re-dealt in registers */
         for (; c + 48 <= N; c += 48, p += 4) {
-            __m512i v0 = mm_pairs_vec(r0, r1, c, 0xFFFF, d0, d1);
-            __m512i v1 = mm_pairs_vec(r0, r1, c + 16, 0xFFFF, d0, d1);
-            __m512i v2 = mm_pairs_vec(r0, r1, c + 32, 0xFFFF, d0, d1);
+            __m512i v0 = mm_pairs_vec(r0, r1, c, 0xFFFF, next, d0, d1);
+            __m512i v1 = mm_pairs_vec(r0, r1, c + 16, 0xFFFF, next, d0, d1);
+            __m512i v2 = mm_pairs_vec(r0, r1, c + 32, 0xFFFF, next, d0, d1);
             const __m512i i1 = _mm512_setr_epi32(12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
                                                  0, 0, 0, 0);
             const __m512i i2 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 0,
@@ -194,7 +194,11 @@ void mm_pairs_scatter_avx512bf16_impl(uint32_t *dst, size_t panel_elems, int W, 
         }
     for (; c < N; c += 16) {
         __mmask16 m = N - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (N - c)) - 1);
-        __m512i v = mm_pairs_vec(r0, r1, c, m, d0, d1);
+        __m512i v = mm_pairs_vec(r0, r1, c, m, next, d0, d1);
+        /* the destination two pair rows on, where this panel's stores go next:
+         * a pack's panels are as many write streams (64 at 2048 columns; the
+         * pack of 768 x 2048 went from 330 to 220 us with it) */
+        _mm_prefetch((const char *)(row + (size_t)p * panel_elems + off + 2 * W), _MM_HINT_T0);
         /* the panels these 16 columns fall in (one when W is a multiple of
          * 16, up to three at MM_MR), from column c = p W + off on: lane i
          * (column c + i) goes to offset off + i - lane0 of panel p + (the

@@ -266,12 +266,13 @@ void mm_bf16_row_avx512bf16_impl(uint16_t *dst, const float *src, int n);
 void mm_bpanel_bf16_t_avx512bf16_impl(uint32_t *dst, const float *w, ptrdiff_t ld, int nj, int K);
 /* Pair row kp of width-W panels panel_elems apart, from two source rows:
  * dst[(c / W) * panel_elems + kp * W + c % W] = pair(bf16(r0[c]), bf16(r1 ? r1[c]
- * : 0)) for c < N, stored from the registers (columns >= N untouched); d0 (and
- * d1 when r1) non-NULL: the rows' bf16 too, d0[c] = bf16(r0[c]) (each value
- * converted once). */
+ * : 0)) for c < N, stored from the registers (columns >= N untouched); next
+ * (floats, 0: none): the rows that far on are prefetched (a pack sweeping its
+ * rows: the next pair's); d0 (and d1 when r1) non-NULL: the rows' bf16 too,
+ * d0[c] = bf16(r0[c]) (each value converted once). */
 void mm_pairs_scatter_avx512bf16_impl(uint32_t *dst, size_t panel_elems, int W, int kp,
-                                      const float *r0, const float *r1, int N, uint16_t *d0,
-                                      uint16_t *d1);
+                                      const float *r0, const float *r1, int N, ptrdiff_t next,
+                                      uint16_t *d0, uint16_t *d1);
 
 /* Reusable memory for packs of operands that are not weights (dW's x, or w in
  * calls without a wpack); the public matmul_ws.  Keeping it between calls avoids

@@ -127,7 +127,8 @@ static void mm_pack_bf16_rowsweep(uint32_t *dst, size_t panel_elems, int W, mm_v
     for (int kp = 0; kp < kp_n; kp++) {
         const float *r0 = b.p + (ptrdiff_t)(2 * kp) * b.rs;
         mm_pairs_scatter_avx512bf16_impl(dst, panel_elems, W, kp, r0,
-                                         2 * kp + 1 < K ? r0 + b.rs : NULL, N, NULL, NULL);
+                                         2 * kp + 1 < K ? r0 + b.rs : NULL, N,
+                                         2 * kp + 3 < K ? 2 * b.rs : 0, NULL, NULL);
     }
 }
 
@@ -244,7 +245,7 @@ void mm_dout_store_impl(mm_bpack *rows, mm_bpack *pairs, int n0, const float *r0
     uint16_t *d0 = (uint16_t *)((uint32_t *)rows->data + (size_t)n0 * rows->row_pairs);
     uint16_t *d1 = d0 + 2 * rows->row_pairs;
     mm_pairs_scatter_avx512bf16_impl(pairs->data, pairs->panel_elems, MM_MR, n0 / 2, r0, r1, O,
-                                     d0, r1 ? d1 : NULL);
+                                     0, d0, r1 ? d1 : NULL);
     if (O & 1) {
         d0[O] = 0;
         if (r1)
