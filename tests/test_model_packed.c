@@ -11,6 +11,8 @@
 
 #include "qs/cpu.h"
 #include "qs/evalquant.h"
+#include "qs/fileio.h"
+#include "qs/hfconfig.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
@@ -124,6 +126,47 @@ TEST(model_packed, bf16_untied_subnormal_and_nan_checkpoints)
     ASSERT_EQ_INT(model_load_dir(&bad, dir, &d2), QS_ENAN);
     ASSERT_EQ_STR(d.msg, d2.msg);
     ASSERT_TRUE(strstr(d.msg, "model.layers.1.mlp.up_proj.weight") != NULL);
+    model_free(&m);
+}
+
+/* The scan of a bf16 tensor for NaN / Inf / subnormals runs on all threads
+ * past 2^20 elements: a 20000 x 64 embedding (1.28 M) with the odd value in
+ * its last element, where a split of the work would put it in the last
+ * thread's share. */
+TEST(model_packed, bf16_scan_of_a_large_tensor_finds_its_last_element)
+{
+    char dir[600], path[700], js[600];
+    qs_diag d = {0};
+    snprintf(dir, sizeof dir, "%s/packed_bf16_large", test_tmp_dir());
+    int n = snprintf(js, sizeof js,
+                     "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\","
+                     "\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":1,"
+                     "\"num_attention_heads\":4,\"num_key_value_heads\":4,\"vocab_size\":20000,"
+                     "\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5,"
+                     "\"tie_word_embeddings\":true}");
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, &d), &d);
+    llama_config c;
+    llama_model m, pk;
+    ASSERT_OK(hfconfig_load(&c, dir, &d), &d);
+    ASSERT_OK(model_init(&m, &c, &d), &d);
+    model_params_randomize(&m, 7, 0.02f);
+    size_t last = (size_t)c.vocab_size * c.dim - 1;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    for (int k = 0; k < 3; k++) {   /* plain, subnormal, NaN */
+        m.w.wte[last] = k == 0 ? 0.01f : k == 1 ? 1e-39f : NAN;
+        ASSERT_OK(model_save_safetensors(&m, path, SAFETENSORS_BF16, &d), &d);
+        int rc = model_load_packed(&pk, dir, MATMUL_BF16, &d);
+        if (k == 2) {
+            ASSERT_EQ_INT(rc, QS_ENAN);
+            ASSERT_TRUE(strstr(d.msg, "element 1279999 is NaN") != NULL);
+            continue;
+        }
+        ASSERT_OK(rc, &d);
+        ASSERT_EQ_INT(pk.weights_packed, k == 0);   /* a subnormal: the exact fallback */
+        model_free(&pk);
+    }
     model_free(&m);
 }
 

@@ -41,17 +41,33 @@
 enum { MODEL_PACKED_INEXACT = 1 };   /* internal: take the model_load_dir route */
 
 /* BF16 bits of t: QS_ENAN naming the first NaN/Inf (as safetensors_tensor_to_f32
- * words it), else 1 when a subnormal value is present, else 0. */
+ * words it), else 1 when a subnormal value is present, else 0.  The pass over
+ * every weight runs on all threads, vectorized (one compare per element into
+ * two OR-reductions): at one byte pair per step on one thread it was ~1.2 s of
+ * the 1B checkpoint's 4 s load. */
 static int model_bf16_scan(const safetensors_tensor *t, const char *file, qs_diag *d)
 {
     const unsigned char *p = t->data;
+    const size_t n = t->n_elems;
     unsigned any_max = 0, any_sub = 0;
-    for (size_t i = 0; i < t->n_elems; i++) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint16_t *w = (const uint16_t *)(const void *)p;   /* 2-aligned: the caller checks */
+#ifdef _OPENMP
+#pragma omp parallel for simd schedule(static) reduction(| : any_max, any_sub) if (n > (1u << 20))
+#endif
+    for (size_t i = 0; i < n; i++) {
+        unsigned h = w[i], e = h & 0x7F80u;
+        any_max |= e == 0x7F80u;
+        any_sub |= (e == 0) & ((h & 0x7Fu) != 0);
+    }
+#else
+    for (size_t i = 0; i < n; i++) {
         unsigned h = (unsigned)p[2 * i] | (unsigned)p[2 * i + 1] << 8, e = h & 0x7F80u;
         any_max |= e == 0x7F80u;
         any_sub |= e == 0 && (h & 0x7Fu);
     }
-    for (size_t i = 0; any_max && i < t->n_elems; i++) {
+#endif
+    for (size_t i = 0; any_max && i < n; i++) {
         unsigned h = (unsigned)p[2 * i] | (unsigned)p[2 * i + 1] << 8;
         if ((h & 0x7F80u) == 0x7F80u)
             return diag_set(d, QS_ENAN, file, -1, "tensor '%s': element %zu is %s", t->name, i,
@@ -87,7 +103,14 @@ static int model_pack_tensor(const safetensors_tensor *t, int IN, int O, int pre
         return MODEL_PACKED_INEXACT;   /* F32/F16 values would be rounded by a bf16 pack */
     } else if (t->dtype == SAFETENSORS_F32 && ((uintptr_t)t->data & 3) == 0) {
         const float *w = (const float *)(const void *)t->data;
-        for (size_t i = 0; i < t->n_elems; i++)
+        const size_t n = t->n_elems;
+        unsigned bad = 0;   /* NaN or Inf anywhere (all threads), then the first one */
+#ifdef _OPENMP
+#pragma omp parallel for simd schedule(static) reduction(| : bad) if (n > (1u << 20))
+#endif
+        for (size_t i = 0; i < n; i++)
+            bad |= w[i] - w[i] != 0.0f;
+        for (size_t i = 0; bad && i < n; i++)
             if (w[i] - w[i] != 0.0f)   /* NaN or Inf, worded as safetensors_tensor_to_f32 */
                 return diag_set(d, QS_ENAN, file, -1, "tensor '%s': element %zu is %s", t->name,
                                 i, w[i] != w[i] ? "NaN" : "Inf");
