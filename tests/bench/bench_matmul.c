@@ -9,7 +9,7 @@
  * fraction of the reference peak (2 Zen 5 cores: fp32 FMA ~445 GFLOP/s,
  * AVX512-BF16 ~890 GFLOP/s).  Every path is first checked against sgemm (exit 1
  * on a mismatch), as a kernel that is fast but wrong must not print a figure.
- * Usage: bench_matmul [REPS] [small|large|all|1b|NAME] [cpu1]
+ * Usage: bench_matmul [REPS] [small|large|all|1b|NAME] [cpu1] [rounds=R]
  *   all = small + large (the 110M-class shapes, N = 2048).
  *   1b: the 1B model's Linears (hidden 1536, intermediate 6144, vocab 153376) at
  *     N = 64 and 512, packed paths only (the unpacked ones would re-pack up to
@@ -19,6 +19,12 @@
  *   NAME: the shapes whose name starts with it ("1b down", "d768 head").
  *   cpu1: one thread timed by its own CPU time (robust on a busy machine);
  *     percentages are then of one core's peak (half of the above).
+ * rounds=R (default 3 for 1b, else 1): every shape is timed R times, one round
+ *   over all the chosen shapes after another, and each line prints the median
+ *   of the rounds (then the rounds of fp32-pk | bf16-pk in brackets).  The
+ *   host is shared: a burst of another tenant's load lasting a few seconds
+ *   used to fall on every sample of the cells it overlapped (their sgemm too);
+ *   across rounds minutes apart it falls on one round of a cell.
  * amx-pk: the opt-in MATMUL_BF16_AMX products (AMX tiles; another summation
  *   order than bf16, matmul.h) on a pack made once, forward and backward, "-"
  *   without AMX; amx/b16 is its ratio to bf16-pk in the same run, and on the 1B
@@ -218,6 +224,85 @@ static float *rand_buf(size_t n, unsigned *seed)
     return p;
 }
 
+/* Rounds over all the chosen shapes (argument "rounds=R"; default 3 for the
+ * 1B group, whose lines judge targets, else 1). */
+enum { MAX_ROUNDS = 9 };
+
+static double median_of(const double *v, int n)
+{
+    double t[MAX_ROUNDS];
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static int shape_wanted(const bench_shape *s, const char *which)
+{
+    return !strcmp(which, "1b")      ? s->group == GROUP_1B
+           : !strcmp(which, "small") ? s->group == GROUP_SMALL
+           : !strcmp(which, "large") ? s->group == GROUP_LARGE
+           : !strcmp(which, "all")   ? s->group != GROUP_1B
+                                     : !strncmp(s->name, which, strlen(which));
+}
+
+static void bufs_free(bench_bufs *b)
+{
+    matmul_wpack_destroy(b->pk32);
+    matmul_wpack_destroy(b->pk16);
+    matmul_wpack_destroy(b->pkamx);
+    matmul_ws_destroy(b->ws);
+    qs_free(b->x);
+    qs_free(b->w);
+    qs_free(b->dout);
+    qs_free(b->out);
+    qs_free(b->dx);
+    qs_free(b->dw);
+}
+
+/* One round of a shape: its operands made and packed, every path of every op
+ * checked against sgemm (check: the first round) and timed into
+ * g[op][path][round].  0, or 1 after a message. */
+static int time_shape(const bench_shape *s, int si, int reps, int round, int check,
+                      double g[3][PATH_COUNT][MAX_ROUNDS])
+{
+    unsigned seed = 1234u + (unsigned)si;
+    bench_bufs b = {0};
+    size_t nx = (size_t)s->N * s->IN, nw = (size_t)s->O * s->IN, no = (size_t)s->N * s->O;
+    b.x = rand_buf(nx, &seed);
+    b.w = rand_buf(nw, &seed);
+    b.dout = rand_buf(no, &seed);
+    b.out = rand_buf(no, &seed);
+    b.dx = rand_buf(nx, &seed);
+    b.dw = rand_buf(nw, &seed);
+    b.pk32 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_FP32);
+    b.pk16 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_BF16);
+    if (cpu_amx_bf16())   /* a training pack: forward and backward forms */
+        b.pkamx = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_BF16_AMX);
+    b.ws = matmul_ws_create();
+    size_t nmax = nx > nw ? nx : nw;
+    float *ref = check ? qs_malloc((nmax > no ? nmax : no) * sizeof *ref) : NULL;
+    if (!b.ws || !b.x || !b.w || !b.dout || !b.out || !b.dx || !b.dw || !b.pk32 || !b.pk16 ||
+        (cpu_amx_bf16() && !b.pkamx) || (check && !ref)) {
+        fprintf(stderr, "bench_matmul: out of memory for %s\n", s->name);
+        return 1;
+    }
+    int rc = 0;
+    for (int op = OP_FWD; op <= OP_DW && !rc; op++) {
+        if (check && check_paths(s, op, &b, ref) != 0) {
+            rc = 1;
+            break;
+        }
+        for (int p = 0; p < PATH_COUNT; p++) {
+            if (p <= PATH_FP32_PK)
+                bench_settle();
+            g[op][p][round] = median_gflops(s, op, p, &b, reps);
+        }
+    }
+    qs_free(ref);
+    bufs_free(&b);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int reps = argc > 1 ? atoi(argv[1]) : 5;
@@ -241,7 +326,20 @@ int main(int argc, char **argv)
     if (dot)
         mm_bf16_fma_force_impl(!strcmp(dot, "fma"));
     double peak32 = PEAK_FP32_GFLOPS, peak16 = PEAK_BF16_GFLOPS;
-    if (argc > 3 && !strcmp(argv[3], "cpu1")) {
+    int cpu1 = 0, rounds = !strcmp(which, "1b") ? 3 : 1;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "cpu1"))
+            cpu1 = 1;
+        else if (!strncmp(argv[i], "rounds=", 7) && atoi(argv[i] + 7) >= 1 &&
+                 atoi(argv[i] + 7) <= MAX_ROUNDS)
+            rounds = atoi(argv[i] + 7);
+        else {
+            fprintf(stderr, "bench_matmul: expected cpu1 or rounds=1..%d, got '%s'\n", MAX_ROUNDS,
+                    argv[i]);
+            return 2;
+        }
+    }
+    if (cpu1) {
         bench_cpu1 = 1;
         openblas_set_num_threads(1);
 #ifdef _OPENMP
@@ -253,9 +351,10 @@ int main(int argc, char **argv)
     }
     double load[1] = {-1.0};
     getloadavg(load, 1); /* the machine is shared: say how busy it was */
-    printf("bench_matmul: cpu %s, %d reps, medians in GFLOP/s; ratios vs sgemm of the same run; "
+    printf("bench_matmul: cpu %s, %d reps, medians in GFLOP/s (of %d round%s over the shapes; "
+           "each round takes the median of its reps); ratios vs sgemm of the same run; "
            "load average %.1f\n",
-           cpu_describe(), reps, load[0]);
+           cpu_describe(), reps, rounds, rounds > 1 ? "s" : "", load[0]);
     printf("bench_matmul: bf16 pairs on %s; sgemm on OpenBLAS core %s\n",
            cpu_level() < CPU_LEVEL_AVX512BF16 ? "the fp32 fallback (no AVX512-BF16)"
            : mm_bf16_fma_impl()               ? "the FMA kernel (widened, FTZ/DAZ)"
@@ -264,51 +363,33 @@ int main(int argc, char **argv)
     printf("%-12s %-3s %7s %7s %7s %7s %7s %7s  %8s %8s %6s %6s %8s\n", "shape", "op",
            path_names[0], path_names[1], path_names[2], path_names[3], path_names[4],
            path_names[5], "fp32/sg", "bf16/sg", "%pk32", "%pk16", "amx/b16");
+    /* g[shape][op][path][round]: every round times each cell once (REPS calls,
+     * their median), so a burst of the shared host's load lands in one round
+     * of a cell, not in all its samples; the line is the median over rounds. */
+    static double g_all[sizeof shapes / sizeof shapes[0]][3][PATH_COUNT][MAX_ROUNDS];
+    for (int round = 0; round < rounds; round++) {
+        for (int si = 0; si < n_shapes; si++) {
+            const bench_shape *s = &shapes[si];
+            if (!shape_wanted(s, which))
+                continue;
+            if (time_shape(s, si, reps, round, round == 0, g_all[si]) != 0)
+                return 1;
+        }
+        if (rounds > 1) {
+            printf("bench_matmul: round %d of %d done\n", round + 1, rounds);
+            fflush(stdout);
+        }
+    }
+    static const char *const op_names[] = {"fwd", "dX", "dW"};
     int n_pass = 0, n_miss = 0, n_pass_amx = 0, n_miss_amx = 0;
     for (int si = 0; si < n_shapes; si++) {
         const bench_shape *s = &shapes[si];
-        int want = !strcmp(which, "1b")      ? s->group == GROUP_1B
-                   : !strcmp(which, "small") ? s->group == GROUP_SMALL
-                   : !strcmp(which, "large") ? s->group == GROUP_LARGE
-                   : !strcmp(which, "all")   ? s->group != GROUP_1B
-                                             : !strncmp(s->name, which, strlen(which));
-        if (!want)
+        if (!shape_wanted(s, which))
             continue;
-        unsigned seed = 1234u + (unsigned)si;
-        bench_bufs b = {0};
-        size_t nx = (size_t)s->N * s->IN, nw = (size_t)s->O * s->IN, no = (size_t)s->N * s->O;
-        b.x = rand_buf(nx, &seed);
-        b.w = rand_buf(nw, &seed);
-        b.dout = rand_buf(no, &seed);
-        b.out = rand_buf(no, &seed);
-        b.dx = rand_buf(nx, &seed);
-        b.dw = rand_buf(nw, &seed);
-        b.pk32 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_FP32);
-        b.pk16 = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_BF16);
-        if (cpu_amx_bf16())   /* a training pack: forward and backward forms */
-            b.pkamx = matmul_wpack_create(b.w, s->IN, s->O, MATMUL_BF16_AMX);
-        b.ws = matmul_ws_create();
-        if (!b.ws || !b.x || !b.w || !b.dout || !b.out || !b.dx || !b.dw || !b.pk32 || !b.pk16 ||
-            (cpu_amx_bf16() && !b.pkamx)) {
-            fprintf(stderr, "bench_matmul: out of memory for %s\n", s->name);
-            return 2;
-        }
-        static const char *const op_names[] = {"fwd", "dX", "dW"};
-        size_t nmax = nx > nw ? nx : nw;
-        float *ref = qs_malloc((nmax > no ? nmax : no) * sizeof *ref);
-        if (!ref) {
-            fprintf(stderr, "bench_matmul: out of memory for %s\n", s->name);
-            return 2;
-        }
         for (int op = OP_FWD; op <= OP_DW; op++) {
-            if (check_paths(s, op, &b, ref) != 0)
-                return 1;
             double g[PATH_COUNT] = {0};
-            for (int p = 0; p < PATH_COUNT; p++) {
-                if (p <= PATH_FP32_PK)
-                    bench_settle();
-                g[p] = median_gflops(s, op, p, &b, reps);
-            }
+            for (int p = 0; p < PATH_COUNT; p++)
+                g[p] = median_of(g_all[si][op][p], rounds);
             double best32 = g[PATH_FP32_PK] > g[PATH_FP32] ? g[PATH_FP32_PK] : g[PATH_FP32];
             double best16 = g[PATH_BF16_PK] > g[PATH_BF16] ? g[PATH_BF16_PK] : g[PATH_BF16];
             printf("%-12s %-3s %7.1f", s->name, op_names[op], g[0]);
@@ -336,20 +417,17 @@ int main(int argc, char **argv)
                     n_miss_amx += !okamx;
                 }
             }
+            if (rounds > 1) {   /* the rounds of the judged (packed) paths */
+                printf("  [");
+                for (int r = 0; r < rounds; r++)
+                    printf("%s%.0f", r ? " " : "", g_all[si][op][PATH_FP32_PK][r]);
+                printf(" | ");
+                for (int r = 0; r < rounds; r++)
+                    printf("%s%.0f", r ? " " : "", g_all[si][op][PATH_BF16_PK][r]);
+                printf("]");
+            }
             printf("\n");
-            fflush(stdout);
         }
-        qs_free(ref);
-        matmul_wpack_destroy(b.pk32);
-        matmul_wpack_destroy(b.pk16);
-        matmul_wpack_destroy(b.pkamx);
-        matmul_ws_destroy(b.ws);
-        qs_free(b.x);
-        qs_free(b.w);
-        qs_free(b.dout);
-        qs_free(b.out);
-        qs_free(b.dx);
-        qs_free(b.dw);
     }
     if (n_pass + n_miss)
         printf("bench_matmul: 1B targets (>= %.0f%% of peak): %d PASS, %d MISS (fp32-pk, bf16-pk)"
