@@ -14,6 +14,9 @@ float rmsnorm_row_avx512_impl(float *out, float *sum, const float *a, const floa
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
     for (int c = 0; c < C; c += 16) {
         __mmask16 m = C - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (C - c)) - 1);
+        _mm_prefetch((const char *)(a + c) + LAYER_STREAM_PF, _MM_HINT_T0);
+        if (b)
+            _mm_prefetch((const char *)(b + c) + LAYER_STREAM_PF, _MM_HINT_T0);
         __m512 x = _mm512_maskz_loadu_ps(m, a + c);
         if (b) {
             x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, b + c));

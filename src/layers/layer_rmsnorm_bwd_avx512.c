@@ -36,12 +36,16 @@ static inline __m512d hi_pd(__m512 v)
 }
 
 /* sum_c ((double)g[c] * w[c]) * x[c]: lanes 0-7 and 8-15 of every 16 floats in
- * two accumulators, then one reduction (as rmsnorm_row_avx512_impl). */
-static double bwd_dot(const float *g, const float *x, const float *w, int C)
+ * two accumulators, then one reduction (as rmsnorm_row_avx512_impl); the
+ * streams of g, x and dx prefetched for this pass and the next. */
+static double bwd_dot(const float *g, const float *x, const float *w, const float *dx, int C)
 {
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
     for (int c = 0; c < C; c += 16) {
         __mmask16 m = tail_mask(C - c);
+        _mm_prefetch((const char *)(g + c) + LAYER_STREAM_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)(x + c) + LAYER_STREAM_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)(dx + c) + LAYER_STREAM_PF, _MM_HINT_T0);
         __m512 gv = _mm512_maskz_loadu_ps(m, g + c), wv = _mm512_maskz_loadu_ps(m, w + c);
         __m512 xv = _mm512_maskz_loadu_ps(m, x + c);
         s0 = _mm512_add_pd(s0, _mm512_mul_pd(_mm512_mul_pd(lo_pd(gv), lo_pd(wv)), lo_pd(xv)));
@@ -53,7 +57,7 @@ static double bwd_dot(const float *g, const float *x, const float *w, int C)
 void rmsnorm_bwd_row_avx512_impl(float *dx, const float *g, const float *x, const float *w,
                                  float r, int C)
 {
-    double dot = bwd_dot(g, x, w, C);
+    double dot = bwd_dot(g, x, w, dx, C);
     float k = (float)(dot * r * r * r / C);
     const __m512 rv = _mm512_set1_ps(r), kv = _mm512_set1_ps(k);
     for (int c = 0; c < C; c += 16) {
