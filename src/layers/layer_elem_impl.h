@@ -10,10 +10,11 @@
 
 /* Bytes ahead that the element-wise passes prefetch each of their input
  * streams: their [N, C] activations come from memory (a training step's
- * backward reads what the forward wrote long before), and on the Zen 5 VMs
- * these were measured on the hardware prefetcher alone kept a plain 2 GB read
- * at 22-56 GB/s against 65 with software prefetch 2 KB ahead.  Rows follow
- * each other, so near a row's end this reaches into the next one. */
+ * backward reads what the forward wrote long before).  On the Zen 5 VMs they
+ * were measured on, the hardware prefetcher alone kept a plain 2 GB read at
+ * 22-56 GB/s, against 65 with software prefetch 2 KB ahead.  Rows follow each
+ * other, so near a row's end this reaches into the next one (the logits rows
+ * of layer_xent_avx512.c too). */
 enum { LAYER_STREAM_PF = 2048 };
 
 /* One row of C: with b != NULL first sum[c] = a[c] + b[c] (sum may alias a),

@@ -4,22 +4,23 @@
 #include <math.h>
 
 #include "layer_bwd_impl.h"
+#include "layer_elem_impl.h"
 #include "../kernels/simd_exp_avx512_impl.h"
 
-/* Bytes ahead of a pass over a row of logits from memory prefetched into L1.
- * The rows ([N, V] fp32: 131 MB at 1024 x 32000) come from DRAM; the hardware
- * prefetcher alone kept the backward's one-pass exp loop at ~12 GB/s.  With it,
- * xent_backward_pairs with the forward's statistics went from 9.0-12.4 ms to
- * 3.2-4.0 ms at 1024 x 32000 on 2 Zen 5 cores (1024 and 4096 bytes: the same);
- * the max pass from 2.8 to 2.5 ms.  The values are untouched. */
-enum { XENT_PF = 2048 };
+/* The passes over rows of logits from memory prefetch LAYER_STREAM_PF bytes
+ * ahead (layer_elem_impl.h).  The rows ([N, V] fp32: 131 MB at 1024 x 32000)
+ * come from DRAM; the hardware prefetcher alone kept the backward's one-pass
+ * exp loop at ~12 GB/s.  With it, xent_backward_pairs with the forward's
+ * statistics went from 9.0-12.4 ms to 3.2-4.0 ms at 1024 x 32000 on 2 Zen 5
+ * cores (1024 and 4096 bytes: the same); the max pass from 2.8 to 2.5 ms.  The
+ * values are untouched. */
 
 static float xent_row_max(const float *l, int V)
 {
     int v = 0;
     __m512 vmx = _mm512_set1_ps(l[0]);
     for (; v + 16 <= V; v += 16) {
-        _mm_prefetch((const char *)(l + v) + XENT_PF, _MM_HINT_T0);
+        _mm_prefetch((const char *)(l + v) + LAYER_STREAM_PF, _MM_HINT_T0);
         vmx = _mm512_max_ps(vmx, _mm512_loadu_ps(l + v));
     }
     float mx = _mm512_reduce_max_ps(vmx);
@@ -62,7 +63,7 @@ void xent_backward_row_avx512_impl(float *g, const float *l, int V, int32_t tg, 
         __m512 bmx = _mm512_set1_ps(mx), binv = _mm512_set1_ps((float)(1.0 / sum));
         for (int v = 0; v < V; v += 16) {
             __mmask16 k = V - v >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (V - v)) - 1u);
-            _mm_prefetch((const char *)(l + v) + XENT_PF, _MM_HINT_T0);
+            _mm_prefetch((const char *)(l + v) + LAYER_STREAM_PF, _MM_HINT_T0);
             __m512 e = simd_exp512_impl(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, l + v), bmx));
             _mm512_mask_storeu_ps(g + v, k, _mm512_mul_ps(_mm512_mul_ps(e, binv), bsc));
         }

@@ -284,6 +284,8 @@ static int time_shape(const bench_shape *s, int si, int reps, int round, int che
     if (!b.ws || !b.x || !b.w || !b.dout || !b.out || !b.dx || !b.dw || !b.pk32 || !b.pk16 ||
         (cpu_amx_bf16() && !b.pkamx) || (check && !ref)) {
         fprintf(stderr, "bench_matmul: out of memory for %s\n", s->name);
+        qs_free(ref);
+        bufs_free(&b);
         return 1;
     }
     int rc = 0;
