@@ -339,8 +339,13 @@ static void draw_evals(plots_image *img, panel *p, const curve_run *runs, int n_
     if (!isfinite(lo)) {
         p->y0 = 0;
         p->y1 = 100;
+        long n_eval = 0;
+        for (int r = 0; r < n_runs; r++)
+            n_eval += runs[r].n_eval;
         panel_axes(img, p, "in-loop eval accuracy (%)");
-        panel_note(img, p, "no eval records");
+        /* eval records without tasks: an in-loop evaluation of val_loss / KL only */
+        panel_note(img, p, n_eval ? "no benchmark tasks in the in-loop evaluation (eval_tasks empty)"
+                                  : "no eval records");
         return;
     }
     /* leave a band at the top for the task legend, so no line runs under it */

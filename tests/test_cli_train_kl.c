@@ -185,6 +185,45 @@ TEST(cli_train_kl, off_without_qat_and_explicit_true_needs_val_batches)
     ASSERT_EQ_INT(kl_train(model, shards, bench, "badval", "--set eval_kl_reference=maybe"), 2);
 }
 
+/* eval_tasks empty: the in-loop evaluation runs on the val split alone (no
+ * benchmark data needed: val_loss, val_ppl and the KL reference at every eval,
+ * "tasks":{}); with no val batches either there is nothing to evaluate: a
+ * one-line error, exit 2, before any step. */
+TEST(cli_train_kl, val_only_evaluation_without_tasks)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char model[600], shards[600], path[800];
+    ASSERT_EQ_INT(kl_setup(model, sizeof model, shards, sizeof shards), 0);
+    ASSERT_EQ_INT(kl_train(model, shards, "", "valonly", "--set eval_tasks="), 0);
+    char *a = kl_eval_lines("valonly");
+    ASSERT_TRUE(a != NULL);
+    int n_eval = 0;
+    for (const char *e = a; (e = strstr(e, "{\"type\":\"eval\"")); e++, n_eval++) {
+        const char *end = strchr(e, '\n');
+        ASSERT_TRUE(end && end - e > 20 && !strncmp(end - 11, "\"tasks\":{}}", 11));
+        double vl = kl_num(e, "\"val_loss\":"), ppl = kl_num(e, "\"val_ppl\":");
+        ASSERT_TRUE(vl > 0 && vl < 20 && fabs(ppl - exp(vl)) <= 1e-6 * ppl);
+        ASSERT_TRUE(kl_num(e, "\"val_kl_ref\":") >= 0 && kl_num(e, "\"val_top1_ref\":") > 0);
+    }
+    ASSERT_EQ_INT(n_eval, 5);
+    const char *last = strstr(a, "{\"type\":\"eval\",\"step\":4,");
+    ASSERT_TRUE(last && kl_num(last, "\"val_kl_ref\":") > kl_num(a, "\"val_kl_ref\":"));
+    qs_free(a);
+
+    ASSERT_EQ_INT(kl_train(model, shards, "", "nothing",
+                           "--set eval_tasks= --set eval_val_batches=0"), 2);
+    char *out;
+    size_t n;
+    snprintf(path, sizeof path, "%s/kl_out.txt", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &out, &n, NULL), NULL);
+    ASSERT_TRUE(strstr(out, "nothing to evaluate") != NULL);
+    ASSERT_TRUE(strchr(out, '\n') == out + strlen(out) - 1);
+    qs_free(out);
+    snprintf(path, sizeof path, "%s/kl_nothing/metrics.jsonl", test_tmp_dir());
+    ASSERT_TRUE(!fileio_exists(path));
+}
+
 TEST(cli_train_kl, memory_estimate_counts_the_reference)
 {
     runcfg c;

@@ -56,7 +56,7 @@ static const runcfg_row runcfg_rows[] = {
     {{"ckpt_every", RUNCFG_INT, "0", "[0, 1e9]", "Steps between checkpoints (ckpt/step_N); 0 = only at the end. The last good one is kept on a NaN stop."}, RC_NUM(ckpt_every), 0, 1e9},
     {{"log_every", RUNCFG_INT, "1", "[1, 1e9]", "Steps between quant.jsonl.zst records (the detector runs every step)."}, RC_NUM(log_every), 1, 1e9},
     {{"eval_every", RUNCFG_INT, "0", "[0, 1e9]", "In-loop evaluation every N steps (plus the baseline before step 0); 0 = off."}, RC_NUM(eval_every), 0, 1e9},
-    {{"eval_tasks", RUNCFG_LIST, "arc_easy", "task names", "Tasks of the in-loop evaluation (tasks/<name>.json: mmlu, hellaswag, arc_easy, arc_challenge)."}, RC_STR(eval_tasks), 0, 0},
+    {{"eval_tasks", RUNCFG_LIST, "arc_easy", "task names", "Tasks of the in-loop evaluation (tasks/<name>.json: mmlu, hellaswag, arc_easy, arc_challenge); empty (`[]`, `eval_tasks=`): val_loss / val_ppl (and the KL reference) only, which needs eval_val_batches > 0."}, RC_STR(eval_tasks), 0, 0},
     {{"eval_data_dir", RUNCFG_STRING, "", "", "Benchmark data root for the in-loop evaluation (mmlu/, hellaswag/, arc/ below it; see ### eval)."}, RC_STR(eval_data_dir), 0, 0},
     {{"eval_tasks_dir", RUNCFG_STRING, "", "", "Directory of the task definitions; default: the tasks/ folder of the qatscope tree the binary lives in (as `qatscope eval`), whatever the current directory."}, RC_STR(eval_tasks_dir), 0, 0},
     {{"eval_subset", RUNCFG_INT, "200", "[0, 1e9]", "Documents per task, a fixed seeded subset (the same items at every evaluation); 0 = all."}, RC_NUM(eval_subset), 0, 1e9},

@@ -2,7 +2,9 @@
  * an eval_session built once on a fixed seeded subset (cfg eval_tasks,
  * eval_subset), scored with the model as trained (frozen fake-quant during
  * QAT, see trainer.h) through model_lm every eval_every steps, plus the mean
- * loss over the first eval_val_batches (B, T) windows of the "val" split;
+ * loss over the first eval_val_batches (B, T) windows of the "val" split
+ * (eval_tasks may be empty when eval_val_batches > 0: val_loss only, and
+ * "tasks":{} in the record);
  * metrics.jsonl gets {"type":"eval","step":N,"quantized":b,"val_loss":..,
  * "val_ppl":..,"tasks":{name:{"acc":..,"acc_norm":..,"n":..,
  * "items_acc":"0101.."}}} and the per-item correctness to the forgetting
@@ -125,20 +127,25 @@ static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, i
 {
     struct trainer_eval *e = self;
     int rc;
-    if (e->lm_model != m) {
-        model_lm_destroy(e->lm);
-        e->lm = NULL;
-        if ((rc = model_lm_create(&e->lm, m, hfconfig_max_context(&m->cfg), d)))
+    size_t n_items = 0;
+    const eval_item *items = NULL;
+    int n_rows = 0, stop = 0, n_tasks = 0;
+    const eval_row *rows = NULL;
+    if (e->session) {   /* NULL: no tasks, val_loss only */
+        if (e->lm_model != m) {
+            model_lm_destroy(e->lm);
+            e->lm = NULL;
+            if ((rc = model_lm_create(&e->lm, m, hfconfig_max_context(&m->cfg), d)))
+                return rc;
+            e->lm_model = m;
+        }
+        lm_scorer lm = model_lm_scorer(e->lm);
+        if ((rc = eval_session_run(e->session, &lm, NULL, NULL, d)))
             return rc;
-        e->lm_model = m;
+        items = eval_session_items(e->session, &n_items);
+        rows = eval_session_rows(e->session, &n_rows);
+        n_tasks = eval_session_n_tasks(e->session);
     }
-    lm_scorer lm = model_lm_scorer(e->lm);
-    if ((rc = eval_session_run(e->session, &lm, NULL, NULL, d)))
-        return rc;
-    size_t n_items;
-    const eval_item *items = eval_session_items(e->session, &n_items);
-    int n_rows, stop = 0;
-    const eval_row *rows = eval_session_rows(e->session, &n_rows);
     size_t used = (size_t)snprintf(line, line_bytes, "{\"type\":\"eval\",\"step\":%ld,\"quantized\":%s,",
                                    step, quantized ? "true" : "false");
     if (e->val) {
@@ -155,7 +162,7 @@ static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, i
     }
     used += (size_t)snprintf(line + used, line_bytes - used, "\"tasks\":{");
     event[0] = 0;
-    for (int t = 0; t < eval_session_n_tasks(e->session); t++) {
+    for (int t = 0; t < n_tasks; t++) {
         const eval_row *r = NULL;
         for (int i = 0; i < n_rows && !r; i++)
             if (rows[i].task == t && rows[i].parent < 0)
@@ -273,11 +280,14 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
         e->task_ptrs[n_tasks] = e->task_names[n_tasks];
         n_tasks++;
     }
-    if (!n_tasks) {
+    if (!n_tasks && cfg->eval_val_batches <= 0) {
         qs_free(e);
-        return diag_set(d, QS_EINVAL, NULL, -1, "eval_tasks: empty while eval_every > 0");
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "eval_every=%ld has nothing to evaluate: eval_tasks is empty and "
+                        "eval_val_batches is 0 (give tasks, or a val split and eval_val_batches > 0)",
+                        cfg->eval_every);
     }
-    if (!cfg->eval_tasks_dir[0]) {   /* the CLI fills in the binary's tasks/; no ./tasks guess */
+    if (n_tasks && !cfg->eval_tasks_dir[0]) {   /* the CLI fills in the binary's tasks/ */
         qs_free(e);
         return diag_set(d, QS_EINVAL, NULL, -1,
                         "eval_tasks_dir: empty; give the directory of the task definitions");
@@ -319,11 +329,13 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
     }
     int32_t bos = tokenizer_bos_id(e->tok);
     eval_encoder enc = {e->tok, trainer_eval_encode, bos >= 0 ? bos : tokenizer_eos_id(e->tok)};
-    if ((rc = eval_session_create(&e->session, &o, &enc, d)) ||
+    /* no tasks: val_loss / val_ppl (and the KL reference) only, no session */
+    if ((n_tasks && (rc = eval_session_create(&e->session, &o, &enc, d))) ||
         (rc = forget_tracker_create(&e->forget, &fo, d)))
         goto fail;
-    size_t n_items;
-    eval_session_items(e->session, &n_items);
+    size_t n_items = 0;
+    if (e->session)
+        eval_session_items(e->session, &n_items);
     e->correct = qs_malloc(n_items ? n_items : 1);
     if (!e->correct) {
         rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
