@@ -14,6 +14,8 @@ void train_progress_init(train_progress *p, FILE *f, int tty, const runcfg *cfg)
     p->line_open = 0;
     p->last_loss = 0;
     p->n_warnings = 0;
+    p->first_step = -1;
+    p->first_elapsed = 0;
 }
 
 void train_progress_start(train_progress *p, const trainer *t, const train_memory *mem)
@@ -44,9 +46,17 @@ void train_progress_step(train_progress *p, const train_step_info *s)
     if (!p->f)
         return;
     long done = s->step + 1;
-    char eta[32];
-    double rate = s->elapsed_s > 0 ? s->elapsed_s / (double)done : 0;
-    train_progress_eta(eta, sizeof eta, rate * (double)(s->total_steps - done));
+    char eta[32] = "-";
+    /* seconds per step since the first step of this process: the first one also
+     * carries the start (model loads, the baseline evaluation), a resume starts
+     * past step 0; no estimate until a second step is seen */
+    if (p->first_step < 0) {
+        p->first_step = s->step;
+        p->first_elapsed = s->elapsed_s;
+    } else if (s->step > p->first_step) {
+        double rate = (s->elapsed_s - p->first_elapsed) / (double)(s->step - p->first_step);
+        train_progress_eta(eta, sizeof eta, (rate > 0 ? rate : 0) * (double)(s->total_steps - done));
+    }
     char line[256];
     /* step S/LAST: the index of the step just taken, as in the header ("steps 0..LAST"),
      * metrics.jsonl, events.jsonl and the warnings */

@@ -18,6 +18,8 @@ typedef struct train_progress {
     int line_open;     /* a live line is on screen */
     double last_loss;
     long n_warnings;   /* saturation warnings seen (only the first few are printed) */
+    long first_step;   /* the first step seen (-1: none yet) and elapsed_s after it: */
+    double first_elapsed; /* the ETA's rate leaves out the start (loads, the baseline eval) */
 } train_progress;
 
 void train_progress_init(train_progress *p, FILE *f, int tty, const runcfg *cfg);
