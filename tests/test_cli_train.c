@@ -195,6 +195,24 @@ TEST(cli_train, demo_runs_all_four_stages)
     ASSERT_TRUE(strstr(cli_out, "step 4: bf16 warmup done, HiF8 QAT on") != NULL);
     ASSERT_TRUE(strstr(cli_out, "== 3/4 satstat") != NULL);
     ASSERT_TRUE(strstr(cli_out, "most-recent") != NULL);
+    /* a held-out split, and the in-loop val loss and KL without benchmark data */
+    ASSERT_TRUE(strstr(cli_out, "40 held out for validation") != NULL);
+    /* the ETA waits for a second step (the first carries the loads and the baseline eval) */
+    const char *s0 = strstr(cli_out, "step 0/11 "), *s1 = strstr(cli_out, "step 1/11 ");
+    ASSERT_TRUE(s0 && s1 && s1 > s0);
+    ASSERT_TRUE(strstr(s0, " ETA - ") && strstr(s0, " ETA - ") < s1);
+    ASSERT_TRUE(strstr(s1, " ETA 0m") != NULL);
+    char path[800], *text;
+    size_t n;
+    snprintf(path, sizeof path, "%s/demo/run/metrics.jsonl", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &text, &n, NULL), NULL);
+    int n_eval = 0;
+    for (const char *e = text; (e = strstr(e, "{\"type\":\"eval\"")); e++)
+        n_eval++;
+    ASSERT_EQ_INT(n_eval, 13);   /* eval_every 1: the baseline and after each of 12 steps */
+    const char *last = strstr(text, "{\"type\":\"eval\",\"step\":12,\"quantized\":true,\"val_loss\":");
+    ASSERT_TRUE(last && strstr(last, "\"val_kl_ref\":") && strstr(last, "\"tasks\":{}}"));
+    qs_free(text);
     ASSERT_EQ_INT(test_run_cli("demo --warmup 5 --steps 5", cli_out, sizeof cli_out, cli_err,
                             sizeof cli_err), 2);
 }

@@ -6,6 +6,9 @@
  *      tools/gen_tiny_model.py): BF16 warmup steps (quantizers observe amax),
  *      then HiF8 W8A8 QAT on the published selection (MLP gate/up/down of the
  *      middle blocks) with the max-window:64 estimator, live progress
+ *      and, every steps/20, val_loss / val_ppl on the held-out 10% of the
+ *      documents and the KL and top-1 agreement against the step-0 weights
+ *      (in-loop evaluation without benchmark data: eval_tasks empty)
  *   3. satstat: the run's saturation summary
  *   4. replay: what other amax estimators would have clipped on the same run
  *   then a saturation heatmap (quantizers x steps) and the training curves as PNGs
@@ -30,6 +33,9 @@
 
 #define DEMO_MODEL "data/demo/model"
 #define DEMO_TEXT "data/demo/train.txt"
+/* documents held out for the in-loop val_loss / KL, and the batches scored */
+#define DEMO_VAL_FRACTION 0.1
+#define DEMO_VAL_BATCHES 4
 
 static int demo_train(const char *dir, const char *model, const char *text, long steps,
                       long warmup, const char *estimator)
@@ -41,12 +47,15 @@ static int demo_train(const char *dir, const char *model, const char *text, long
     printf("== 1/4 tokenize %s -> %s\n", text, shards);
     shard_build_opts so;
     shard_build_opts_default(&so);
+    so.val_fraction = DEMO_VAL_FRACTION;
     shard_build_summary sum;
     const char *inputs[1] = {text};
     if (shard_build_run(model, inputs, 1, shards, &so, &sum, &d))
         return cli_diag_error(&d);
-    printf("   %llu documents, %llu tokens\n\n", (unsigned long long)sum.n_docs,
-           (unsigned long long)sum.train_tokens);
+    printf("   %llu documents: %llu for training (%llu tokens), %llu held out for validation "
+           "(%llu tokens)\n\n", (unsigned long long)sum.n_docs,
+           (unsigned long long)sum.train_docs, (unsigned long long)sum.train_tokens,
+           (unsigned long long)sum.val_docs, (unsigned long long)sum.val_tokens);
 
     runcfg cfg;
     runcfg_defaults(&cfg);
@@ -65,18 +74,28 @@ static int demo_train(const char *dir, const char *model, const char *text, long
     snprintf(cfg.lr_decay, sizeof cfg.lr_decay, "cosine");
     cfg.lr_min = 1e-4;
     cfg.ckpt_every = steps / 2;
+    /* in-loop evaluation on the held-out documents alone (no benchmark data
+     * ships with the demo): val_loss / val_ppl and, with QAT, the KL and top-1
+     * agreement against the step-0 weights in bf16 */
+    cfg.eval_every = steps >= 20 ? steps / 20 : 1;
+    cfg.eval_tasks[0] = 0;
+    cfg.eval_val_batches = DEMO_VAL_BATCHES;
     if (runcfg_validate(&cfg, &d))
         return cli_diag_error(&d);
     printf("== 2/4 train %s: %ld steps, bf16 warmup %ld steps, then HiF8 W8A8 QAT "
-           "(estimator %s, lr %g)\n", model, steps, warmup, estimator, cfg.lr);
+           "(estimator %s, lr %g); every %ld steps val loss and the KL from the step-0 "
+           "weights\n", model, steps, warmup, estimator, cfg.lr, cfg.eval_every);
     train_data data;
     if (trainer_data_open_shards(&data, &cfg, &d))
         return cli_diag_error(&d);
+    train_eval_hook eval = {0};
     train_memory mem;
     trainer *t;
-    trainer_options opt = {NULL, 0, NULL};
+    trainer_options opt = {NULL, 0, &eval};
     qs_mem_reset_peak(); /* the peak reported at the end is the training's */
-    if (trainer_memory_estimate(&cfg, &mem, &d) || trainer_create(&t, &cfg, &data, &opt, &d)) {
+    if (trainer_eval_create(&eval, &cfg, &d) || trainer_memory_estimate(&cfg, &mem, &d) ||
+        trainer_create(&t, &cfg, &data, &opt, &d)) {
+        trainer_eval_destroy(&eval);
         trainer_data_close(&data);
         return cli_diag_error(&d);
     }
@@ -92,14 +111,15 @@ static int demo_train(const char *dir, const char *model, const char *text, long
     train_progress_end_line(&pr);
     if (rc) {
         trainer_destroy(t);
+        trainer_eval_destroy(&eval);
         trainer_data_close(&data);
         return cli_diag_error(&d);
     }
-    if (trainer_finish(t, "done", &d)) {
-        trainer_data_close(&data);
-        return cli_diag_error(&d);
-    }
+    rc = trainer_finish(t, "done", &d);
+    trainer_eval_destroy(&eval);
     trainer_data_close(&data);
+    if (rc)
+        return cli_diag_error(&d);
     train_progress_finish(&pr, run, steps, &mem);
 
     printf("\n== 3/4 satstat %s (QAT steps)\n", run);
