@@ -235,9 +235,15 @@ TEST(cli_train_kl, memory_estimate_counts_the_reference)
     train_memory off, on;
     ASSERT_OK(trainer_memory_estimate(&c, &off, &d), &d);
     ASSERT_EQ_INT(off.kl_ref_bytes, 0);   /* no in-loop evaluation */
+    ASSERT_EQ_INT(off.eval_val_bytes, 0);
     c.eval_every = 10;
     ASSERT_OK(trainer_memory_estimate(&c, &on, &d), &d);
     /* the reference: its weights (fp32 block + bf16 packs) and a B x T arena */
     ASSERT_TRUE(on.kl_ref_bytes > on.model_train_bytes / 4);
-    ASSERT_EQ_INT(on.total_bytes - off.total_bytes, on.kl_ref_bytes);
+    /* the val batches' own inference arena, as large as the reference's */
+    ASSERT_TRUE(on.eval_val_bytes > 0 && on.eval_val_bytes < on.kl_ref_bytes);
+    ASSERT_EQ_INT(on.total_bytes - off.total_bytes, on.kl_ref_bytes + on.eval_val_bytes);
+    c.eval_val_batches = 0;   /* tasks only: no val arena, no reference (auto) */
+    ASSERT_OK(trainer_memory_estimate(&c, &on, &d), &d);
+    ASSERT_TRUE(on.eval_val_bytes == 0 && on.kl_ref_bytes == 0);
 }

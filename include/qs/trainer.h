@@ -123,6 +123,8 @@ typedef struct train_memory {
     size_t pack_bytes;         /* other persistent weight packs + matmul workspace */
     size_t grad_scratch_bytes; /* grad_accum > 1: later micro-batches' gradients (n_params x 4) */
     size_t kl_ref_bytes;       /* runcfg_kl_reference: the bf16 reference model and its arena */
+    size_t eval_val_bytes;     /* in-loop val_loss (eval_every, eval_val_batches > 0): the val
+                                * batch and the inference arena of the model as trained */
     size_t total_bytes;        /* the peak: the sum, with max(quant, warmup_pack) */
 } train_memory;
 

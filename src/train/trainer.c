@@ -61,6 +61,9 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
                             model_packs_bytes_estimate(&c, MATMUL_BF16, B * T, 0) +
                             model_acts_elems(&c, B, T, T, 0) * sizeof(float);
     }
+    if (cfg->eval_every > 0 && cfg->eval_val_batches > 0)   /* trainer_eval_val_loss */
+        mem->eval_val_bytes = model_acts_elems(&c, B, T, T, 0) * sizeof(float) +
+                              2 * (size_t)B * T * sizeof(int32_t);
     int n_ranks = dist_size();
     if (cfg->zero && n_ranks > 1)   /* ZeRO-1: this rank's part of the Adam moments */
         mem->model_train_bytes -= mm.adam_bytes - mm.adam_bytes / (size_t)n_ranks;
@@ -69,7 +72,7 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
                                                                    : mem->warmup_pack_bytes;
     mem->total_bytes = mem->model_train_bytes + mem->grad_acts_bytes + phase_bytes +
                        mem->batch_bytes + mem->pack_bytes + mem->grad_scratch_bytes +
-                       mem->kl_ref_bytes;
+                       mem->kl_ref_bytes + mem->eval_val_bytes;
     return 0;
 }
 
@@ -181,12 +184,13 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         return diag_set(d, QS_ERANGE, NULL, -1,
                         "run needs %.1f MiB (model+grads+Adam+activations %.1f, backward scratch "
                         "%.1f, quantized operands %.1f, weight packs %.1f, gradient scratch "
-                        "%.1f, KL reference %.1f) but %.1f MiB are allowed; lower "
-                        "batch_size/seq_len or raise max_memory_gb",
+                        "%.1f, KL reference %.1f, in-loop val %.1f) but %.1f MiB are allowed; "
+                        "lower batch_size/seq_len or raise max_memory_gb",
                         mem.total_bytes / 1048576.0, mem.model_train_bytes / 1048576.0,
                         mem.grad_acts_bytes / 1048576.0, mem.quant_bytes / 1048576.0,
                         mem.pack_bytes / 1048576.0, mem.grad_scratch_bytes / 1048576.0,
-                        mem.kl_ref_bytes / 1048576.0, opt->mem_limit_bytes / 1048576.0);
+                        mem.kl_ref_bytes / 1048576.0, mem.eval_val_bytes / 1048576.0,
+                        opt->mem_limit_bytes / 1048576.0);
     struct trainer *t = qs_calloc(1, sizeof *t);
     if (!t)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
