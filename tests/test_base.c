@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "qs/err.h"
 #include "qs/fileio.h"
@@ -151,4 +153,39 @@ TEST(fileio, aborted_atomic_write_leaves_no_file)
     fputs("partial", af.f);
     afile_abort(&af);
     ASSERT_TRUE(!fileio_exists(path));
+}
+
+/* A device (here /dev/full, which takes no bytes) is written in place and its
+ * error reported, never replaced by a temp file's rename; a symbolic link stays a
+ * link and its target gets the bytes; a directory read as a file says so. */
+TEST(fileio, special_outputs_in_place_links_kept_directories_named)
+{
+    struct stat st;
+    if (stat("/dev/full", &st) != 0 || !S_ISCHR(st.st_mode))
+        SKIP("no /dev/full character device");
+    qs_diag d = {0};
+    ASSERT_TRUE(fileio_is_special("/dev/full"));
+    ASSERT_EQ_INT(fileio_write_atomic("/dev/full", "hello", 5, &d), QS_EIO);
+    ASSERT_TRUE(strstr(d.msg, "No space left") != NULL);
+    ASSERT_TRUE(stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode));
+    ASSERT_TRUE(!fileio_exists("/dev/full.tmp"));
+
+    char target[512], link[512], *data;
+    size_t n;
+    snprintf(target, sizeof target, "%s/target.txt", test_tmp_dir());
+    snprintf(link, sizeof link, "%s/link.txt", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(target, "old", 3, &d), &d);
+    unlink(link);
+    ASSERT_EQ_INT(symlink("target.txt", link), 0);
+    ASSERT_TRUE(!fileio_is_special(link));
+    ASSERT_OK(fileio_write_atomic(link, "new!", 4, &d), &d);
+    ASSERT_TRUE(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    ASSERT_OK(fileio_read_all(target, &data, &n, &d), &d);
+    ASSERT_EQ_INT(n, 4);
+    ASSERT_EQ_STR(data, "new!");
+    qs_free(data);
+
+    memset(&d, 0, sizeof d);
+    ASSERT_EQ_INT(fileio_read_all(test_tmp_dir(), &data, &n, &d), QS_EIO);
+    ASSERT_TRUE(strstr(d.msg, "is a directory; expected a file") != NULL);
 }

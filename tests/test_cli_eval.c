@@ -105,3 +105,33 @@ TEST(cli_eval, unusable_output_paths_fail_up_front_and_write_nothing)
     }
     ASSERT_EQ_INT(cli_eval_stray_temps(dir), 0);
 }
+
+/* An output that is a device is written in place (`--output /dev/stdout` works;
+ * /dev/full reports its error, exit 2) and stays a device; a symbolic link
+ * stays a link whose target gets the results. */
+TEST(cli_eval, device_outputs_written_in_place_and_links_kept)
+{
+    struct stat st;
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    if (stat("/dev/full", &st) != 0 || !S_ISCHR(st.st_mode))
+        SKIP("no /dev/full character device");
+    ASSERT_EQ_INT(test_run_cli(EVAL_ARGS " --limit 2 --output /dev/full", cli_out, sizeof cli_out,
+                               cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "/dev/full: write failed: No space left on device") != NULL);
+    ASSERT_TRUE(stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode));
+    ASSERT_EQ_INT(test_run_cli(EVAL_ARGS " --limit 2 --output /dev/stdout", cli_out,
+                               sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_TRUE(strstr(cli_out, "\"results\": {") != NULL);
+
+    char target[600], link[600], args[1400];
+    snprintf(target, sizeof target, "%s/res_target.json", test_tmp_dir());
+    snprintf(link, sizeof link, "%s/res_link.json", test_tmp_dir());
+    unlink(link);
+    ASSERT_EQ_INT(symlink("res_target.json", link), 0);
+    snprintf(args, sizeof args, EVAL_ARGS " --limit 2 --output %s", link);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_TRUE(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    ASSERT_TRUE(stat(target, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 100);
+    ASSERT_EQ_INT(cli_eval_stray_temps(test_tmp_dir()), 0);
+}

@@ -29,6 +29,14 @@ void fileio_unmap(fileio_map *m);
 void fileio_map_release(const fileio_map *m, const void *p, size_t bytes);
 
 int fileio_exists(const char *path);          /* 1 if path exists (any type) */
+/* 1 if path (after symbolic links) is a device, FIFO or socket: an output path
+ * that is written in place, not through a temp file and a rename. */
+int fileio_is_special(const char *path);
+/* Where writing to path through a temp file and a rename must rename to: path
+ * itself, or the target of the symbolic link path (realpath, or for a link to a
+ * file not made yet its readlink beside the link), so the link stays a link.
+ * 0 on success, QS_ERANGE when out is too small. */
+int fileio_output_target(const char *path, char *out, size_t out_bytes);
 int fileio_is_dir(const char *path);          /* 1 if path is a directory */
 int fileio_mkdir_p(const char *path, qs_diag *d); /* like mkdir -p */
 
@@ -41,10 +49,13 @@ void fileio_dir_remove_flat(const char *dir);
 /* Atomic writer. */
 typedef struct afile {
     FILE *f;
-    char *tmp_path;
+    char *tmp_path;     /* NULL: written in place (a device, FIFO or socket) */
     char *final_path;
 } afile;
-int afile_open(afile *af, const char *path, qs_diag *d);   /* opens "wb" on a temp file */
+/* Opens "wb" on a temp file beside path (beside the target of a symbolic link,
+ * which stays a link); a path that is a device, FIFO or socket (/dev/stdout, a
+ * pipe) is written in place, as a shell redirection would, never replaced. */
+int afile_open(afile *af, const char *path, qs_diag *d);
 int afile_commit(afile *af, qs_diag *d);  /* flush, close, rename; frees af */
 void afile_abort(afile *af);              /* close, unlink temp; safe on zeroed af */
 /* One-shot atomic write of a buffer. */

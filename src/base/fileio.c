@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -25,6 +26,11 @@ static int read_raw(const char *path, char **data, size_t *bytes, qs_diag *d)
     if (!f)
         return diag_set(d, errno == ENOENT ? QS_ENOTFOUND : QS_EIO, path, -1, "cannot open: %s",
                         strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {   /* fopen opens one for reading */
+        fclose(f);
+        return diag_set(d, QS_EIO, path, -1, "is a directory; expected a file");
+    }
     size_t cap = 1 << 16, n = 0;
     char *buf = qs_malloc(cap + 1);
     if (!buf) {
@@ -215,17 +221,67 @@ int fileio_join(char *buf, size_t buf_bytes, const char *dir, const char *name)
     return (w < 0 || (size_t)w >= buf_bytes) ? QS_ERANGE : 0;
 }
 
+int fileio_is_special(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode);
+}
+
+int fileio_output_target(const char *path, char *out, size_t out_bytes)
+{
+    struct stat lst;
+    const char *target = path;
+    char *real = NULL, link[4096];
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        if ((real = realpath(path, NULL))) {
+            target = real;
+        } else {   /* a link to a file not made yet: its target, beside the link if relative */
+            ssize_t n = readlink(path, link, sizeof link - 1);
+            if (n > 0) {
+                link[n] = 0;
+                const char *slash = strrchr(path, '/');
+                if (link[0] != '/' && slash) {
+                    char joined[4096];
+                    int w = snprintf(joined, sizeof joined, "%.*s/%s", (int)(slash - path), path,
+                                     link);
+                    if (w < 0 || (size_t)w >= sizeof joined)
+                        return QS_ERANGE;
+                    memcpy(link, joined, (size_t)w + 1);
+                }
+                target = link;
+            }
+        }
+    }
+    int w = snprintf(out, out_bytes, "%s", target);
+    free(real);
+    return w < 0 || (size_t)w >= out_bytes ? QS_ERANGE : 0;
+}
+
 int afile_open(afile *af, const char *path, qs_diag *d)
 {
     memset(af, 0, sizeof *af);
-    size_t n = strlen(path) + 32;
+    if (fileio_is_special(path)) {   /* in place: a rename would replace the node itself */
+        if (!(af->final_path = qs_strdup(path)))
+            return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
+        if (!(af->f = fopen(path, "wb"))) {
+            int e = errno;
+            afile_abort(af);
+            return diag_set(d, QS_EIO, path, -1, "cannot open for writing: %s", strerror(e));
+        }
+        return 0;
+    }
+    /* a symbolic link stays one: the temp and the rename go to its target */
+    char target[4096];
+    if (fileio_output_target(path, target, sizeof target))
+        return diag_set(d, QS_ERANGE, path, -1, "path too long");
+    size_t n = strlen(target) + 32;
     af->tmp_path = qs_malloc(n);
-    af->final_path = qs_strdup(path);
+    af->final_path = qs_strdup(target);
     if (!af->tmp_path || !af->final_path) {
         afile_abort(af);
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
     }
-    snprintf(af->tmp_path, n, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(af->tmp_path, n, "%s.tmp.%ld", af->final_path, (long)getpid());
     af->f = fopen(af->tmp_path, "wb");
     if (!af->f) {
         int e = errno;
@@ -245,9 +301,9 @@ int afile_commit(afile *af, qs_diag *d)
     af->f = NULL;
     if (bad)
         rc = diag_set(d, QS_EIO, af->final_path, -1, "write failed: %s", strerror(errno));
-    else if (rename(af->tmp_path, af->final_path) != 0)
+    else if (af->tmp_path && rename(af->tmp_path, af->final_path) != 0)
         rc = diag_set(d, QS_EIO, af->final_path, -1, "rename failed: %s", strerror(errno));
-    if (rc)
+    if (rc && af->tmp_path)
         unlink(af->tmp_path);
     qs_free(af->tmp_path);
     qs_free(af->final_path);
@@ -275,8 +331,9 @@ int fileio_write_atomic(const char *path, const void *data, size_t bytes, qs_dia
     if (rc)
         return rc;
     if (bytes && fwrite(data, 1, bytes, af.f) != bytes) {
+        int e = errno;
         afile_abort(&af);
-        return diag_set(d, QS_EIO, path, -1, "write failed");
+        return diag_set(d, QS_EIO, path, -1, "write failed: %s", strerror(e));
     }
     return afile_commit(&af, d);
 }

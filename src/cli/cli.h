@@ -103,14 +103,19 @@ int cli_install_path(const char *rel, char *out, size_t n);
  * command then writes output i to cli_outputs_tmp(o, i) (a hidden name beside the
  * final one, same ending) and calls cli_outputs_commit, which renames every
  * output into place only when all were written (else none; temps removed);
- * cli_outputs_discard removes the temps on any other failure. */
+ * cli_outputs_discard removes the temps on any other failure.  A symbolic link
+ * stays a link (its target is replaced); a device, FIFO or socket (/dev/stdout, a
+ * pipe) is written in place, as a shell redirection would: cli_outputs_tmp is the
+ * path itself, and a failed write is the writer's error. */
 #define CLI_PATH_MAX 1024
 #define CLI_OUTPUTS_MAX 4
 typedef struct cli_outputs {
     int n;
     struct {
-        const char *flag, *path;
+        const char *flag, *path;     /* path: the final name (a link's target) */
         char tmp[CLI_PATH_MAX + 64];
+        char real[CLI_PATH_MAX];     /* the target of a symbolic link */
+        int direct;                  /* a device, FIFO or socket: written in place */
     } f[CLI_OUTPUTS_MAX];
 } cli_outputs;
 int cli_outputs_add(cli_outputs *o, const char *flag, const char *path);

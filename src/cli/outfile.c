@@ -22,6 +22,21 @@ int cli_outputs_add(cli_outputs *o, const char *flag, const char *path)
         return cli_error("%s: expected a file name, got ''", flag);
     if (fileio_is_dir(path))
         return cli_error("%s: '%s' is a directory; expected a file name", flag, path);
+    o->f[o->n].direct = 0;
+    if (fileio_is_special(path)) {   /* a rename would replace the device node itself */
+        int w = snprintf(o->f[o->n].tmp, sizeof o->f[0].tmp, "%s", path);
+        if (w < 0 || (size_t)w >= sizeof o->f[0].tmp)
+            return cli_error("%s: path too long: '%s'", flag, path);
+        o->f[o->n].direct = 1;
+        o->f[o->n].flag = flag;
+        o->f[o->n].path = path;
+        o->n++;
+        return 0;
+    }
+    /* a symbolic link stays a link: its target is what gets replaced */
+    if (fileio_output_target(path, o->f[o->n].real, sizeof o->f[0].real))
+        return cli_error("%s: path too long: '%s'", flag, path);
+    path = o->f[o->n].real;
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
     char dir[CLI_PATH_MAX];
@@ -66,22 +81,24 @@ const char *cli_outputs_tmp(const cli_outputs *o, int i)
 void cli_outputs_discard(cli_outputs *o)
 {
     for (int i = 0; i < o->n; i++)
-        unlink(o->f[i].tmp);
+        if (!o->f[i].direct)
+            unlink(o->f[i].tmp);
     o->n = 0;
 }
 
 int cli_outputs_commit(cli_outputs *o)
 {
     for (int i = 0; i < o->n; i++)
-        if (!fileio_exists(o->f[i].tmp)) {
+        if (!o->f[i].direct && !fileio_exists(o->f[i].tmp)) {
             cli_outputs_discard(o);
             return cli_error("%s: '%s' was not written", o->f[i].flag, o->f[i].path);
         }
     for (int i = 0; i < o->n; i++)
-        if (rename(o->f[i].tmp, o->f[i].path) != 0) {
+        if (!o->f[i].direct && rename(o->f[i].tmp, o->f[i].path) != 0) {
             int e = errno;
             for (int j = 0; j < i; j++)   /* all or none: take back the ones already placed */
-                unlink(o->f[j].path);
+                if (!o->f[j].direct)
+                    unlink(o->f[j].path);
             cli_outputs_discard(o);
             return cli_error("%s: cannot rename into '%s': %s", o->f[i].flag, o->f[i].path,
                              strerror(e));
