@@ -276,4 +276,13 @@ TEST(cli_model, ppl_of_overflowing_logits_is_an_error)
         ASSERT_TRUE(strncmp(err, want, strlen(want)) == 0);
         ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
     }
+    /* generate: no token drawn from non-finite logits (it printed the prompt and exit 0) */
+    for (int greedy = 0; greedy < 2; greedy++) {
+        snprintf(args, sizeof args, "generate --model %s --prompt Once -n 4 --temperature %s", dir,
+                 greedy ? "0" : "0.8");
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+        snprintf(want, sizeof want, "qatscope: %s: generate: non-finite logits (", dir);
+        ASSERT_TRUE(strncmp(err, want, strlen(want)) == 0);
+        ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+    }
 }

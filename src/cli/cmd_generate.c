@@ -149,6 +149,8 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
     if (model_generate(&m, &a, ids, (int)n_ids, (int)n_new, &s, stop, n_stop, out + g.n_ids,
                        &n_out, gen_on_token, &g, &d)) {
         putchar('\n');
+        if (!d.path[0])   /* the forward's own errors name no file: the model does */
+            snprintf(d.path, sizeof d.path, "%s", dir);
         rc = cli_diag_error(&d);
         goto done;
     }

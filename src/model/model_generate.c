@@ -1,5 +1,7 @@
 /* model_generate.c: prompt prefill in chunks, then token-by-token decoding
  * through the KV cache (see include/qs/model_infer.h). */
+#include <math.h>
+
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "qs/model_infer.h"
@@ -46,6 +48,12 @@ int model_generate(llama_model *m, llama_acts *a, const int32_t *prompt, int n_p
     }
     const float *logits = a->logits + (size_t)(last_rows - 1) * m->cfg.vocab_size;
     for (int i = 0; i < n_new; i++) {
+        for (int v = 0; v < m->cfg.vocab_size; v++)   /* no token to draw from NaN or Inf */
+            if (!isfinite(logits[v]))
+                return diag_set(d, QS_ENAN, NULL, -1,
+                                "generate: non-finite logits (%s at token id %d) predicting "
+                                "position %d: the model's weights or activations overflow",
+                                isnan(logits[v]) ? "NaN" : "Inf", v, n_prompt + i);
         int32_t id = sampler_next(s, logits);
         for (int k = 0; k < n_stop; k++)
             if (id == stop_ids[k])
