@@ -64,6 +64,15 @@ TEST(cli_model, bad_inputs_exit_2_with_one_line)
     snprintf(args, sizeof args, "inspect %s", dir);
     ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
     ASSERT_TRUE(strstr(err, "model.safetensors: header claims 16 bytes, file has 5") != NULL);
+    /* the weights file given as the model: named, not "invalid JSON at column 0" */
+    snprintf(args, sizeof args, "ppl --model data/demo/model/model.safetensors --text x");
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_EQ_STR(err, "qatscope: data/demo/model/model.safetensors: expected a model directory "
+                       "(config.json and *.safetensors); this is a file, and not a JSON config\n");
+    /* a directory where a file is expected */
+    snprintf(args, sizeof args, "ppl --model data/demo/model --text data/demo");
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_EQ_STR(err, "qatscope: data/demo: is a directory; expected a file\n");
 }
 
 /* A missing required option is one line pointing at --help, as gate's and train's

@@ -230,6 +230,18 @@ int hfconfig_load(llama_config *c, const char *dir_or_file, qs_diag *d)
     }
     char *text = NULL;
     size_t n = 0;
+    if (!fileio_is_dir(dir_or_file)) {   /* a file given as the model: its config.json? */
+        FILE *f = fopen(path, "rb");
+        int ch = ' ';
+        while (f && (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'))
+            ch = fgetc(f);
+        if (f)
+            fclose(f);
+        if (f && ch != '{')   /* a weights file, a text: not read whole */
+            return diag_set(d, QS_EINVAL, dir_or_file, -1,
+                            "expected a model directory (config.json and *.safetensors); this "
+                            "is a file, and not a JSON config");
+    }
     int rc = fileio_read_all(path, &text, &n, d);
     if (rc)
         return rc;
