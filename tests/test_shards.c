@@ -332,3 +332,43 @@ TEST(shards, output_does_not_depend_on_thread_count)
     }
 #endif
 }
+
+/* Whichever allocation fails, the build reports it and leaves no shard without
+ * its manifest (a full disk mid-build left train_000000.qst alone): the output
+ * directory it made is gone. */
+TEST(shards, a_failed_build_leaves_no_partial_output)
+{
+    char txt[512], jsonl[512], out[512];
+    tmp_path(txt, sizeof txt, "oom_docs.txt");
+    tmp_path(jsonl, sizeof jsonl, "oom_docs.jsonl");
+    ASSERT_EQ_INT(write_text(txt, DOCS_TXT) | write_text(jsonl, DOCS_JSONL), 0);
+    const char *inputs[2] = {txt, jsonl};
+    shard_build_opts o;
+    shard_build_opts_default(&o);
+    o.val_fraction = 0.3;
+    o.seed = 1;
+    o.shard_tokens = 8;   /* several shards per split */
+    int failures = 0;
+    for (long n = 1; n < 100000; n++) {
+        qs_diag d = {0};
+        shard_build_summary sum;
+        char name[64];
+        snprintf(name, sizeof name, "oom_%ld", n);
+        tmp_path(out, sizeof out, name);
+        qs_mem_fail_after(n);
+        int rc = shard_build_run(TINY_TOK, inputs, 2, out, &o, &sum, &d);
+        qs_mem_fail_after(0);
+        if (!rc) {   /* past the build's last allocation */
+            char man[600];
+            snprintf(man, sizeof man, "%s/manifest.json", out);
+            ASSERT_TRUE(fileio_exists(man) && sum.train_shards > 1);
+            break;
+        }
+        failures++;
+        if (!d.msg[0] || fileio_exists(out))
+            fprintf(stderr, "    allocation %ld: rc %d '%s'\n", n, rc, d.msg);
+        ASSERT_TRUE(d.msg[0] != 0);
+        ASSERT_TRUE(!fileio_exists(out));
+    }
+    ASSERT_TRUE(failures > 10);
+}

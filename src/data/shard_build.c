@@ -440,6 +440,7 @@ int shard_build_run(const char *tok_path, const char *const *inputs, int n_input
     if (!rc && tokenizer_eos_id(t) < 0)
         rc = diag_set(d, QS_EUNSUPPORTED, tok_path, -1,
                       "tokenizer has no EOS token: expected one to separate documents");
+    int made_dir = !fileio_exists(out_dir), writing = 0;
     if (!rc)
         rc = shard_out_check(out_dir, d);
     if (!rc)
@@ -451,12 +452,20 @@ int shard_build_run(const char *tok_path, const char *const *inputs, int n_input
         rc = diag_set(d, rc, NULL, -1, "out of memory choosing validation documents");
     if (!rc)
         rc = tokenize_docs(&c, t, d);
-    if (!rc)   /* the inputs are good: only now does an earlier build go */
+    if (!rc) {   /* the inputs are good: only now does an earlier build go */
         rc = shard_out_clear(out_dir, d);
+        writing = 1;
+    }
     for (int i = 0; i < 2 && !rc; i++)
         rc = write_split(&c, i, t, out_dir, opts, &splits[i], d);
     if (!rc)
         rc = write_manifest(out_dir, t, tok_path, inputs, n_inputs, opts, splits, d);
+    if (rc && writing) {   /* no shards without their manifest (a full disk, no memory) */
+        qs_diag ignored = {0};
+        shard_out_clear(out_dir, &ignored);
+    }
+    if (rc && made_dir)   /* a directory this call made, now empty */
+        rmdir(out_dir);
     if (!rc) {
         sum->n_docs = c.n_docs;
         sum->train_docs = splits[0].docs;
