@@ -295,3 +295,46 @@ TEST(cli_model, ppl_of_overflowing_logits_is_an_error)
         ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
     }
 }
+
+/* An MLP input that overflows under fake quantization (eval --precision hif8) is
+ * an error naming the model, the Linear and the cause, not "quantization hook
+ * failed at layer 3". */
+TEST(cli_model, overflowing_quantized_input_names_the_linear)
+{
+    char dir[600], path[700], args[2048], out[4096], err[1024];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    snprintf(dir, sizeof dir, "%s/cli_hook_overflow", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, NULL), NULL);
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json"};
+    for (int i = 0; i < 3; i++) {
+        char src[256];
+        snprintf(src, sizeof src, "data/demo/model/%s", files[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        ASSERT_OK(fileio_copy(src, path, NULL), NULL);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    safetensors_file f;
+    qs_diag d = {0};
+    ASSERT_OK(safetensors_open(&f, path, &d), &d);
+    const safetensors_tensor *t = safetensors_find(&f, "model.layers.3.post_attention_layernorm.weight");
+    ASSERT_TRUE(t != NULL && t->dtype == SAFETENSORS_BF16);
+    size_t off = (size_t)(t->data - f.map.data), bytes = t->n_bytes;
+    safetensors_close(&f);
+    char *b;
+    size_t n;
+    ASSERT_OK(fileio_read_all(path, &b, &n, NULL), NULL);
+    for (size_t i = 0; i < bytes; i += 2)
+        memcpy(b + off + i, "\x7f\x7f", 2);   /* bf16 3.39e38: the MLP input overflows */
+    ASSERT_OK(fileio_write_atomic(path, b, n, NULL), NULL);
+    qs_free(b);
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir tests/data/tasks/data "
+             "--limit 2 --precision hif8 --output %s/hook.json", dir, test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    char want[900];
+    snprintf(want, sizeof want, "qatscope: %s: quantization hook failed at "
+             "layers.3.mlp.gate/up_proj: NaN or Inf value\n", dir);
+    ASSERT_EQ_STR(err, want);
+    snprintf(path, sizeof path, "%s/hook.json", test_tmp_dir());
+    ASSERT_TRUE(!fileio_exists(path));
+}

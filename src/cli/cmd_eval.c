@@ -393,8 +393,11 @@ int cmd_eval(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &prog.t0);
     lm_scorer lm = model_lm_scorer(mlm);
     /* under mpirun: every rank scores a share, rank 0 writes and prints */
-    if ((rc = eval_session_run_dist(s, &lm, eval_progress_cb, &prog, &d)) || dist_rank() != 0)
+    if ((rc = eval_session_run_dist(s, &lm, eval_progress_cb, &prog, &d)) || dist_rank() != 0) {
+        if (rc && !d.path[0] && (rc == QS_ENAN || rc == QS_ENOMEM))   /* the model's forward */
+            snprintf(d.path, sizeof d.path, "%s", a.model);
         goto fail;
+    }
     double score_s = eval_seconds_since(&prog.t0);
     struct timespec th;
     clock_gettime(CLOCK_MONOTONIC, &th);

@@ -228,6 +228,15 @@ model_strides model_strides_impl(const llama_model *m, const llama_acts *a)
  * computed here from resid[l], the hook replays, and the block stops once
  * everything its backward reads is there (before down_proj, whose output
  * resid[l + 1] is kept). */
+
+/* A Linear's quantization hook (fake quant, W8A8) failed: which one, and why
+ * (a NaN or Inf in the activation it encodes, most often: an overflowing model). */
+static int model_hook_fail(qs_diag *d, int rc, int layer, const char *what)
+{
+    return diag_set(d, rc, NULL, -1, "quantization hook failed at layers.%d.%s: %s", layer, what,
+                    qs_strerror(rc));
+}
+
 static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int pos0,
                        int recompute, qs_diag *d)
 {
@@ -257,7 +266,7 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
     const float *const qkv_b[3] = {lw->bq, lw->bk, lw->bv};
     if ((rc = model_linear_group(m, a, l, 3, qkv_mod, qkv_out, ln1, qkv_w, qkv_b, N, C,
                                  qkv_o, NULL, recompute)))
-        return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+        return model_hook_fail(d, rc, l, "self_attn.q/k/v_proj");
     rope_forward(q, a->pos, &m->rope, N, H);
     rope_forward(knew, a->pos, &m->rope, N, KVH);
     if (a->kv_prefix)
@@ -272,7 +281,7 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
                      a->Tcap, H, KVH, hd, a->attn_scratch);
     if ((rc = model_linear(m, a, l, MODEL_LIN_O, a->proj, atty, lw->wo, lw->bo, N, QD, C,
                            recompute)))
-        return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+        return model_hook_fail(d, rc, l, "self_attn.o_proj");
     /* MLP: x_mid = x + attention, ln2 = rmsnorm(x_mid) in one pass */
     rmsnorm_residual_forward(x_mid, ln2, a->ln2_rstd + l * st.N, x, a->proj, lw->mlp_norm, N, C,
                              c->norm_eps);
@@ -285,11 +294,11 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
     const matmul_epilogue sw_ep = {model_swiglu_block, &sw};
     if ((rc = model_linear_group(m, a, l, 2, mlp_mod, mlp_out, ln2, mlp_w, mlp_b, N, C,
                                  mlp_o, &sw_ep, recompute)))
-        return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+        return model_hook_fail(d, rc, l, "mlp.gate/up_proj");
     if (recompute)
         return 0;
     if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C, 0)))
-        return diag_set(d, rc, NULL, -1, "quantization hook failed at layer %d", l);
+        return model_hook_fail(d, rc, l, "mlp.down_proj");
     /* x_next = x_mid + MLP, normed for the next layer (ln1) or the head (lnf) */
     const int last = l + 1 == c->n_layers;
     rmsnorm_residual_forward(x_next, last ? a->lnf : a->ln1 + (l + 1) * st.C,
