@@ -143,6 +143,11 @@ TEST(dataloader, resume_continues_bit_exactly)
     bad.data_hash ^= 1;
     ASSERT_EQ_INT(dataloader_pos_set(resumed, &bad, &d), QS_EINVAL);
     ASSERT_TRUE(strstr(d.msg, "other data") != NULL);
+    /* the same shards cut into other windows: seq_len changed, and the message says so */
+    bad = pos;
+    bad.n_windows += 7;
+    ASSERT_EQ_INT(dataloader_pos_set(resumed, &bad, &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "seq_len (the window length) changed") != NULL);
     dataloader_destroy(resumed);
     dataloader_destroy(full);
 }

@@ -232,12 +232,17 @@ void dataloader_pos_get(const dataloader *dl, dataloader_pos *pos)
 
 int dataloader_pos_set(dataloader *dl, const dataloader_pos *pos, qs_diag *d)
 {
-    if (pos->n_windows != dl->n_windows || pos->data_hash != dl->data_hash)
+    if (pos->data_hash != dl->data_hash)
         return diag_set(d, QS_EINVAL, NULL, -1,
-                        "saved data position is for other data (%llu windows, hash %016llx): "
-                        "expected %llu windows, hash %016llx",
-                        (unsigned long long)pos->n_windows, (unsigned long long)pos->data_hash,
-                        (unsigned long long)dl->n_windows, (unsigned long long)dl->data_hash);
+                        "saved data position is for other data (shard hash %016llx, now "
+                        "%016llx): resume on the shards the run was started with",
+                        (unsigned long long)pos->data_hash, (unsigned long long)dl->data_hash);
+    if (pos->n_windows != dl->n_windows)   /* the same tokens cut into other windows */
+        return diag_set(d, QS_EINVAL, NULL, -1,
+                        "saved data position is for %llu windows of these shards, now %llu: "
+                        "seq_len (the window length) changed since the run started; resume "
+                        "with the run's seq_len",
+                        (unsigned long long)pos->n_windows, (unsigned long long)dl->n_windows);
     if (pos->cursor > dl->n_windows)
         return diag_set(d, QS_EINVAL, NULL, -1, "saved cursor %llu: expected <= %llu",
                         (unsigned long long)pos->cursor, (unsigned long long)dl->n_windows);

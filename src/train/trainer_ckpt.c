@@ -347,9 +347,13 @@ int trainer_state_read(struct trainer *t, const char *path, qs_diag *d)
         (rc = ckpt_section_copy(&r, "adam_v", t->opt.v, first, mine, pb, path, d)))
         goto out;
     t->opt.t = (long)adam_t;
-    if ((rc = trainstate_section(&r, "data", &p, &n, d)) ||
-        (rc = t->data->restore(t->data->self, p, n, d)))
+    if ((rc = trainstate_section(&r, "data", &p, &n, d)))
         goto out;
+    if ((rc = t->data->restore(t->data->self, p, n, d))) {
+        if (!d->path[0])   /* the saved position's file */
+            snprintf(d->path, sizeof d->path, "%s", path);
+        goto out;
+    }
     if ((rc = trainstate_section(&r, "amax", &p, &n, d)) ||
         (rc = trainer_amax_unpack(t, p, n, path, d)))
         goto out;
