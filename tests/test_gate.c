@@ -238,7 +238,13 @@ TEST(gate, different_item_sets_are_unusable)
     ASSERT_EQ_INT(run_gate(args), 2);
     ASSERT_TRUE(out_contains("different items"));
     /* baseline doc 0 is the first item the candidate lacks: its file and line */
-    ASSERT_TRUE(out_contains("gate_items_b/samples.jsonl:1: task arc_easy: baseline and candidate"));
+    ASSERT_TRUE(out_contains("gate_items_b/samples.jsonl:1: task arc_easy: doc 0 is in the "
+                             "baseline's per-item log only"));
+    /* the other way round: the candidate's extra item is named with its file */
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", pc, pb);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("gate_items_b/samples.jsonl:1: task arc_easy: doc 0 is in the "
+                             "candidate's per-item log only"));
 }
 
 TEST(gate, missing_task_is_unusable)

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "qs/fileio.h"
@@ -124,6 +125,21 @@ static int paired_test(gate_row *row, const itemlog_item **bi, const itemlog_ite
     return 0;
 }
 
+/* "doc 12" or "subject anatomy doc 12" from an item key "task|subject|000000000012" */
+static void item_label(const char *key, char *buf, size_t n)
+{
+    const char *a = strchr(key, '|'), *b = a ? strchr(a + 1, '|') : NULL;
+    if (!b) {
+        snprintf(buf, n, "item %s", key);
+        return;
+    }
+    long long doc = strtoll(b + 1, NULL, 10);
+    if (b > a + 1)
+        snprintf(buf, n, "subject %.*s doc %lld", (int)(b - a - 1), a + 1, doc);
+    else
+        snprintf(buf, n, "doc %lld", doc);
+}
+
 static int compare_items(gate_row *row, const resfile_task *bt, const resfile *base,
                          const resfile *cand, const itemlog *base_items,
                          const itemlog *cand_items, const gate_opts *o, qs_diag *d)
@@ -151,12 +167,16 @@ static int compare_items(gate_row *row, const resfile_task *bt, const resfile *b
         for (size_t i = 0; !rc && i < (nb > nc ? nb : nc); i++) {
             const char *kb = i < nb ? bi[i]->key : "(none)", *kc = i < nc ? ci[i]->key : "(none)";
             /* the first item one side has and the other lacks names the file and line */
-            const itemlog_item *odd = i >= nc || (i < nb && strcmp(kb, kc) < 0) ? bi[i] : ci[i];
-            if (strcmp(kb, kc))
+            int odd_base = i >= nc || (i < nb && strcmp(kb, kc) < 0);
+            const itemlog_item *odd = odd_base ? bi[i] : ci[i];
+            if (strcmp(kb, kc)) {
+                char item[160];
+                item_label(odd->key, item, sizeof item);
                 rc = diag_set(d, QS_EINVAL, odd->file, odd->line,
-                              "task %s: baseline and candidate were scored on different items "
-                              "(%zu vs %zu items; first difference: baseline %s, candidate %s)",
-                              row->task, nb, nc, kb, kc);
+                              "task %s: %s is in the %s's per-item log only: baseline and "
+                              "candidate were scored on different items (%zu vs %zu items)",
+                              row->task, item, odd_base ? "baseline" : "candidate", nb, nc);
+            }
         }
         if (!rc)
             rc = paired_test(row, bi, ci, nb, o, d);
