@@ -189,3 +189,18 @@ TEST(fileio, special_outputs_in_place_links_kept_directories_named)
     ASSERT_EQ_INT(fileio_read_all(test_tmp_dir(), &data, &n, &d), QS_EIO);
     ASSERT_TRUE(strstr(d.msg, "is a directory; expected a file") != NULL);
 }
+
+/* A diag about a file under its temp name names the final one. */
+TEST(err, diag_rebase_names_the_final_path)
+{
+    qs_diag d = {0};
+    diag_set(&d, QS_EIO, "out.tmp.42/tokenizer.json", -1, "write failed");
+    diag_rebase(&d, "out.tmp.42", "out");
+    ASSERT_EQ_STR(d.path, "out/tokenizer.json");
+    diag_set(&d, QS_EIO, "dir/.tmp.42.results.json", -1, "write failed");
+    diag_rebase(&d, "dir/.tmp.42.results.json", "dir/results.json");
+    ASSERT_EQ_STR(d.path, "dir/results.json");
+    diag_set(&d, QS_EIO, "out.tmp.421/x", -1, "write failed");   /* another name, untouched */
+    diag_rebase(&d, "out.tmp.42", "out");
+    ASSERT_EQ_STR(d.path, "out.tmp.421/x");
+}

@@ -52,4 +52,9 @@ int diag_set(qs_diag *d, int code, const char *path, long line, const char *fmt,
 /* Format a diag as one line "PATH:LINE: msg" (parts omitted when absent) into buf. */
 void diag_format(const qs_diag *d, char *buf, size_t buf_bytes);
 
+/* A diag about a file under a temporary name (OUT.tmp.<pid>/x, .tmp.<pid>.results.json)
+ * names the final one instead: d->path equal to `from`, or below it as a
+ * directory, gets `to` in its place (unchanged if the result would not fit). */
+void diag_rebase(qs_diag *d, const char *from, const char *to);
+
 #endif

@@ -50,3 +50,14 @@ void diag_format(const qs_diag *d, char *buf, size_t buf_bytes)
     else
         snprintf(buf, buf_bytes, "%s", msg);
 }
+
+void diag_rebase(qs_diag *d, const char *from, const char *to)
+{
+    size_t n = strlen(from);
+    if (!d || !n || strncmp(d->path, from, n) || (d->path[n] && d->path[n] != '/'))
+        return;
+    char buf[QS_DIAG_PATH_MAX];
+    int w = snprintf(buf, sizeof buf, "%s%s", to, d->path + n);
+    if (w > 0 && (size_t)w < sizeof buf)
+        memcpy(d->path, buf, (size_t)w + 1);
+}

@@ -457,6 +457,8 @@ int cmd_eval(int argc, char **argv)
            n_items, eval_seconds_since(&t0), load_s, score_s, hash_wait_s, a.output,
            a.samples ? "; samples: " : "", a.samples ? a.samples : "");
 fail:
+    for (int i = 0; rc && i < outs.n; i++)   /* the output's name, not its temp name */
+        diag_rebase(&d, cli_outputs_tmp(&outs, i), outs.f[i].path);
     if (rc)
         cli_diag_error(&d);
 done:

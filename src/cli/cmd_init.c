@@ -182,6 +182,7 @@ static int init_run(const init_args *a)
         rc = diag_set(&d, QS_EIO, out, -1, "cannot rename %s to it", tmp);
     if (rc) {
         fileio_dir_remove_flat(tmp);
+        diag_rebase(&d, tmp, out);   /* name OUT/x, not OUT.tmp.<pid>/x */
         rc = cli_diag_error(&d);
         interrupt_exit();
         return rc;

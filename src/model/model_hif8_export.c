@@ -262,7 +262,9 @@ int model_hif8_export(const llama_model *m, const char *src_dir, const model_hif
         !(rc = export_weights(m, tmp, lin, n_lin, d)) && rename(tmp, out_dir))
         rc = diag_set(d, QS_EIO, out_dir, -1, "cannot rename %s into place: %s", tmp,
                       strerror(errno));
-    if (rc)
+    if (rc) {
         fileio_dir_remove_flat(tmp);
+        diag_rebase(d, tmp, out_dir);   /* name OUT/x, not OUT.tmp.<pid>/x */
+    }
     return rc;
 }
