@@ -135,3 +135,19 @@ TEST(cli_eval, device_outputs_written_in_place_and_links_kept)
     ASSERT_TRUE(stat(target, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 100);
     ASSERT_EQ_INT(cli_eval_stray_temps(test_tmp_dir()), 0);
 }
+
+/* A scoring error names the item (here a context too short for any answer). */
+TEST(cli_eval, scoring_error_names_the_item)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char args[1200];
+    snprintf(args, sizeof args, EVAL_ARGS " --max-length 2 --output %s/ml2.json", test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strncmp(cli_err, "qatscope: arc_easy doc ", 23) == 0);
+    ASSERT_TRUE(strstr(cli_err, "exceeds the context of 2\n") != NULL);
+    ASSERT_EQ_INT(test_run_cli("compare --model data/demo/model --reference data/demo/model "
+                               "--text a.txt --shards b", cli_out, sizeof cli_out, cli_err,
+                               sizeof cli_err), 2);
+    ASSERT_EQ_STR(cli_err, "qatscope: compare: --text and --shards exclude each other: give one\n");
+}

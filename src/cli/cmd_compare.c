@@ -235,6 +235,8 @@ int cmd_compare(int argc, char **argv)
                             NULL);
     if (rc)
         return rc < 0 ? 0 : rc;
+    if (a.text && a.shards)
+        return cli_error("compare: --text and --shards exclude each other: give one");
     if (!a.model || !a.reference || !a.text == !a.shards)
         return cli_error("compare: --model, --reference and one of --text or --shards are "
                          "required; see 'qatscope compare --help'");

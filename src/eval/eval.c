@@ -11,6 +11,7 @@
  * harness) and a subset run.  MMLU: the first k dev rows of its subject.
  */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "eval_impl.h"
@@ -380,6 +381,19 @@ int eval_score_impl(eval_session *s, const lm_scorer *lm, size_t first, size_t s
             res[m].greedy = s->items[next].greedy;
         }
         rc = lm->score(lm->self, req, res, m, d);
+        if (rc && rc != QS_ENOMEM && !d->path[0]) {   /* name the item: alone, the one that fails */
+            size_t bad = m == 1 ? 0 : m;
+            for (size_t j = 0; m > 1 && j < m && bad == m; j++)
+                if (lm->score(lm->self, &req[j], &res[j], 1, d))
+                    bad = j;
+            if (bad < m) {   /* else only the batch fails: its message as it is */
+                const eval_item *it = &s->items[idx[bad]];
+                char why[QS_DIAG_MSG_MAX];
+                snprintf(why, sizeof why, "%s", d->msg);
+                diag_set(d, rc, NULL, -1, "%s doc %ld: %.400s", s->defs[it->task].name,
+                         it->doc_id, why);
+            }
+        }
         for (size_t j = 0; j < m && !rc; j++) {
             eval_item *it = &s->items[idx[j]];
             for (int c = 0; c < it->n_choices; c++)
