@@ -354,9 +354,13 @@ int prompt_shots_pick(const task_def *def, const task_data *td, const task_doc *
         for (size_t i = 0; i < td->n_shots && got < k; i++)
             if (td->shots[i].subject == doc->subject)
                 out[got++] = i;
-        if (got < k)
-            return diag_set(d, QS_EINVAL, NULL, -1, "%s: %d-shot needs %d %s rows, found %d",
-                            def->name, k, k, def->fewshot_split, got);
+        if (got < k)   /* per subject: name it (its dev file is <subject>_dev.csv) */
+            return diag_set(d, QS_EINVAL, NULL, -1, "%s%s%s: %d-shot needs %d %s rows, found %d",
+                            def->name, doc->subject >= 0 ? " subject " : "",
+                            doc->subject >= 0 && doc->subject < def->n_subjects
+                                ? def->subjects[doc->subject]
+                                : "",
+                            k, k, def->fewshot_split, got);
         return 0;
     }
     if ((size_t)k > td->n_shots)
