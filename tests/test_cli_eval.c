@@ -151,3 +151,37 @@ TEST(cli_eval, scoring_error_names_the_item)
                                sizeof cli_err), 2);
     ASSERT_EQ_STR(cli_err, "qatscope: compare: --text and --shards exclude each other: give one\n");
 }
+
+/* Too few dev rows for --shots in one MMLU subject: the subject is named. */
+TEST(cli_eval, short_mmlu_dev_split_names_the_subject)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    static const char *const files[] = {"dev/abstract_algebra_dev.csv", "dev/anatomy_dev.csv",
+                                        "dev/formal_logic_dev.csv", "test/abstract_algebra_test.csv",
+                                        "test/anatomy_test.csv", "test/formal_logic_test.csv"};
+    char root[600], dst[800], src[300], args[1600];
+    snprintf(root, sizeof root, "%s/mmlu_short", test_tmp_dir());
+    for (int i = 0; i < 6; i++) {
+        snprintf(src, sizeof src, "tests/data/tasks/data/mmlu/%s", files[i]);
+        snprintf(dst, sizeof dst, "%s/mmlu/%s", root, files[i]);
+        char *slash = strrchr(dst, '/');
+        *slash = 0;
+        ASSERT_OK(fileio_mkdir_p(dst, NULL), NULL);
+        *slash = '/';
+        char *text;
+        size_t n;
+        ASSERT_OK(fileio_read_all(src, &text, &n, NULL), NULL);
+        if (strstr(files[i], "anatomy_dev")) {   /* its first row only */
+            char *nl = strchr(text, '\n');
+            n = nl ? (size_t)(nl - text) + 1 : n;
+        }
+        ASSERT_OK(fileio_write_atomic(dst, text, n, NULL), NULL);
+        qs_free(text);
+    }
+    snprintf(args, sizeof args, "eval --model data/demo/model --tasks mmlu --tasks-dir tests/data/tasks/defs "
+             "--data-dir %s --shots 2 "
+             "--output %s/mmlu_short.json", root, test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_EQ_STR(cli_err, "qatscope: mmlu subject anatomy: 2-shot needs 2 dev rows, found 1\n");
+}
