@@ -332,7 +332,7 @@ TEST(cli_model, overflowing_quantized_input_names_the_linear)
              "--limit 2 --precision hif8 --output %s/hook.json", dir, test_tmp_dir());
     ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
     char want[900];
-    snprintf(want, sizeof want, "qatscope: %s: quantization hook failed at "
+    snprintf(want, sizeof want, "qatscope: %s: arc_easy doc 0: quantization hook failed at "
              "layers.3.mlp.gate/up_proj: NaN or Inf value\n", dir);
     ASSERT_EQ_STR(err, want);
     snprintf(path, sizeof path, "%s/hook.json", test_tmp_dir());

@@ -186,7 +186,7 @@ TEST(cli_compare, bad_inputs_exit_2_with_one_line)
         const char *args, *want;
     } cases[] = {
         {"compare --model " CMP_FIXTURE "/ref --reference " CMP_FIXTURE "/ref", "one of --text"},
-        {"compare --model a --reference b --text t --shards s", "one of --text"},
+        {"compare --model a --reference b --text t --shards s", "exclude each other"},
         {"compare --model a --reference b --text t --precision fp8", "--precision: expected fp32"},
         {"compare --model a --reference b --text t --reference-precision x",
          "--reference-precision: expected"},
