@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,9 +232,9 @@ int fileio_output_target(const char *path, char *out, size_t out_bytes)
 {
     struct stat lst;
     const char *target = path;
-    char *real = NULL, link[4096];
+    char real[PATH_MAX], link[4096];
     if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
-        if ((real = realpath(path, NULL))) {
+        if (realpath(path, real)) {
             target = real;
         } else {   /* a link to a file not made yet: its target, beside the link if relative */
             ssize_t n = readlink(path, link, sizeof link - 1);
@@ -253,7 +254,6 @@ int fileio_output_target(const char *path, char *out, size_t out_bytes)
         }
     }
     int w = snprintf(out, out_bytes, "%s", target);
-    free(real);
     return w < 0 || (size_t)w >= out_bytes ? QS_ERANGE : 0;
 }
 
