@@ -368,6 +368,12 @@ TEST(plots, heatmap_bad_run_dirs_name_the_file)
     ASSERT_OK(fileio_write_atomic(path, text, strlen(text), NULL), NULL);
     ASSERT_EQ_INT(plots_heatmap_load(&hm, bad, &o, &d), QS_EFORMAT);
     ASSERT_TRUE(strstr(d.msg, "$.v: expected version 1, found 2") != NULL);
+    /* a name listed twice in the header: said so, not "not in the header's list" later */
+    text = "{\"v\":1,\"type\":\"header\",\"run\":\"x\",\"recipe\":{},"
+           "\"quantizers\":[\"a.input\",\"b.input\",\"a.input\"]}\n";
+    ASSERT_OK(fileio_write_atomic(path, text, strlen(text), NULL), NULL);
+    ASSERT_EQ_INT(plots_heatmap_load(&hm, bad, &o, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "quantizer 'a.input' is listed twice in the header (entries 0 and 2)"));
     /* a log cut inside its last frame still plots its complete records */
     const char *cut = run_path("hm_cut");
     ASSERT_EQ_INT(write_quant_log(cut, 1000, 10, 0, 5, 0.5, 2), 0);

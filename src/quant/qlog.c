@@ -453,6 +453,11 @@ int qlog_header_parse(qlog_run *run, const qs_json_at *o, qs_diag *d)
         const char *s;
         if ((rc = qs_json_str(&e, NULL, &s, d)))
             return rc;
+        for (int j = 0; j < i; j++)   /* records are matched by name: each once */
+            if (!strcmp(run->names[j], s))
+                return qs_json_fail(&e, NULL, QS_EFORMAT, d,
+                                    "quantizer '%s' is listed twice in the header (entries %d "
+                                    "and %d)", s, j, i);
         if (!(run->names[i] = qs_strdup(s)))
             return diag_set(d, QS_ENOMEM, o->file, o->line, "out of memory");
     }
