@@ -381,7 +381,9 @@ int eval_score_impl(eval_session *s, const lm_scorer *lm, size_t first, size_t s
             res[m].greedy = s->items[next].greedy;
         }
         rc = lm->score(lm->self, req, res, m, d);
-        if (rc && rc != QS_ENOMEM && !d->path[0]) {   /* name the item: alone, the one that fails */
+        /* an item's own error (too long, non-finite): name it, scoring the batch's items
+         * alone to find the one that fails */
+        if ((rc == QS_ERANGE || rc == QS_EINVAL || rc == QS_ENAN) && !d->path[0]) {
             size_t bad = m == 1 ? 0 : m;
             for (size_t j = 0; m > 1 && j < m && bad == m; j++)
                 if (lm->score(lm->self, &req[j], &res[j], 1, d))
