@@ -233,38 +233,51 @@ TEST(cli_model, tokenizer_larger_than_the_vocabulary_is_refused)
     ASSERT_TRUE(!fileio_exists(path));
 }
 
-/* Finite weights whose logits overflow (the final norm at bf16's largest value)
- * make ppl an error, as compare and eval already were, not "nll/token -nan"
- * with exit 0; compare names the model whose logits they are. */
-TEST(cli_model, ppl_of_overflowing_logits_is_an_error)
+/* A copy of the demo model in TMP/name with every weight of `tensor` (bf16) at
+ * 0x7f7f = 3.39e38, bf16's largest finite value: finite weights whose
+ * activations overflow.  0, or -1 on a failure (reported by the caller). */
+static int overflow_model(char *dir, size_t dir_bytes, const char *name, const char *tensor)
 {
-    char dir[600], path[700], args[2048], out[4096], err[1024];
-    if (!getenv("QS_BIN"))
-        SKIP("QS_BIN not set (run through make test)");
-    snprintf(dir, sizeof dir, "%s/cli_ppl_overflow", test_tmp_dir());
-    ASSERT_OK(fileio_mkdir_p(dir, NULL), NULL);
+    char path[700];
+    snprintf(dir, dir_bytes, "%s/%s", test_tmp_dir(), name);
+    if (fileio_mkdir_p(dir, NULL))
+        return -1;
     static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json"};
     for (int i = 0; i < 3; i++) {
         char src[256];
         snprintf(src, sizeof src, "data/demo/model/%s", files[i]);
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        ASSERT_OK(fileio_copy(src, path, NULL), NULL);
+        if (fileio_copy(src, path, NULL))
+            return -1;
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     safetensors_file f;
-    qs_diag d = {0};
-    ASSERT_OK(safetensors_open(&f, path, &d), &d);
-    const safetensors_tensor *t = safetensors_find(&f, "model.norm.weight");
-    ASSERT_TRUE(t != NULL && t->dtype == SAFETENSORS_BF16);
-    size_t off = (size_t)(t->data - f.map.data), bytes = t->n_bytes;
+    if (safetensors_open(&f, path, NULL))
+        return -1;
+    const safetensors_tensor *t = safetensors_find(&f, tensor);
+    size_t off = t ? (size_t)(t->data - f.map.data) : 0, bytes = t ? t->n_bytes : 0;
+    int bf16 = t && t->dtype == SAFETENSORS_BF16;
     safetensors_close(&f);
     char *b;
     size_t n;
-    ASSERT_OK(fileio_read_all(path, &b, &n, NULL), NULL);
+    if (!bf16 || fileio_read_all(path, &b, &n, NULL))
+        return -1;
     for (size_t i = 0; i < bytes; i += 2)
-        memcpy(b + off + i, "\x7f\x7f", 2);   /* bf16 0x7f7f = 3.39e38 */
-    ASSERT_OK(fileio_write_atomic(path, b, n, NULL), NULL);
+        memcpy(b + off + i, "\x7f\x7f", 2);
+    int rc = fileio_write_atomic(path, b, n, NULL);
     qs_free(b);
+    return rc ? -1 : 0;
+}
+
+/* Finite weights whose logits overflow (the final norm at bf16's largest value)
+ * make ppl an error, as compare and eval already were, not "nll/token -nan"
+ * with exit 0; compare names the model whose logits they are. */
+TEST(cli_model, ppl_of_overflowing_logits_is_an_error)
+{
+    char dir[600], args[2048], out[4096], err[1024];
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    ASSERT_EQ_INT(overflow_model(dir, sizeof dir, "cli_ppl_overflow", "model.norm.weight"), 0);
     snprintf(args, sizeof args, "ppl --model %s --text data/demo/train.txt --window 32", dir);
     ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
     char want[800];
@@ -304,30 +317,9 @@ TEST(cli_model, overflowing_quantized_input_names_the_linear)
     char dir[600], path[700], args[2048], out[4096], err[1024];
     if (!getenv("QS_BIN"))
         SKIP("QS_BIN not set (run through make test)");
-    snprintf(dir, sizeof dir, "%s/cli_hook_overflow", test_tmp_dir());
-    ASSERT_OK(fileio_mkdir_p(dir, NULL), NULL);
-    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json"};
-    for (int i = 0; i < 3; i++) {
-        char src[256];
-        snprintf(src, sizeof src, "data/demo/model/%s", files[i]);
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        ASSERT_OK(fileio_copy(src, path, NULL), NULL);
-    }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    safetensors_file f;
-    qs_diag d = {0};
-    ASSERT_OK(safetensors_open(&f, path, &d), &d);
-    const safetensors_tensor *t = safetensors_find(&f, "model.layers.3.post_attention_layernorm.weight");
-    ASSERT_TRUE(t != NULL && t->dtype == SAFETENSORS_BF16);
-    size_t off = (size_t)(t->data - f.map.data), bytes = t->n_bytes;
-    safetensors_close(&f);
-    char *b;
-    size_t n;
-    ASSERT_OK(fileio_read_all(path, &b, &n, NULL), NULL);
-    for (size_t i = 0; i < bytes; i += 2)
-        memcpy(b + off + i, "\x7f\x7f", 2);   /* bf16 3.39e38: the MLP input overflows */
-    ASSERT_OK(fileio_write_atomic(path, b, n, NULL), NULL);
-    qs_free(b);
+    /* the MLP input of block 3 (quantized by the default selection) overflows */
+    ASSERT_EQ_INT(overflow_model(dir, sizeof dir, "cli_hook_overflow",
+                                 "model.layers.3.post_attention_layernorm.weight"), 0);
     snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir tests/data/tasks/data "
              "--limit 2 --precision hif8 --output %s/hook.json", dir, test_tmp_dir());
     ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
