@@ -23,22 +23,27 @@ static int ref_cmp(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* The reference choice for the uniform draw the sampler will make from rng. */
-static int32_t ref_sample(const float *logits, int V, float temperature, float top_p,
-                          uint64_t state, ref_cand *cand)
+/* The reference's candidates: softmax at the temperature, sorted; *sum. */
+static void ref_sort(const float *logits, int V, float temperature, ref_cand *cand, double *sum)
 {
     int32_t best = 0;
     for (int v = 1; v < V; v++)
         if (logits[v] > logits[best])
             best = v;
-    double sum = 0;
+    *sum = 0;
     for (int v = 0; v < V; v++) {
         cand[v].p = (float)exp(((double)logits[v] - logits[best]) / temperature);
         cand[v].id = v;
-        sum += cand[v].p;
+        *sum += cand[v].p;
     }
-    double r = (rng_splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
     qsort(cand, (size_t)V, sizeof *cand, ref_cmp);
+}
+
+/* The reference choice for the uniform draw the sampler will make from rng,
+ * over the candidates ref_sort gave. */
+static int32_t ref_draw(const ref_cand *cand, int V, double sum, float top_p, uint64_t state)
+{
+    double r = (rng_splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
     double kept = 0;
     int n = 0;
     while (n < V && kept < top_p * sum)
@@ -98,8 +103,10 @@ TEST(sampler, nucleus_matches_full_sort)
             qs_diag d = {0};
             ASSERT_OK(sampler_init(&s, V, temps[ti], tops[pi], 100 + ti * 5 + pi, &d), &d);
             int32_t first = -1;
+            double sum;
+            ref_sort(logits, V, temps[ti], cand, &sum);
             for (int i = 0; i < DRAWS; i++) {
-                int32_t want = ref_sample(logits, V, temps[ti], tops[pi], s.rng, cand);
+                int32_t want = ref_draw(cand, V, sum, tops[pi], s.rng);
                 int32_t got = sampler_next(&s, logits);
                 mismatches += got != want;
                 distinct += i > 0 && got != first;
@@ -110,6 +117,37 @@ TEST(sampler, nucleus_matches_full_sort)
         }
     ASSERT_EQ_INT(mismatches, 0);
     ASSERT_TRUE(distinct > draws / 4); /* the draws do vary */
+    qs_free(logits);
+    qs_free(cand);
+}
+
+/* A near-flat distribution over a 150k vocabulary (a random-init model's):
+ * the 0.9 nucleus holds most of the vocabulary; half of the logits on a grid
+ * (exact ties), half continuous (probabilities that differ in their last
+ * bits only). */
+TEST(sampler, nucleus_of_a_flat_distribution)
+{
+    enum { V = 153376, DRAWS = 8 };
+    float *logits = qs_malloc(V * sizeof *logits);
+    ref_cand *cand = qs_malloc(V * sizeof *cand);
+    ASSERT_TRUE(logits && cand);
+    uint64_t st = 77;
+    for (int v = 0; v < V; v++) {
+        uint64_t u = rng_splitmix64(&st);
+        logits[v] = v % 2 ? (float)(u >> 40) * 0x1p-25f : (float)((u >> 40) % 4096) * 0x1p-13f;
+    }
+    sampler s;
+    qs_diag d = {0};
+    ASSERT_OK(sampler_init(&s, V, 1.0f, 0.9f, 5, &d), &d);
+    int mismatches = 0;
+    double sum;
+    ref_sort(logits, V, 1.0f, cand, &sum);
+    for (int i = 0; i < DRAWS; i++) {
+        int32_t want = ref_draw(cand, V, sum, 0.9f, s.rng);
+        mismatches += sampler_next(&s, logits) != want;
+    }
+    ASSERT_EQ_INT(mismatches, 0);
+    sampler_free(&s);
     qs_free(logits);
     qs_free(cand);
 }

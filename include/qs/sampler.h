@@ -24,6 +24,7 @@ typedef struct sampler {
     uint64_t rng;        /* state */
     float *probs;        /* [V] scratch */
     sampler_cand *cand;  /* [V] scratch for top-p */
+    sampler_cand *tmp;   /* [V] scratch for its sort */
 } sampler;
 
 int sampler_init(sampler *s, int vocab_size, float temperature, float top_p, uint64_t seed,

@@ -1,5 +1,9 @@
 /* sampler.c: see include/qs/sampler.h.  Softmax in double; the candidate list
- * for top-p is sorted by (probability desc, id asc) so ties are deterministic. */
+ * for top-p is sorted by (probability desc, id asc) so ties are deterministic:
+ * a stable radix sort of the candidates, collected in id order, on their
+ * probability's bits (a near-flat distribution over a 150k vocabulary keeps
+ * ~90% of it in a 0.9 nucleus: qsort took 21 ms a token on the 1B model, more
+ * than half of its bf16 forward). */
 #include "qs/sampler.h"
 
 #include <math.h>
@@ -24,7 +28,8 @@ int sampler_init(sampler *s, int vocab_size, float temperature, float top_p, uin
     s->rng = seed;
     s->probs = qs_malloc((size_t)vocab_size * sizeof *s->probs);
     s->cand = qs_malloc((size_t)vocab_size * sizeof *s->cand);
-    if (!s->probs || !s->cand) {
+    s->tmp = qs_malloc((size_t)vocab_size * sizeof *s->tmp);
+    if (!s->probs || !s->cand || !s->tmp) {
         sampler_free(s);
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
     }
@@ -35,6 +40,7 @@ void sampler_free(sampler *s)
 {
     qs_free(s->probs);
     qs_free(s->cand);
+    qs_free(s->tmp);
     memset(s, 0, sizeof *s);
 }
 
@@ -44,10 +50,42 @@ static double sampler_uniform(uint64_t *st)
     return (rng_splitmix64(st) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-static int sampler_cmp(const void *a, const void *b)
+/* The m candidates (in id order) by (p desc, id asc): a stable LSD radix sort,
+ * a byte a pass, on the complement of p's bits (p >= 0, so the bits order as
+ * the values do); a pass whose byte all keys share is skipped.  The result is
+ * in s->cand. */
+static void sampler_sort(sampler *s, int m)
 {
-    const sampler_cand *x = a, *y = b;
-    return x->p > y->p ? -1 : x->p < y->p ? 1 : (x->id > y->id) - (x->id < y->id);
+    sampler_cand *src = s->cand, *dst = s->tmp;
+    for (int shift = 0; shift < 32; shift += 8) {
+        int count[256] = {0};
+        for (int i = 0; i < m; i++) {
+            uint32_t u;
+            memcpy(&u, &src[i].p, sizeof u);
+            count[(~u >> shift) & 255]++;
+        }
+        int skip = 0;
+        for (int b = 0; b < 256 && !skip; b++)
+            skip = count[b] == m;
+        if (skip)
+            continue;
+        int at = 0;
+        for (int b = 0; b < 256; b++) {
+            int c = count[b];
+            count[b] = at;
+            at += c;
+        }
+        for (int i = 0; i < m; i++) {
+            uint32_t u;
+            memcpy(&u, &src[i].p, sizeof u);
+            dst[count[(~u >> shift) & 255]++] = src[i];
+        }
+        sampler_cand *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != s->cand)
+        memcpy(s->cand, src, (size_t)m * sizeof *src);
 }
 
 /* The candidates with probability >= t, by (p desc, id asc); their count. */
@@ -57,7 +95,7 @@ static int sampler_sorted_above(sampler *s, int V, float t)
     for (int v = 0; v < V; v++)
         if (s->probs[v] >= t)
             s->cand[m++] = (sampler_cand){s->probs[v], v};
-    qsort(s->cand, (size_t)m, sizeof *s->cand, sampler_cmp);
+    sampler_sort(s, m);
     return m;
 }
 
