@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include "qs/fileio.h"
+#include "qs/layers.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
@@ -163,6 +165,42 @@ TEST(cli_model, ppl_scores_every_token_once_and_matches_one_window)
     ASSERT_EQ_INT(slid.n_windows, 6);   /* [0,16) [5,21) [10,26) [15,31) [20,36) [25,40) */
     ASSERT_TRUE(fabs(slid.nll_sum - one.nll_sum) > 1e-6);   /* less context, other NLL */
     ASSERT_EQ_INT(model_ppl_compute(&m, ids, 40, 16, 17, &slid, &d), QS_EINVAL);
+    model_free(&m);
+}
+
+/* Windows that overlap score only their last rows, and the lm_head runs only
+ * on those: the same bits as a brute force that computes every row's logits,
+ * window by window, and sums the scored rows in position order. */
+TEST(cli_model, ppl_overlapping_windows_match_every_row_brute_force)
+{
+    llama_model m;
+    qs_diag d = {0};
+    ASSERT_OK(model_load_dir(&m, "data/fixtures/llama_gqa_f32", &d), &d);
+    enum { N = 40, W = 16, S = 5 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = (i * 11 + 5) % 64;
+    const int V = m.cfg.vocab_size;
+    for (int prec = 0; prec < 2; prec++) {
+        m.precision = prec ? MATMUL_BF16 : MATMUL_FP32;
+        model_ppl_result got;
+        ASSERT_OK(model_ppl_compute(&m, ids, N, W, S, &got, &d), &d);
+        double want = 0;
+        size_t prev_end = 0, scored = 0;
+        for (size_t begin = 0; prev_end < N; begin += S) {
+            size_t end = begin + W < N ? begin + W : N;
+            size_t first = prev_end > begin + 1 ? prev_end : begin + 1;
+            llama_acts a;
+            ASSERT_OK(model_acts_init(&a, &m.cfg, 1, (int)(end - begin), (int)(end - begin), 0, &d), &d);
+            ASSERT_OK(model_forward(&m, &a, ids + begin, NULL, 1, (int)(end - begin), 0, &d), &d);
+            for (size_t t = first; t < end; t++, scored++)
+                want += xent_row_nll(a.logits + (t - 1 - begin) * (size_t)V, V, ids[t]);
+            model_acts_free(&a);
+            prev_end = end;
+        }
+        ASSERT_EQ_INT((long)got.n_scored, (long)scored);
+        ASSERT_TRUE(got.nll_sum == want);
+    }
     model_free(&m);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "qs/layers.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
@@ -40,6 +41,24 @@ size_t model_ppl_acts_elems(const llama_config *c, int window)
     int win, chunk;
     ppl_shape(window, (size_t)window, &win, &chunk);
     return model_acts_elems(c, 1, chunk, win, MODEL_ACTS_INFER);
+}
+
+/* The lm_head runs only on the rows a chunk scores (*n from row *first: none
+ * in the first half of a window that overlaps the previous one) when its rows
+ * are independent of each other (matmul_rows_independent: the same bits as on
+ * every row); otherwise on every row. */
+static void ppl_head_rows(llama_acts *a, const llama_model *m, const int *first, const int *n)
+{
+    int sel = matmul_rows_independent(m->precision);
+    a->logits_first = sel ? first : NULL;
+    a->logits_rows = sel ? n : NULL;
+}
+
+/* The logits of chunk row lo: the first row of a->logits when the head ran on
+ * the scored rows only. */
+static const float *ppl_logits(const llama_acts *a, long lo, int V)
+{
+    return a->logits_rows ? a->logits : a->logits + (size_t)lo * V;
 }
 
 static int ppl_windows(llama_model *m, llama_model *ref, const int32_t *ids, size_t n_ids,
@@ -75,16 +94,20 @@ static int ppl_windows(llama_model *m, llama_model *ref, const int32_t *ids, siz
         size_t first = prev_end > begin + 1 ? prev_end : begin + 1;   /* first scored token */
         for (size_t c0 = begin; c0 < end && !rc; c0 += (size_t)chunk) {
             int rows = (int)(end - c0 < (size_t)chunk ? end - c0 : (size_t)chunk);
-            if ((rc = model_forward(m, &a, ids + c0, NULL, 1, rows, (int)(c0 - begin), d)) ||
-                (ref && (rc = model_forward(ref, &ra, ids + c0, NULL, 1, rows, (int)(c0 - begin),
-                                            d))))
-                break;
             /* row j predicts ids[c0 + j + 1], scored when that is in [first, end) */
             long lo = (long)first - (long)c0 - 1, hi = (long)end - (long)c0 - 1;
             lo = lo > 0 ? lo : 0;
             hi = hi < rows ? hi : rows;
+            int head_first = (int)lo, head_rows = hi > lo ? (int)(hi - lo) : 0;
+            ppl_head_rows(&a, m, &head_first, &head_rows);
+            if (ref)
+                ppl_head_rows(&ra, ref, &head_first, &head_rows);
+            if ((rc = model_forward(m, &a, ids + c0, NULL, 1, rows, (int)(c0 - begin), d)) ||
+                (ref && (rc = model_forward(ref, &ra, ids + c0, NULL, 1, rows, (int)(c0 - begin),
+                                            d))))
+                break;
             if (hi > lo)
-                rc = fn(ctx, a.logits + (size_t)lo * V, ref ? ra.logits + (size_t)lo * V : NULL,
+                rc = fn(ctx, ppl_logits(&a, lo, V), ref ? ppl_logits(&ra, lo, V) : NULL,
                         ids + c0 + (size_t)lo + 1, (int)(hi - lo), d);
         }
         if (rc)
