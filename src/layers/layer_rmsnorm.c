@@ -33,21 +33,33 @@ static float rmsnorm_row(float *out, float *sum, const float *a, const float *b,
     return r;
 }
 
+static void rmsnorm_residual_row(float *sum, float *out, float *rstd, const float *a,
+                                 const float *b, const float *w, int n, int C, float eps, int simd)
+{
+    size_t o = (size_t)n * C;
+    float *s = b ? sum + o : NULL;
+    const float *bn = b ? b + o : NULL;
+    float r = simd ? rmsnorm_row_avx512_impl(out + o, s, a + o, bn, w, C, eps)
+                   : rmsnorm_row(out + o, s, a + o, bn, w, C, eps);
+    if (rstd)
+        rstd[n] = r;
+}
+
 void rmsnorm_residual_forward(float *sum, float *out, float *rstd, const float *a, const float *b,
                               const float *w, int N, int C, float eps)
 {
     const int simd = cpu_level() >= CPU_LEVEL_AVX512;
+    /* a serial call enters no OpenMP region: an if(0) region still costs 1-3 us,
+     * and a 1B decode makes ~700 such calls a token (README, ### models) */
+    if (N > 16) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (N > 16)
+#pragma omp parallel for schedule(static)
 #endif
-    for (int n = 0; n < N; n++) {
-        size_t o = (size_t)n * C;
-        float *s = b ? sum + o : NULL;
-        const float *bn = b ? b + o : NULL;
-        float r = simd ? rmsnorm_row_avx512_impl(out + o, s, a + o, bn, w, C, eps)
-                       : rmsnorm_row(out + o, s, a + o, bn, w, C, eps);
-        if (rstd)
-            rstd[n] = r;
+        for (int n = 0; n < N; n++)
+            rmsnorm_residual_row(sum, out, rstd, a, b, w, n, C, eps, simd);
+    } else {
+        for (int n = 0; n < N; n++)
+            rmsnorm_residual_row(sum, out, rstd, a, b, w, n, C, eps, simd);
     }
 }
 

@@ -200,11 +200,17 @@ static void model_embed_packed(const llama_model *m, float *x, const int32_t *to
     matmul_wpack *pk = m->embed_pack ? m->embed_pack
                                      : m->packs[m->cfg.n_layers * MODEL_LIN_COUNT];
     const int C = m->cfg.dim;
+    if (N >= 64) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if (N >= 64)
+#pragma omp parallel for schedule(static)
 #endif
-    for (int i = 0; i < N; i++)
-        matmul_wpack_row(pk, tokens[i], x + (size_t)i * C);
+        for (int i = 0; i < N; i++)
+            matmul_wpack_row(pk, tokens[i], x + (size_t)i * C);
+    } else {
+        /* serial: no OpenMP region at all (an if(0) region still costs 1-3 us) */
+        for (int i = 0; i < N; i++)
+            matmul_wpack_row(pk, tokens[i], x + (size_t)i * C);
+    }
 }
 
 model_strides model_strides_impl(const llama_model *m, const llama_acts *a)

@@ -318,11 +318,26 @@ static void model_hif8_row_finish(float *restrict y, const float *restrict b, fl
 
 void model_linear_rows_finish(float *out, const float *row_scale, const float *bias, int N, int O)
 {
+    if ((size_t)N * O > 65536) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) if ((size_t)N * O > 65536)
+#pragma omp parallel for schedule(static)
 #endif
-    for (int r = 0; r < N; r++)
-        model_hif8_row_finish(out + (size_t)r * O, bias, row_scale[r], O);
+        for (int r = 0; r < N; r++)
+            model_hif8_row_finish(out + (size_t)r * O, bias, row_scale[r], O);
+    } else {
+        /* serial: no OpenMP region at all (an if(0) region still costs 1-3 us) */
+        for (int r = 0; r < N; r++)
+            model_hif8_row_finish(out + (size_t)r * O, bias, row_scale[r], O);
+    }
+}
+
+static size_t model_hif8_encode_row(float input_scale, const float *x, float *xq, float *row_scale,
+                                    int r, int IN)
+{
+    const float *xr = x + (size_t)r * IN;
+    const float s = input_scale > 0.0f ? input_scale : hif8_row_scale(xr, (size_t)IN);
+    row_scale[r] = s;
+    return hif8_scaled_values(xr, xq + (size_t)r * IN, (size_t)IN, s);
 }
 
 /* x[N, IN] encoded into xq with the input scale (> 0), or a scale per row
@@ -341,14 +356,16 @@ static int model_hif8_encode(model_hif8 *q, float input_scale, const float *x, f
     }
     size_t bad = 0;
     float *row_scale = q->row_scale;
+    if ((size_t)N * IN > 65536) {
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static) reduction(+ : bad) if ((size_t)N * IN > 65536)
+#pragma omp parallel for schedule(static) reduction(+ : bad)
 #endif
-    for (int r = 0; r < N; r++) {
-        const float *xr = x + (size_t)r * IN;
-        const float s = input_scale > 0.0f ? input_scale : hif8_row_scale(xr, (size_t)IN);
-        bad += hif8_scaled_values(xr, xq + (size_t)r * IN, (size_t)IN, s);
-        row_scale[r] = s;
+        for (int r = 0; r < N; r++)
+            bad += model_hif8_encode_row(input_scale, x, xq, row_scale, r, IN);
+    } else {
+        /* serial: no OpenMP region at all (an if(0) region still costs 1-3 us) */
+        for (int r = 0; r < N; r++)
+            bad += model_hif8_encode_row(input_scale, x, xq, row_scale, r, IN);
     }
     return bad ? QS_ENAN : 0;
 }
