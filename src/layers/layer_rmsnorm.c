@@ -50,7 +50,7 @@ void rmsnorm_residual_forward(float *sum, float *out, float *rstd, const float *
 {
     const int simd = cpu_level() >= CPU_LEVEL_AVX512;
     /* a serial call enters no OpenMP region: an if(0) region still costs 1-3 us,
-     * and a 1B decode makes ~700 such calls a token (README, ### models) */
+     * and a 1B decode makes hundreds of such calls a token (README, ### models) */
     if (N > 16) {
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static)
