@@ -189,8 +189,12 @@ static int scan_q(scan *s, const char *want_name, int metric, float *out)
     size_t n;
     int esc, integral, named = 0;
     float f[QLOG_F_COUNT];
+    double cnt[QLOG_C_COUNT];   /* n, clip, under (NaN: null or absent) */
+    int cf;
     for (int i = 0; i < QLOG_F_COUNT; i++)
         f[i] = NAN;
+    for (int i = 0; i < QLOG_C_COUNT; i++)
+        cnt[i] = NAN;
     if (!lit(s, '{') || lit(s, '}'))
         return 0;   /* {}: no name */
     do {
@@ -210,18 +214,25 @@ static int scan_q(scan *s, const char *want_name, int metric, float *out)
             size_t tn;
             if (!str_or_null(s, &t, &tn))
                 return 0;
+            if (t && key_is(a, n, "mode") && !key_is(t, tn, "quant") &&
+                !key_is(t, tn, "observe") && !key_is(t, tn, "none"))
+                return 0;   /* refused by the rules: the Jansson path words it */
         } else if (fl >= 0) {   /* the rules' range, and the fp32 value qlog_row holds */
             if (!num_or_null(s, &v, &integral) || (!isnan(v) && !qlog_float_ok(fl, v)))
                 return 0;
             f[fl] = (float)v;
-        } else if (qlog_count_field(a, n) >= 0) {
+        } else if ((cf = qlog_count_field(a, n)) >= 0) {
             if (!num_or_null(s, &v, &integral) || (!isnan(v) && (!integral || v < 0)))
                 return 0;
+            cnt[cf] = v;
         } else if (!skip_value(s, 1)) {
             return 0;
         }
     } while (lit(s, ','));
     if (!lit(s, '}') || !named)
+        return 0;
+    /* clip or under past n: refused by the rules (NaN compares false) */
+    if (cnt[QLOG_C_CLIP] > cnt[QLOG_C_N] || cnt[QLOG_C_UNDER] > cnt[QLOG_C_N])
         return 0;
     switch (metric) {
     case PLOTS_METRIC_CLIP_RATE: *out = f[QLOG_F_CLIP_RATE]; break;
@@ -267,7 +278,8 @@ int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *n
         } else if (key_is(a, n, "phase")) {
             const char *t;
             size_t tn;
-            if (!str_or_null(&s, &t, &tn))
+            if (!str_or_null(&s, &t, &tn) ||
+                (t && !key_is(t, tn, "qat") && !key_is(t, tn, "warmup")))
                 return 0;
             *is_qat = t && key_is(t, tn, "qat");
         } else if (key_is(a, n, "q")) {

@@ -92,6 +92,10 @@ TEST(plots, step_scanner_hands_back_unusual_lines)
         "{\"v\":1,\"type\":\"step\",\"step\":3,\"q\":[{" SCAN_N0 ",\"clip\":1.5}," SCAN_Q1 "]}",
         "{\"v\":1,\"type\":\"step\",\"step\":3,\"q\":[{" SCAN_N0 ",\"mode\":3}," SCAN_Q1 "]}",
         "{\"v\":1,\"type\":\"step\",\"step\":3,\"phase\":1,\"q\":" SCAN_QQ "}",
+        "{\"v\":1,\"type\":\"step\",\"step\":3,\"phase\":\"QAT\",\"q\":" SCAN_QQ "}",
+        "{\"v\":1,\"type\":\"step\",\"step\":3,\"q\":[{" SCAN_N0 ",\"mode\":\"quantize\"}," SCAN_Q1 "]}",
+        "{\"v\":1,\"type\":\"step\",\"step\":3,\"q\":[{" SCAN_N0 ",\"n\":4,\"clip\":5}," SCAN_Q1 "]}",
+        "{\"v\":1,\"type\":\"step\",\"step\":3,\"q\":[{" SCAN_N0 ",\"under\":9,\"n\":8}," SCAN_Q1 "]}",
         "{\"v\":1,\"type\":\"step\",\"step\":3,\"x\":123456789012345678901,\"q\":" SCAN_QQ "}",
     };
     long step;

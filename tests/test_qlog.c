@@ -283,6 +283,16 @@ TEST(qlog, malformed_logs_name_file_and_line)
         {HDR "not json\n", "invalid JSON at column", 2},
         {HDR "{\"v\":1,\"type\":\"header\",\"recipe\":{},\"quantizers\":[\"a\"]}\n", "different", 2},
         {"", "no header", -1},
+        /* records that contradict themselves: satstat, replay and heatmap refuse them
+         * alike (they were read as warmup steps, mode none, or a clip past n) */
+        {HDR "{\"v\":1,\"type\":\"step\",\"step\":0,\"phase\":\"QAT\",\"q\":[]}\n",
+         "step 0: phase 'QAT', expected \"warmup\" or \"qat\"", 2},
+        {HDR "{\"v\":1,\"type\":\"step\",\"step\":4,\"q\":[{\"name\":\"b\",\"mode\":\"on\"}]}\n",
+         "step 4: quantizer 'b': mode 'on', expected \"quant\", \"observe\" or \"none\"", 2},
+        {HDR STEP(0, 1) "{\"v\":1,\"type\":\"step\",\"step\":1,\"q\":[{\"name\":\"a\",\"n\":8,"
+         "\"clip\":9}]}\n", "step 1: quantizer 'a': clip 9 exceeds n 8", 3},
+        {HDR "{\"v\":1,\"type\":\"step\",\"step\":2,\"q\":[{\"name\":\"a\",\"under\":3,\"n\":2}]}\n",
+         "under 3 exceeds n 2", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ASSERT_OK(write_plain(path, cases[i].text), NULL);

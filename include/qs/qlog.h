@@ -104,10 +104,12 @@ static inline int qlog_step_selected(const qlog_run *run, int step_idx, int sele
  *    header lists the same names;
  *  - a step has an integer "step", a "q" array of objects each with a "name" from
  *    the header (any order; quantizers left out: mode none, figures null), "phase"
- *    and "mode"/"est" strings or null;
+ *    "warmup", "qat" or null (warmup), "mode" "quant", "observe", "none" or null
+ *    (none), "est" a string or null;
  *  - each float is null (not measured) or in its range (qlog_float_ok): amaxes
  *    >= 0, scale > 0, rates in [0, 1], QSNR finite, all finite as fp32; the counts
- *    n/clip/under are null or integers >= 0.
+ *    n/clip/under are null or integers >= 0, clip and under at most n when both
+ *    are given (they count elements of the tensor's n).
  * o is a parsed line (qs_json_root with the file and line): errors name both. */
 enum { QLOG_REC_OTHER = 0, QLOG_REC_HEADER = 1, QLOG_REC_STEP = 2 };
 int qlog_record_kind(const qs_json_at *o, int *kind, qs_diag *d);

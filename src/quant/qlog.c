@@ -587,6 +587,9 @@ int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *pha
         (rc = qs_json_arr(o, "q", &q, &nq, d)) || (rc = qs_json_str_or(o, "phase", NULL, &ph, d)))
         return rc;
     *step_out = (long)step;
+    if (ph && strcmp(ph, "qat") && strcmp(ph, "warmup"))
+        return diag_set(d, QS_EFORMAT, path, ln,
+                        "step %lld: phase '%.40s', expected \"warmup\" or \"qat\"", step, ph);
     *phase = ph && !strcmp(ph, "qat") ? QLOG_PHASE_QAT : QLOG_PHASE_WARMUP;
     for (int i = 0; i < run->n_quant; i++)
         rows[i] = (qlog_row){QUANT_MODE_NONE, -1, NAN, NAN, NAN, NAN, NAN, NAN, -1, -1, -1};
@@ -605,6 +608,10 @@ int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *pha
             return diag_set(d, QS_EFORMAT, path, ln,
                             "step %lld: quantizer '%s' is not in the header's list", step, name);
         qlog_row *r = &rows[i];
+        if (mode && strcmp(mode, "quant") && strcmp(mode, "observe") && strcmp(mode, "none"))
+            return diag_set(d, QS_EFORMAT, path, ln,
+                            "step %lld: quantizer '%s': mode '%.40s', expected \"quant\", "
+                            "\"observe\" or \"none\"", step, name, mode);
         r->mode = !mode ? QUANT_MODE_NONE
                   : !strcmp(mode, "quant") ? QUANT_MODE_QUANT
                   : !strcmp(mode, "observe") ? QUANT_MODE_OBSERVE : QUANT_MODE_NONE;
@@ -620,6 +627,11 @@ int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *pha
         for (int c = 0; c < QLOG_C_COUNT; c++)
             if ((rc = qs_json_i64_or(&e, qlog_counts[c], 0, LLONG_MAX, -1, counts[c], d)))
                 return rc;
+        if (r->n >= 0 && (r->clip > r->n || r->under > r->n))
+            return diag_set(d, QS_EFORMAT, path, ln,
+                            "step %lld: quantizer '%s': %s %lld exceeds n %lld (the elements it "
+                            "counts)", step, name, r->clip > r->n ? "clip" : "under",
+                            r->clip > r->n ? r->clip : r->under, r->n);
     }
     return 0;
 }
