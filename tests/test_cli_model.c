@@ -170,25 +170,48 @@ TEST(cli_model, ppl_scores_every_token_once_and_matches_one_window)
 
 /* Windows that overlap score only their last rows, and the lm_head runs only
  * on those: the same bits as a brute force that computes every row's logits,
- * window by window, and sums the scored rows in position order. */
+ * window by window, and sums the scored rows in position order.  Windows of
+ * one chunk, and of 3-4 chunks of 256 rows (the context raised in memory),
+ * where a whole chunk lies before the first scored row: that chunk runs no
+ * head (it used to fail, "logits_rows[0] = 0 from row 511", as ppl and
+ * compare did on the 1B model at their default window of 1024). */
 TEST(cli_model, ppl_overlapping_windows_match_every_row_brute_force)
 {
     llama_model m;
     qs_diag d = {0};
-    ASSERT_OK(model_load_dir(&m, "data/fixtures/llama_gqa_f32", &d), &d);
-    enum { N = 40, W = 16, S = 5 };
+    char dir[512], path[600], *cfg = NULL;
+    size_t len = 0;
+    snprintf(dir, sizeof dir, "%s/gqa_ctx1024", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, &d), &d);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ASSERT_OK(fileio_copy("data/fixtures/llama_gqa_f32/model.safetensors", path, &d), &d);
+    ASSERT_OK(fileio_read_all("data/fixtures/llama_gqa_f32/config.json", &cfg, &len, &d), &d);
+    static const char key[] = "\"max_position_embeddings\": 64,";
+    char *mp = strstr(cfg, key), edited[2048];
+    ASSERT_TRUE(mp != NULL && len < sizeof edited - 8);
+    int k = snprintf(edited, sizeof edited, "%.*s\"max_position_embeddings\": 1024,%s",
+                     (int)(mp - cfg), cfg, mp + strlen(key));
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    ASSERT_OK(fileio_write_atomic(path, edited, (size_t)k, &d), &d);
+    qs_free(cfg);
+    ASSERT_OK(model_load_dir(&m, dir, &d), &d);
+    enum { N = 1500 };
+    static const int shapes[][3] = {{40, 16, 5}, {N, 1024, 512}, {1300, 900, 350}};
     int32_t ids[N];
     for (int i = 0; i < N; i++)
         ids[i] = (i * 11 + 5) % 64;
     const int V = m.cfg.vocab_size;
+    for (int sh = 0; sh < 3; sh++)
     for (int prec = 0; prec < 2; prec++) {
+        const size_t n = (size_t)shapes[sh][0];
+        const int W = shapes[sh][1], S = shapes[sh][2];
         m.precision = prec ? MATMUL_BF16 : MATMUL_FP32;
         model_ppl_result got;
-        ASSERT_OK(model_ppl_compute(&m, ids, N, W, S, &got, &d), &d);
+        ASSERT_OK(model_ppl_compute(&m, ids, n, W, S, &got, &d), &d);
         double want = 0;
         size_t prev_end = 0, scored = 0;
-        for (size_t begin = 0; prev_end < N; begin += S) {
-            size_t end = begin + W < N ? begin + W : N;
+        for (size_t begin = 0; prev_end < n; begin += (size_t)S) {
+            size_t end = begin + (size_t)W < n ? begin + (size_t)W : n;
             size_t first = prev_end > begin + 1 ? prev_end : begin + 1;
             llama_acts a;
             ASSERT_OK(model_acts_init(&a, &m.cfg, 1, (int)(end - begin), (int)(end - begin), 0, &d), &d);

@@ -98,7 +98,8 @@ static int ppl_windows(llama_model *m, llama_model *ref, const int32_t *ids, siz
             long lo = (long)first - (long)c0 - 1, hi = (long)end - (long)c0 - 1;
             lo = lo > 0 ? lo : 0;
             hi = hi < rows ? hi : rows;
-            int head_first = (int)lo, head_rows = hi > lo ? (int)(hi - lo) : 0;
+            /* a chunk before the first scored row (windows of 3+ chunks) runs no head */
+            int head_first = hi > lo ? (int)lo : 0, head_rows = hi > lo ? (int)(hi - lo) : 0;
             ppl_head_rows(&a, m, &head_first, &head_rows);
             if (ref)
                 ppl_head_rows(&ra, ref, &head_first, &head_rows);
