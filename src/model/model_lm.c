@@ -43,6 +43,7 @@
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "qs/model_infer.h"
+#include "qs/vecops.h"
 
 enum {
     LM_CTX_ROWS = 512,   /* context tokens per batched forward (padding included) */
@@ -250,10 +251,7 @@ static void lm_rows_stats(model_lm *lm, const float *logits, int n)
 #endif
     for (int i = 0; i < n; i++) {
         const float *row = logits + (size_t)i * V;
-        int best = 0;
-        for (int v = 1; v < V; v++)
-            if (row[v] > row[best])
-                best = v;
+        int best = vecops_argmax_f32(row, V);
         double s = 0;
         for (int v = 0; v < V; v++)
             s += exp((double)row[v] - row[best]);

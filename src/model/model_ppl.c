@@ -14,6 +14,7 @@
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "qs/model_infer.h"
+#include "qs/vecops.h"
 
 #define PPL_CHUNK_MAX 256
 
@@ -132,15 +133,28 @@ static int ppl_rows_nll(void *ctx, const float *logits, const float *logits_ref,
 {
     (void)logits_ref;
     ppl_walk *w = ctx;
-    for (int j = 0; j < rows; j++) {
-        const double nll = xent_row_nll(logits + (size_t)j * w->V, w->V, targets[j]);
-        if (!isfinite(nll))   /* as compare and eval: no "nll/token nan" */
-            return diag_set(d, QS_ENAN, NULL, -1,
-                            "ppl: non-finite logits at scored position %zu", w->r->n_scored);
-        w->r->nll_sum += nll;
+    double *nll = qs_malloc((size_t)(rows > 0 ? rows : 1) * sizeof *nll);
+    if (!nll)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    /* rows in parallel (each row's sum in order), summed in row order: the
+     * bits of a serial loop on any thread count */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) if ((size_t)rows * w->V >= ((size_t)1 << 18))
+#endif
+    for (int j = 0; j < rows; j++)
+        nll[j] = xent_row_nll(logits + (size_t)j * w->V, w->V, targets[j]);
+    int rc = 0;
+    for (int j = 0; j < rows && !rc; j++) {
+        if (!isfinite(nll[j])) {   /* as compare and eval: no "nll/token nan" */
+            rc = diag_set(d, QS_ENAN, NULL, -1, "ppl: non-finite logits at scored position %zu",
+                          w->r->n_scored);
+            break;
+        }
+        w->r->nll_sum += nll[j];
         w->r->n_scored++;
     }
-    return 0;
+    qs_free(nll);
+    return rc;
 }
 
 int model_ppl_compute(llama_model *m, const int32_t *ids, size_t n_ids, int window, int stride,
@@ -155,11 +169,7 @@ int model_ppl_compute(llama_model *m, const int32_t *ids, size_t n_ids, int wind
 int model_compare_row_stats(const float *logits, const float *logits_ref, int V, int32_t target,
                             model_compare_row *r)
 {
-    int top = 0, top_ref = 0;
-    for (int v = 1; v < V; v++) {
-        top = logits[v] > logits[top] ? v : top;
-        top_ref = logits_ref[v] > logits_ref[top_ref] ? v : top_ref;
-    }
+    int top = vecops_argmax_f32(logits, V), top_ref = vecops_argmax_f32(logits_ref, V);
     const double mx = logits[top], mx_ref = logits_ref[top_ref];
     if (!isfinite(mx) || !isfinite(mx_ref))
         return QS_ENAN;
@@ -177,8 +187,10 @@ int model_compare_row_stats(const float *logits, const float *logits_ref, int V,
     r->dlogp = fabs(((double)logits_ref[top_ref] - lse_ref) - ((double)logits[top_ref] - lse));
     r->top = top;
     r->top_ref = top_ref;
-    r->nll = target >= 0 ? xent_row_nll(logits, V, target) : 0.0;
-    r->nll_ref = target >= 0 ? xent_row_nll(logits_ref, V, target) : 0.0;
+    /* xent_row_nll's value from the sums above: the same max, the same terms
+     * in the same order, log(s) + max - x (IEEE addition commutes) */
+    r->nll = target >= 0 ? lse - logits[target] : 0.0;
+    r->nll_ref = target >= 0 ? lse_ref - logits_ref[target] : 0.0;
     return 0;
 }
 

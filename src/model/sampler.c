@@ -12,6 +12,7 @@
 
 #include "qs/mem.h"
 #include "qs/rng.h"
+#include "qs/vecops.h"
 
 int sampler_init(sampler *s, int vocab_size, float temperature, float top_p, uint64_t seed,
                  qs_diag *d)
@@ -135,10 +136,7 @@ static double sampler_nucleus(sampler *s, int V, double target, int *n_out)
 int32_t sampler_next(sampler *s, const float *logits)
 {
     int V = s->vocab_size;
-    int32_t best = 0;
-    for (int v = 1; v < V; v++)
-        if (logits[v] > logits[best])
-            best = v;
+    int32_t best = vecops_argmax_f32(logits, V);
     if (s->temperature == 0)
         return best;
     double sum = 0;
