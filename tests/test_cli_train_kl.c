@@ -7,9 +7,16 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "qs/dataloader.h"
 #include "qs/fileio.h"
+#include "qs/hfconfig.h"
+#include "qs/matmul.h"
+#include "qs/model.h"
+#include "qs/model_acts.h"
+#include "qs/model_infer.h"
 #include "qs/mem.h"
 #include "qs/runcfg.h"
+#include "qs/tokenizer.h"
 #include "qs/trainer.h"
 #include "test.h"
 
@@ -238,12 +245,91 @@ TEST(cli_train_kl, memory_estimate_counts_the_reference)
     ASSERT_EQ_INT(off.eval_val_bytes, 0);
     c.eval_every = 10;
     ASSERT_OK(trainer_memory_estimate(&c, &on, &d), &d);
-    /* the reference: its weights (fp32 block + bf16 packs) and a B x T arena */
-    ASSERT_TRUE(on.kl_ref_bytes > on.model_train_bytes / 4);
-    /* the val batches' own inference arena, as large as the reference's */
-    ASSERT_TRUE(on.eval_val_bytes > 0 && on.eval_val_bytes < on.kl_ref_bytes);
+    /* the reference: its weights as the inference loader holds them (a BF16
+     * checkpoint: its bf16 packs alone, what inspect prints) and a B x T arena
+     * as large as the val batches' own (B x T = 32 rows: one logits chunk) */
+    llama_config cfg;
+    model_packed_memory pm;
+    ASSERT_OK(hfconfig_load(&cfg, "data/demo/model", &d), &d);
+    ASSERT_EQ_INT(model_packed_memory_estimate(&cfg, MATMUL_BF16, NULL, 1, &pm), 0);
+    ASSERT_TRUE(!pm.fp32_copy && pm.bytes > 0);
+    ASSERT_TRUE(on.eval_val_bytes > 2 * 32 * sizeof(int32_t));
+    ASSERT_EQ_INT(on.kl_ref_bytes, pm.bytes + on.eval_val_bytes - 2 * 32 * sizeof(int32_t));
     ASSERT_EQ_INT(on.total_bytes - off.total_bytes, on.kl_ref_bytes + on.eval_val_bytes);
     c.eval_val_batches = 0;   /* tasks only: no val arena, no reference (auto) */
     ASSERT_OK(trainer_memory_estimate(&c, &on, &d), &d);
     ASSERT_TRUE(on.eval_val_bytes == 0 && on.kl_ref_bytes == 0);
+}
+
+/* The in-loop val_loss and KL run the lm_head in chunks of 256 rows (an arena
+ * of 256 logits rows, not B x T): at step 0 (the base weights) a batch of
+ * 4 x 128 = 512 rows (two chunks) logs what one forward of the whole batch
+ * gives here, with every row's logits at once: model_forward's loss, and
+ * model_compare_rows against the bf16 reference (model_load_packed), in fp32
+ * and in bf16. */
+TEST(cli_train_kl, val_loss_and_kl_in_chunks_equal_one_forward_of_the_batch)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char model[600], shards[600];
+    ASSERT_EQ_INT(kl_setup(model, sizeof model, shards, sizeof shards), 0);
+    enum { B = 4, T = 128, N = B * T };
+    static const char *const precs[] = {"fp32", "bf16"};
+    for (int p = 0; p < 2; p++) {
+        char flags[300], name[32];
+        snprintf(name, sizeof name, "chunks_%s", precs[p]);
+        snprintf(flags, sizeof flags, "--steps 2 --set eval_tasks= --set batch_size=%d "
+                 "--set seq_len=%d --set eval_val_batches=1 --set precision=%s", B, T, precs[p]);
+        ASSERT_EQ_INT(kl_train(model, shards, "", name, flags), 0);
+        char *lines = kl_eval_lines(name);
+        ASSERT_TRUE(lines && !strncmp(lines, "{\"type\":\"eval\",\"step\":0,", 24));
+
+        qs_diag d = {0};
+        runcfg c;
+        runcfg_defaults(&c);
+        tokenizer *tok;
+        dataloader *dl;
+        ASSERT_OK(tokenizer_create(&tok, model, &d), &d);
+        dataloader_opts vo = {B, T, (uint64_t)c.seed, 0, tokenizer_vocab_size(tok)};
+        ASSERT_OK(dataloader_create(&dl, shards, "val", tokenizer_hash(tok), &vo, &d), &d);
+        int32_t *ids = qs_malloc(2 * N * sizeof *ids);
+        ASSERT_TRUE(ids != NULL);
+        dataloader_next(dl, ids, ids + N);
+        llama_model m, ref;
+        llama_acts a, ra;
+        ASSERT_OK(model_load_dir(&m, model, &d), &d);
+        m.precision = p ? MATMUL_BF16 : MATMUL_FP32;
+        ASSERT_OK(model_load_packed(&ref, model, MATMUL_BF16, &d), &d);
+        ASSERT_OK(model_acts_init(&a, &m.cfg, B, T, T, MODEL_ACTS_INFER, &d), &d);
+        ASSERT_OK(model_acts_init(&ra, &ref.cfg, B, T, T, MODEL_ACTS_INFER, &d), &d);
+        ASSERT_OK(model_forward(&m, &a, ids, ids + N, B, T, 0, &d), &d);
+        ASSERT_OK(model_forward(&ref, &ra, ids, NULL, B, T, 0, &d), &d);
+        model_compare_row *rows = qs_malloc(N * sizeof *rows);
+        int bad;
+        ASSERT_TRUE(rows != NULL);
+        ASSERT_EQ_INT(model_compare_rows(a.logits, ra.logits, m.cfg.vocab_size, NULL, N, rows,
+                                         &bad), 0);
+        double kl = 0;
+        long agree = 0;
+        for (int i = 0; i < N; i++) {
+            kl += rows[i].kl;
+            agree += rows[i].top == rows[i].top_ref;
+        }
+        char want[200];
+        snprintf(want, sizeof want, "\"val_loss\":%.9g,", a.loss);
+        ASSERT_TRUE(strstr(lines, want) != NULL);
+        snprintf(want, sizeof want, "\"val_kl_ref\":%.9g,\"val_top1_ref\":%.9g,", kl / N,
+                 (double)agree / N);
+        const char *got = strstr(lines, "\"val_kl_ref\":");
+        ASSERT_TRUE(got && !strncmp(got, want, strlen(want)));
+        qs_free(rows);
+        qs_free(ids);
+        model_acts_free(&a);
+        model_acts_free(&ra);
+        model_free(&m);
+        model_free(&ref);
+        dataloader_destroy(dl);
+        tokenizer_destroy(tok);
+        qs_free(lines);
+    }
 }

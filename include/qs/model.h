@@ -189,6 +189,10 @@ typedef struct model_packed_memory {
  * QS_ERANGE when a figure does not fit in size_t (then it and bytes are SIZE_MAX). */
 int model_packed_memory_estimate(const llama_config *c, int precision, const struct model_hif8 *q8,
                                  int matrices_bf16, model_packed_memory *pm);
+/* *all_bf16 = 1 when every 2-D tensor in dir's safetensors files is BF16 (or
+ * U8: HiF8 codes), the matrices_bf16 of model_packed_memory_estimate from the
+ * headers alone (a subnormal value, seen only when loading, is not). */
+int model_dir_matrices_bf16(const char *dir, int *all_bf16, qs_diag *d);
 /* The checkpoint's identity: sha256 over "name sha256\n" of config.json and
  * every *.safetensors file of dir, in name order (results.json's model_sha256). */
 int model_dir_sha256(const char *dir, char hex[65], qs_diag *d);

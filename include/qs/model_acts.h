@@ -128,5 +128,9 @@ int model_acts_view(llama_acts *a, const llama_config *c, int B, int T, int Tcap
  * window included) and returns QS_E* with a diag instead of computing garbage. */
 int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
                   int B, int T, int pos0, qs_diag *d);
+/* out[rows, V] = the lm_head of in[rows, dim] (final-norm rows, e.g. a->lnf
+ * after a forward with logits_rows 0): the product model_forward makes, with
+ * the same bits row for row where matmul_rows_independent(m->precision). */
+void model_lm_head(llama_model *m, float *out, const float *in, int rows);
 
 #endif

@@ -318,6 +318,17 @@ int model_block_recompute_impl(llama_model *m, llama_acts *a, int l, int B, int 
     return model_block(m, a, l, B, T, 0, 1, d);
 }
 
+void model_lm_head(llama_model *m, float *out, const float *in, int rows)
+{
+    const llama_config *c = &m->cfg;
+    if (m->packs && m->packs_precision == m->precision)
+        matmul_forward_packed_ws(out, in, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, rows,
+                                 m->ws);
+    else
+        matmul_forward_ws(out, in, m->w.lm_head, NULL, rows, c->dim, c->vocab_size, m->precision,
+                          m->ws);
+}
+
 int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const int32_t *targets,
                   int B, int T, int pos0, qs_diag *d)
 {
@@ -363,8 +374,6 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
     for (int l = 0; l < c->n_layers; l++)
         if ((rc = model_block(m, a, l, B, T, pos0, 0, d)))
             return rc;
-    matmul_wpack *head_pk = m->packs && m->packs_precision == m->precision
-                                ? m->packs[c->n_layers * MODEL_LIN_COUNT] : NULL;
     if (a->logits_rows) {
         /* rows b*T + [0, rows_b) of every sequence, packed: move them to the front of
          * lnf (destinations never pass their sources), then ONE lm_head product */
@@ -376,11 +385,8 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
                     memmove(a->lnf + (size_t)rows * C, a->lnf + ((size_t)b * T + t) * C,
                             (size_t)C * sizeof *a->lnf);
         }
-        if (rows > 0 && head_pk)
-            matmul_forward_packed_ws(a->logits, a->lnf, head_pk, NULL, rows, m->ws);
-        else if (rows > 0)
-            matmul_forward_ws(a->logits, a->lnf, m->w.lm_head, NULL, rows, C, V, m->precision,
-                              m->ws);
+        if (rows > 0)
+            model_lm_head(m, a->logits, a->lnf, rows);
         a->loss = -1.0;
         return 0;
     }
@@ -389,12 +395,7 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
     for (int b = 0; b < (k == T ? 1 : B); b++) {
         const int rows = k == T ? N : k;
         const float *in = a->lnf + ((size_t)b * T + (size_t)(T - k)) * C;
-        float *out = a->logits + (size_t)b * k * V;
-        if (m->packs && m->packs_precision == m->precision)
-            matmul_forward_packed_ws(out, in, m->packs[c->n_layers * MODEL_LIN_COUNT], NULL, rows,
-                                     m->ws);
-        else
-            matmul_forward_ws(out, in, m->w.lm_head, NULL, rows, C, V, m->precision, m->ws);
+        model_lm_head(m, a->logits + (size_t)b * k * V, in, rows);
     }
     xent_stats st = {a->xent_max, a->xent_sum};
     a->xent_kept = targets && a->xent_max;

@@ -376,3 +376,20 @@ int model_params_round_bf16(llama_model *m, qs_diag *d)
     model_packs_refresh(m);   /* plain packs re-pack the rounded views */
     return rc;
 }
+
+int model_dir_matrices_bf16(const char *dir, int *all_bf16, qs_diag *d)
+{
+    safetensors_dir sd;
+    int rc = safetensors_dir_open(&sd, dir, d);
+    if (rc)
+        return rc;
+    *all_bf16 = 1;
+    for (int f = 0; f < sd.n_files; f++)
+        for (int i = 0; i < sd.files[f].n_tensors; i++) {
+            const safetensors_tensor *t = &sd.files[f].tensors[i];
+            if (t->ndim == 2 && t->dtype != SAFETENSORS_BF16 && t->dtype != SAFETENSORS_U8)
+                *all_bf16 = 0;
+        }
+    safetensors_dir_close(&sd);
+    return 0;
+}

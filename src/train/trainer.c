@@ -54,15 +54,18 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
                                            master_packs;
     /* micro-batches after a rank's first are computed into a scratch block */
     mem->grad_scratch_bytes = cfg->grad_accum > 1 ? mm.grads_bytes : 0;
-    if (runcfg_kl_reference(cfg)) {   /* trainer_eval.c's reference: weights, bf16 packs, arena */
-        model_memory rm;
-        model_memory_estimate(&c, B, T, T, &rm);   /* fits: checked above */
-        mem->kl_ref_bytes = rm.params_bytes + rm.rope_bytes +
-                            model_packs_bytes_estimate(&c, MATMUL_BF16, B * T, 0) +
-                            model_acts_elems(&c, B, T, T, 0) * sizeof(float);
+    if (runcfg_kl_reference(cfg)) {   /* trainer_eval.c's reference: model_load_packed, arena */
+        model_packed_memory pm;
+        int bf16 = 0;
+        if ((rc = model_dir_matrices_bf16(cfg->model, &bf16, d)))
+            return rc;
+        if (model_packed_memory_estimate(&c, MATMUL_BF16, NULL, bf16, &pm))
+            return diag_set(d, QS_ERANGE, cfg->model, -1, "the KL reference's memory does not "
+                            "fit in 64 bits");
+        mem->kl_ref_bytes = pm.bytes + trainer_eval_arena_bytes(&c, B, T, MATMUL_BF16);
     }
     if (cfg->eval_every > 0 && cfg->eval_val_batches > 0)   /* trainer_eval_val_loss */
-        mem->eval_val_bytes = model_acts_elems(&c, B, T, T, 0) * sizeof(float) +
+        mem->eval_val_bytes = trainer_eval_arena_bytes(&c, B, T, precision) +
                               2 * (size_t)B * T * sizeof(int32_t);
     int n_ranks = dist_size();
     if (cfg->zero && n_ranks > 1)   /* ZeRO-1: this rank's part of the Adam moments */

@@ -33,12 +33,14 @@
 #include "qs/matmul.h"
 #include "qs/forget.h"
 #include "qs/hfconfig.h"
+#include "qs/layers.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "qs/model_infer.h"
 #include "qs/tokenizer.h"
 #include "qs/trainer.h"
+#include "trainer_impl.h"
 
 struct trainer_eval {
     runcfg cfg;
@@ -58,56 +60,119 @@ struct trainer_eval {
     llama_model ref;         /* with kl_on, after begin(): step-0 weights, bf16 forwards */
     int ref_loaded;
     llama_acts ref_acts;     /* [B, T] */
-    model_compare_row *kl_rows; /* [B * T] */
+    model_compare_row *kl_rows; /* [TRAINER_EVAL_CHUNK] */
+    float *losses;           /* [TRAINER_EVAL_CHUNK] */
+    int *no_rows;            /* [B] zeros: a forward without the lm_head */
 };
 
-/* KL(reference || model) and top-1 agreement over one val batch whose model
- * logits are in e->val_acts: sums added in row order. */
-static int trainer_eval_kl_batch(struct trainer_eval *e, double *kl_sum, size_t *agree,
-                                 qs_diag *d)
+/* Logits rows the val and reference arenas hold: chunks of TRAINER_EVAL_CHUNK
+ * rows through the lm_head where its rows are independent (the same bits as
+ * one product over all B x T rows), else all of them.  At the 1B shape
+ * (B=1 x T=1024, 153k vocabulary) that is 157 MB of logits per arena instead
+ * of 628. */
+enum { TRAINER_EVAL_CHUNK = 256 };
+
+static int trainer_eval_logits_rows(int B, int T, int precision)
 {
-    int B = (int)e->cfg.batch_size, T = (int)e->cfg.seq_len, V = e->ref.cfg.vocab_size, bad;
-    int rc = model_forward(&e->ref, &e->ref_acts, e->val_tok, NULL, B, T, 0, d);
-    if (rc)
-        return rc;
-    if (model_compare_rows(e->val_acts.logits, e->ref_acts.logits, V, NULL, B * T, e->kl_rows,
-                           &bad))
-        return diag_set(d, QS_ENAN, e->cfg.train_data, -1,
-                        "in-loop eval: non-finite logits at val row %d (model or KL reference)",
-                        bad);
-    for (int i = 0; i < B * T; i++) {
-        *kl_sum += e->kl_rows[i].kl;
-        *agree += e->kl_rows[i].top == e->kl_rows[i].top_ref;
-    }
-    return 0;
+    return matmul_rows_independent(precision) && B * T > TRAINER_EVAL_CHUNK ? TRAINER_EVAL_CHUNK
+                                                                            : B * T;
+}
+
+size_t trainer_eval_arena_bytes(const llama_config *c, int B, int T, int precision)
+{
+    /* one forward of B x T from position 0: one layer's KV cache (kv_shared) */
+    return model_acts_infer_elems(c, B * T, B * T, trainer_eval_logits_rows(B, T, precision), 1) *
+           sizeof(float);
+}
+
+/* An inference arena for forwards of B x T (trainer_eval_arena_bytes). */
+static int trainer_eval_arena(llama_acts *a, const llama_model *m, int B, int T, qs_diag *d)
+{
+    int rc = model_acts_init_infer(a, &m->cfg, B * T, B * T,
+                                   trainer_eval_logits_rows(B, T, m->precision), 1, d);
+    if (!rc && (rc = model_acts_view(a, &m->cfg, B, T, T, d)))
+        model_acts_free(a);
+    return rc;
+}
+
+/* The forward of m on the batch in e->val_tok: the logits of every row when a
+ * holds them all, else the final-norm rows only (the lm_head comes per chunk). */
+static int trainer_eval_forward(struct trainer_eval *e, llama_model *m, llama_acts *a, int B,
+                                int T, qs_diag *d)
+{
+    int full = a->logits_cap >= B * T || !a->logits_cap;
+    a->logits_rows = full ? NULL : e->no_rows;
+    int rc = model_forward(m, a, e->val_tok, NULL, B, T, 0, d);
+    a->logits_rows = NULL;
+    return rc;
+}
+
+/* Logits rows [r0, r0 + n) of the last trainer_eval_forward on a. */
+static const float *trainer_eval_logits(llama_model *m, llama_acts *a, int B, int T, int r0,
+                                        int n)
+{
+    const size_t V = (size_t)m->cfg.vocab_size;
+    if (a->logits_cap >= B * T || !a->logits_cap)
+        return a->logits + (size_t)r0 * V;
+    model_lm_head(m, a->logits, a->lnf + (size_t)r0 * m->cfg.dim, n);
+    return a->logits;
 }
 
 /* Mean next-token loss over the first eval_val_batches val batches; with the
- * KL reference also the mean KL and the top-1 agreement over their rows. */
+ * KL reference also the mean KL(reference || model) and the top-1 agreement
+ * over their rows.  Rows go in chunks (trainer_eval_logits_rows): each row's
+ * loss as xent_forward gives it, summed in row order in double as
+ * model_forward's loss, the KL rows as model_compare_rows: the same bits as
+ * with every row's logits at once. */
 static int trainer_eval_val_loss(struct trainer_eval *e, llama_model *m, double *loss,
                                  double *kl, double *top1, qs_diag *d)
 {
-    int B = (int)e->cfg.batch_size, T = (int)e->cfg.seq_len, rc;
+    int B = (int)e->cfg.batch_size, T = (int)e->cfg.seq_len, N = B * T, rc;
     if (e->val_model != m) {
         model_acts_free(&e->val_acts);
         e->val_model = NULL;
-        if ((rc = model_acts_init(&e->val_acts, &m->cfg, B, T, T, 0, d)))
+        if ((rc = trainer_eval_arena(&e->val_acts, m, B, T, d)))
             return rc;
         e->val_model = m;
     }
+    const int V = m->cfg.vocab_size;
+    const int32_t *targets = e->val_tok + (size_t)N;
     dataloader_rewind(e->val);
     double sum = 0.0, kl_sum = 0.0;
     size_t agree = 0;
     for (long i = 0; i < e->cfg.eval_val_batches; i++) {
-        dataloader_next(e->val, e->val_tok, e->val_tok + (size_t)B * T);
-        if ((rc = model_forward(m, &e->val_acts, e->val_tok, e->val_tok + (size_t)B * T, B, T, 0,
-                                d)) ||
-            (e->ref_loaded && (rc = trainer_eval_kl_batch(e, &kl_sum, &agree, d))))
+        dataloader_next(e->val, e->val_tok, e->val_tok + (size_t)N);
+        if ((rc = trainer_eval_forward(e, m, &e->val_acts, B, T, d)) ||
+            (e->ref_loaded && (rc = trainer_eval_forward(e, &e->ref, &e->ref_acts, B, T, d))))
             return rc;
-        sum += e->val_acts.loss;
+        double bsum = 0.0;   /* xent_forward's mean: row losses summed in row order */
+        long cnt = 0;
+        for (int r0 = 0; r0 < N; r0 += TRAINER_EVAL_CHUNK) {
+            int n = N - r0 < TRAINER_EVAL_CHUNK ? N - r0 : TRAINER_EVAL_CHUNK;
+            const float *lg = trainer_eval_logits(m, &e->val_acts, B, T, r0, n);
+            xent_forward(e->losses, NULL, lg, targets + r0, n, V);
+            for (int j = 0; j < n; j++)
+                if (targets[r0 + j] >= 0 && targets[r0 + j] < V) {
+                    bsum += e->losses[j];
+                    cnt++;
+                }
+            if (!e->ref_loaded)
+                continue;
+            int bad;
+            const float *lr = trainer_eval_logits(&e->ref, &e->ref_acts, B, T, r0, n);
+            if (model_compare_rows(lg, lr, V, NULL, n, e->kl_rows, &bad))
+                return diag_set(d, QS_ENAN, e->cfg.train_data, -1,
+                                "in-loop eval: non-finite logits at val row %d (model or KL "
+                                "reference)", r0 + bad);
+            for (int j = 0; j < n; j++) {   /* sums added in row order */
+                kl_sum += e->kl_rows[j].kl;
+                agree += e->kl_rows[j].top == e->kl_rows[j].top_ref;
+            }
+        }
+        sum += cnt ? bsum / cnt : 0.0;
     }
     *loss = sum / (double)e->cfg.eval_val_batches;
-    double rows = (double)e->cfg.eval_val_batches * B * T;
+    double rows = (double)e->cfg.eval_val_batches * N;
     *kl = kl_sum / rows;
     *top1 = (double)agree / rows;
     if (!isfinite(*loss))
@@ -149,7 +214,7 @@ static int trainer_eval_run_hook(void *self, struct llama_model *m, long step, i
     size_t used = (size_t)snprintf(line, line_bytes, "{\"type\":\"eval\",\"step\":%ld,\"quantized\":%s,",
                                    step, quantized ? "true" : "false");
     if (e->val) {
-        double vl, kl, top1;
+        double vl = 0.0, kl = 0.0, top1 = 0.0;
         if ((rc = trainer_eval_val_loss(e, m, &vl, &kl, &top1, d)))
             return rc;
         used += (size_t)snprintf(line + used, line_bytes - used,
@@ -234,16 +299,15 @@ static int trainer_eval_begin(void *self, const char *run_dir, int resume, qs_di
     if (!e->kl_on || e->ref_loaded)
         return 0;
     int B = (int)e->cfg.batch_size, T = (int)e->cfg.seq_len, rc;
+    /* the inference loader: a bf16 checkpoint is held as its bf16 packs alone */
     if ((rc = trainer_eval_ref_record(e, run_dir, resume, d)) ||
-        (rc = model_load_dir(&e->ref, e->cfg.model, d)))
+        (rc = model_load_packed(&e->ref, e->cfg.model, MATMUL_BF16, d)))
         return rc;
-    e->ref.precision = MATMUL_BF16;
-    if ((rc = model_packs_create(&e->ref, d)) ||
-        (rc = model_acts_init(&e->ref_acts, &e->ref.cfg, B, T, T, 0, d))) {
+    if ((rc = trainer_eval_arena(&e->ref_acts, &e->ref, B, T, d))) {
         model_free(&e->ref);
         return rc;
     }
-    if (!(e->kl_rows = qs_malloc((size_t)B * T * sizeof *e->kl_rows))) {
+    if (!(e->kl_rows = qs_malloc(TRAINER_EVAL_CHUNK * sizeof *e->kl_rows))) {
         model_acts_free(&e->ref_acts);
         model_free(&e->ref);
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
@@ -322,7 +386,9 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
         if (rc)
             goto fail;
         e->val_tok = qs_malloc(2 * (size_t)cfg->batch_size * cfg->seq_len * sizeof *e->val_tok);
-        if (!e->val_tok) {
+        e->losses = qs_malloc(TRAINER_EVAL_CHUNK * sizeof *e->losses);
+        e->no_rows = qs_calloc((size_t)cfg->batch_size, sizeof *e->no_rows);
+        if (!e->val_tok || !e->losses || !e->no_rows) {
             rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
             goto fail;
         }
@@ -369,6 +435,8 @@ void trainer_eval_destroy(train_eval_hook *h)
     if (e->val_model)
         model_acts_free(&e->val_acts);
     qs_free(e->val_tok);
+    qs_free(e->losses);
+    qs_free(e->no_rows);
     if (e->ref_loaded) {
         model_acts_free(&e->ref_acts);
         model_free(&e->ref);

@@ -21,6 +21,10 @@
 
 #define TRAINER_PATH_MAX 1024
 
+/* Bytes of one inference arena of the in-loop evaluation (trainer_eval.c: the
+ * val batches', and the KL reference's) for B x T in `precision`. */
+size_t trainer_eval_arena_bytes(const llama_config *c, int B, int T, int precision);
+
 /* One quantized Linear: its two quantizers and the operands its forward used.
  * With recompute, xq and wq are the buffers of the slot's module kind, shared
  * by that module in every block (trainer.mod_xq/mod_wq; mod_owner says which
