@@ -433,3 +433,75 @@ TEST(evalquant_delayed, inspect_describes_the_train_state_and_refuses_a_corrupt_
     ASSERT_TRUE(strstr(err, "train_state.bin: section 'amax': checksum mismatch") != NULL);
     ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
 }
+
+/* eval reads two sections of train_state.bin (meta, amax) and checks their
+ * checksums alone: a checkpoint whose optimizer moments are damaged still
+ * evaluates, to the same results; damaged amax histories are refused. */
+TEST(evalquant_delayed, eval_checks_the_sections_it_reads)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    const char *run = dq_run();
+    ASSERT_TRUE(run != NULL);
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                        "tokenizer.model", "tokenizer_config.json",
+                                        "train_state.bin"};
+    char ck[600], src[900], dst[900], args[2048], out[8192], err[2048], res[3][700];
+    qs_diag d = {0};
+    /* a run of its own: RUN/config.json (the snapshot) and RUN/ckpt/step_7 */
+    snprintf(ck, sizeof ck, "%s/evalq_damaged/ckpt/step_7", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(ck, &d), &d);
+    snprintf(src, sizeof src, "%s/config.json", run);
+    snprintf(dst, sizeof dst, "%s/evalq_damaged/config.json", test_tmp_dir());
+    ASSERT_OK(fileio_copy(src, dst, &d), &d);
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(src, sizeof src, "%s/ckpt/step_7/%s", run, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", ck, files[i]);
+        if (fileio_exists(src))
+            ASSERT_OK(fileio_copy(src, dst, &d), &d);
+    }
+    /* the offsets of two payloads in the file */
+    trainstate_reader r;
+    const void *p;
+    size_t n;
+    snprintf(dst, sizeof dst, "%s/train_state.bin", ck);
+    ASSERT_OK(trainstate_open(&r, dst, &d), &d);
+    ASSERT_OK(trainstate_section(&r, "adam_m", &p, &n, &d), &d);
+    long off_m = (long)((const unsigned char *)p - (const unsigned char *)r.map.data);
+    ASSERT_OK(trainstate_section(&r, "amax", &p, &n, &d), &d);
+    long off_a = (long)((const unsigned char *)p - (const unsigned char *)r.map.data);
+    trainstate_close(&r);
+    char *bytes;
+    size_t len;
+    ASSERT_OK(fileio_read_all(dst, &bytes, &len, &d), &d);
+    for (int k = 0; k < 3; k++) {
+        if (k > 0) {
+            bytes[k == 1 ? off_m + 3 : off_a + 3] ^= 0x40;
+            ASSERT_OK(fileio_write_atomic(dst, bytes, len, &d), &d);
+            bytes[k == 1 ? off_m + 3 : off_a + 3] ^= 0x40;
+        }
+        snprintf(res[k], sizeof res[0], "%s/evalq_dmg_%d.json", test_tmp_dir(), k);
+        snprintf(args, sizeof args, "eval --model %.600s --tasks arc_easy --data-dir "
+                 "tests/data/tasks/data --precision hif8 --quant-scaling delayed --output %.700s",
+                 ck, res[k]);
+        int rc = test_run_cli(args, out, sizeof out, err, sizeof err);
+        if (k < 2) {
+            ASSERT_EQ_INT(rc, 0);
+        } else {
+            ASSERT_EQ_INT(rc, 2);
+            ASSERT_TRUE(strstr(err, "train_state.bin") && strstr(err, "'amax': checksum"));
+        }
+    }
+    qs_free(bytes);
+    /* the damaged moments changed nothing the eval reads */
+    char *a, *b;
+    ASSERT_OK(fileio_read_all(res[0], &a, &len, &d), &d);
+    ASSERT_OK(fileio_read_all(res[1], &b, &n, &d), &d);
+    const char *ra = strstr(a, "\"results\""), *rb = strstr(b, "\"results\"");
+    const char *ea = strstr(a, "\"quant_state_sha256\""), *eb = strstr(b, "\"quant_state_sha256\"");
+    ASSERT_TRUE(ra && rb && ea && eb);
+    ASSERT_TRUE(!strncmp(ra, rb, 200));
+    ASSERT_TRUE(strncmp(ea, eb, 90) != 0);   /* the file's hash does tell them apart */
+    qs_free(a);
+    qs_free(b);
+}

@@ -79,6 +79,41 @@ TEST(trainstate, truncated_or_corrupt_file_is_refused_by_name)
     ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EUNSUPPORTED);
 }
 
+/* trainstate_open_only checks the checksums of the named sections alone (eval
+ * reads meta and the amax histories of a state whose optimizer moments are
+ * GBs); a damaged section it names, a truncation or a bad header still refuse
+ * the file. */
+TEST(trainstate, open_only_checks_the_named_sections)
+{
+    char ok[512], bad[512];
+    snprintf(ok, sizeof ok, "%s/ts_only_src.bin", test_tmp_dir());
+    snprintf(bad, sizeof bad, "%s/ts_only_bad.bin", test_tmp_dir());
+    ASSERT_EQ_INT(ts_write(ok), 0);
+    static const char *const meta[] = {"meta", NULL}, *const moments[] = {"adam_m", NULL};
+    trainstate_reader r;
+    qs_diag d = {0};
+    const void *p;
+    size_t n;
+    ASSERT_EQ_INT(ts_damage(ok, bad, -1, 95), 0);   /* adam_m's payload */
+    ASSERT_OK(trainstate_open_only(&r, bad, meta, &d), &d);
+    ASSERT_OK(trainstate_section(&r, "meta", &p, &n, &d), &d);
+    ASSERT_TRUE(n == 10 && !memcmp(p, "{\"step\":3}", 10));
+    trainstate_close(&r);
+    ASSERT_EQ_INT(trainstate_open_only(&r, bad, moments, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "'adam_m': checksum") != NULL);
+    ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EFORMAT);
+    ASSERT_EQ_INT(ts_damage(ok, bad, -1, 50), 0);   /* meta's payload (48..57) */
+    ASSERT_EQ_INT(trainstate_open_only(&r, bad, meta, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "'meta': checksum") != NULL);
+    ASSERT_OK(trainstate_open_only(&r, bad, moments, &d), &d);
+    trainstate_close(&r);
+    ASSERT_EQ_INT(ts_damage(ok, bad, 100, -1), 0);   /* adam_m cut short */
+    ASSERT_EQ_INT(trainstate_open_only(&r, bad, meta, &d), QS_ETRUNC);
+    ASSERT_EQ_STR(d.path, bad);
+    ASSERT_EQ_INT(ts_damage(ok, bad, -1, 0), 0);
+    ASSERT_EQ_INT(trainstate_open_only(&r, bad, meta, &d), QS_EFORMAT);
+}
+
 /* version 1 (before the log-state sections) is still read; a newer one is refused
  * with its number */
 TEST(trainstate, version_1_is_read_and_newer_versions_are_refused)

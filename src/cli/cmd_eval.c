@@ -344,6 +344,7 @@ int cmd_eval(int argc, char **argv)
     evalquant *eq = NULL;
     char model_hash[65] = "", state_hash[65] = "";
     eval_hash hash = {0};
+    digest_files_job *state_job = NULL;
     if ((rc = tokenizer_create(&tok, a.model, &d)) ||
         (rc = model_load_packed(&m, a.model, a.matmul, &d)) ||
         (rc = cli_tokenizer_fits(tok, &m.cfg, a.model, &d)))
@@ -358,11 +359,14 @@ int cmd_eval(int argc, char **argv)
     /* the arithmetic of the export: its other tensors are bf16 */
     if (a.hif8 && (rc = model_params_round_bf16(&m, &d)))
         goto fail;
-    /* the histories that set the scales: hashed now, before hours of scoring */
-    if (evalquant_scaling(eq) == EVALQUANT_DELAYED) {
+    /* the file of the histories that set the scales: hashed on a background
+     * thread as the model files are (through the hash cache: a checkpoint
+     * evaluated again is not read again), collected for results.json */
+    if (evalquant_scaling(eq) == EVALQUANT_DELAYED && dist_rank() == 0) {
         char state_path[1200];
         snprintf(state_path, sizeof state_path, "%s/train_state.bin", a.model);
-        if ((rc = digest_sha256_file(state_path, state_hash, &d)))
+        const char *paths[1] = {state_path};
+        if ((rc = digest_sha256_files_start(&state_job, paths, 1, &d)))
             goto fail;
     }
     /* load ends here, not after the read: preparing the quantized weights (fake-
@@ -403,6 +407,14 @@ int cmd_eval(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &th);
     if ((rc = eval_model_hash_finish(&hash, model_hash, &d)))
         goto fail;
+    if (state_job) {
+        char hex[1][65];
+        rc = digest_sha256_files_finish(state_job, hex, &d);
+        state_job = NULL;
+        if (rc)
+            goto fail;
+        memcpy(state_hash, hex[0], sizeof state_hash);
+    }
     double hash_wait_s = eval_seconds_since(&th);
     int bos_added = a.bos == TOKENIZER_BOS_DEFAULT ? tokenizer_adds_bos(tok) : a.bos;
     char bos_rule[96], cmdline[2048] = "qatscope";
@@ -463,6 +475,8 @@ fail:
         cli_diag_error(&d);
 done:
     eval_model_hash_finish(&hash, NULL, NULL);
+    if (state_job)
+        digest_sha256_files_finish(state_job, NULL, NULL);
     cli_outputs_discard(&outs);
     eval_session_destroy(s);
     model_lm_destroy(mlm);

@@ -276,7 +276,8 @@ static int evalquant_state_open(evalquant_state *st, const char *path, qs_diag *
 {
     memset(st, 0, sizeof *st);
     snprintf(st->path, sizeof st->path, "%s", path);
-    int rc = trainstate_open(&st->r, path, d);
+    static const char *const used[] = {"meta", "amax", NULL};   /* the optimizer's: unread */
+    int rc = trainstate_open_only(&st->r, path, used, d);
     if (rc)
         return rc;
     const void *p;

@@ -141,7 +141,22 @@ void trainstate_copy_out(const trainstate_reader *r, void *dst, const void *src,
     }
 }
 
+/* 1 when tags is NULL (every section) or names tag. */
+static int trainstate_wanted(const char *const *tags, const unsigned char *tag)
+{
+    for (int i = 0; tags && tags[i]; i++)
+        if (strncmp((const char *)tag, tags[i], TRAINSTATE_TAG_BYTES) == 0)
+            return 1;
+    return !tags;
+}
+
 int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
+{
+    return trainstate_open_only(r, path, NULL, d);
+}
+
+int trainstate_open_only(trainstate_reader *r, const char *path, const char *const *tags,
+                         qs_diag *d)
 {
     memset(r, 0, sizeof *r);
     snprintf(r->path, sizeof r->path, "%s", path);
@@ -178,7 +193,8 @@ int trainstate_open(trainstate_reader *r, const char *path, qs_diag *d)
                           (unsigned long long)bytes, size - off);
             goto fail;
         }
-        if (trainstate_hash_released(r, off, (size_t)bytes) != hash) {
+        if (trainstate_wanted(tags, b + off - TRAINSTATE_TAG_BYTES - 16) &&
+            trainstate_hash_released(r, off, (size_t)bytes) != hash) {
             rc = diag_set(d, QS_EFORMAT, path, -1, "section '%.16s': checksum mismatch (corrupt file)",
                           (const char *)b + off - TRAINSTATE_TAG_BYTES - 16);
             goto fail;
