@@ -333,3 +333,28 @@ TEST(cli_train_kl, val_loss_and_kl_in_chunks_equal_one_forward_of_the_batch)
         qs_free(lines);
     }
 }
+
+/* The in-loop tasks' scoring arena (the scorer grown to the subset's longest
+ * request) is part of the run's memory: the refusal names it, and it is 0
+ * without tasks. */
+TEST(cli_train_kl, memory_guard_counts_the_tasks_scoring_arena)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char model[600], shards[600], path[800], *out;
+    size_t n;
+    ASSERT_EQ_INT(kl_setup(model, sizeof model, shards, sizeof shards), 0);
+    static const char *const flags[2] = {"--set max_memory_gb=0.001",
+                                         "--set max_memory_gb=0.001 --set eval_tasks="};
+    double mib[2];
+    for (int i = 0; i < 2; i++) {
+        ASSERT_EQ_INT(kl_train(model, shards, "tests/data/tasks/data", "guard", flags[i]), 2);
+        snprintf(path, sizeof path, "%s/kl_out.txt", test_tmp_dir());
+        ASSERT_OK(fileio_read_all(path, &out, &n, NULL), NULL);
+        const char *p = strstr(out, "in-loop tasks ");
+        ASSERT_TRUE(p != NULL);
+        mib[i] = strtod(p + 14, NULL);
+        qs_free(out);
+    }
+    ASSERT_TRUE(mib[0] > 0.01 && mib[1] == 0.0);
+}

@@ -471,7 +471,7 @@ TEST(trainer, resumed_logs_equal_the_uninterrupted_run)
         train_data src = test_stream_data(&dm);
         count_eval ce = {0};
         train_eval_hook hook = {&ce, 5, count_eval_run, count_eval_save, count_eval_restore,
-                                NULL};
+                                NULL, 0};
         trainer_options opt = {NULL, 0, &hook};
         trainer *t;
         ASSERT_OK(trainer_create(&t, &cfg[k], &src, &opt, &d), &d);

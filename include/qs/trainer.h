@@ -76,6 +76,10 @@ typedef struct train_eval_hook {
      * fresh run (the hook may record what a resume must find again), 1 when
      * continuing one (it checks that record). */
     int (*begin)(void *self, const char *run_dir, int resume, qs_diag *d);
+    /* bytes the hook's scoring grows to beyond what trainer_memory_estimate
+     * counts (the built-in hook: the scorer's arena for its longest request,
+     * model_lm_acts_elems); trainer_memory_add_eval adds them */
+    size_t arena_bytes;
 } train_eval_hook;
 
 /* The built-in hook: the evaluator (cfg eval_tasks on eval_data_dir, a fixed
@@ -125,6 +129,7 @@ typedef struct train_memory {
     size_t kl_ref_bytes;       /* runcfg_kl_reference: the bf16 reference model and its arena */
     size_t eval_val_bytes;     /* in-loop val_loss (eval_every, eval_val_batches > 0): the val
                                 * batch and the inference arena of the model as trained */
+    size_t eval_task_bytes;    /* the in-loop tasks' scoring arena (trainer_memory_add_eval) */
     size_t total_bytes;        /* the peak: the sum, with max(quant, warmup_pack) */
 } train_memory;
 
@@ -161,5 +166,8 @@ int trainer_quant_count(const trainer *t);   /* quantized tensors (2 per planned
 
 /* Estimate for (model config dir, run config): fills m; 0 or a load error. */
 int trainer_memory_estimate(const runcfg *cfg, train_memory *m, qs_diag *d);
+/* The in-loop evaluation's scoring arena (h->arena_bytes; h may be NULL) into
+ * m->eval_task_bytes and m->total_bytes, once per estimate. */
+void trainer_memory_add_eval(train_memory *m, const train_eval_hook *h);
 
 #endif

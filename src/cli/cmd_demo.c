@@ -93,8 +93,10 @@ static int demo_train(const char *dir, const char *model, const char *text, long
     trainer *t;
     trainer_options opt = {NULL, 0, &eval};
     qs_mem_reset_peak(); /* the peak reported at the end is the training's */
-    if (trainer_eval_create(&eval, &cfg, &d) || trainer_memory_estimate(&cfg, &mem, &d) ||
-        trainer_create(&t, &cfg, &data, &opt, &d)) {
+    int rc = trainer_eval_create(&eval, &cfg, &d);
+    if (!rc && !(rc = trainer_memory_estimate(&cfg, &mem, &d)))
+        trainer_memory_add_eval(&mem, &eval);
+    if (rc || trainer_create(&t, &cfg, &data, &opt, &d)) {
         trainer_eval_destroy(&eval);
         trainer_data_close(&data);
         return cli_diag_error(&d);
@@ -104,7 +106,6 @@ static int demo_train(const char *dir, const char *model, const char *text, long
     pr.every = steps >= 10 ? steps / 10 : 1;
     train_progress_start(&pr, t, &mem);
     train_step_info info;
-    int rc = 0;
     while (!trainer_done(t) && !rc)
         if (!(rc = trainer_step(t, &info, &d)))
             train_progress_step(&pr, &info);

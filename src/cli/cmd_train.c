@@ -303,6 +303,7 @@ int cmd_train(int argc, char **argv)
         exit_code = cli_diag_error(&d);
         goto done;
     }
+    trainer_memory_add_eval(&mem, cfg.eval_every > 0 ? &eval_hook : NULL);
     if (train_same_data(&data, &d)) {   /* before rank 0 makes the run directory */
         exit_code = cli_diag_error(&d);
         goto done;

@@ -176,11 +176,12 @@ int repro_train(const runcfg *cfg, const char *study_key, double stop_acc, const
     train_data data = {0};
     exec_eval watch = {{0}, -1, 0.0};
     train_eval_hook eval = {&watch, cfg->eval_every, exec_eval_run, exec_eval_save, exec_eval_restore,
-                            NULL};
+                            NULL, 0};
     trainer *t = NULL;
     if (rc || (rc = trainer_data_open_shards(&data, cfg, d)) ||
         (cfg->eval_every > 0 && (rc = trainer_eval_create(&watch.inner, cfg, d))))
         goto done;
+    eval.arena_bytes = watch.inner.arena_bytes;   /* its scoring arena, in the estimate */
     trainer_options topt = {NULL, 0, cfg->eval_every > 0 ? &eval : NULL};
     if ((rc = trainer_create(&t, cfg, &data, &topt, d)))
         goto done;

@@ -79,6 +79,13 @@ int trainer_memory_estimate(const runcfg *cfg, train_memory *mem, qs_diag *d)
     return 0;
 }
 
+void trainer_memory_add_eval(train_memory *m, const train_eval_hook *h)
+{
+    m->total_bytes -= m->eval_task_bytes;
+    m->eval_task_bytes = h ? h->arena_bytes : 0;
+    m->total_bytes += m->eval_task_bytes;
+}
+
 static int trainer_open_logs(struct trainer *t, int resume, qs_diag *d)
 {
     char path[TRAINER_PATH_MAX + 32];
@@ -183,17 +190,18 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     train_memory mem;
     if ((rc = trainer_memory_estimate(cfg, &mem, d)))
         return rc;
+    trainer_memory_add_eval(&mem, opt->eval);
     if (opt->mem_limit_bytes && mem.total_bytes > opt->mem_limit_bytes)
         return diag_set(d, QS_ERANGE, NULL, -1,
                         "run needs %.1f MiB (model+grads+Adam+activations %.1f, backward scratch "
                         "%.1f, quantized operands %.1f, weight packs %.1f, gradient scratch "
-                        "%.1f, KL reference %.1f, in-loop val %.1f) but %.1f MiB are allowed; "
-                        "lower batch_size/seq_len or raise max_memory_gb",
+                        "%.1f, KL reference %.1f, in-loop val %.1f, in-loop tasks %.1f) but %.1f "
+                        "MiB are allowed; lower batch_size/seq_len or raise max_memory_gb",
                         mem.total_bytes / 1048576.0, mem.model_train_bytes / 1048576.0,
                         mem.grad_acts_bytes / 1048576.0, mem.quant_bytes / 1048576.0,
                         mem.pack_bytes / 1048576.0, mem.grad_scratch_bytes / 1048576.0,
                         mem.kl_ref_bytes / 1048576.0, mem.eval_val_bytes / 1048576.0,
-                        opt->mem_limit_bytes / 1048576.0);
+                        mem.eval_task_bytes / 1048576.0, opt->mem_limit_bytes / 1048576.0);
     struct trainer *t = qs_calloc(1, sizeof *t);
     if (!t)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");

@@ -180,6 +180,38 @@ static int trainer_eval_val_loss(struct trainer_eval *e, llama_model *m, double 
     return 0;
 }
 
+/* Bytes of the scorer's arena once it has scored the session's longest request
+ * (model_lm_acts_elems; a request past the context is cut to it, as the scorer
+ * does): counted in the run's memory estimate (trainer_memory_add_eval). */
+static int trainer_eval_scoring_bytes(const eval_session *s, const char *model, size_t *bytes,
+                                      qs_diag *d)
+{
+    llama_config c;
+    int rc = hfconfig_load(&c, model, d);
+    if (rc)
+        return rc;
+    size_t n = 0, longest = 0, longest_cont = 0;
+    eval_session_items(s, &n);
+    for (size_t i = 0; i < n; i++) {
+        lm_request r;
+        eval_session_request(s, i, &r);
+        for (int k = 0; k < r.n_cont; k++) {
+            size_t len = r.n_ctx + r.n_cont_tok[k];
+            longest = len > longest ? len : longest;
+            longest_cont = r.n_cont_tok[k] > longest_cont ? r.n_cont_tok[k] : longest_cont;
+        }
+    }
+    size_t ctx = (size_t)hfconfig_max_context(&c);
+    longest = longest < ctx ? longest : ctx;
+    longest_cont = longest_cont < longest ? longest_cont : longest;
+    size_t elems = n ? model_lm_acts_elems(&c, (int)longest, (int)longest_cont) : 0;
+    if (elems == SIZE_MAX || elems > SIZE_MAX / sizeof(float))
+        return diag_set(d, QS_ERANGE, model, -1, "the in-loop tasks' scoring arena does not fit "
+                        "in 64 bits");
+    *bytes = elems * sizeof(float);
+    return 0;
+}
+
 static int trainer_eval_encode(void *self, const char *text, size_t len, int add_bos,
                                int32_t **ids, size_t *n_ids, qs_diag *d)
 {
@@ -402,6 +434,9 @@ int trainer_eval_create(train_eval_hook *out, const runcfg *cfg, qs_diag *d)
     size_t n_items = 0;
     if (e->session)
         eval_session_items(e->session, &n_items);
+    if (e->session && (rc = trainer_eval_scoring_bytes(e->session, cfg->model, &out->arena_bytes,
+                                                       d)))
+        goto fail;
     e->correct = qs_malloc(n_items ? n_items : 1);
     if (!e->correct) {
         rc = diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");

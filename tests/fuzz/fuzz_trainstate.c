@@ -174,7 +174,7 @@ static int ts_trainer_make(void)
     forget_opts_default(&fo);
     if (trainer_data_open_shards(&ts_src, &cfg, &d) || forget_tracker_create(&ts_forget, &fo, &d))
         return -1;
-    train_eval_hook hook = {ts_forget, 0, NULL, ts_eval_save, ts_eval_restore, NULL};
+    train_eval_hook hook = {ts_forget, 0, NULL, ts_eval_save, ts_eval_restore, NULL, 0};
     trainer_options opt = {NULL, 0, &hook};
     if (trainer_create(&ts_trainer, &cfg, &ts_src, &opt, &d))
         return -1;
