@@ -391,3 +391,74 @@ TEST(cli_model, overflowing_quantized_input_names_the_linear)
     snprintf(path, sizeof path, "%s/hook.json", test_tmp_dir());
     ASSERT_TRUE(!fileio_exists(path));
 }
+
+/* ppl --precision hif8 is the HiF8 W8A8 fake-quant of eval and compare: its
+ * nll per token is the perplexity compare prints for a hif8 side on the same
+ * windows, and differs from the bf16 figure; the quant options are refused
+ * without a hif8 precision. */
+TEST(cli_model, ppl_hif8_is_compares_fake_quant)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char txt[600], args[2048], out[4096], err[1024];
+    qs_diag d = {0};
+    char *demo;
+    size_t n;
+    ASSERT_OK(fileio_read_all("data/demo/train.txt", &demo, &n, &d), &d);
+    snprintf(txt, sizeof txt, "%s/ppl_hif8.txt", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(txt, demo, n < 3000 ? n : 3000, &d), &d);
+    qs_free(demo);
+    double nll[3];
+    static const char *const prec[3] = {"bf16", "hif8", "hif8-fp32"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args, "ppl --model data/demo/model --text %s --json --precision %s%s",
+                 txt, prec[i], i ? " --quant-modules 'layers.*.mlp.*'" : "");
+        ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+        char want[64];
+        snprintf(want, sizeof want, "\"precision\": \"%s\"", prec[i]);
+        ASSERT_TRUE(strstr(out, want) != NULL);
+        const char *p = strstr(out, "\"nll_per_token\": ");
+        ASSERT_TRUE(p != NULL);
+        nll[i] = atof(p + 17);
+    }
+    snprintf(args, sizeof args, "compare --model data/demo/model --reference data/demo/model "
+             "--precision hif8 --reference-precision bf16 --quant-modules 'layers.*.mlp.*' "
+             "--text %s --json", txt);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+    const char *p = strstr(out, "\"nll\": "), *q = strstr(out, "\"nll_reference\": ");
+    ASSERT_TRUE(p && q);
+    ASSERT_NEAR(nll[1], atof(p + 7), 1e-6);
+    ASSERT_NEAR(nll[0], atof(q + 17), 1e-6);
+    ASSERT_TRUE(fabs(nll[1] - nll[0]) > 1e-3 && fabs(nll[2] - nll[0]) > 1e-3);
+    snprintf(args, sizeof args, "ppl --model data/demo/model --text %s --quant-scaling current",
+             txt);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 2);
+    ASSERT_TRUE(strstr(err, "--quant-scaling: only with --precision hif8") != NULL);
+}
+
+/* generate --precision hif8 samples from the fake-quantized model: greedy and
+ * at temperature 1 it gives the text of its HiF8 export (the real W8A8 path,
+ * the same logits) where the plain bf16 model's greedy text differs. */
+TEST(cli_model, generate_hif8_equals_its_export)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char exp[600], args[2048], out[3][4096], err[1024];
+    snprintf(exp, sizeof exp, "%s/gen_hif8_export", test_tmp_dir());
+    snprintf(args, sizeof args, "export --format hif8 --model data/demo/model --out %s", exp);
+    ASSERT_EQ_INT(test_run_cli(args, out[0], sizeof out[0], err, sizeof err), 0);
+    static const char *const runs[3][2] = {{"data/demo/model", "hif8"}, {NULL, "bf16"},
+                                           {"data/demo/model", "bf16"}};
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; i < 3; i++) {
+            snprintf(args, sizeof args, "generate --model %s --prompt 'Once upon a time' -n 40 "
+                     "--precision %s %s", runs[i][0] ? runs[i][0] : exp, runs[i][1],
+                     t ? "--seed 7" : "--temperature 0");
+            ASSERT_EQ_INT(test_run_cli(args, out[i], sizeof out[i], err, sizeof err), 0);
+        }
+        ASSERT_TRUE(strlen(out[0]) > 40);
+        ASSERT_EQ_STR(out[0], out[1]);
+        if (t == 0)   /* the quantization shows in the greedy text */
+            ASSERT_TRUE(strcmp(out[0], out[2]) != 0);
+    }
+}

@@ -1,7 +1,7 @@
 /* cmd_generate.c: qatscope generate — sample a continuation of a prompt.
  *
  *   qatscope generate --model DIR --prompt TEXT -n N [--temperature T] [--top-p P]
- *                     [--seed S] [--stop-ids LIST] [--precision fp32|bf16|bf16-amx]
+ *                     [--seed S] [--stop-ids LIST] [--precision fp32|bf16|bf16-amx|hif8|hif8-fp32]
  *
  * The prompt is encoded with the tokenizer's default BOS; text is streamed to
  * stdout as tokens arrive (prompt first); timing goes to stderr.  Defaults:
@@ -25,7 +25,10 @@
 
 static const char USAGE[] =
     "usage: qatscope generate --model DIR --prompt TEXT -n N [--temperature T] [--top-p P]\n"
-    "                         [--seed S] [--stop-ids ID,ID,...] [--precision fp32|bf16|bf16-amx]\n";
+    "                         [--seed S] [--stop-ids ID,ID,...]\n"
+    "                         [--precision fp32|bf16|bf16-amx|hif8|hif8-fp32]\n"
+    "hif8 (bf16 matmuls) and hif8-fp32: HiF8 W8A8 fake-quant as eval --precision hif8 (default\n"
+    "selection; a run checkpoint: its delayed scales).\n";
 
 #define GEN_MAX_STOP 16
 
@@ -91,10 +94,10 @@ static int gen_parse_ids(const char *s, int32_t *out, int *n)
 }
 
 static int gen_run(const char *dir, const char *prompt, long n_new, double temp, double top_p,
-                   long seed, const int32_t *stop_arg, int n_stop_arg, int precision)
+                   long seed, const int32_t *stop_arg, int n_stop_arg, const char *precision)
 {
     qs_diag d = {0};
-    llama_model m;
+    cli_model cm;
     tokenizer *tok = NULL;
     llama_acts a = {0};
     sampler s = {0};
@@ -102,10 +105,11 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
     size_t n_ids = 0;
     int rc = 0, n_stop = 0, n_out = 0;
     /* weights packed once, in the precision of the matmuls (no fp32 copy of a bf16
-     * checkpoint in bf16) */
-    if (model_load_packed(&m, dir, precision, &d))
+     * checkpoint in bf16), the fake-quant installed for hif8 */
+    if (cli_model_open(&cm, dir, precision, NULL, EVALQUANT_AUTO, &d))
         return cli_diag_error(&d);
-    if (tokenizer_create(&tok, dir, &d) || cli_tokenizer_fits(tok, &m.cfg, dir, &d) ||
+    llama_model *m = &cm.m;
+    if (tokenizer_create(&tok, dir, &d) || cli_tokenizer_fits(tok, &m->cfg, dir, &d) ||
         tokenizer_encode(tok, prompt, strlen(prompt), TOKENIZER_BOS_DEFAULT, &ids, &n_ids, &d)) {
         rc = cli_diag_error(&d);
         goto done;
@@ -114,7 +118,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
         rc = cli_error("generate: the prompt encodes to no tokens (and the tokenizer adds no BOS)");
         goto done;
     }
-    int ctx = hfconfig_max_context(&m.cfg);
+    int ctx = hfconfig_max_context(&m->cfg);
     if ((long)n_ids + n_new > ctx) {
         rc = cli_error("generate: prompt (%zu tokens) + -n %ld exceeds the model's context of %d",
                        n_ids, n_new, ctx);
@@ -124,13 +128,13 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
         memcpy(stop, stop_arg, (size_t)n_stop_arg * sizeof *stop);
         n_stop = n_stop_arg;
     } else {
-        for (int i = 0; i < m.cfg.n_eos; i++)
-            stop[n_stop++] = m.cfg.eos_ids[i];
+        for (int i = 0; i < m->cfg.n_eos; i++)
+            stop[n_stop++] = m->cfg.eos_ids[i];
         if (tokenizer_eos_id(tok) >= 0)
             stop[n_stop++] = tokenizer_eos_id(tok);
     }
-    if (model_generate_acts_init(&a, &m.cfg, (int)n_ids, (int)n_new, &d) ||
-        sampler_init(&s, m.cfg.vocab_size, (float)temp, (float)top_p, (uint64_t)seed, &d)) {
+    if (model_generate_acts_init(&a, &m->cfg, (int)n_ids, (int)n_new, &d) ||
+        sampler_init(&s, m->cfg.vocab_size, (float)temp, (float)top_p, (uint64_t)seed, &d)) {
         rc = cli_diag_error(&d);
         goto done;
     }
@@ -146,7 +150,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
     gen_flush(&g);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    if (model_generate(&m, &a, ids, (int)n_ids, (int)n_new, &s, stop, n_stop, out + g.n_ids,
+    if (model_generate(m, &a, ids, (int)n_ids, (int)n_new, &s, stop, n_stop, out + g.n_ids,
                        &n_out, gen_on_token, &g, &d)) {
         putchar('\n');
         if (!d.path[0])   /* the forward's own errors name no file: the model does */
@@ -163,7 +167,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
                               : sec;
     fprintf(stderr, "generate: %zu prompt + %d new tokens in %.3f s (%.1f tokens/s), %s", n_ids,
             n_out, sec, sec > 0 ? (n_ids + n_out) / sec : 0.0,
-            matmul_precision_name(precision));
+            precision);
     /* the two phases apart, as llama.cpp reports them: the prompt's forward
      * (and the first token), then one forward per further token */
     if (n_out > 1 && sec - prompt_s > 0)
@@ -174,7 +178,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
     if (g.n_unknown)
         fprintf(stderr, "generate: warning: %d of the %d new tokens are ids outside the "
                 "tokenizer's vocabulary [0, %d) (the model's vocab_size is %d): not printed\n",
-                g.n_unknown, n_out, g.tok_vocab, m.cfg.vocab_size);
+                g.n_unknown, n_out, g.tok_vocab, m->cfg.vocab_size);
     if (fflush(stdout))
         rc = cli_error("error writing stdout");
 done:
@@ -183,7 +187,7 @@ done:
     sampler_free(&s);
     model_acts_free(&a);
     tokenizer_destroy(tok);
-    model_free(&m);
+    cli_model_close(&cm);
     return rc;
 }
 
@@ -193,7 +197,7 @@ int cmd_generate(int argc, char **argv)
     long n = -1, seed = 42;
     double temp = 1.0, top_p = 0.9;
     int32_t stop[GEN_MAX_STOP];
-    int n_stop = -1, precision = MATMUL_FP32;
+    int n_stop = -1, mm, hif8;
     const cli_opt opts[] = {
         {"--model", CLI_OPT_STR, .out = &model},
         {"--prompt", CLI_OPT_STR, .out = &prompt},
@@ -211,9 +215,11 @@ int cmd_generate(int argc, char **argv)
     qs_diag pd = {0};
     if (stop_arg && (rc = gen_parse_ids(stop_arg, stop, &n_stop)))
         return rc;
-    if (prec_arg && matmul_precision_parse(prec_arg, "--precision", &precision, &pd))
+    if (!prec_arg)
+        prec_arg = "fp32";
+    if (cli_precision_parse(prec_arg, "--precision", &mm, &hif8, &pd))
         return cli_diag_error(&pd);
     if (!model || !prompt || n < 0)
         return cli_error("generate: --model, --prompt and -n are required; see --help");
-    return gen_run(model, prompt, n, temp, top_p, seed, stop, n_stop, precision);
+    return gen_run(model, prompt, n, temp, top_p, seed, stop, n_stop, prec_arg);
 }
