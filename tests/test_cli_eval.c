@@ -185,3 +185,42 @@ TEST(cli_eval, short_mmlu_dev_split_names_the_subject)
     ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
     ASSERT_EQ_STR(cli_err, "qatscope: mmlu subject anatomy: 2-shot needs 2 dev rows, found 1\n");
 }
+
+/* The task files are read before the weights: a model whose safetensors is
+ * damaged still gets the task data's error first (it fails in a second, not
+ * after a 1B model's load), and with the data present the same directory gets
+ * the safetensors' error (the control: the model is really unreadable). */
+TEST(cli_eval, task_data_errors_come_before_the_model_load)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    static const char *const keep[] = {"config.json", "tokenizer.json", "tokenizer.model",
+                                       "tokenizer_config.json"};
+    char dir[600], src[300], dst[800], empty[600], args[2000];
+    snprintf(dir, sizeof dir, "%s/eval_order_model", test_tmp_dir());
+    snprintf(empty, sizeof empty, "%s/eval_order_nodata", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, NULL), NULL);
+    ASSERT_OK(fileio_mkdir_p(empty, NULL), NULL);
+    for (int i = 0; i < 4; i++) {
+        char *text;
+        size_t n;
+        snprintf(src, sizeof src, "data/demo/model/%s", keep[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, keep[i]);
+        ASSERT_OK(fileio_read_all(src, &text, &n, NULL), NULL);
+        ASSERT_OK(fileio_write_atomic(dst, text, n, NULL), NULL);
+        qs_free(text);
+    }
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    ASSERT_OK(fileio_write_atomic(dst, "\x08\0\0\0\0\0\0\0{}", 10, NULL), NULL);
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir %s "
+             "--output %s/eval_order.json", dir, empty, test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "eval_order_nodata") != NULL);
+    ASSERT_TRUE(strstr(cli_err, "safetensors") == NULL);
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir tests/data/tasks/data "
+             "--output %s/eval_order.json", dir, test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "model.safetensors") != NULL);
+    snprintf(dst, sizeof dst, "%s/eval_order.json", test_tmp_dir());
+    ASSERT_TRUE(!fileio_exists(dst));   /* no results file from a failed eval */
+}

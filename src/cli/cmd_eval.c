@@ -345,12 +345,36 @@ int cmd_eval(int argc, char **argv)
     char model_hash[65] = "", state_hash[65] = "";
     eval_hash hash = {0};
     digest_files_job *state_job = NULL;
-    if ((rc = tokenizer_create(&tok, a.model, &d)) ||
-        (rc = model_load_packed(&m, a.model, a.matmul, &d)) ||
-        (rc = cli_tokenizer_fits(tok, &m.cfg, a.model, &d)))
+    llama_config cfg;
+    if ((rc = tokenizer_create(&tok, a.model, &d)) || (rc = hfconfig_load(&cfg, a.model, &d)) ||
+        (rc = cli_tokenizer_fits(tok, &cfg, a.model, &d)))
+        goto fail;
+    /* the task files are read and their items tokenized before the weights are
+     * loaded: a missing file or a bad line fails in a second, not after a 1B
+     * model's half minute of loading */
+    eval_options o;
+    eval_options_default(&o);
+    o.tasks_dir = tasks_dir;
+    o.data_dir = a.data_dir;
+    o.tasks = (const char *const *)names;
+    o.n_tasks = n_tasks;
+    o.shots = (int)a.shots;
+    o.limit = a.limit;
+    o.subset = a.subset;
+    o.subset_seed = (uint64_t)a.subset_seed;
+    o.add_bos = a.bos;
+    o.batch_items = (int)a.batch;
+    int32_t bos = tokenizer_bos_id(tok);
+    eval_encoder enc = {tok, eval_encode_cb, bos >= 0 ? bos : tokenizer_eos_id(tok)};
+    if ((rc = eval_session_create(&s, &o, &enc, &d)))
+        goto fail;
+    double tasks_s = eval_seconds_since(&t0);
+    struct timespec tl;
+    clock_gettime(CLOCK_MONOTONIC, &tl);
+    if ((rc = model_load_packed(&m, a.model, a.matmul, &d)))
         goto fail;
     /* the model files are hashed on a background thread from here on, while the
-     * items are tokenized (one thread) and scored; results.json waits for it */
+     * items are scored; results.json waits for it */
     if (dist_rank() == 0 && (rc = eval_model_hash_start(&hash, a.model, &d)))
         goto fail;
     evalquant_options qo = {a.quant_modules, a.scaling, a.model};
@@ -372,26 +396,10 @@ int cmd_eval(int argc, char **argv)
     /* load ends here, not after the read: preparing the quantized weights (fake-
      * quantized and packed once, seconds at 1B) is part of getting the model ready,
      * and left out it was in none of the last line's fields */
-    double load_s = eval_seconds_since(&t0);
+    double load_s = eval_seconds_since(&tl);
     /* a cap: the scorer's arenas follow the longest real request */
     int max_len = a.max_length ? (int)a.max_length : hfconfig_max_context(&m.cfg);
     if ((rc = model_lm_create(&mlm, &m, max_len, &d)))
-        goto fail;
-    eval_options o;
-    eval_options_default(&o);
-    o.tasks_dir = tasks_dir;
-    o.data_dir = a.data_dir;
-    o.tasks = (const char *const *)names;
-    o.n_tasks = n_tasks;
-    o.shots = (int)a.shots;
-    o.limit = a.limit;
-    o.subset = a.subset;
-    o.subset_seed = (uint64_t)a.subset_seed;
-    o.add_bos = a.bos;
-    o.batch_items = (int)a.batch;
-    int32_t bos = tokenizer_bos_id(tok);
-    eval_encoder enc = {tok, eval_encode_cb, bos >= 0 ? bos : tokenizer_eos_id(tok)};
-    if ((rc = eval_session_create(&s, &o, &enc, &d)))
         goto fail;
     eval_progress prog = {t0, isatty(2)};
     clock_gettime(CLOCK_MONOTONIC, &prog.t0);
@@ -465,8 +473,9 @@ int cmd_eval(int argc, char **argv)
         printf("HiF8 checkpoint: W8A8 on %d Linear modules, scaling %s\n", m.hif8->n, q8scaling);
     size_t n_items;
     eval_session_items(s, &n_items);
-    printf("%zu items in %.1f s (load %.1f s, scoring %.1f s, hash wait %.1f s); results: %s%s%s\n",
-           n_items, eval_seconds_since(&t0), load_s, score_s, hash_wait_s, a.output,
+    printf("%zu items in %.1f s (load %.1f s, scoring %.1f s, hash wait %.1f s, tasks %.1f s); "
+           "results: %s%s%s\n", n_items, eval_seconds_since(&t0), load_s, score_s, hash_wait_s,
+           tasks_s, a.output,
            a.samples ? "; samples: " : "", a.samples ? a.samples : "");
 fail:
     for (int i = 0; rc && i < outs.n; i++)   /* the output's name, not its temp name */

@@ -254,6 +254,11 @@ static int scale_eval_child(scale_ctx *x, const char *task, const char *limit, c
     const char *w = strstr(p, "hash wait ");
     if (w && !strcmp(task, "arc_easy") && !strcmp(prec, "bf16"))
         sscanf(w, "hash wait %lf", &x->hash_wait_s);
+    /* the items read and tokenized (before the load): per item, as the scoring */
+    const char *t = strstr(p, ", tasks ");
+    double tasks_s = 0;
+    if (t && sscanf(t, ", tasks %lf", &tasks_s) == 1)
+        *score_s += tasks_s;
     return 0;
 }
 
