@@ -346,7 +346,7 @@ int cmd_eval(int argc, char **argv)
     eval_hash hash = {0};
     digest_files_job *state_job = NULL;
     llama_config cfg;
-    if ((rc = tokenizer_create(&tok, a.model, &d)) || (rc = hfconfig_load(&cfg, a.model, &d)) ||
+    if ((rc = hfconfig_load(&cfg, a.model, &d)) || (rc = tokenizer_create(&tok, a.model, &d)) ||
         (rc = cli_tokenizer_fits(tok, &cfg, a.model, &d)))
         goto fail;
     /* the task files are read and their items tokenized before the weights are

@@ -14,6 +14,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "qs/evalquant.h"
@@ -161,6 +162,13 @@ int cmd_export(int argc, char **argv)
     if (fileio_exists(out_dir))
         return cli_error("%s: already exists: export writes a new directory (remove it or "
                          "choose another --out)", out_dir);
+    /* and the directory it goes in must take a new one: probed with the
+     * writer's own temporary name (made, with any missing parents, and removed) */
+    char probe[CLI_PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s.tmp.%ld", out_dir, (long)getpid());
+    if (fileio_mkdir_p(probe, &d))
+        return cli_diag_error(&d);
+    (void)rmdir(probe);
     rc = export_run(model, out_dir, patterns, scaling);
     if (rc)
         interrupt_exit(); /* stopped by a signal while writing: the process ends by it */

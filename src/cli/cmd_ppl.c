@@ -49,21 +49,20 @@ static int ppl_run(const ppl_args *a)
     size_t len = 0, n_ids = 0;
     int32_t *ids = NULL;
     int rc = 0;
-    /* weights packed once, in the precision of the matmuls (no fp32 copy of a bf16
-     * checkpoint in bf16), the fake-quant installed for hif8 */
-    if (cli_model_open(&cm, dir, a->precision, a->quant_modules, a->scaling, &d))
-        return cli_diag_error(&d);
-    llama_model *m = &cm.m;
-    if (tokenizer_create(&tok, dir, &d) || cli_tokenizer_fits(tok, &m->cfg, dir, &d) ||
-        fileio_read_all(path, &text, &len, &d) ||
+    memset(&cm, 0, sizeof cm);
+    /* the text is read and encoded, and the window checked, before the weights
+     * are loaded: a wrong path fails at once, not after a 1B model's load */
+    llama_config cfg;
+    if (hfconfig_load(&cfg, dir, &d) || tokenizer_create(&tok, dir, &d) ||
+        cli_tokenizer_fits(tok, &cfg, dir, &d) || fileio_read_all(path, &text, &len, &d) ||
         tokenizer_encode(tok, text, len, a->bos ? TOKENIZER_BOS_YES : TOKENIZER_BOS_NO, &ids,
                          &n_ids, &d)) {
         rc = cli_diag_error(&d);
         goto done;
     }
-    int ctx = hfconfig_max_context(&m->cfg);
+    int ctx = hfconfig_max_context(&cfg);
     if (window < 0)
-        window = model_ppl_window_default(&m->cfg);
+        window = model_ppl_window_default(&cfg);
     if (window > ctx) {
         rc = cli_error("--window: %ld exceeds the model's context of %d", window, ctx);
         goto done;
@@ -78,6 +77,14 @@ static int ppl_run(const ppl_args *a)
         rc = cli_error("%s: encodes to %zu tokens, need at least 2", path, n_ids);
         goto done;
     }
+    /* weights packed once, in the precision of the matmuls (no fp32 copy of a bf16
+     * checkpoint in bf16), the fake-quant installed for hif8 */
+    if (cli_model_open(&cm, dir, a->precision, a->quant_modules, a->scaling, &d)) {
+        memset(&cm, 0, sizeof cm);   /* a failed open holds nothing */
+        rc = cli_diag_error(&d);
+        goto done;
+    }
+    llama_model *m = &cm.m;
     model_ppl_result r;
     if (model_ppl_compute(m, ids, n_ids, (int)window, (int)stride, &r, &d)) {
         if (!d.path[0])   /* e.g. non-finite logits: the model's */

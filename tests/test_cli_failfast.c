@@ -1,0 +1,102 @@
+/* test_cli_failfast.c: the commands that load a model check their other inputs
+ * first.  A 1B model takes 5-30 s and gigabytes to load; a wrong data path, a
+ * missing text file or an output directory that cannot be made must fail in a
+ * fraction of a second, not after the load.  Each test runs the command on a
+ * model directory whose config and tokenizer are the demo model's but whose
+ * model.safetensors is damaged: the error must name the other input, and a
+ * control run with that input fixed must fail on the safetensors (so the model
+ * is really unreadable and the order is what the first run shows). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qs/fileio.h"
+#include "qs/mem.h"
+#include "test.h"
+
+static char ff_out[65536], ff_err[8192];
+
+/* TMP/<name>: the demo model's config and tokenizer, a damaged safetensors. */
+static int ff_damaged_model(const char *name, char *dir, size_t dir_bytes)
+{
+    static const char *const keep[] = {"config.json", "tokenizer.json", "tokenizer.model",
+                                       "tokenizer_config.json"};
+    char src[300], dst[900];
+    snprintf(dir, dir_bytes, "%s/%s", test_tmp_dir(), name);
+    if (fileio_mkdir_p(dir, NULL))
+        return -1;
+    for (int i = 0; i < 4; i++) {
+        char *text;
+        size_t n;
+        snprintf(src, sizeof src, "data/demo/model/%s", keep[i]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, keep[i]);
+        if (fileio_read_all(src, &text, &n, NULL))
+            return -1;
+        int rc = fileio_write_atomic(dst, text, n, NULL);
+        qs_free(text);
+        if (rc)
+            return -1;
+    }
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    return fileio_write_atomic(dst, "\x08\0\0\0\0\0\0\0{}", 10, NULL) ? -1 : 0;
+}
+
+TEST(cli_failfast, eval_reads_the_task_data_before_the_weights)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char dir[600], empty[600], args[2000], out[700];
+    ASSERT_EQ_INT(ff_damaged_model("ff_eval_model", dir, sizeof dir), 0);
+    snprintf(empty, sizeof empty, "%s/ff_eval_nodata", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(empty, NULL), NULL);
+    snprintf(out, sizeof out, "%s/ff_eval.json", test_tmp_dir());
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir %s --output %s", dir,
+             empty, out);
+    ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+    ASSERT_TRUE(strstr(ff_err, "no arc_easy test data found") != NULL);
+    ASSERT_TRUE(strstr(ff_err, "ff_eval_nodata") != NULL);
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir tests/data/tasks/data "
+             "--output %s", dir, out);
+    ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+    ASSERT_TRUE(strstr(ff_err, "model.safetensors") != NULL);
+    ASSERT_TRUE(!fileio_exists(out));   /* no results file from a failed eval */
+}
+
+TEST(cli_failfast, ppl_reads_and_checks_the_text_before_the_weights)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char dir[600], args[2000];
+    ASSERT_EQ_INT(ff_damaged_model("ff_ppl_model", dir, sizeof dir), 0);
+    snprintf(args, sizeof args, "ppl --model %s --text %s/ff_no_such_text.txt", dir,
+             test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+    ASSERT_TRUE(strstr(ff_err, "ff_no_such_text.txt: cannot open") != NULL);
+    /* the window against the config's context, before the load too */
+    snprintf(args, sizeof args, "ppl --model %s --text README.md --window 1000000", dir);
+    ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+    ASSERT_TRUE(strstr(ff_err, "--window: 1000000 exceeds the model's context") != NULL);
+    snprintf(args, sizeof args, "ppl --model %s --text README.md", dir);
+    ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+    ASSERT_TRUE(strstr(ff_err, "model.safetensors") != NULL);
+}
+
+TEST(cli_failfast, export_probes_its_output_directory_before_the_weights)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    char dir[600], args[2000], blocker[700], out[800];
+    ASSERT_EQ_INT(ff_damaged_model("ff_export_model", dir, sizeof dir), 0);
+    /* --out under a regular file: no directory can be made there */
+    snprintf(blocker, sizeof blocker, "%s/ff_export_blocker", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(blocker, "x", 1, NULL), NULL);
+    snprintf(args, sizeof args, "export --format hif8 --model %s --out %s/out", dir, blocker);
+    ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+    ASSERT_TRUE(strstr(ff_err, "ff_export_blocker") != NULL);
+    ASSERT_TRUE(strstr(ff_err, "safetensors") == NULL);
+    snprintf(out, sizeof out, "%s/ff_export_out", test_tmp_dir());
+    snprintf(args, sizeof args, "export --format hif8 --model %s --out %s", dir, out);
+    ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+    ASSERT_TRUE(strstr(ff_err, "model.safetensors") != NULL);
+    ASSERT_TRUE(!fileio_exists(out));   /* and no directory left behind by the probe */
+}
