@@ -7,6 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "qs/bytes.h"
+#include "qs/digest.h"
+#include "qs/trainstate.h"
 #include "test.h"
 
 typedef struct test_entry {
@@ -146,4 +149,20 @@ int main(int argc, char **argv)
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     free(tests);
     return failed ? 1 : 0;
+}
+
+void test_trainstate_relabel(unsigned char *buf, unsigned v)
+{
+    const uint64_t seed = 1469598103934665603ull;   /* train_state.bin's */
+    bytes_put_u32le(buf + 8, v);
+    uint32_t n = bytes_get_u32le(buf + 12);
+    size_t off = 16;
+    for (uint32_t i = 0; i < n; i++) {
+        unsigned char *h = buf + off + TRAINSTATE_TAG_BYTES;
+        size_t bytes = (size_t)bytes_get_u64le(h);
+        off += TRAINSTATE_TAG_BYTES + 16;
+        bytes_put_u64le(h + 8, v >= 3 ? digest_lanes64_once(seed, buf + off, bytes)
+                                      : digest_fnv1a64(seed, buf + off, bytes));
+        off += bytes;
+    }
 }

@@ -109,5 +109,9 @@ const char *test_tmp_dir(void);
  * or NULL when unset) for test_env_restore, which puts it back and frees it. */
 char *test_env_set(const char *name, const char *value);
 void test_env_restore(const char *name, char *saved);
+/* A train_state.bin image (buf, as read) relabelled as version v, its section
+ * checksums recomputed as that version makes them (FNV-1a before 3, then
+ * digest_lanes64): an older file, as an older qatscope wrote it. */
+void test_trainstate_relabel(unsigned char *buf, unsigned v);
 
 #endif

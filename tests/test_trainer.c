@@ -71,7 +71,7 @@ static int state_to_v1(const char *path)
     size_t n;
     if (fileio_read_all(tmp, &buf, &n, &d))
         return -1;
-    buf[8] = 1;   /* u32 version */
+    test_trainstate_relabel((unsigned char *)buf, 1);   /* and its FNV-1a checksums */
     rc = fileio_write_atomic(path, buf, n, &d);
     qs_free(buf);
     remove(tmp);

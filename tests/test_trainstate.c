@@ -2,6 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "qs/bytes.h"
+#include "qs/digest.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
 #include "qs/trainstate.h"
@@ -75,7 +77,7 @@ TEST(trainstate, truncated_or_corrupt_file_is_refused_by_name)
     ASSERT_TRUE(strstr(d.msg, "checksum") != NULL);
     ASSERT_EQ_INT(ts_damage(ok, bad, -1, 0), 0);
     ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EFORMAT);
-    ASSERT_EQ_INT(ts_damage(ok, bad, -1, 8), 0);   /* version 1 -> 65 */
+    ASSERT_EQ_INT(ts_damage(ok, bad, -1, 8), 0);   /* version 3 -> 67 */
     ASSERT_EQ_INT(trainstate_open(&r, bad, &d), QS_EUNSUPPORTED);
 }
 
@@ -114,9 +116,10 @@ TEST(trainstate, open_only_checks_the_named_sections)
     ASSERT_EQ_INT(trainstate_open_only(&r, bad, meta, &d), QS_EFORMAT);
 }
 
-/* version 1 (before the log-state sections) is still read; a newer one is refused
- * with its number */
-TEST(trainstate, version_1_is_read_and_newer_versions_are_refused)
+/* versions 1 (before the log-state sections) and 2 (FNV-1a checksums) are
+ * still read, their checksums checked the old way; a newer one is refused with
+ * its number */
+TEST(trainstate, versions_1_and_2_are_read_and_newer_versions_are_refused)
 {
     char ok[512], other[512];
     snprintf(ok, sizeof ok, "%s/ts_v.bin", test_tmp_dir());
@@ -126,21 +129,33 @@ TEST(trainstate, version_1_is_read_and_newer_versions_are_refused)
     qs_diag d = {0};
     ASSERT_OK(trainstate_open(&r, ok, &d), &d);
     ASSERT_EQ_INT(r.version, TRAINSTATE_VERSION);
-    ASSERT_EQ_INT(TRAINSTATE_VERSION, 2);
+    ASSERT_EQ_INT(TRAINSTATE_VERSION, 3);
     trainstate_close(&r);
     char *buf;
     size_t n;
     ASSERT_OK(fileio_read_all(ok, &buf, &n, &d), &d);
-    buf[8] = 1;
+    unsigned char *u = (unsigned char *)buf;
+    for (uint32_t v = 1; v <= 2; v++) {
+        test_trainstate_relabel(u, v);
+        ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
+        ASSERT_OK(trainstate_open(&r, other, &d), &d);
+        ASSERT_EQ_INT(r.version, (int)v);
+        trainstate_close(&r);
+        /* the old checksums under the new version number: refused */
+        bytes_put_u32le(u + 8, 3);
+        ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
+        ASSERT_EQ_INT(trainstate_open(&r, other, &d), QS_EFORMAT);
+        ASSERT_TRUE(strstr(d.msg, "checksum mismatch") != NULL);
+    }
+    test_trainstate_relabel(u, 3);   /* back to the file as written */
     ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
     ASSERT_OK(trainstate_open(&r, other, &d), &d);
-    ASSERT_EQ_INT(r.version, 1);
     trainstate_close(&r);
-    buf[8] = 3;
+    u[8] = 4;
     ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
     ASSERT_EQ_INT(trainstate_open(&r, other, &d), QS_EUNSUPPORTED);
-    ASSERT_TRUE(strstr(d.msg, "version 3") && strstr(d.msg, "newer"));
-    buf[8] = 0;
+    ASSERT_TRUE(strstr(d.msg, "version 4") && strstr(d.msg, "newer"));
+    u[8] = 0;
     ASSERT_OK(fileio_write_atomic(other, buf, n, &d), &d);
     ASSERT_EQ_INT(trainstate_open(&r, other, &d), QS_EUNSUPPORTED);
     qs_free(buf);
@@ -211,4 +226,24 @@ TEST(trainstate, large_section_is_copied_out_exactly_after_its_pages_are_release
     trainstate_close(&r);
     qs_free(big);
     qs_free(back);
+}
+
+/* Files written by an independent implementation (tools/gen_fuzz_corpus.py, its
+ * own FNV-1a and lanes64): each version's checksums check; version 3's label on
+ * version 2's checksums does not. */
+TEST(trainstate, files_of_the_python_writer_check_in_every_version)
+{
+    static const char *const ok[] = {"valid_v1.bin", "valid_v2.bin", "valid_v3.bin"};
+    char path[300];
+    trainstate_reader r;
+    qs_diag d = {0};
+    for (int v = 0; v < 3; v++) {
+        snprintf(path, sizeof path, "tests/fuzz/corpus/trainstate/%s", ok[v]);
+        ASSERT_OK(trainstate_open(&r, path, &d), &d);
+        ASSERT_EQ_INT(r.version, v + 1);
+        trainstate_close(&r);
+    }
+    ASSERT_EQ_INT(trainstate_open(&r, "tests/fuzz/corpus/trainstate/v3_with_v2_checksums.bin", &d),
+                  QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "section 'meta': checksum mismatch") != NULL);
 }

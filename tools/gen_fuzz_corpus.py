@@ -366,10 +366,34 @@ def fnv1a64(b):
     return h
 
 
-def trainstate_file(sections, version=2):
+def fnv1a64_from(h, b):
+    for x in b:
+        h = ((h ^ x) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def lanes64(b, seed=1469598103934665603):
+    """digest_lanes64 (src/base/digest_lanes.c), written again from its comment:
+    the checksum of train_state.bin sections from version 3"""
+    m64, k = 0xFFFFFFFFFFFFFFFF, 0x9E3779B97F4A7C15
+    h = [seed ^ ((k * (j + 1)) & m64) for j in range(8)]
+    whole = len(b) // 64 * 64
+    for off in range(0, whole, 64):
+        for j in range(8):
+            x = ((h[j] ^ struct.unpack_from("<Q", b, off + 8 * j)[0]) * k) & m64
+            h[j] = ((x << 31) | (x >> 33)) & m64
+    f = 14695981039346656037
+    for j in range(8):
+        f = fnv1a64_from(f, struct.pack("<Q", h[j]))
+    f = fnv1a64_from(f, b[whole:])
+    return fnv1a64_from(f, struct.pack("<Q", len(b)))
+
+
+def trainstate_file(sections, version=3):
     out = b"QSTRAIN1" + struct.pack("<II", version, len(sections))
     for tag, payload in sections:
-        out += tag.encode().ljust(16, b"\0") + struct.pack("<QQ", len(payload), fnv1a64(payload))
+        ck = lanes64(payload) if version >= 3 else fnv1a64(payload)
+        out += tag.encode().ljust(16, b"\0") + struct.pack("<QQ", len(payload), ck)
         out += payload
     return out
 
@@ -400,11 +424,14 @@ def trainstate():
     ev = struct.pack("<I", 1) + struct.pack("<I", 8) + b"arc_easy" + struct.pack("<Q", 4) + b"\1\0\1\1"
     v1 = [("meta", meta), ("adam_m", adam_m), ("adam_v", adam_v), ("data", data), ("amax", amax)]
     v2 = v1 + [("qsnr", qsnr), ("alarm", alarm), ("eval", ev)]
-    put(t, "valid_v2.bin", trainstate_file(v2))
+    put(t, "valid_v3.bin", trainstate_file(v2))
+    put(t, "valid_v2.bin", trainstate_file(v2, version=2))
     put(t, "valid_v1.bin", trainstate_file(v1, version=1))
     put(t, "v2_no_eval.bin", trainstate_file(v2[:-1]))
     put(t, "v2_missing_alarm.bin", trainstate_file(v2[:6]))
-    put(t, "version3.bin", trainstate_file(v2, version=3))
+    put(t, "v3_with_v2_checksums.bin", trainstate_file(v2, version=2)[:8] + struct.pack("<I", 3) +
+        trainstate_file(v2, version=2)[12:])
+    put(t, "version4.bin", trainstate_file(v2, version=4))
     put(t, "meta_bad_json.bin", trainstate_file([("meta", b'{"step":')] + v2[1:]))
     put(t, "meta_wrong_params.bin", trainstate_file([("meta", meta.replace(b'"n_params":%d' % n_params, b'"n_params":%d' % (n_params + 1)))] + v2[1:]))
     put(t, "meta_negative_step.bin", trainstate_file([("meta", meta.replace(b'"step":5', b'"step":-5'))] + v2[1:]))

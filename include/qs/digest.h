@@ -84,4 +84,22 @@ static inline uint64_t digest_fnv1a64(uint64_t h, const void *data, size_t bytes
     return h;
 }
 
+/* The section checksum of train_state.bin from version 3 (src/base/digest_lanes.c
+ * has the definition): eight xor-multiply-rotate chains over the little-endian
+ * 64-bit words of each 64-byte block, folded with FNV-1a together with the tail
+ * bytes and the length.  The same value whatever pieces the data comes in; ~10x
+ * FNV-1a's speed (which is a chain of one multiply per byte).  Not
+ * cryptographic; files hold these values: never change the function. */
+typedef struct digest_lanes64 {
+    uint64_t h[8];
+    uint64_t total;
+    unsigned char buf[64];
+    unsigned buf_bytes;
+} digest_lanes64;
+
+void digest_lanes64_init(digest_lanes64 *s, uint64_t seed);
+void digest_lanes64_update(digest_lanes64 *s, const void *data, size_t bytes);
+uint64_t digest_lanes64_final(const digest_lanes64 *s);
+uint64_t digest_lanes64_once(uint64_t seed, const void *data, size_t bytes);   /* one piece */
+
 #endif

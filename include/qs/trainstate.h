@@ -2,7 +2,8 @@
  *
  * Layout (little-endian):
  *   "QSTRAIN1" (8 bytes) | u32 version (TRAINSTATE_VERSION) | u32 n_sections
- *   n_sections x { char tag[16] (NUL-padded) | u64 payload_bytes | u64 fnv1a64(payload) | payload }
+ *   n_sections x { char tag[16] (NUL-padded) | u64 payload_bytes | u64 checksum(payload) | payload }
+ * checksum: digest_lanes64 from the seed below (version 3), FNV-1a 64 (versions 1 and 2).
  * Sections of the trainer (src/train/trainer_ckpt.c has their payloads):
  *   version 1: "meta" (JSON: step, optimizer step count, seed, parameter count,
  *              quantizer count), "adam_m" / "adam_v" (fp32 [n_params]), "data" (the
@@ -10,8 +11,10 @@
  *   version 2 adds the log state, so that a resumed run writes the same logs as an
  *              uninterrupted one: "qsnr" (each quantizer's QSNR sample cursor),
  *              "alarm" (each quantizer's saturation episode: consecutive steps) and,
- *              with an in-loop evaluation, "eval" (its state: forgetting baselines).
- * Version 1 files are still read (their runs resume with bit-exact weights; the
+ *              with an in-loop evaluation, "eval" (its state: forgetting baselines);
+ *   version 3: the same sections, checksummed with digest_lanes64 (qs/digest.h): FNV-1a
+ *              read 0.8 GB/s, 12 s of every 1B checkpoint write and of every --resume.
+ * Versions 1 and 2 are still read (their FNV-1a checksums checked); version 1 files (their runs resume with bit-exact weights; the
  * QSNR cursors are rebuilt from the step count, the alarm episodes start from
  * zero, as before version 2); newer versions are refused by number.  Written atomically (tmp + rename).  The reader validates magic,
  * version, every length against the file size and every checksum before handing
@@ -28,17 +31,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "qs/digest.h"
 #include "qs/err.h"
 #include "qs/fileio.h"
 
-#define TRAINSTATE_VERSION 2       /* written */
+#define TRAINSTATE_VERSION 3       /* written */
 #define TRAINSTATE_VERSION_MIN 1   /* oldest read */
 #define TRAINSTATE_TAG_BYTES 16
 
 typedef struct trainstate_writer {
     afile af;
     long part_pos;          /* streamed section: file offset of its header */
-    uint64_t part_hash;     /* FNV-1a of the payload so far */
+    digest_lanes64 part_hash;   /* the payload's checksum so far */
     size_t part_left;       /* payload bytes still expected */
 } trainstate_writer;
 

@@ -9,15 +9,10 @@
 
 static const char trainstate_magic[8] = {'Q', 'S', 'T', 'R', 'A', 'I', 'N', '1'};
 
-/* The section checksum: FNV-1a from 1469598103934665603, the standard offset
- * basis short of its last digit; every train_state.bin written holds checksums
- * from this start, so it stays. */
+/* The section checksum's seed: FNV-1a's standard offset basis short of its last
+ * digit (a slip of version 1, kept: files hold checksums from it).  Version 3
+ * checksums with digest_lanes64, versions 1 and 2 with FNV-1a (qs/digest.h). */
 #define TRAINSTATE_HASH_SEED 1469598103934665603ull
-
-static uint64_t trainstate_hash(const void *data, size_t bytes)
-{
-    return digest_fnv1a64(TRAINSTATE_HASH_SEED, data, bytes);
-}
 
 static int trainstate_fwrite(trainstate_writer *w, const void *p, size_t n, qs_diag *d)
 {
@@ -61,7 +56,8 @@ int trainstate_write_section(trainstate_writer *w, const char *tag, const void *
     int rc = trainstate_section_header(hdr, tag, bytes, d);
     if (rc)
         return rc;
-    bytes_put_u64le(hdr + TRAINSTATE_TAG_BYTES + 8, trainstate_hash(data, bytes));
+    bytes_put_u64le(hdr + TRAINSTATE_TAG_BYTES + 8,
+                    digest_lanes64_once(TRAINSTATE_HASH_SEED, data, bytes));
     rc = trainstate_fwrite(w, hdr, sizeof hdr, d);
     return rc ? rc : trainstate_fwrite(w, data, bytes, d);
 }
@@ -73,7 +69,7 @@ int trainstate_write_section_begin(trainstate_writer *w, const char *tag, size_t
     if (rc)
         return rc;
     w->part_pos = ftell(w->af.f);
-    w->part_hash = trainstate_hash(NULL, 0);
+    digest_lanes64_init(&w->part_hash, TRAINSTATE_HASH_SEED);
     w->part_left = bytes;
     if (w->part_pos < 0)
         return diag_set(d, QS_EIO, w->af.final_path, -1, "cannot tell the write position");
@@ -86,7 +82,7 @@ int trainstate_write_section_part(trainstate_writer *w, const void *data, size_t
         return diag_set(d, QS_EINVAL, w->af.final_path, -1,
                         "section part of %zu bytes, only %zu declared bytes left", bytes, w->part_left);
     w->part_left -= bytes;
-    w->part_hash = digest_fnv1a64(w->part_hash, data, bytes);
+    digest_lanes64_update(&w->part_hash, data, bytes);
     return trainstate_fwrite(w, data, bytes, d);
 }
 
@@ -96,7 +92,7 @@ int trainstate_write_section_end(trainstate_writer *w, qs_diag *d)
         return diag_set(d, QS_ETRUNC, w->af.final_path, -1, "section ended %zu bytes short",
                         w->part_left);
     unsigned char h[8];
-    bytes_put_u64le(h, w->part_hash);
+    bytes_put_u64le(h, digest_lanes64_final(&w->part_hash));
     long end = ftell(w->af.f);
     if (end < 0 || fseek(w->af.f, w->part_pos + TRAINSTATE_TAG_BYTES + 8, SEEK_SET) ||
         fwrite(h, 1, 8, w->af.f) != 8 || fseek(w->af.f, end, SEEK_SET))
@@ -114,20 +110,27 @@ void trainstate_write_abort(trainstate_writer *w)
     afile_abort(&w->af);
 }
 
-/* FNV-1a of the payload at off, read in pieces whose pages then leave the
- * resident set (the optimizer moments are twice the weights: reading them
- * whole would keep them all resident next to the copies being made). */
-static uint64_t trainstate_hash_released(const trainstate_reader *r, size_t off, size_t bytes)
+/* The checksum of the payload at off (the file's version says which), read in
+ * pieces whose pages then leave the resident set (the optimizer moments are
+ * twice the weights: reading them whole would keep them all resident next to
+ * the copies being made). */
+static uint64_t trainstate_hash_released(const trainstate_reader *r, size_t off, size_t bytes,
+                                         uint32_t version)
 {
     enum { TRAINSTATE_PIECE = 64 << 20 };
-    uint64_t h = trainstate_hash(NULL, 0);
+    uint64_t h = TRAINSTATE_HASH_SEED;
+    digest_lanes64 s;
+    digest_lanes64_init(&s, TRAINSTATE_HASH_SEED);
     for (size_t done = 0; done < bytes;) {
         size_t n = bytes - done < TRAINSTATE_PIECE ? bytes - done : TRAINSTATE_PIECE;
-        h = digest_fnv1a64(h, r->map.data + off + done, n);
+        if (version >= 3)
+            digest_lanes64_update(&s, r->map.data + off + done, n);
+        else
+            h = digest_fnv1a64(h, r->map.data + off + done, n);
         fileio_map_release(&r->map, r->map.data + off + done, n);
         done += n;
     }
-    return h;
+    return version >= 3 ? digest_lanes64_final(&s) : h;
 }
 
 void trainstate_copy_out(const trainstate_reader *r, void *dst, const void *src, size_t bytes)
@@ -194,7 +197,7 @@ int trainstate_open_only(trainstate_reader *r, const char *path, const char *con
             goto fail;
         }
         if (trainstate_wanted(tags, b + off - TRAINSTATE_TAG_BYTES - 16) &&
-            trainstate_hash_released(r, off, (size_t)bytes) != hash) {
+            trainstate_hash_released(r, off, (size_t)bytes, version) != hash) {
             rc = diag_set(d, QS_EFORMAT, path, -1, "section '%.16s': checksum mismatch (corrupt file)",
                           (const char *)b + off - TRAINSTATE_TAG_BYTES - 16);
             goto fail;

@@ -17,6 +17,7 @@
  *             every QAT step)
  *     alarm   u32 n_quant, u32 steps[n_quant]: each quantizer's saturation episode so far
  *     eval    the in-loop evaluation's state (opaque; only with an eval hook that saves)
+ *   version 3: the same sections, checksummed with digest_lanes64 (was FNV-1a)
  * The amax section checks the quantizer names; qsnr and alarm follow its order.
  * Several ranks: rank 0 writes everything; with ZeRO-1 the other ranks' parts
  * of adam_m / adam_v are streamed to it as it writes (trainer_dist.c), so the

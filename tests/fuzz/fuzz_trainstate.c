@@ -121,7 +121,9 @@ static int ts_fix_checksums(unsigned char *b, size_t size)
         off += TRAINSTATE_TAG_BYTES + 16;
         if (bytes > size - off)
             break;
-        uint64_t want = digest_fnv1a64(TS_HASH_SEED, b + off, (size_t)bytes);
+        uint64_t want = bytes_get_u32le(b + 8) >= 3
+                            ? digest_lanes64_once(TS_HASH_SEED, b + off, (size_t)bytes)
+                            : digest_fnv1a64(TS_HASH_SEED, b + off, (size_t)bytes);
         changed |= bytes_get_u64le(h + 8) != want;
         bytes_put_u64le(h + 8, want);
         off += (size_t)bytes;
