@@ -217,6 +217,10 @@ TEST(dataloader, reads_what_tokenize_input_writes)
     ASSERT_OK(dataloader_create(&dl, out, "train", h.tokenizer_hash, &o, &d), &d);
     ASSERT_EQ_INT(dataloader_n_tokens(dl), sum.train_tokens);
     dataloader_destroy(dl);
+    /* no val split (val fraction 0, the default): the message says how to get one */
+    ASSERT_EQ_INT(sum.val_tokens, 0);
+    ASSERT_EQ_INT(dataloader_create(&dl, out, "val", h.tokenizer_hash, &o, &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "split 'val' has no tokens") && strstr(d.msg, "--val-fraction"));
 }
 
 TEST(dataloader, position_bytes_round_trip_and_reject_garbage)

@@ -159,7 +159,11 @@ int dataloader_create(dataloader **out, const char *shard_dir, const char *split
     dl->o = *o;
     int rc = load_split(dl, shard_dir, split, tokenizer_hash, d);
     uint64_t T = (uint64_t)o->seq_len;
-    if (!rc && dl->n_tokens < T + 1)
+    if (!rc && dl->n_tokens == 0)   /* e.g. the val split of shards tokenized without one */
+        rc = diag_set(d, QS_EINVAL, shard_dir, -1,
+                      "split '%s' has no tokens (written with 'tokenize --val-fraction 0'? "
+                      "tokenize with --val-fraction F > 0, or use the other split)", split);
+    else if (!rc && dl->n_tokens < T + 1)
         rc = diag_set(d, QS_EINVAL, shard_dir, -1,
                       "split '%s' has %llu tokens: expected at least seq_len + 1 = %llu", split,
                       (unsigned long long)dl->n_tokens, (unsigned long long)(T + 1));
