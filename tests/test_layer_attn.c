@@ -313,8 +313,11 @@ TEST(layer_attn, avx512_and_portable_forward_give_the_same_bits)
 {
     if (cpu_detected_level() < CPU_LEVEL_AVX512)
         SKIP("CPU without AVX-512");
+    /* the last three are decode steps (T = 1) with 1, 2 and 3 query heads per KV
+     * head: blocks of that many rows (the AVX-512 blocks compute no others) */
     static const int shapes[][5] = {   /* L, H, KVH, hd, prompt start */
-        {70, 2, 1, 80, 3}, {37, 8, 2, 8, 0}, {20, 4, 4, 64, 19}, {131, 3, 3, 33, 60}};
+        {70, 2, 1, 80, 3}, {37, 8, 2, 8, 0}, {131, 3, 3, 33, 60}, {20, 4, 4, 64, 19},
+        {70, 4, 2, 64, 69}, {41, 6, 2, 40, 40}};
     const int saved = cpu_level();
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int L = shapes[si][0], H = shapes[si][1], KVH = shapes[si][2], hd = shapes[si][3];

@@ -111,9 +111,13 @@ attn_scores_store16(const attn_block *b, int j, __mmask16 m, __m512 sc, __m512 a
 
 /* Scores of the block's rows for keys [0, n): e[r][j] = (q_r . k_j) * scale, the
  * dot product summed over i in order.  Keys transposed (kt, ld) or, kt NULL,
- * read from their rows (k, kv_stride) and transposed 16 x 16 in registers. */
-static void attn_block_scores(const attn_block *b, int n, const float *kt, size_t ld,
-                              const float *k, size_t kv_stride, int hd, float scale)
+ * read from their rows (k, kv_stride) and transposed 16 x 16 in registers.
+ * R (a constant >= b->rows): the rows computed; a block of fewer rows (one
+ * decode token's heads of a KV head: 1 for multi-head attention, 2 for the 1B's
+ * groups of 2) computes no sums for the rows it does not have. */
+static inline __attribute__((always_inline)) void
+attn_block_scores_r(const attn_block *b, int n, const float *kt, size_t ld, const float *k,
+                    size_t kv_stride, int hd, float scale, const int R)
 {
     const __m512 sc = _mm512_set1_ps(scale);
     const float *q0 = b->q[0], *q1 = b->q[1], *q2 = b->q[2], *q3 = b->q[3];
@@ -137,21 +141,25 @@ static void attn_block_scores(const attn_block *b, int n, const float *kt, size_
                 a01 = _mm512_add_ps(a01, _mm512_mul_ps(x, k1));
                 a02 = _mm512_add_ps(a02, _mm512_mul_ps(x, k2));
                 a03 = _mm512_add_ps(a03, _mm512_mul_ps(x, k3));
-                x = _mm512_set1_ps(q1[i]);
-                a10 = _mm512_add_ps(a10, _mm512_mul_ps(x, k0));
-                a11 = _mm512_add_ps(a11, _mm512_mul_ps(x, k1));
-                a12 = _mm512_add_ps(a12, _mm512_mul_ps(x, k2));
-                a13 = _mm512_add_ps(a13, _mm512_mul_ps(x, k3));
-                x = _mm512_set1_ps(q2[i]);
-                a20 = _mm512_add_ps(a20, _mm512_mul_ps(x, k0));
-                a21 = _mm512_add_ps(a21, _mm512_mul_ps(x, k1));
-                a22 = _mm512_add_ps(a22, _mm512_mul_ps(x, k2));
-                a23 = _mm512_add_ps(a23, _mm512_mul_ps(x, k3));
-                x = _mm512_set1_ps(q3[i]);
-                a30 = _mm512_add_ps(a30, _mm512_mul_ps(x, k0));
-                a31 = _mm512_add_ps(a31, _mm512_mul_ps(x, k1));
-                a32 = _mm512_add_ps(a32, _mm512_mul_ps(x, k2));
-                a33 = _mm512_add_ps(a33, _mm512_mul_ps(x, k3));
+                if (R > 1) {
+                    x = _mm512_set1_ps(q1[i]);
+                    a10 = _mm512_add_ps(a10, _mm512_mul_ps(x, k0));
+                    a11 = _mm512_add_ps(a11, _mm512_mul_ps(x, k1));
+                    a12 = _mm512_add_ps(a12, _mm512_mul_ps(x, k2));
+                    a13 = _mm512_add_ps(a13, _mm512_mul_ps(x, k3));
+                }
+                if (R > 2) {
+                    x = _mm512_set1_ps(q2[i]);
+                    a20 = _mm512_add_ps(a20, _mm512_mul_ps(x, k0));
+                    a21 = _mm512_add_ps(a21, _mm512_mul_ps(x, k1));
+                    a22 = _mm512_add_ps(a22, _mm512_mul_ps(x, k2));
+                    a23 = _mm512_add_ps(a23, _mm512_mul_ps(x, k3));
+                    x = _mm512_set1_ps(q3[i]);
+                    a30 = _mm512_add_ps(a30, _mm512_mul_ps(x, k0));
+                    a31 = _mm512_add_ps(a31, _mm512_mul_ps(x, k1));
+                    a32 = _mm512_add_ps(a32, _mm512_mul_ps(x, k2));
+                    a33 = _mm512_add_ps(a33, _mm512_mul_ps(x, k3));
+                }
             }
 #define ATTN_STORE4(r, x0, x1, x2, x3)                                       \
     if (r < b->rows) {                                                       \
@@ -172,9 +180,12 @@ static void attn_block_scores(const attn_block *b, int n, const float *kt, size_
         for (int i = 0; i < hd; i++) {
             const __m512 x = _mm512_maskz_loadu_ps(m, kt + (size_t)i * ld + j);
             a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(q0[i]), x));
-            a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q1[i]), x));
-            a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i]), x));
-            a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i]), x));
+            if (R > 1)
+                a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q1[i]), x));
+            if (R > 2) {
+                a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i]), x));
+                a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i]), x));
+            }
         }
         attn_scores_store16(b, j, m, sc, a0, a1, a2, a3);
     }
@@ -191,13 +202,27 @@ static void attn_block_scores(const attn_block *b, int n, const float *kt, size_
                 if (i >= ni)
                     break;
                 a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(q0[i0 + i]), t[i]));
-                a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q1[i0 + i]), t[i]));
-                a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i0 + i]), t[i]));
-                a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i0 + i]), t[i]));
+                if (R > 1)
+                    a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q1[i0 + i]), t[i]));
+                if (R > 2) {
+                    a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i0 + i]), t[i]));
+                    a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i0 + i]), t[i]));
+                }
             }
         }
         attn_scores_store16(b, j, m, sc, a0, a1, a2, a3);
     }
+}
+
+static void attn_block_scores(const attn_block *b, int n, const float *kt, size_t ld,
+                              const float *k, size_t kv_stride, int hd, float scale)
+{
+    if (b->rows == 1)
+        attn_block_scores_r(b, n, kt, ld, k, kv_stride, hd, scale, 1);
+    else if (b->rows == 2)
+        attn_block_scores_r(b, n, kt, ld, k, kv_stride, hd, scale, 2);
+    else
+        attn_block_scores_r(b, n, kt, ld, k, kv_stride, hd, scale, AR);
 }
 
 /* Scores -> exp(s - max) in place over [0, n), lanes summed by j mod 16 then
@@ -225,7 +250,7 @@ static float attn_row_softmax(float *e, int n)
  * nv vectors of 16 dims (the last one masked by m_last). */
 static inline __attribute__((always_inline)) void
 attn_block_wsum(const attn_block *b, const float *inv, const float *v, size_t kv_stride, int i0,
-                int nv, __mmask16 m_last, int n_min, int n_max)
+                int nv, __mmask16 m_last, int n_min, int n_max, const int R)
 {
     __m512 acc[AR][4];
 #pragma GCC unroll 4
@@ -243,9 +268,12 @@ attn_block_wsum(const attn_block *b, const float *inv, const float *v, size_t kv
             const __m512 x = c == nv - 1 ? _mm512_maskz_loadu_ps(m_last, vr + 16 * c)
                                          : _mm512_loadu_ps(vr + 16 * c);
             acc[0][c] = _mm512_add_ps(acc[0][c], _mm512_mul_ps(w0, x));
-            acc[1][c] = _mm512_add_ps(acc[1][c], _mm512_mul_ps(w1, x));
-            acc[2][c] = _mm512_add_ps(acc[2][c], _mm512_mul_ps(w2, x));
-            acc[3][c] = _mm512_add_ps(acc[3][c], _mm512_mul_ps(w3, x));
+            if (R > 1)
+                acc[1][c] = _mm512_add_ps(acc[1][c], _mm512_mul_ps(w1, x));
+            if (R > 2) {
+                acc[2][c] = _mm512_add_ps(acc[2][c], _mm512_mul_ps(w2, x));
+                acc[3][c] = _mm512_add_ps(acc[3][c], _mm512_mul_ps(w3, x));
+            }
         }
     }
     /* the causal triangle: key j only for the rows that see it */
@@ -253,7 +281,7 @@ attn_block_wsum(const attn_block *b, const float *inv, const float *v, size_t kv
         const float *vr = v + (size_t)j * kv_stride + i0;
 #pragma GCC unroll 4
         for (int r = 0; r < AR; r++) {
-            if (j >= b->n[r])
+            if (r >= R || j >= b->n[r])
                 continue;
             const __m512 w = _mm512_set1_ps(b->e[r][j]);
 #pragma GCC unroll 4
@@ -276,6 +304,27 @@ attn_block_wsum(const attn_block *b, const float *inv, const float *v, size_t kv
     }
 }
 
+/* The weighted sums of every 64 dims, R rows (a constant >= b->rows). */
+static inline __attribute__((always_inline)) void
+attn_block_wsums(const attn_block *b, const float *inv, const float *v, size_t kv_stride, int hd,
+                 int n_min, int n_max, const int R)
+{
+    for (int i0 = 0; i0 < hd; i0 += 64) {
+        const int left = hd - i0, nv = left >= 64 ? 4 : (left + 15) / 16;
+        const __mmask16 ml = attn_tail_mask(left - 16 * (nv - 1));
+        if (nv == 4 && ml == 0xffff)
+            attn_block_wsum(b, inv, v, kv_stride, i0, 4, 0xffff, n_min, n_max, R);
+        else if (nv == 4)
+            attn_block_wsum(b, inv, v, kv_stride, i0, 4, ml, n_min, n_max, R);
+        else if (nv == 3)
+            attn_block_wsum(b, inv, v, kv_stride, i0, 3, ml, n_min, n_max, R);
+        else if (nv == 2)
+            attn_block_wsum(b, inv, v, kv_stride, i0, 2, ml, n_min, n_max, R);
+        else
+            attn_block_wsum(b, inv, v, kv_stride, i0, 1, ml, n_min, n_max, R);
+    }
+}
+
 void attn_block_avx512_impl(const attn_block *b, const float *kt, size_t ld, const float *k,
                             const float *v, size_t kv_stride, int hd, float scale, int att_width)
 {
@@ -290,20 +339,12 @@ void attn_block_avx512_impl(const attn_block *b, const float *kt, size_t ld, con
         inv[r] = attn_row_softmax(b->e[r], b->n[r]);
     for (int r = b->rows; r < AR; r++)
         inv[r] = inv[b->rows - 1];
-    for (int i0 = 0; i0 < hd; i0 += 64) {
-        const int left = hd - i0, nv = left >= 64 ? 4 : (left + 15) / 16;
-        const __mmask16 ml = attn_tail_mask(left - 16 * (nv - 1));
-        if (nv == 4 && ml == 0xffff)
-            attn_block_wsum(b, inv, v, kv_stride, i0, 4, 0xffff, n_min, n_max);
-        else if (nv == 4)
-            attn_block_wsum(b, inv, v, kv_stride, i0, 4, ml, n_min, n_max);
-        else if (nv == 3)
-            attn_block_wsum(b, inv, v, kv_stride, i0, 3, ml, n_min, n_max);
-        else if (nv == 2)
-            attn_block_wsum(b, inv, v, kv_stride, i0, 2, ml, n_min, n_max);
-        else
-            attn_block_wsum(b, inv, v, kv_stride, i0, 1, ml, n_min, n_max);
-    }
+    if (b->rows == 1)
+        attn_block_wsums(b, inv, v, kv_stride, hd, n_min, n_max, 1);
+    else if (b->rows == 2)
+        attn_block_wsums(b, inv, v, kv_stride, hd, n_min, n_max, 2);
+    else
+        attn_block_wsums(b, inv, v, kv_stride, hd, n_min, n_max, AR);
     if (att_width <= 0)
         return;
     for (int r = 0; r < b->rows; r++) {   /* saved probabilities: e * inv, zeros after n */
