@@ -3,7 +3,7 @@
  * Layout (little-endian):
  *   "QSTRAIN1" (8 bytes) | u32 version (TRAINSTATE_VERSION) | u32 n_sections
  *   n_sections x { char tag[16] (NUL-padded) | u64 payload_bytes | u64 checksum(payload) | payload }
- * checksum: digest_lanes64 from the seed below (version 3), FNV-1a 64 (versions 1 and 2).
+ * checksum, from seed 1469598103934665603: digest_lanes64 (version 3), FNV-1a 64 (1 and 2).
  * Sections of the trainer (src/train/trainer_ckpt.c has their payloads):
  *   version 1: "meta" (JSON: step, optimizer step count, seed, parameter count,
  *              quantizer count), "adam_m" / "adam_v" (fp32 [n_params]), "data" (the
@@ -14,9 +14,10 @@
  *              with an in-loop evaluation, "eval" (its state: forgetting baselines);
  *   version 3: the same sections, checksummed with digest_lanes64 (qs/digest.h): FNV-1a
  *              read 0.8 GB/s, 12 s of every 1B checkpoint write and of every --resume.
- * Versions 1 and 2 are still read (their FNV-1a checksums checked); version 1 files (their runs resume with bit-exact weights; the
- * QSNR cursors are rebuilt from the step count, the alarm episodes start from
- * zero, as before version 2); newer versions are refused by number.  Written atomically (tmp + rename).  The reader validates magic,
+ * Versions 1 and 2 are still read, their FNV-1a checksums checked.  A version 1
+ * file's run resumes with bit-exact weights; its QSNR cursors are rebuilt from
+ * the step count and its alarm episodes start from zero, as before version 2.
+ * Newer versions are refused by number.  Written atomically (tmp + rename).  The reader validates magic,
  * version, every length against the file size and every checksum before handing
  * out a byte.
  *

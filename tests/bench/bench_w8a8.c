@@ -306,7 +306,7 @@ static int gen_compare(const char *bin, const char *const dirs[2], char *n_arg, 
     printf("peak RSS (load + generate -n %d, %s): bf16 %.2f GiB, hif8 %.2f GiB: ratio %.2f\n",
            n_new, prec, peak[0] / 1048576.0, peak[1] / 1048576.0,
            (double)peak[1] / (double)peak[0]);
-    printf("generate --precision %s: median of the %d rounds' ratios %.2fx (target >= 1.3x: "
+    printf("generate --precision %s: median of the %d rounds' ratios %.3fx (target >= 1.3x: "
            "%s); medians bf16 %.2f tokens/s, hif8 %.2f tokens/s: %.2fx\n", prec,
            BENCH_W8A8_REPS, rr[BENCH_W8A8_REPS / 2],
            rr[BENCH_W8A8_REPS / 2] >= 1.3 ? "PASS" : "MISS", med[0], med[1], med[1] / med[0]);
