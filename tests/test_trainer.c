@@ -141,6 +141,49 @@ TEST(trainer, resume_after_kill_is_bit_exact)
     ASSERT_TRUE(fileio_exists(path));
 }
 
+/* --resume checks the optimizer moments' checksums as it copies them (one pass
+ * over the file, trainstate_read_checked): a damaged byte of adam_v refuses
+ * the resume by section name, the undamaged checkpoint resumes. */
+TEST(trainer, resume_refuses_damaged_moments_by_name)
+{
+    runcfg c;
+    tiny_cfg(&c, "dmg_moments");
+    qs_diag d = {0};
+    ASSERT_OK(runcfg_set(&c, "steps=4", &d), &d);
+    ASSERT_OK(runcfg_set(&c, "ckpt_every=2", &d), &d);
+    test_stream ds = {0, 512, mem_pair};
+    train_data src = test_stream_data(&ds);
+    trainer_options opt = {0};
+    trainer *t;
+    ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
+    ASSERT_EQ_INT(test_train_steps(t, 3), 0);   /* checkpoint at 2, then a step that is lost */
+    trainer_destroy(t);
+    char state[700];
+    snprintf(state, sizeof state, "%s/ckpt/step_2/train_state.bin", c.out_dir);
+    trainstate_reader r;
+    const void *p;
+    size_t n;
+    ASSERT_OK(trainstate_open(&r, state, &d), &d);
+    ASSERT_OK(trainstate_section(&r, "adam_v", &p, &n, &d), &d);
+    long off = (long)((const unsigned char *)p - (const unsigned char *)r.map.data) + (long)n - 2;
+    trainstate_close(&r);
+    char *buf;
+    size_t len;
+    ASSERT_OK(fileio_read_all(state, &buf, &len, &d), &d);
+    buf[off] ^= 0x04;
+    ASSERT_OK(fileio_write_atomic(state, buf, len, &d), &d);
+    opt.resume_dir = c.out_dir;
+    ASSERT_EQ_INT(trainer_create(&t, &c, &src, &opt, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "section 'adam_v': checksum mismatch") != NULL);
+    ASSERT_TRUE(strstr(d.path, "train_state.bin") != NULL);
+    buf[off] ^= 0x04;
+    ASSERT_OK(fileio_write_atomic(state, buf, len, &d), &d);
+    qs_free(buf);
+    ASSERT_OK(trainer_create(&t, &c, &src, &opt, &d), &d);
+    ASSERT_EQ_INT(trainer_next_step(t), 2);
+    trainer_destroy(t);
+}
+
 TEST(trainer, qat_switch_logs_event_and_quant_records)
 {
     runcfg c;

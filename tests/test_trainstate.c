@@ -247,3 +247,70 @@ TEST(trainstate, files_of_the_python_writer_check_in_every_version)
                   QS_EFORMAT);
     ASSERT_TRUE(strstr(d.msg, "section 'meta': checksum mismatch") != NULL);
 }
+
+/* trainstate_read_checked: one pass that checks a section unchecked by
+ * trainstate_open_only and copies any range of it (a rank's ZeRO-1 part): the
+ * bytes of every range, across two pieces and a ragged end; a damaged byte
+ * outside the copied range still fails the check; the version 2 checksum
+ * (FNV-1a) on a version 2 file; a range outside the payload. */
+TEST(trainstate, read_checked_copies_any_range_and_checks_the_whole_section)
+{
+    char path[512], bad[512];
+    snprintf(path, sizeof path, "%s/ts_rc.bin", test_tmp_dir());
+    snprintf(bad, sizeof bad, "%s/ts_rc_bad.bin", test_tmp_dir());
+    size_t n_floats = (70u << 20) / 4 + 3;   /* 70 MiB + 12 bytes: two pieces, ragged end */
+    size_t nb = n_floats * sizeof(float);
+    float *big = qs_malloc(nb), *back = qs_malloc(nb);
+    ASSERT_TRUE(big && back);
+    for (size_t i = 0; i < n_floats; i++)
+        big[i] = (float)(i % 1000003) * 0.25f;
+    qs_diag d = {0};
+    trainstate_writer w;
+    ASSERT_OK(trainstate_write_begin(&w, path, 2, &d), &d);
+    ASSERT_OK(trainstate_write_section(&w, "meta", "{}", 2, &d), &d);
+    ASSERT_OK(trainstate_write_section(&w, "adam_m", big, nb, &d), &d);
+    ASSERT_OK(trainstate_write_commit(&w, &d), &d);
+    static const char *const meta_only[] = {"meta", NULL};
+    const size_t ranges[][2] = {{0, 0}, {0, 0}, {4, 20}, {(64u << 20) - 8, 16}, {nb - 5, 5}};
+    for (int k = 0; k < 5; k++) {
+        size_t first = ranges[k][0], len = k == 0 ? nb : ranges[k][1];
+        trainstate_reader r;
+        ASSERT_OK(trainstate_open_only(&r, path, meta_only, &d), &d);
+        memset(back, 0xAB, nb);
+        ASSERT_OK(trainstate_read_checked(&r, "adam_m", first, back, len, &d), &d);
+        ASSERT_TRUE(memcmp(back, (const unsigned char *)big + first, len) == 0);
+        ASSERT_TRUE(len == nb || ((unsigned char *)back)[len] == 0xAB);   /* nothing past it */
+        ASSERT_EQ_INT(trainstate_read_checked(&r, "adam_m", nb - 3, back, 4, &d), QS_ERANGE);
+        ASSERT_EQ_INT(trainstate_read_checked(&r, "adam_v", 0, back, 0, &d), QS_ENOTFOUND);
+        trainstate_close(&r);
+    }
+    /* a byte near the end damaged; only the first 20 bytes are copied */
+    char *buf;
+    size_t fn;
+    ASSERT_OK(fileio_read_all(path, &buf, &fn, &d), &d);
+    buf[fn - 100] ^= 0x10;
+    ASSERT_OK(fileio_write_atomic(bad, buf, fn, &d), &d);
+    trainstate_reader r;
+    ASSERT_OK(trainstate_open_only(&r, bad, meta_only, &d), &d);
+    ASSERT_EQ_INT(trainstate_read_checked(&r, "adam_m", 0, back, 20, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "section 'adam_m': checksum mismatch") != NULL);
+    ASSERT_EQ_STR(d.path, bad);
+    trainstate_close(&r);
+    /* version 2: FNV-1a */
+    buf[fn - 100] ^= 0x10;
+    test_trainstate_relabel((unsigned char *)buf, 2);
+    ASSERT_OK(fileio_write_atomic(bad, buf, fn, &d), &d);
+    ASSERT_OK(trainstate_open_only(&r, bad, meta_only, &d), &d);
+    ASSERT_EQ_INT(r.version, 2);
+    ASSERT_OK(trainstate_read_checked(&r, "adam_m", 8, back, 12, &d), &d);
+    ASSERT_TRUE(memcmp(back, (const unsigned char *)big + 8, 12) == 0);
+    trainstate_close(&r);
+    buf[fn - 100] ^= 0x10;
+    ASSERT_OK(fileio_write_atomic(bad, buf, fn, &d), &d);
+    ASSERT_OK(trainstate_open_only(&r, bad, meta_only, &d), &d);
+    ASSERT_EQ_INT(trainstate_read_checked(&r, "adam_m", 8, back, 12, &d), QS_EFORMAT);
+    trainstate_close(&r);
+    qs_free(buf);
+    qs_free(big);
+    qs_free(back);
+}

@@ -17,9 +17,11 @@
  * Versions 1 and 2 are still read, their FNV-1a checksums checked.  A version 1
  * file's run resumes with bit-exact weights; its QSNR cursors are rebuilt from
  * the step count and its alarm episodes start from zero, as before version 2.
- * Newer versions are refused by number.  Written atomically (tmp + rename).  The reader validates magic,
- * version, every length against the file size and every checksum before handing
- * out a byte.
+ * Newer versions are refused by number.  Written atomically (tmp + rename).
+ * trainstate_open validates magic, version, every length against the file size
+ * and every checksum before handing out a byte; trainstate_open_only checks the
+ * named sections' checksums, and trainstate_read_checked checks another's in
+ * the pass that copies it (--resume: the optimizer moments).
  *
  * Checklist for a change of layout: bump TRAINSTATE_VERSION, keep reading the old
  * version or refuse it by name, update trainer_ckpt.c's header comment, the README
@@ -83,6 +85,17 @@ int trainstate_section(const trainstate_reader *r, const char *tag, const void *
  * then leave the resident set: a large section costs no more memory than its
  * copy.  trainstate_open reads every payload the same way to check it. */
 void trainstate_copy_out(const trainstate_reader *r, void *dst, const void *src, size_t bytes);
+/* Section tag read in one pass: its checksum checked over the whole payload
+ * while bytes [first, first + bytes) of it are copied to dst, in pieces whose
+ * pages then leave the resident set, the next piece read ahead meanwhile.  For
+ * a section trainstate_open_only did not check (the optimizer moments on
+ * --resume: with the pages of a 9.2 GB state evicted between a checking pass
+ * and a copying pass, a 1B resume read it from disk twice, the second time
+ * fault by fault).  QS_EFORMAT on a checksum mismatch (dst then holds bytes of
+ * a damaged file: the caller must fail), QS_ERANGE when the range is outside
+ * the payload, QS_ENOTFOUND without the section. */
+int trainstate_read_checked(const trainstate_reader *r, const char *tag, size_t first, void *dst,
+                            size_t bytes, qs_diag *d);
 void trainstate_close(trainstate_reader *r);
 
 #endif

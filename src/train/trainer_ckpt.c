@@ -280,7 +280,8 @@ int trainer_ckpt_latest(const char *run_dir, char *path, size_t path_bytes, long
     return 1;
 }
 
-/* Copies bytes of section `name`, from byte `first` on, to dst; the section
+/* Copies bytes of section `name`, from byte `first` on, to dst, checking the
+ * section's checksum in the same pass (trainstate_read_checked); the section
  * must hold exactly `total` bytes.  Its pages leave the resident set as they
  * are copied (the moments are twice the weights). */
 static int ckpt_section_copy(const trainstate_reader *r, const char *name, void *dst, size_t first,
@@ -294,9 +295,13 @@ static int ckpt_section_copy(const trainstate_reader *r, const char *name, void 
     if (n != total)
         return diag_set(d, QS_EFORMAT, path, -1, "%s: expected %zu bytes, found %zu", name, total,
                         n);
-    trainstate_copy_out(r, dst, (const unsigned char *)p + first, bytes);
-    return 0;
+    return trainstate_read_checked(r, name, first, dst, bytes, d);
 }
+
+/* The sections trainstate_open_only checks up front; the moments are checked
+ * as they are copied (one pass over the file's largest part). */
+static const char *const ckpt_checked_up_front[] = {"meta", "data", "amax", "qsnr", "alarm",
+                                                    "eval", NULL};
 
 int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
 {
@@ -308,7 +313,7 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d)
 int trainer_state_read(struct trainer *t, const char *path, qs_diag *d)
 {
     trainstate_reader r;
-    int rc = trainstate_open(&r, path, d);
+    int rc = trainstate_open_only(&r, path, ckpt_checked_up_front, d);
     if (rc)
         return rc;
     const void *p;
