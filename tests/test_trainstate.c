@@ -24,6 +24,32 @@ static int ts_write(const char *path)
     return trainstate_write_commit(&w, &d);
 }
 
+/* A state of "meta" and one large "adam_m" (70 MiB + 12 bytes: two 64 MiB
+ * pieces and a ragged end) at path; returns its floats (qs_free), NULL on failure. */
+#define TS_BIG_FLOATS ((size_t)(70u << 20) / 4 + 3)
+static float *ts_write_big(const char *path)
+{
+    float *big = qs_malloc(TS_BIG_FLOATS * sizeof *big);
+    if (!big)
+        return NULL;
+    for (size_t i = 0; i < TS_BIG_FLOATS; i++)
+        big[i] = (float)(i % 1000003) * 0.25f;
+    qs_diag d = {0};
+    trainstate_writer w;
+    if (trainstate_write_begin(&w, path, 2, &d))
+        goto fail;
+    if (trainstate_write_section(&w, "meta", "{}", 2, &d) ||
+        trainstate_write_section(&w, "adam_m", big, TS_BIG_FLOATS * sizeof *big, &d)) {
+        trainstate_write_abort(&w);
+        goto fail;
+    }
+    if (!trainstate_write_commit(&w, &d))
+        return big;
+fail:
+    qs_free(big);
+    return NULL;
+}
+
 TEST(trainstate, sections_round_trip)
 {
     char path[512];
@@ -202,17 +228,10 @@ TEST(trainstate, large_section_is_copied_out_exactly_after_its_pages_are_release
 {
     char path[512];
     snprintf(path, sizeof path, "%s/ts_large.bin", test_tmp_dir());
-    size_t n_floats = (70u << 20) / 4 + 3;   /* 70 MiB + 12 bytes: two pieces, ragged end */
-    float *big = qs_malloc(n_floats * sizeof *big), *back = qs_malloc(n_floats * sizeof *back);
+    size_t n_floats = TS_BIG_FLOATS;
+    float *big = ts_write_big(path), *back = qs_malloc(n_floats * sizeof *back);
     ASSERT_TRUE(big && back);
-    for (size_t i = 0; i < n_floats; i++)
-        big[i] = (float)(i % 1000003) * 0.25f;
     qs_diag d = {0};
-    trainstate_writer w;
-    ASSERT_OK(trainstate_write_begin(&w, path, 2, &d), &d);
-    ASSERT_OK(trainstate_write_section(&w, "meta", "{}", 2, &d), &d);
-    ASSERT_OK(trainstate_write_section(&w, "adam_m", big, n_floats * sizeof *big, &d), &d);
-    ASSERT_OK(trainstate_write_commit(&w, &d), &d);
     trainstate_reader r;
     ASSERT_OK(trainstate_open(&r, path, &d), &d);
     const void *p;
@@ -258,18 +277,10 @@ TEST(trainstate, read_checked_copies_any_range_and_checks_the_whole_section)
     char path[512], bad[512];
     snprintf(path, sizeof path, "%s/ts_rc.bin", test_tmp_dir());
     snprintf(bad, sizeof bad, "%s/ts_rc_bad.bin", test_tmp_dir());
-    size_t n_floats = (70u << 20) / 4 + 3;   /* 70 MiB + 12 bytes: two pieces, ragged end */
-    size_t nb = n_floats * sizeof(float);
-    float *big = qs_malloc(nb), *back = qs_malloc(nb);
+    size_t nb = TS_BIG_FLOATS * sizeof(float);
+    float *big = ts_write_big(path), *back = qs_malloc(nb);
     ASSERT_TRUE(big && back);
-    for (size_t i = 0; i < n_floats; i++)
-        big[i] = (float)(i % 1000003) * 0.25f;
     qs_diag d = {0};
-    trainstate_writer w;
-    ASSERT_OK(trainstate_write_begin(&w, path, 2, &d), &d);
-    ASSERT_OK(trainstate_write_section(&w, "meta", "{}", 2, &d), &d);
-    ASSERT_OK(trainstate_write_section(&w, "adam_m", big, nb, &d), &d);
-    ASSERT_OK(trainstate_write_commit(&w, &d), &d);
     static const char *const meta_only[] = {"meta", NULL};
     const size_t ranges[][2] = {{0, 0}, {0, 0}, {4, 20}, {(64u << 20) - 8, 16}, {nb - 5, 5}};
     for (int k = 0; k < 5; k++) {
