@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "qs/fileio.h"
-#include "qs/mem.h"
 #include "test.h"
 
 static char ff_out[65536], ff_err[8192];
@@ -26,15 +25,9 @@ static int ff_damaged_model(const char *name, char *dir, size_t dir_bytes)
     if (fileio_mkdir_p(dir, NULL))
         return -1;
     for (int i = 0; i < 4; i++) {
-        char *text;
-        size_t n;
         snprintf(src, sizeof src, "data/demo/model/%s", keep[i]);
         snprintf(dst, sizeof dst, "%s/%s", dir, keep[i]);
-        if (fileio_read_all(src, &text, &n, NULL))
-            return -1;
-        int rc = fileio_write_atomic(dst, text, n, NULL);
-        qs_free(text);
-        if (rc)
+        if (fileio_copy(src, dst, NULL))
             return -1;
     }
     snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
