@@ -45,9 +45,10 @@ static const char *loop_shards(void)
     return dir;
 }
 
-/* run dir sub/name; extra = more JSON keys; returns the exit status */
-static int loop_train(const char *sub, const char *name, const char *lr, int steps, int subset,
-                      const char *extra, const char *flags)
+/* run dir sub/name; extra = more JSON keys; quiet: --quiet (else the progress
+ * lines go to loop_out.txt); returns the exit status */
+static int loop_train_q(const char *sub, const char *name, const char *lr, int steps, int subset,
+                        const char *extra, const char *flags, int quiet)
 {
     char bench[512];
     if (!test_shared_path(bench, sizeof bench, "bench/arc") || !loop_shards())
@@ -64,8 +65,14 @@ static int loop_train(const char *sub, const char *name, const char *lr, int ste
                      loop_shards(), test_tmp_dir(), sub, name, steps, lr, bench, subset, extra);
     if (fileio_write_atomic(path, js, (size_t)n, NULL))
         return -201;
-    snprintf(args, sizeof args, "train --config %s --quiet %s", path, flags);
+    snprintf(args, sizeof args, "train --config %s%s %s", path, quiet ? " --quiet" : "", flags);
     return loop_cli(args);
+}
+
+static int loop_train(const char *sub, const char *name, const char *lr, int steps, int subset,
+                      const char *extra, const char *flags)
+{
+    return loop_train_q(sub, name, lr, steps, subset, extra, flags, 1);
 }
 
 static char *loop_read(const char *sub, const char *name, const char *file, size_t *n)
@@ -127,6 +134,61 @@ TEST(cli_train_loop, eval_records_baseline_steps_quantized_val_loss_and_items)
         ASSERT_TRUE(items[6] == '"');
     }
     qs_free(text);
+}
+
+/* The line of an in-loop evaluation in the progress output, at its place (after
+ * the step it follows), with the figures of its metrics.jsonl record. */
+static int loop_eval_line_matches(const char *out, const char *metrics, long step, const char *what)
+{
+    char key[64], head[96], want[512];
+    snprintf(key, sizeof key, "{\"type\":\"eval\",\"step\":%ld,", step);
+    const char *e = strstr(metrics, key);
+    if (!e)
+        return 0;
+    double vl = loop_number_after(e, "\"val_loss\":"), vp = loop_number_after(e, "\"val_ppl\":");
+    double kl = loop_number_after(e, "\"val_kl_ref\":"), t1 = loop_number_after(e, "\"val_top1_ref\":");
+    double acc = loop_number_after(e, "\"acc\":"), an = loop_number_after(e, "\"acc_norm\":");
+    snprintf(head, sizeof head, "eval @ step %ld (%s, ", step, what);
+    const char *l = strstr(out, head);
+    if (!l)
+        return 0;
+    l = strstr(l, " s): ");
+    snprintf(want, sizeof want,
+             " s): val_loss %.4f ppl %#.4g | vs step 0 (bf16): KL %.3g top-1 %.1f%% | arc_easy acc "
+             "%.3f acc_norm %.3f n 6\n", vl, vp, kl, 100.0 * t1, acc, an);
+    return l && !strncmp(l, want, strlen(want));
+}
+
+/* The console shows each in-loop evaluation (issue 7's figures, live): the
+ * baseline before step 0, then one line after every eval_every-th step, with
+ * the values the run logs. */
+TEST(cli_train_loop, progress_prints_each_evaluation_after_its_step)
+{
+    int rc = loop_train_q("v", "run", "1e-3", 4, 6, ",\"eval_every\":2", "", 0);
+    if (rc == -100 || rc == -200)
+        SKIP("QS_BIN or ../shared/bench/arc not present");
+    ASSERT_EQ_INT(rc, 0);
+    char path[600];
+    size_t n;
+    char *out, *metrics = loop_read("v", "run", "metrics.jsonl", &n);
+    snprintf(path, sizeof path, "%s/loop_out.txt", test_tmp_dir());
+    ASSERT_TRUE(metrics != NULL);
+    ASSERT_OK(fileio_read_all(path, &out, &n, NULL), NULL);
+    const char *e0 = strstr(out, "eval @ step 0 (unquantized, "), *s0 = strstr(out, "step 0/3 ");
+    const char *s1 = strstr(out, "step 1/3 "), *e2 = strstr(out, "eval @ step 2 (HiF8 as trained, ");
+    const char *s2 = strstr(out, "step 2/3 "), *s3 = strstr(out, "step 3/3 ");
+    const char *e4 = strstr(out, "eval @ step 4 (HiF8 as trained, ");
+    int order = e0 && s0 && s1 && e2 && s2 && s3 && e4 && e0 < s0 && s1 < e2 && e2 < s2 &&
+                s3 < e4 && !strstr(out, "eval @ step 1") && !strstr(out, "eval @ step 3");
+    int same = loop_eval_line_matches(out, metrics, 0, "unquantized") &&
+               loop_eval_line_matches(out, metrics, 2, "HiF8 as trained") &&
+               loop_eval_line_matches(out, metrics, 4, "HiF8 as trained");
+    if (!order || !same)
+        fprintf(stderr, "  progress output:\n%s", out);
+    qs_free(out);
+    qs_free(metrics);
+    ASSERT_TRUE(order);
+    ASSERT_TRUE(same);
 }
 
 /* The frozen quantizers: a run with in-loop evals trains exactly like one
@@ -241,7 +303,7 @@ TEST(cli_train_loop, forgetting_alarm_stops_the_run_with_a_checkpoint)
                      root, root, root, root);
     ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
     /* the README's flag (= --set stop_on_forgetting=true; once rejected) */
-    snprintf(args, sizeof args, "train --config %s --quiet --stop-on-forgetting", path);
+    snprintf(args, sizeof args, "train --config %s --stop-on-forgetting", path);
     ASSERT_EQ_INT(loop_cli(args), 1);
     size_t len;
     char *metrics = loop_read("forget", "run", "metrics.jsonl", &len);
@@ -284,11 +346,21 @@ TEST(cli_train_loop, forgetting_alarm_stops_the_run_with_a_checkpoint)
     snprintf(path, sizeof path, "%s/loop_out.txt", test_tmp_dir());
     char *out;
     ASSERT_OK(fileio_read_all(path, &out, &len, NULL), NULL);
-    char says[96];
+    char says[96], alarm[128], evl[64], stepl[32];
     snprintf(says, sizeof says, "step %ld: the in-loop evaluation asked to stop (forgetting)", at);
     int warned = strstr(out, says) != NULL;
+    /* the console: the evaluation, the alarm in words under it, the last step's line */
+    snprintf(evl, sizeof evl, "eval @ step %ld (HiF8 as trained, ", at);
+    snprintf(alarm, sizeof alarm, "step %ld: forgetting alarm: story acc 1.000 -> ", at);
+    snprintf(stepl, sizeof stepl, "step %ld/7 qat ", at - 1);
+    const char *sl = strstr(out, stepl), *el = strstr(out, evl), *al = strstr(out, alarm);
+    int shown = sl && el && al && sl < el && el < al && strstr(al, " since step 0 (-") &&
+                strstr(al, "points, McNemar p ");
+    if (!shown)
+        fprintf(stderr, "  output:\n%s", out);
     qs_free(out);
     ASSERT_TRUE(warned);
+    ASSERT_TRUE(shown);
 }
 
 TEST(cli_train_loop, plot_every_writes_decodable_heatmap_and_curves)

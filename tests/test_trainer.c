@@ -268,9 +268,18 @@ TEST(trainer, memory_guard_refuses_with_numbers)
     qs_diag d = {0};
     ASSERT_EQ_INT(trainer_create(&t, &c, &src, &opt, &d), QS_ERANGE);
     ASSERT_TRUE(strstr(d.msg, "MiB") != NULL && strstr(d.msg, "1.0 MiB are allowed") != NULL);
-    train_memory m;
+    /* the config's lever, with the total it would leave */
+    runcfg rc_cfg = c;
+    rc_cfg.recompute = 1;
+    train_memory m, rm;
+    ASSERT_OK(trainer_memory_estimate(&rc_cfg, &rm, &d), &d);
+    char lever[96];
+    snprintf(lever, sizeof lever, "allowed; recompute=true (%.1f MiB), lower batch_size/seq_len",
+             rm.total_bytes / 1048576.0);
+    ASSERT_TRUE(!c.recompute && strstr(d.msg, lever) != NULL);
     ASSERT_OK(trainer_memory_estimate(&c, &m, &d), &d);
     ASSERT_TRUE(m.total_bytes > m.model_train_bytes && m.quant_bytes > 0);
+    ASSERT_TRUE(rm.total_bytes < m.total_bytes);
 }
 
 TEST(trainer, fresh_run_refuses_existing_run_dir_and_resume_needs_checkpoint)

@@ -114,6 +114,16 @@ typedef struct train_step_info {
     int n_warnings;            /* saturation warnings raised this step */
     const char *warnings[4];   /* first lines, valid until the next step */
     int checkpointed;          /* 1 if a checkpoint was written after this step */
+    /* the in-loop evaluations this call ran (rank 0): the step-0 baseline
+     * before the step, then the one after it; filled even when the call
+     * fails (e.g. the evaluation asked to stop); valid until the next call */
+    int n_evals;
+    struct {
+        long step;             /* the record's "step": steps taken before it */
+        double seconds;        /* wall time of the evaluation */
+        const char *metrics;   /* its metrics.jsonl object ({"type":"eval",...}) */
+        const char *events;    /* its events.jsonl objects, one per line ("" = none) */
+    } evals[2];
 } train_step_info;
 
 /* Memory a run needs, computed from the config before anything is allocated. */

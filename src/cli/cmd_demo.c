@@ -106,9 +106,10 @@ static int demo_train(const char *dir, const char *model, const char *text, long
     pr.every = steps >= 10 ? steps / 10 : 1;
     train_progress_start(&pr, t, &mem);
     train_step_info info;
-    while (!trainer_done(t) && !rc)
-        if (!(rc = trainer_step(t, &info, &d)))
-            train_progress_step(&pr, &info);
+    while (!trainer_done(t) && !rc) {
+        rc = trainer_step(t, &info, &d);
+        train_progress_step(&pr, &info);
+    }
     train_progress_end_line(&pr);
     if (rc) {
         trainer_destroy(t);

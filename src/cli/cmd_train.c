@@ -342,9 +342,10 @@ int cmd_train(int argc, char **argv)
             reason = "interrupted";
             break;
         }
-        if ((rc = trainer_step(t, &info, &d)))
-            break;
+        rc = trainer_step(t, &info, &d);
         train_progress_step(&pr, &info);
+        if (rc)
+            break;
     }
     train_progress_end_line(&pr);
     train_signals_set(SIG_DFL);

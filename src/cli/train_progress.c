@@ -1,6 +1,10 @@
 /* train_progress.c: see train_progress.h. */
 #include "train_progress.h"
 
+#include <string.h>
+
+#include <jansson.h>
+
 #include "qs/mem.h"
 #include "qs/schedule.h"
 
@@ -41,10 +45,96 @@ static void train_progress_eta(char *buf, size_t n, double s)
         snprintf(buf, n, "%ldm%02lds", x / 60, x % 60);
 }
 
+/* One in-loop evaluation as a line: "eval @ step 2 (HiF8, 38.2 s): val_loss
+ * 11.3852 ppl 8.80e+04 | vs step 0 (bf16): KL 0.1476 top-1 7.3% | arc_easy acc
+ * 0.350 acc_norm 0.350 n 20", from its metrics.jsonl object. */
+static void train_progress_eval_line(FILE *f, const char *metrics, double seconds)
+{
+    json_t *o = json_loads(metrics, 0, NULL);
+    if (!json_is_object(o)) {   /* not ours to judge here: the file has it */
+        json_decref(o);
+        return;
+    }
+    json_t *vl = json_object_get(o, "val_loss"), *kl = json_object_get(o, "val_kl_ref");
+    json_t *top1 = json_object_get(o, "val_top1_ref"), *tasks = json_object_get(o, "tasks");
+    fprintf(f, "eval @ step %lld (%s, %.1f s):", (long long)json_integer_value(json_object_get(o, "step")),
+            json_is_true(json_object_get(o, "quantized")) ? "HiF8 as trained" : "unquantized",
+            seconds);
+    const char *sep = "";
+    if (json_is_number(vl)) {
+        fprintf(f, " val_loss %.4f ppl %#.4g", json_number_value(vl),
+                json_number_value(json_object_get(o, "val_ppl")));
+        sep = " |";
+    }
+    if (json_is_number(kl) && json_is_number(top1)) {
+        fprintf(f, "%s vs step 0 (bf16): KL %.3g top-1 %.1f%%", sep, json_number_value(kl),
+                100.0 * json_number_value(top1));
+        sep = " |";
+    }
+    const char *name;
+    json_t *t;
+    json_object_foreach(tasks, name, t) {
+        fprintf(f, "%s %s acc %.3f acc_norm %.3f n %lld", sep, name,
+                json_number_value(json_object_get(t, "acc")),
+                json_number_value(json_object_get(t, "acc_norm")),
+                (long long)json_integer_value(json_object_get(t, "n")));
+        sep = " |";
+    }
+    fputc('\n', f);
+    json_decref(o);
+}
+
+/* An evaluation's events.jsonl objects (one per line): a forgetting alarm in
+ * words, anything else as written. */
+static void train_progress_eval_events(FILE *f, const char *events)
+{
+    for (const char *e = events; *e;) {
+        const char *end = strchr(e, '\n');
+        size_t n = end ? (size_t)(end - e) : strlen(e);
+        json_t *o = json_loadb(e, n, 0, NULL);
+        const char *type = json_string_value(json_object_get(o, "type"));
+        if (type && !strcmp(type, "forgetting"))
+            fprintf(f, "step %lld: forgetting alarm: %s acc %.3f -> %.3f since step 0 "
+                    "(-%.1f points, McNemar p %.3g, n %lld; events.jsonl)\n",
+                    (long long)json_integer_value(json_object_get(o, "step")),
+                    json_string_value(json_object_get(o, "task")),
+                    json_number_value(json_object_get(o, "baseline")),
+                    json_number_value(json_object_get(o, "acc")),
+                    json_number_value(json_object_get(o, "drop_points")),
+                    json_number_value(json_object_get(o, "p_value")),
+                    (long long)json_integer_value(json_object_get(o, "n")));
+        else
+            fprintf(f, "event: %.*s\n", (int)n, e);
+        json_decref(o);
+        e += n + (end != NULL);
+    }
+}
+
+/* The evaluations that ran before the step (after = 0: the step-0 baseline)
+ * or after it (after = 1), each on its own line. */
+static void train_progress_evals(train_progress *p, const train_step_info *s, int after)
+{
+    for (int i = 0; i < s->n_evals; i++) {
+        if ((s->evals[i].step > s->step) != after)
+            continue;
+        if (p->line_open) {
+            fputc('\n', p->f);
+            p->line_open = 0;
+        }
+        train_progress_eval_line(p->f, s->evals[i].metrics, s->evals[i].seconds);
+        train_progress_eval_events(p->f, s->evals[i].events);
+    }
+}
+
 void train_progress_step(train_progress *p, const train_step_info *s)
 {
     if (!p->f)
         return;
+    train_progress_evals(p, s, 0);
+    if (s->total_steps <= 0) {   /* the call failed before its step was taken */
+        fflush(p->f);
+        return;
+    }
     long done = s->step + 1;
     char eta[32] = "-";
     /* seconds per step since the first step of this process: the first one also
@@ -80,9 +170,10 @@ void train_progress_step(train_progress *p, const train_step_info *s)
     if (p->tty) {
         fprintf(p->f, "\r%s\033[K", line);
         p->line_open = 1;
-    } else if (done % p->every == 0 || done == s->total_steps || s->step == 0) {
+    } else if (done % p->every == 0 || done == s->total_steps || s->step == 0 || s->n_evals) {
         fprintf(p->f, "%s\n", line);
     }
+    train_progress_evals(p, s, 1);
     fflush(p->f);
 }
 

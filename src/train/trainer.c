@@ -191,17 +191,33 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     if ((rc = trainer_memory_estimate(cfg, &mem, d)))
         return rc;
     trainer_memory_add_eval(&mem, opt->eval);
-    if (opt->mem_limit_bytes && mem.total_bytes > opt->mem_limit_bytes)
+    if (opt->mem_limit_bytes && mem.total_bytes > opt->mem_limit_bytes) {
+        /* the config's own levers, with what each would leave */
+        char levers[256] = "";
+        size_t k = 0;
+        train_memory rm;
+        runcfg rc_cfg = *cfg;
+        rc_cfg.recompute = 1;
+        if (!cfg->recompute && !trainer_memory_estimate(&rc_cfg, &rm, NULL)) {
+            trainer_memory_add_eval(&rm, opt->eval);
+            k += (size_t)snprintf(levers + k, sizeof levers - k, "recompute=true (%.1f MiB), ",
+                                  rm.total_bytes / 1048576.0);
+        }
+        if (mem.kl_ref_bytes > 0 && k < sizeof levers)
+            snprintf(levers + k, sizeof levers - k, "eval_kl_reference=false (-%.1f MiB), ",
+                     mem.kl_ref_bytes / 1048576.0);
         return diag_set(d, QS_ERANGE, NULL, -1,
                         "run needs %.1f MiB (model+grads+Adam+activations %.1f, backward scratch "
                         "%.1f, quantized operands %.1f, weight packs %.1f, gradient scratch "
                         "%.1f, KL reference %.1f, in-loop val %.1f, in-loop tasks %.1f) but %.1f "
-                        "MiB are allowed; lower batch_size/seq_len or raise max_memory_gb",
+                        "MiB are allowed; %slower batch_size/seq_len or raise max_memory_gb",
                         mem.total_bytes / 1048576.0, mem.model_train_bytes / 1048576.0,
                         mem.grad_acts_bytes / 1048576.0, mem.quant_bytes / 1048576.0,
                         mem.pack_bytes / 1048576.0, mem.grad_scratch_bytes / 1048576.0,
                         mem.kl_ref_bytes / 1048576.0, mem.eval_val_bytes / 1048576.0,
-                        mem.eval_task_bytes / 1048576.0, opt->mem_limit_bytes / 1048576.0);
+                        mem.eval_task_bytes / 1048576.0, opt->mem_limit_bytes / 1048576.0,
+                        levers);
+    }
     struct trainer *t = qs_calloc(1, sizeof *t);
     if (!t)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
@@ -271,6 +287,14 @@ fail:
     return rc;
 }
 
+static void trainer_eval_shown_free(struct trainer *t)
+{
+    for (int k = 0; k < 2; k++) {
+        qs_free(t->eval_shown[k]);
+        t->eval_shown[k] = NULL;
+    }
+}
+
 void trainer_destroy(trainer *t)
 {
     if (!t)
@@ -287,6 +311,7 @@ void trainer_destroy(trainer *t)
     qs_free(t->tokens);
     qs_free(t->targets);
     qs_free(t->alarm_restored);
+    trainer_eval_shown_free(t);
     model_free(&t->m);
     qs_free(t);
 }
@@ -353,19 +378,39 @@ static int trainer_micro_batches(struct trainer *t, double *loss_sum, qs_diag *d
 static int trainer_eval_write(struct trainer *t, const char *line, const char *event, int rc,
                               qs_diag *d);
 
-static int trainer_eval_run_here(struct trainer *t, qs_diag *d);
+static int trainer_eval_run_here(struct trainer *t, train_step_info *info, qs_diag *d);
 
 /* The evaluation runs on rank 0 (the others wait in the agreement), whose
  * verdict (go on, stop, error) every rank then follows. */
-static int trainer_eval_run(struct trainer *t, qs_diag *d)
+static int trainer_eval_run(struct trainer *t, train_step_info *info, qs_diag *d)
 {
-    int rc = t->rank == 0 ? trainer_eval_run_here(t, d) : 0;
+    int rc = t->rank == 0 ? trainer_eval_run_here(t, info, d) : 0;
     return t->n_ranks > 1 ? dist_agree(rc, 0, NULL, d) : rc;
+}
+
+/* This step's evaluation for the progress line: the metrics object, then
+ * (after its NUL) the events, kept until the next step. */
+static void trainer_eval_show(struct trainer *t, train_step_info *info, const char *line,
+                              const char *event, double seconds)
+{
+    int k = info->n_evals;
+    size_t nl = strlen(line), ne = strlen(event);
+    char *keep = k < 2 && line[0] ? qs_malloc(nl + ne + 2) : NULL;
+    if (!keep)   /* nothing to show, or no memory: the files have it all */
+        return;
+    memcpy(keep, line, nl + 1);
+    memcpy(keep + nl + 1, event, ne + 1);
+    t->eval_shown[k] = keep;
+    info->evals[k].step = t->step;
+    info->evals[k].seconds = seconds;
+    info->evals[k].metrics = keep;
+    info->evals[k].events = keep + nl + 1;
+    info->n_evals = k + 1;
 }
 
 /* The eval seam: the model as trained (frozen fake-quant after a QAT step,
  * hook off otherwise), metrics/event lines written; 1 = stop. */
-static int trainer_eval_run_here(struct trainer *t, qs_diag *d)
+static int trainer_eval_run_here(struct trainer *t, train_step_info *info, qs_diag *d)
 {
     enum { LINE_BYTES = 1 << 20, EVENT_BYTES = 1 << 14 };
     char *line = qs_calloc(LINE_BYTES + EVENT_BYTES, 1), *event = line + LINE_BYTES;
@@ -378,12 +423,16 @@ static int trainer_eval_run_here(struct trainer *t, qs_diag *d)
     if (!quantized)
         t->m.hook.fn = NULL;
     t->frozen = 1;
+    double t0 = trainer_now_s();
     int rc = t->eval.run(t->eval.self, &t->m, t->step, quantized, line, LINE_BYTES, event,
                          EVENT_BYTES, d);
+    double seconds = trainer_now_s() - t0;
     t->frozen = 0;
     t->m.hook = saved;
     if (rc >= 0)
         rc = trainer_eval_write(t, line, event, rc, d);
+    if (rc >= 0)
+        trainer_eval_show(t, info, line, event, seconds);
     qs_free(line);
     return rc;
 }
@@ -416,10 +465,11 @@ static int trainer_stop_forgetting(struct trainer *t, train_step_info *info, qs_
 int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
 {
     memset(info, 0, sizeof *info);
+    trainer_eval_shown_free(t);
     int rc;
     if (t->eval.run && t->step == 0 && t->step0 == 0 && !t->eval_done_at0) {
         t->eval_done_at0 = 1;
-        if ((rc = trainer_eval_run(t, d)) < 0)
+        if ((rc = trainer_eval_run(t, info, d)) < 0)
             return rc;
         if (rc)
             return trainer_stop_forgetting(t, info, d);
@@ -498,7 +548,7 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
                         t->step - 1, t->step);
     }
     if (t->eval.run && t->eval.every_steps > 0 && t->step % t->eval.every_steps == 0) {
-        if ((rc = trainer_eval_run(t, d)) < 0)
+        if ((rc = trainer_eval_run(t, info, d)) < 0)
             return rc;
         if (rc)
             return trainer_stop_forgetting(t, info, d);

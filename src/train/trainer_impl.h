@@ -67,6 +67,8 @@ struct trainer {
     long step0;                         /* step index when this process started */
     train_eval_hook eval;               /* run == NULL: none */
     int eval_done_at0;                  /* the step-0 baseline ran */
+    char *eval_shown[2];                /* this step's evaluations for train_step_info: the
+                                           metrics object, NUL, the events (qs_malloc'd) */
     /* quantization */
     qplan plan;
     quant_set *qset;
