@@ -2,12 +2,19 @@
  * format we write (token shards, train_state.bin, safetensors, data positions).
  *
  * Portable (byte by byte, any host order, any alignment); static inline, so the
- * compiler turns each into one load or store on x86-64.
+ * compiler turns each into one load or store on x86-64.  The arrays of floats,
+ * bf16 and token ids in those files (tensor data, Adam moments, amax histories)
+ * are copied as they lie in memory, so the project builds for little-endian
+ * hosts only, and says so at compile time.
  */
 #ifndef QS_BYTES_H
 #define QS_BYTES_H
 
 #include <stdint.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "qatscope's files hold float arrays in little-endian order, copied as they lie in memory: little-endian hosts only"
+#endif
 
 static inline uint16_t bytes_get_u16le(const unsigned char *p)
 {

@@ -60,6 +60,8 @@ void digest_lanes64_update(digest_lanes64 *s, const void *data, size_t bytes)
 {
     const unsigned char *p = data;
     s->total += bytes;
+    if (bytes == 0)   /* data may be NULL then */
+        return;
     if (s->buf_bytes) {
         size_t take = 64 - s->buf_bytes < bytes ? 64 - s->buf_bytes : bytes;
         memcpy(s->buf + s->buf_bytes, p, take);

@@ -159,8 +159,9 @@ int trainstate_read_checked(const trainstate_reader *r, const char *tag, size_t 
     if (rc)
         return rc;
     if (first > n || bytes > n - first)
-        return diag_set(d, QS_ERANGE, r->path, -1, "section '%s': bytes %zu..%zu of %zu", tag,
-                        first, first + bytes, n);
+        return diag_set(d, QS_ERANGE, r->path, -1,
+                        "section '%s': %zu bytes from byte %zu asked of its %zu", tag, bytes,
+                        first, n);
     const unsigned char *p = pv;
     const uint64_t want = bytes_get_u64le(p - 8);   /* the header's checksum */
     uint64_t h = TRAINSTATE_HASH_SEED;

@@ -356,7 +356,7 @@ int trainer_state_read(struct trainer *t, const char *path, qs_diag *d)
     if ((rc = trainstate_section(&r, "data", &p, &n, d)))
         goto out;
     if ((rc = t->data->restore(t->data->self, p, n, d))) {
-        if (!d->path[0])   /* the saved position's file */
+        if (d && !d->path[0])   /* the saved position's file */
             snprintf(d->path, sizeof d->path, "%s", path);
         goto out;
     }
