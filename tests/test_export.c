@@ -11,6 +11,7 @@
 #include "qs/fileio.h"
 #include "qs/hif8.h"
 #include "qs/json.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/model_hif8.h"
@@ -284,6 +285,8 @@ TEST(export, out_with_a_trailing_slash_names_the_directory)
 }
 
 /* config.json edits that the loader must refuse, each naming the JSON path */
+static int ex_patch_header(const char *dir, const char *from, const char *to);
+
 TEST(export, broken_hif8_checkpoints_are_refused_by_name)
 {
     if (!getenv("QS_BIN"))
@@ -315,7 +318,9 @@ TEST(export, broken_hif8_checkpoints_are_refused_by_name)
         {"\"model.layers.3.mlp.up_proj\"", "\"model.layers. 3.mlp.up_proj\"",
          "$.quantization_config.modules[0]"},
         {"\"model.layers.3.mlp.up_proj\"", "\"model.layers.3.mlp.gate_proj\"",
-         "expected U8"},
+         "does not list 'model.layers.3.mlp.up_proj'"},   /* up_proj's scale is stored */
+        {"\"model.layers.3.mlp.up_proj\"",
+         "\"model.layers.3.mlp.up_proj\", \"model.layers.3.mlp.gate_proj\"", "expected U8"},
         /* the storage this reader decodes: U8 codes, one scale per tensor, saturating */
         {"\"granularity\": \"tensor\"", "\"granularity\": \"channel\"",
          "$.quantization_config.weight.granularity: \"channel\""},
@@ -324,6 +329,11 @@ TEST(export, broken_hif8_checkpoints_are_refused_by_name)
          "$.quantization_config.weight.saturating"},
         {"\"dynamic\"", "\"sometimes\"", "activation_scaling"},
         {"\"dynamic\"", "\"static\"", "input_scales"},
+        /* scales that a dynamic config would ignore; a scale fp32 cannot hold */
+        {"\"dynamic\"", "\"dynamic\", \"input_scales\": {}",
+         "input scales given, but activation_scaling is \"dynamic\""},
+        {"\"dynamic\"", "\"static\", \"input_scales\": {\"model.layers.3.mlp.up_proj\": 8000.1}",
+         "expected a value exact in fp32 (as the export writes it), found 8000.1000000000004"},
     };
     qs_diag d = {0};
     for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
@@ -347,6 +357,16 @@ TEST(export, broken_hif8_checkpoints_are_refused_by_name)
     llama_model m;
     ASSERT_OK(model_load_dir(&m, dir, &d), &d);
     model_free(&m);
+    /* a weight scale of a module the config does not list: the two disagree */
+    ASSERT_OK(ex_patch_header(dir, "\"model.layers.3.mlp.up_proj.weight_scale\"",
+                              "\"model.layers.4.mlp.up_proj.weight_scale\""), NULL);
+    ASSERT_TRUE(model_load_dir(&m, dir, &d) < 0);
+    ASSERT_TRUE(strstr(d.path, "model.safetensors") &&
+                strstr(d.msg, "tensor 'model.layers.4.mlp.up_proj.weight_scale': a HiF8 weight "
+                              "scale, but config.json's quantization_config.modules does not "
+                              "list 'model.layers.4.mlp.up_proj'"));
+    ASSERT_TRUE(model_load_packed(&m, dir, MATMUL_BF16, &d) < 0 &&
+                strstr(d.msg, "does not list 'model.layers.4.mlp.up_proj'"));
 }
 
 /* static input scales: eval on the export (the real W8A8 path) and eval
@@ -454,7 +474,8 @@ TEST(export, scales_that_overflow_fp32_are_refused)
         const char *want;
     } cases[] = {
         {"1.401298464324817e-45", 0, "$.quantization_config.input_scales[\"model.layers.3.mlp."
-                                     "up_proj\"]: expected a positive fp32 scale"},
+                                     "up_proj\"]: scale 1.4013e-45 is too small: 32768 / scale "
+                                     "overflows fp32"},
         {"1.925929944387236e-34", 0x1p-16f, "1 / (input scale x scale) overflows"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -476,6 +497,36 @@ TEST(export, scales_that_overflow_fp32_are_refused)
     }
     ASSERT_OK(fileio_write_atomic(path, cfg, n, NULL), NULL);
     qs_free(cfg);
+}
+
+/* A scale that loads but whose weights overflow in the forward (up_proj's Inf reaches
+ * down_proj's quantized input): compare names the side, and the directory, whose
+ * forward failed, --model or --reference (it used to name --model's either way). */
+TEST(export, compare_names_the_side_whose_forward_failed)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char dir[600], txt[700], args[2048];
+    snprintf(dir, sizeof dir, "%s/export_inf_forward", test_tmp_dir());
+    ASSERT_EQ_INT(ex_cli("export --format hif8 --model %s --out %s --quant-modules "
+                         "'layers.3.mlp.*'", "data/demo/model", dir), 0);
+    snprintf(txt, sizeof txt, "%s/export_inf_forward.txt", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(txt, "Tom had a red ball.", 19, NULL), NULL);
+    ASSERT_OK(ex_patch_f32(dir, "model.layers.3.mlp.up_proj.weight_scale", 1e-34f), NULL);
+    for (int side = 0; side < 2; side++) {
+        snprintf(args, sizeof args, "compare --model %s --reference %s --text %s",
+                 side ? "data/demo/model" : dir, side ? dir : "data/demo/model", txt);
+        ASSERT_EQ_INT(test_run_cli(args, ex_out, sizeof ex_out, ex_err, sizeof ex_err), 2);
+        char want[900];
+        snprintf(want, sizeof want, "qatscope: %s: compare: the %s: quantization hook failed at "
+                 "layers.3.mlp.down_proj", dir,
+                 side ? "reference (--reference)" : "model (--model)");
+        if (strncmp(ex_err, want, strlen(want)))
+            fprintf(stderr, "    side %d: %s", side, ex_err);
+        ASSERT_TRUE(!strncmp(ex_err, want, strlen(want)));
+        ASSERT_TRUE(strchr(ex_err, '\n') == ex_err + strlen(ex_err) - 1);
+        ASSERT_EQ_STR(ex_out, "");
+    }
 }
 
 /* model.safetensors of dir with `from` replaced by `to` in its header (data unchanged:

@@ -94,6 +94,11 @@ int model_hif8_load_weight(model_hif8 *q, int layer, int module,
 int model_hif8_check_stored(const struct safetensors_tensor *t,
                             const struct safetensors_tensor *ws, int64_t O, int64_t IN,
                             const char *path, qs_diag *d);
+/* Every "<module>.weight_scale" tensor of sd belongs to a module q lists:
+ * a scale of a Linear the config does not quantize means the two disagree. */
+struct safetensors_dir;
+int model_hif8_check_scales(const model_hif8 *q, const struct safetensors_dir *sd, int n_layers,
+                            qs_diag *d);
 /* Quantized Linear i's weight read back from its pack as the values
  * hif8_decode(code) [O * IN] (the code domain, without 1 / weight_scale). */
 void model_hif8_weight_values(const model_hif8 *q, int i, float *values);

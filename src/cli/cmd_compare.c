@@ -190,7 +190,7 @@ static int compare_run(const compare_args *a)
     }
     model_compare_result r;
     if (model_compare_compute(&m.m, &ref.m, ids, n_ids, (int)window, (int)stride, NULL, &r, &d)) {
-        if (!d.path[0] && d.code == QS_ENAN) /* the side whose logits are not finite */
+        if (!d.path[0] && d.code != QS_ENOMEM) /* the side that failed */
             snprintf(d.path, sizeof d.path, "%s",
                      strstr(d.msg, "(--reference)") ? a->reference : a->model);
         rc = cli_diag_error(&d);

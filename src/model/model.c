@@ -506,7 +506,9 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
         model_hif8_free(q8);
         return rc;
     }
-    rc = model_init_layout(m, &cfg, q8, 0, d);
+    rc = q8 ? model_hif8_check_scales(q8, &sd, cfg.n_layers, d) : 0;
+    if (!rc)
+        rc = model_init_layout(m, &cfg, q8, 0, d);
     if (rc)
         model_hif8_free(q8);
     else

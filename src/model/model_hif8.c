@@ -111,11 +111,21 @@ static int hif8_config_modules(model_hif8 *q, const llama_config *c, const qs_js
         double v;
         if ((rc = qs_json_num(&scales, name, &v, d)))
             return rc;
-        if (!(v > 0) || v > 3.4e38 || (float)v != v || !isfinite(HIF8_MAX_FINITE / (float)v))
-            return qs_json_fail(&scales, name, QS_EFORMAT, d, "expected a positive fp32 scale "
-                                "with 32768 / scale finite, found %g", v);
+        if (!(v > 0) || v > 3.4e38)
+            return qs_json_fail(&scales, name, QS_EFORMAT, d, "expected a positive finite fp32 "
+                                "scale, found %g", v);
+        if ((float)v != v)   /* the export writes fp32 values, which print and read back exactly */
+            return qs_json_fail(&scales, name, QS_EFORMAT, d, "expected a value exact in fp32 "
+                                "(as the export writes it), found %.17g", v);
+        if (!isfinite(HIF8_MAX_FINITE / (float)v))
+            return qs_json_fail(&scales, name, QS_EFORMAT, d, "scale %g is too small: 32768 / "
+                                "scale overflows fp32", v);
         l->input_scale = (float)v;
     }
+    if (q->dynamic && json_object_get(qc->v, "input_scales"))
+        return qs_json_fail(qc, "input_scales", QS_EFORMAT, d, "input scales given, but "
+                            "activation_scaling is \"dynamic\" (scales per row at run time): "
+                            "expected \"static\", or no input_scales");
     if (!q->dynamic && json_object_size(scales.v) != n)
         return qs_json_fail(&scales, NULL, QS_EFORMAT, d, "expected one scale per module (%zu), "
                             "found %zu", n, json_object_size(scales.v));
@@ -257,6 +267,32 @@ int model_hif8_load_weight(model_hif8 *q, int layer, int module, const safetenso
         !(q->packs[i] = matmul_wpack_create_hif8(t->data, (int)IN, (int)O, precision)))
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory packing '%s'", t->name);
     q->lin[i].weight_scale = scale;
+    return 0;
+}
+
+int model_hif8_check_scales(const model_hif8 *q, const safetensors_dir *sd, int n_layers,
+                            qs_diag *d)
+{
+    static const char suffix[] = ".weight_scale";
+    const size_t ns = sizeof suffix - 1;
+    for (int f = 0; f < sd->n_files; f++)
+        for (int i = 0; i < sd->files[f].n_tensors; i++) {
+            const char *name = sd->files[f].tensors[i].name;
+            size_t len = strlen(name);
+            if (len <= ns || strcmp(name + len - ns, suffix))
+                continue;
+            char mod[256];
+            int layer, module;
+            int listed = len - ns < sizeof mod &&
+                         snprintf(mod, sizeof mod, "%.*s", (int)(len - ns), name) > 0 &&
+                         !hif8_module_parse(mod, n_layers, &layer, &module) &&
+                         q->slot[layer * MODEL_LIN_COUNT + module] >= 0;
+            if (!listed)
+                return diag_set(d, QS_EFORMAT, sd->files[f].path, -1,
+                                "tensor '%.200s': a HiF8 weight scale, but config.json's "
+                                "quantization_config.modules does not list '%.*s'", name,
+                                (int)(len - ns > 200 ? 200 : len - ns), name);
+        }
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "qs/layers.h"
@@ -62,6 +63,16 @@ static const float *ppl_logits(const llama_acts *a, long lo, int V)
     return a->logits_rows ? a->logits : a->logits + (size_t)lo * V;
 }
 
+/* compare: which of the two models an error of a forward came from */
+static void ppl_side_error(qs_diag *d, const char *side)
+{
+    if (!d)
+        return;
+    char why[QS_DIAG_MSG_MAX];
+    snprintf(why, sizeof why, "%s", d->msg);
+    snprintf(d->msg, sizeof d->msg, "compare: the %s: %.400s", side, why);
+}
+
 static int ppl_windows(llama_model *m, llama_model *ref, const int32_t *ids, size_t n_ids,
                        int window, int stride, ppl_rows_fn fn, void *ctx, size_t *n_windows,
                        qs_diag *d)
@@ -104,10 +115,16 @@ static int ppl_windows(llama_model *m, llama_model *ref, const int32_t *ids, siz
             ppl_head_rows(&a, m, &head_first, &head_rows);
             if (ref)
                 ppl_head_rows(&ra, ref, &head_first, &head_rows);
-            if ((rc = model_forward(m, &a, ids + c0, NULL, 1, rows, (int)(c0 - begin), d)) ||
-                (ref && (rc = model_forward(ref, &ra, ids + c0, NULL, 1, rows, (int)(c0 - begin),
-                                            d))))
+            if ((rc = model_forward(m, &a, ids + c0, NULL, 1, rows, (int)(c0 - begin), d))) {
+                if (ref)
+                    ppl_side_error(d, "model (--model)");
                 break;
+            }
+            if (ref && (rc = model_forward(ref, &ra, ids + c0, NULL, 1, rows, (int)(c0 - begin),
+                                           d))) {
+                ppl_side_error(d, "reference (--reference)");
+                break;
+            }
             if (hi > lo)
                 rc = fn(ctx, ppl_logits(&a, lo, V), ref ? ppl_logits(&ra, lo, V) : NULL,
                         ids + c0 + (size_t)lo + 1, (int)(hi - lo), d);
