@@ -363,6 +363,50 @@ TEST(cli_train_loop, forgetting_alarm_stops_the_run_with_a_checkpoint)
     ASSERT_TRUE(shown);
 }
 
+/* A picture never replaces a log (--out naming the run's own files is refused,
+ * the file kept), and output lost to a full disk is an error, not exit 0. */
+TEST(cli_train_loop, outputs_never_replace_logs_and_a_lost_stdout_fails)
+{
+    int rc = loop_run_a();
+    if (rc == -100 || rc == -200)
+        SKIP("QS_BIN or ../shared/bench/arc not present");
+    ASSERT_EQ_INT(rc, 0);
+    static const char *const cases[][2] = {{"plot", "metrics.jsonl"},
+                                           {"heatmap", "quant.jsonl.zst"},
+                                           {"plot", "config.json"}};
+    char args[1400], path[800], *before, *after, *out;
+    size_t nb, na, n;
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/a/run/%s", test_tmp_dir(), cases[i][1]);
+        ASSERT_OK(fileio_read_all(path, &before, &nb, NULL), NULL);
+        snprintf(args, sizeof args, "%s %s/a/run --out %s", cases[i][0], test_tmp_dir(), path);
+        int st = loop_cli(args);
+        ASSERT_OK(fileio_read_all(path, &after, &na, NULL), NULL);
+        int kept = na == nb && !memcmp(before, after, nb);
+        qs_free(before);
+        qs_free(after);
+        ASSERT_EQ_INT(st, 2);
+        ASSERT_TRUE(kept);
+        snprintf(path, sizeof path, "%s/loop_out.txt", test_tmp_dir());
+        ASSERT_OK(fileio_read_all(path, &out, &n, NULL), NULL);
+        int said = strstr(out, "exists and is not a PNG; not overwritten") != NULL;
+        qs_free(out);
+        ASSERT_TRUE(said);
+    }
+    if (!fileio_exists("/dev/full"))
+        return;
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "%s satstat %s/a/run --json >/dev/full 2>%s/loop_out.txt",
+             getenv("QS_BIN"), test_tmp_dir(), test_tmp_dir());
+    int st = system(cmd);
+    ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    snprintf(path, sizeof path, "%s/loop_out.txt", test_tmp_dir());
+    ASSERT_OK(fileio_read_all(path, &out, &n, NULL), NULL);
+    int said = strstr(out, "qatscope: stdout: write failed: No space left on device\n") != NULL;
+    qs_free(out);
+    ASSERT_TRUE(said);
+}
+
 TEST(cli_train_loop, plot_every_writes_decodable_heatmap_and_curves)
 {
     int rc = loop_run_a();

@@ -219,11 +219,57 @@ TEST(gate, negative_item_count_is_unusable)
     ASSERT_OK(fileio_write_atomic(pc, bad, sizeof bad - 1, NULL), NULL);
     snprintf(args, sizeof args, "--baseline %s --candidate %s --no-samples", pb, pc);
     ASSERT_EQ_INT(run_gate(args), 2);
-    ASSERT_TRUE(out_contains("n-samples.arc_easy.effective: expected an item count >= 0, got -5"));
+    ASSERT_TRUE(out_contains("n-samples.arc_easy.effective: expected an item count >= 1, got -5"));
     static const char bad_n[] = "{\"results\":{\"arc_easy\":{\"acc,none\":0.5,\"n\":-1}}}";
     ASSERT_OK(fileio_write_atomic(pc, bad_n, sizeof bad_n - 1, NULL), NULL);
     ASSERT_EQ_INT(run_gate(args), 2);
-    ASSERT_TRUE(out_contains("results.arc_easy.n: expected an item count >= 0, got -1"));
+    ASSERT_TRUE(out_contains("results.arc_easy.n: expected an item count >= 1, got -1"));
+    /* no items (an accuracy that decides nothing), and counts of the wrong type,
+     * which once passed as "unknown" and got a verdict */
+    static const struct { const char *ns, *want; } cases[] = {
+        {"{\"arc_easy\":{\"original\":50,\"effective\":0}}",
+         "n-samples.arc_easy.effective: expected an item count >= 1, got 0"},
+        {"{\"arc_easy\":{\"original\":50,\"effective\":\"7\"}}",
+         "n-samples.arc_easy.effective: expected an integer item count"},
+        {"{\"arc_easy\":{\"original\":50,\"effective\":20.5}}",
+         "n-samples.arc_easy.effective: expected an integer item count"},
+        {"\"lots\"", "n-samples: expected an object"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char js[512];
+        int len = snprintf(js, sizeof js, "{\"results\":{\"arc_easy\":{\"acc,none\":0.5}},"
+                           "\"n-samples\":%s}", cases[i].ns);
+        ASSERT_OK(fileio_write_atomic(pc, js, (size_t)len, NULL), NULL);
+        ASSERT_EQ_INT(run_gate(args), 2);
+        if (!out_contains(cases[i].want))
+            fprintf(stderr, "    case %zu: want '%s'\n", i, cases[i].want);
+        ASSERT_TRUE(out_contains(cases[i].want));
+    }
+}
+
+/* --junit naming an input (any spelling of it) is refused before it is overwritten */
+TEST(gate, junit_that_is_an_input_is_refused)
+{
+    char pb[600], pc[600], alias[700], args[2400], *text;
+    size_t n;
+    static const char res[] = "{\"results\":{\"arc_easy\":{\"acc,none\":0.5}},"
+                              "\"n-samples\":{\"arc_easy\":{\"original\":50,\"effective\":50}}}";
+    snprintf(pb, sizeof pb, "%s/gate_ju_b.json", test_tmp_dir());
+    snprintf(pc, sizeof pc, "%s/gate_ju_c.json", test_tmp_dir());
+    snprintf(alias, sizeof alias, "%s/./gate_ju_b.json", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(pb, res, sizeof res - 1, NULL), NULL);
+    ASSERT_OK(fileio_write_atomic(pc, res, sizeof res - 1, NULL), NULL);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --no-samples --junit %s", pb, pc,
+             alias);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("--junit: '") && out_contains("' is the --baseline file '"));
+    ASSERT_OK(fileio_read_all(pb, &text, &n, NULL), NULL);
+    int kept = n == sizeof res - 1 && !memcmp(text, res, n);
+    qs_free(text);
+    ASSERT_TRUE(kept);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --no-samples --junit %s", pb, pc, pc);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("is the --candidate file"));
 }
 
 TEST(gate, different_item_sets_are_unusable)

@@ -119,6 +119,13 @@ typedef struct cli_outputs {
     } f[CLI_OUTPUTS_MAX];
 } cli_outputs;
 int cli_outputs_add(cli_outputs *o, const char *flag, const char *path);
+/* An output that is an existing input file (the same inode: any spelling, a
+ * link) is refused, naming both flags; 0 otherwise (also when either is absent). */
+int cli_output_not_input(const char *flag, const char *path, const char *in_flag,
+                         const char *input);
+/* A picture's output: refused when it names an existing, non-empty file that is
+ * not a PNG (a log, a config), which a PNG would replace; 0 otherwise. */
+int cli_output_png_or_new(const char *flag, const char *path);
 const char *cli_outputs_tmp(const cli_outputs *o, int i);
 int cli_outputs_commit(cli_outputs *o);
 void cli_outputs_discard(cli_outputs *o);

@@ -325,6 +325,8 @@ int cmd_eval(int argc, char **argv)
     cli_outputs outs = {0};
     if (a.samples && !strcmp(a.samples, a.output))
         return cli_error("--log-samples: '%s' is also the --output file", a.samples);
+    if (a.samples && (rc = cli_output_not_input("--log-samples", a.samples, "--output", a.output)))
+        return rc;
     if ((rc = cli_outputs_add(&outs, "--output", a.output)) ||
         (a.samples && (rc = cli_outputs_add(&outs, "--log-samples", a.samples))))
         return rc;

@@ -253,8 +253,19 @@ int cmd_gate(int argc, char **argv)
      * created, a directory name or an unwritable place refused): found only at
      * the end, it printed the verdict and then exited 2 */
     cli_outputs junit_out = {0};
-    if (a.junit && (rc = cli_outputs_add(&junit_out, "--junit", a.junit)))
-        return rc;
+    if (a.junit) {   /* never one of the inputs, whatever its spelling */
+        if ((rc = cli_output_not_input("--junit", a.junit, "--baseline", a.baseline)) ||
+            (rc = cli_output_not_input("--junit", a.junit, "--candidate", a.candidate)))
+            return rc;
+        for (int side = 0; side < 2; side++)
+            for (int i = 0; i < a.n_samples[side]; i++)
+                if ((rc = cli_output_not_input("--junit", a.junit,
+                                               side ? "--samples-candidate" : "--samples-baseline",
+                                               a.samples[side][i])))
+                    return rc;
+        if ((rc = cli_outputs_add(&junit_out, "--junit", a.junit)))
+            return rc;
+    }
     qs_diag d = {0};
     resfile base = {0}, cand = {0};
     itemlog bi = {0}, ci = {0};

@@ -79,7 +79,8 @@ int cmd_heatmap(int argc, char **argv)
      * refused); the default lies beside the log, which must exist anyway */
     cli_outputs out_check = {0};
     int rc;
-    if (out && (rc = cli_outputs_add(&out_check, "--out", out)))
+    if (out && ((rc = cli_output_png_or_new("--out", out)) ||
+                (rc = cli_outputs_add(&out_check, "--out", out))))
         return rc;
     char def[1024], name[64], dir[1024];
     if (!out) {   /* beside the log: in RUN_DIR, or in the directory of LOG */

@@ -54,7 +54,8 @@ int cmd_plot(int argc, char **argv)
      * refused); the default lies in RUN_DIR, which must exist anyway */
     cli_outputs out_check = {0};
     int rc;
-    if (out && (rc = cli_outputs_add(&out_check, "--out", out)))
+    if (out && ((rc = cli_output_png_or_new("--out", out)) ||
+                (rc = cli_outputs_add(&out_check, "--out", out))))
         return rc;
     char def[1024];
     if (!out) {

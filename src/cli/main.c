@@ -1,4 +1,5 @@
 /* main.c: subcommand dispatch.  The only place the program exits. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,25 @@ static void usage(FILE *f)
     fprintf(f, "\n'qatscope COMMAND --help' describes a command.\n");
 }
 
+/* What a command printed must have reached stdout: a full disk or a closed pipe
+ * (`satstat --json > /dev/full`) is an error, not a silent success. */
+static int main_stdout_flushed(int rc)
+{
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return rc;
+    int e = errno;
+    cli_error("stdout: write failed: %s", strerror(e ? e : EIO));
+    return rc ? rc : CLI_EXIT_USAGE;
+}
+
+static int main_dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    return main_stdout_flushed(main_dispatch(argc, argv));
+}
+
+static int main_dispatch(int argc, char **argv)
 {
     matmul_blas_threads();   /* one pool of threads: OpenMP's (qs/matmul.h) */
     const char *cpu = getenv("QS_CPU");

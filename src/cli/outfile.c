@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -105,4 +106,33 @@ int cli_outputs_commit(cli_outputs *o)
         }
     o->n = 0;
     return 0;
+}
+
+int cli_output_not_input(const char *flag, const char *path, const char *in_flag,
+                         const char *input)
+{
+    struct stat a, b;
+    if (!path || !input || stat(path, &a) || stat(input, &b) || !S_ISREG(a.st_mode))
+        return 0;
+    if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return cli_error("%s: '%s' is the %s file '%s'; expected another name (it would be "
+                         "overwritten)", flag, path, in_flag, input);
+    return 0;
+}
+
+int cli_output_png_or_new(const char *flag, const char *path)
+{
+    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    struct stat st;
+    if (stat(path, &st) || !S_ISREG(st.st_mode) || st.st_size == 0)
+        return 0;
+    unsigned char head[8] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f)
+        fclose(f);
+    if (got == sizeof head && !memcmp(head, sig, sizeof sig))
+        return 0;
+    return cli_error("%s: '%s' exists and is not a PNG; not overwritten (expected a new file or "
+                     "an earlier picture)", flag, path);
 }

@@ -96,15 +96,21 @@ static int read_metric(const qs_json_at *entry, const char *metric, double *out,
 static int read_n_items(json_t *root, json_t *entry, const char *task, const char *path,
                         long *out, qs_diag *d)
 {
-    json_t *ns = json_object_get(json_object_get(root, "n-samples"), task);
+    json_t *all = json_object_get(root, "n-samples"), *ns = json_object_get(all, task);
     json_t *eff = json_object_get(ns, "effective"), *n = json_object_get(entry, "n");
-    int from_ns = json_is_integer(eff);
-    json_t *v = from_ns ? eff : n;
     *out = -1;
+    /* present but not a count: a wrong type must not pass as "unknown" */
+    if ((all && !json_is_object(all)) || (ns && !json_is_object(ns)) ||
+        (eff && !json_is_integer(eff)))
+        return diag_set(d, QS_EFORMAT, path, -1, "n-samples%s%s%s: expected %s", all && ns ? "." : "",
+                        all && ns ? task : "", eff ? ".effective" : "",
+                        eff ? "an integer item count" : "an object");
+    int from_ns = eff != NULL;
+    json_t *v = from_ns ? eff : n;
     if (!json_is_integer(v))
         return 0;
-    if (json_integer_value(v) < 0)
-        return diag_set(d, QS_EFORMAT, path, -1, "%s.%s%s: expected an item count >= 0, got %lld",
+    if (json_integer_value(v) < 1)   /* an accuracy over no items decides nothing */
+        return diag_set(d, QS_EFORMAT, path, -1, "%s.%s%s: expected an item count >= 1, got %lld",
                         from_ns ? "n-samples" : "results", task, from_ns ? ".effective" : ".n",
                         (long long)json_integer_value(v));
     *out = (long)json_integer_value(v);
