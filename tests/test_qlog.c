@@ -293,6 +293,12 @@ TEST(qlog, malformed_logs_name_file_and_line)
          "\"clip\":9}]}\n", "step 1: quantizer 'a': clip 9 exceeds n 8", 3},
         {HDR "{\"v\":1,\"type\":\"step\",\"step\":2,\"q\":[{\"name\":\"a\",\"under\":3,\"n\":2}]}\n",
          "under 3 exceeds n 2", 2},
+        /* a quantizer twice in one step (the second record replaced the first), an
+         * estimator no run has (it was printed as the recipe) */
+        {HDR STEP(0, 1) "{\"v\":1,\"type\":\"step\",\"step\":1,\"q\":[{\"name\":\"a\"},"
+         "{\"name\":\"a\",\"amax\":9}]}\n", "step 1: quantizer 'a' listed twice", 3},
+        {"{\"v\":1,\"type\":\"header\",\"recipe\":{\"estimator\":\"bogus\"},\"quantizers\":[\"a\"]}\n",
+         "$.recipe.estimator: unknown amax estimator 'bogus'", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ASSERT_OK(write_plain(path, cases[i].text), NULL);
@@ -314,6 +320,17 @@ TEST(qlog, malformed_logs_name_file_and_line)
     ASSERT_EQ_INT(qlog_read(path, &run, &d), QS_ERANGE);
     ASSERT_TRUE(strstr(d.path, "bad.jsonl") != NULL && d.line == 1);
     ASSERT_EQ_STR(d.msg, "$.recipe.margin: expected integer in [0, 24], found -5");
+    qlog_run_free(&run);
+    /* a history of no steps (it was used as the default 1024), a negative step
+     * (read as "the steps went back": the earlier ones dropped) */
+    ASSERT_OK(write_plain(path, "{\"v\":1,\"type\":\"header\",\"recipe\":{\"history\":0},"
+                                "\"quantizers\":[\"a\"]}\n" STEP(0, 1)), NULL);
+    ASSERT_TRUE(qlog_read(path, &run, &d) < 0 && d.line == 1);
+    ASSERT_EQ_STR(d.msg, "$.recipe.history: expected integer in [1, 2147483647], found 0");
+    qlog_run_free(&run);
+    ASSERT_OK(write_plain(path, HDR STEP(0, 1) STEP(1, 1) STEP(-6, 1)), NULL);
+    ASSERT_TRUE(qlog_read(path, &run, &d) < 0 && d.line == 4);
+    ASSERT_TRUE(strstr(d.msg, "$.step: expected integer in [0, ") != NULL);
     qlog_run_free(&run);
     snprintf(path, sizeof path, "%s/missing/quant.jsonl.zst", test_tmp_dir());
     ASSERT_TRUE(qlog_read(path, &run, &d) < 0);

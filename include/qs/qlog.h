@@ -82,6 +82,7 @@ typedef struct qlog_run {
     int *phases;                         /* [n_steps] QLOG_PHASE_* */
     qlog_row *rows;                      /* [n_steps * n_quant], step-major */
     int truncated;                       /* 1: the file ended inside a record */
+    unsigned char *seen;                 /* [n_quant] scratch: names met in one step record */
 } qlog_run;
 
 /* Which logged steps an analysis (satstat, replay) scores: "qat" (default),

@@ -405,6 +405,7 @@ void qlog_run_free(qlog_run *run)
     qs_free(run->steps);
     qs_free(run->phases);
     qs_free(run->rows);
+    qs_free(run->seen);
     memset(run, 0, sizeof *run);
 }
 
@@ -435,10 +436,15 @@ int qlog_header_parse(qlog_run *run, const qs_json_at *o, qs_diag *d)
     }
     snprintf(run->run, sizeof run->run, "%s", run_name);
     snprintf(run->recipe_est, sizeof run->recipe_est, "%s", est);
+    amax_estimator parsed;
+    if (*est && amax_estimator_parse(est, &parsed, NULL))
+        return qs_json_fail(&rec, "estimator", QS_EFORMAT, d, "unknown amax estimator '%.60s'", est);
     /* the margin range a quantizer accepts (quant_recipe_check), refused here by
-     * name: replay would refuse it later without the file */
+     * name: replay would refuse it later without the file; a history of at
+     * least one step (absent: the default) */
     if ((rc = qs_json_int_or(&rec, "margin", 0, QUANT_MARGIN_MAX, 0, &run->margin, d)) ||
-        (rc = qs_json_int_or(&rec, "history", INT32_MIN, INT32_MAX, 0, &run->history_steps, d)) ||
+        (json_object_get(rec.v, "history") &&
+         (rc = qs_json_int_or(&rec, "history", 1, INT32_MAX, 0, &run->history_steps, d))) ||
         (rc = qs_json_bool_or(&rec, "saturate", 1, &saturate, d)))
         return rc;
     if (run->history_steps < 1)
@@ -583,7 +589,7 @@ int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *pha
     size_t nq;
     long long step;
     int rc;
-    if ((rc = qs_json_i64(o, "step", LONG_MIN, LONG_MAX, &step, d)) ||
+    if ((rc = qs_json_i64(o, "step", 0, LONG_MAX, &step, d)) ||
         (rc = qs_json_arr(o, "q", &q, &nq, d)) || (rc = qs_json_str_or(o, "phase", NULL, &ph, d)))
         return rc;
     *step_out = (long)step;
@@ -593,6 +599,9 @@ int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *pha
     *phase = ph && !strcmp(ph, "qat") ? QLOG_PHASE_QAT : QLOG_PHASE_WARMUP;
     for (int i = 0; i < run->n_quant; i++)
         rows[i] = (qlog_row){QUANT_MODE_NONE, -1, NAN, NAN, NAN, NAN, NAN, NAN, -1, -1, -1};
+    if (!run->seen && !(run->seen = qs_malloc((size_t)run->n_quant)))
+        return diag_set(d, QS_ENOMEM, path, ln, "out of memory");
+    memset(run->seen, 0, (size_t)run->n_quant);
     for (size_t k = 0; k < nq; k++) {
         qs_json_at e = qs_json_item(&q, k);
         const char *name, *mode, *est;
@@ -607,6 +616,9 @@ int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *pha
         if (i < 0)
             return diag_set(d, QS_EFORMAT, path, ln,
                             "step %lld: quantizer '%s' is not in the header's list", step, name);
+        if (run->seen[i]++)   /* the second record would silently replace the first */
+            return diag_set(d, QS_EFORMAT, path, ln, "step %lld: quantizer '%s' listed twice",
+                            step, name);
         qlog_row *r = &rows[i];
         if (mode && strcmp(mode, "quant") && strcmp(mode, "observe") && strcmp(mode, "none"))
             return diag_set(d, QS_EFORMAT, path, ln,
