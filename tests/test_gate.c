@@ -293,6 +293,41 @@ TEST(gate, different_item_sets_are_unusable)
                              "candidate's per-item log only"));
 }
 
+/* A per-item log that holds none of a task's items (another run's) is unusable,
+ * not "no per-item logs" (it fell back to the threshold rule); a log short of
+ * items is named by its file. */
+TEST(gate, per_item_logs_of_other_items_are_named)
+{
+    unsigned char b[20];
+    fill(b, 20, 0, 10);
+    char args[2048], path[700];
+    const char *pb = write_side("wt_b", "arc_easy", b, 20, 0, 1);
+    const char *pc = write_side("wt_c", "arc_easy", b, 20, 0, 0);
+    snprintf(path, sizeof path, "%s/gate_wt_c/samples.jsonl", test_tmp_dir());
+    FILE *f = fopen(path, "w");
+    ASSERT_TRUE(f != NULL);
+    for (int i = 0; i < 20; i++)
+        fprintf(f, "{\"task\":\"hellaswag\",\"doc_id\":%d,\"pred\":2,\"pred_norm\":2,\"gold\":2}\n", i);
+    fclose(f);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s", pb, pc);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("gate_wt_c/samples.jsonl: task arc_easy: the candidate per-item log "
+                             "holds no item of it, the baseline's 20"));
+    pc = write_side("wt_c", "arc_easy", b, 20, 0, 1);   /* then cut to 19 items */
+    char *text;
+    size_t n;
+    ASSERT_OK(fileio_read_all(path, &text, &n, NULL), NULL);
+    size_t keep = n > 1 ? n - 1 : 0;   /* up to the newline before the last line's */
+    while (keep > 0 && text[keep - 1] != '\n')
+        keep--;
+    ASSERT_TRUE(keep > 0);
+    ASSERT_OK(fileio_write_atomic(path, text, keep, NULL), NULL);
+    qs_free(text);
+    ASSERT_EQ_INT(run_gate(args), 2);
+    ASSERT_TRUE(out_contains("gate_wt_c/samples.jsonl: task arc_easy: the per-item logs cover 20 "
+                             "(baseline) and 19 (candidate) items"));
+}
+
 TEST(gate, missing_task_is_unusable)
 {
     unsigned char b[10];

@@ -151,9 +151,20 @@ static int compare_items(gate_row *row, const resfile_task *bt, const resfile *b
     int rc = side_items(base_items, bt, names, n_names, &bi, &nb, d);
     if (!rc)
         rc = side_items(cand_items, bt, names, n_names, &ci, &nc, d);
+    /* logs on both sides, but one holds none of this task's items (another task's
+     * log): not "no per-item logs", which would fall back to the threshold rule */
+    if (!rc && base_items && cand_items && base_items->n_paths > 0 && cand_items->n_paths > 0 &&
+        (nb == 0) != (nc == 0)) {
+        const itemlog *empty = nb == 0 ? base_items : cand_items;
+        rc = diag_set(d, QS_EINVAL, empty->paths[0], -1,
+                      "task %s: the %s per-item log%s no item of it, the %s's %zu (a log of "
+                      "another run? or pass --no-samples)", row->task,
+                      nb == 0 ? "baseline" : "candidate", empty->n_paths > 1 ? "s hold" : " holds",
+                      nb == 0 ? "candidate" : "baseline", nb == 0 ? nc : nb);
+    }
     if (!rc && nb > 0 && nc > 0) {
         if (bt->n_items >= 0 && (nb != (size_t)bt->n_items || nc != (size_t)bt->n_items))
-            rc = diag_set(d, QS_EINVAL, NULL, -1,
+            rc = diag_set(d, QS_EINVAL, (nb != (size_t)bt->n_items ? bi[0] : ci[0])->file, -1,
                           "task %s: the per-item logs cover %zu (baseline) and %zu (candidate) "
                           "items, the results files say %ld (a samples file missing? or pass "
                           "--no-samples)",
