@@ -122,13 +122,23 @@ static int add_eval(curve_run *r, const qs_json_at *obj, long *cap, qs_diag *d)
     if ((rc = num(obj, "val_kl_ref", &r->eval_kl[e], d)) ||
         (rc = num(obj, "val_top1_ref", &r->eval_top1[e], d)))
         return rc;
+    if (r->eval_kl[e] < 0)   /* NaN (absent) passes: no point drawn */
+        return qs_json_fail(obj, "val_kl_ref", QS_ERANGE, d, "expected a KL >= 0, found %g",
+                            r->eval_kl[e]);
+    if (r->eval_top1[e] < 0 || r->eval_top1[e] > 1)
+        return qs_json_fail(obj, "val_top1_ref", QS_ERANGE, d, "expected a fraction in [0, 1], "
+                            "found %g", r->eval_top1[e]);
     const char *name;
     json_t *tobj;
     json_object_foreach((json_t *)tasks.v, name, tobj) {
         qs_json_at ta = qs_json_key(&tasks, name);
         int t = task_index(r, name, tobj);
-        if (t >= 0 && (rc = num(&ta, r->metric[t], &r->eval_acc[e * CURVE_MAX_TASKS + t], d)))
+        double *acc = t >= 0 ? &r->eval_acc[e * CURVE_MAX_TASKS + t] : NULL;
+        if (t >= 0 && (rc = num(&ta, r->metric[t], acc, d)))
             return rc;
+        if (acc && (*acc < 0 || *acc > 1))   /* a percent scale would draw 170% */
+            return qs_json_fail(&ta, r->metric[t], QS_ERANGE, d, "expected an accuracy in "
+                                "[0, 1], found %g", *acc);
     }
     return 0;
 }

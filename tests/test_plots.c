@@ -467,6 +467,25 @@ TEST(plots, curves_bad_inputs_name_the_file)
     char line[QS_DIAG_MSG_MAX + QS_DIAG_PATH_MAX + 32];
     diag_format(&d, line, sizeof line);
     ASSERT_TRUE(strstr(line, "cv_empty/metrics.jsonl:2: $.step") != NULL);
+    /* values outside their range (an accuracy in percent drew 170%) */
+    static const struct { const char *rec, *want; } bad[] = {
+        {"{\"type\":\"eval\",\"step\":2,\"tasks\":{\"arc_easy\":{\"acc\":1.7,\"acc_norm\":1.7}}}",
+         "$.tasks.arc_easy.acc_norm: expected an accuracy in [0, 1], found 1.7"},
+        {"{\"type\":\"eval\",\"step\":2,\"val_kl_ref\":-0.5,\"val_top1_ref\":0.5,\"tasks\":{}}",
+         "$.val_kl_ref: expected a KL >= 0, found -0.5"},
+        {"{\"type\":\"eval\",\"step\":2,\"val_kl_ref\":0.5,\"val_top1_ref\":1.5,\"tasks\":{}}",
+         "$.val_top1_ref: expected a fraction in [0, 1], found 1.5"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char rec[512];
+        int len = snprintf(rec, sizeof rec, "{\"type\":\"train\",\"step\":0,\"loss\":3}\n%s\n",
+                           bad[i].rec);
+        ASSERT_OK(fileio_write_atomic(path, rec, (size_t)len, NULL), NULL);
+        ASSERT_EQ_INT(plots_curves_render(&e, 1, &img, &d), QS_ERANGE);
+        if (!strstr(d.msg, bad[i].want))
+            fprintf(stderr, "    case %zu: %s\n", i, d.msg);
+        ASSERT_TRUE(strstr(d.msg, bad[i].want) != NULL && d.line == 2);
+    }
 }
 
 /* A malformed metrics.jsonl line cites where the format is written down: the
