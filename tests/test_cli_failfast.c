@@ -93,3 +93,27 @@ TEST(cli_failfast, export_probes_its_output_directory_before_the_weights)
     ASSERT_TRUE(strstr(ff_err, "model.safetensors") != NULL);
     ASSERT_TRUE(!fileio_exists(out));   /* and no directory left behind by the probe */
 }
+
+/* An error stays one line whatever the input holds: control characters from a
+ * flag value (or a template, a label) are printed as escapes, so no input can
+ * start a line of its own ("\nqatscope: ..." once printed a fake second error). */
+TEST(cli_failfast, control_characters_in_inputs_stay_on_one_line)
+{
+    char out[4096], err[2048];
+    static const char *const cases[][2] = {
+        {"ppl --model data/demo/model --text x --window \"$(printf '8\\nqatscope: fake')\"",
+         "got '8\\nqatscope: fake'"},
+        {"generate --model data/demo/model --prompt a -n \"$(printf '1\\t2\\033')\"",
+         "got '1\\t2\\x1B'"},
+    };
+    for (int i = 0; i < 2; i++) {
+        int rc = test_run_cli(cases[i][0], out, sizeof out, err, sizeof err);
+        if (rc == -100)
+            SKIP("QS_BIN not set");
+        ASSERT_EQ_INT(rc, 2);
+        if (!strstr(err, cases[i][1]))
+            fprintf(stderr, "    case %d: %s", i, err);
+        ASSERT_TRUE(strstr(err, cases[i][1]) != NULL);
+        ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+    }
+}

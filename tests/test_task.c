@@ -71,6 +71,25 @@ TEST(task, bad_definition_names_key_and_file)
          "\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"f1\"],\"data\":{\"eval\":"
          "[\"a\"]}}", "metrics[0]"},
         {"{\"task\": \"x\",", "invalid JSON"},
+        /* {subject} of a loader without subjects expanded to "" (every prompt changed) */
+        {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"eval_split\":\"test\",\"doc_to_text\":"
+         "\"{subject}: {question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"acc\"],\"data\":"
+         "{\"eval\":[\"a\"]}}", "$.doc_to_text: {subject} and {subject_words} need a task with "
+         "subjects (loader mmlu_csv)"},
+        {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"eval_split\":\"test\",\"description\":"
+         "\"About {subject_words}.\\n\\n\",\"doc_to_text\":\"{question}\",\"doc_to_choice\":"
+         "\"{choices}\",\"metrics\":[\"acc\"],\"data\":{\"eval\":[\"a\"]}}", "$.description: {subject}"},
+        /* a delimiter of 7 became " 7"-like text; a number is no loader name */
+        {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"eval_split\":\"test\",\"doc_to_text\":"
+         "\"{question}\",\"target_delimiter\":7,\"doc_to_choice\":\"{choices}\",\"metrics\":"
+         "[\"acc\"],\"data\":{\"eval\":[\"a\"]}}", "$.target_delimiter: expected string, found integer"},
+        {"{\"task\":\"x\",\"version\":1,\"loader\":5,\"eval_split\":\"test\",\"doc_to_text\":"
+         "\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"acc\"],\"data\":{\"eval\":"
+         "[\"a\"]}}", "$.loader: expected string, found integer"},
+        /* subjects on a loader that has none: said "$.groups: required key is missing" */
+        {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"eval_split\":\"test\",\"doc_to_text\":"
+         "\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"acc\"],\"subjects\":"
+         "[\"anatomy\"],\"data\":{\"eval\":[\"a\"]}}", "\"subjects\" is required by (and only by) mmlu_csv"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ASSERT_EQ_INT(write_file(path, cases[i].json), 0);

@@ -18,6 +18,8 @@
 
 /* Check a template's syntax and field names (no doc needed). */
 int prompt_template_check(const char *tmpl, const char *path, qs_diag *d);
+/* 1 when a checked template has a {subject} or {subject_words} field */
+int prompt_template_uses_subject(const char *tmpl);
 
 /* Choice string i of a doc as scored (fixed list, e.g. "A", or the doc's text). */
 const char *prompt_choice(const task_def *def, const task_doc *doc, int i);

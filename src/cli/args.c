@@ -7,6 +7,26 @@
 
 #include "cli.h"
 
+/* Control characters from the input (a newline in a template, a label, a flag's
+ * value) written as escapes, so an error stays one line and no input can print
+ * a line of its own ("\nqatscope: ..."). */
+static void cli_error_escape(char *line, size_t cap)
+{
+    char out[QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 64];
+    size_t k = 0;
+    for (const unsigned char *p = (const unsigned char *)line; *p && k + 5 < sizeof out; p++) {
+        if (*p >= 0x20 && *p != 0x7f) {
+            out[k++] = (char)*p;
+            continue;
+        }
+        const char *e = *p == '\n' ? "\\n" : *p == '\r' ? "\\r" : *p == '\t' ? "\\t" : NULL;
+        k += (size_t)(e ? snprintf(out + k, sizeof out - k, "%s", e)
+                        : snprintf(out + k, sizeof out - k, "\\x%02X", *p));
+    }
+    out[k] = 0;
+    snprintf(line, cap, "%s", out);
+}
+
 int cli_error(const char *fmt, ...)
 {
     char line[QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 64];
@@ -14,6 +34,7 @@ int cli_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    cli_error_escape(line, sizeof line);
     if (!cli_dist_keep_error(line))   /* several ranks: rank 0 prints it at the end */
         fprintf(stderr, "qatscope: %s\n", line);
     return CLI_EXIT_USAGE;

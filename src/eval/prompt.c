@@ -319,6 +319,24 @@ static int prompt_buf_finish(prompt_buf *b, int rc, char **out, qs_diag *d)
     return 0;
 }
 
+int prompt_template_uses_subject(const char *tmpl)
+{
+    for (const char *p = tmpl; p && *p; p++) {
+        if (p[0] == '{' && p[1] == '{') {
+            p++;
+            continue;
+        }
+        const char *end;
+        int idx;
+        if (*p == '{') {
+            int kind = prompt_field(p + 1, &end, &idx);
+            if (kind == 4 || kind == 5)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 int prompt_template_check(const char *tmpl, const char *path, qs_diag *d)
 {
     return prompt_template_walk(tmpl, NULL, NULL, NULL, path, d);

@@ -43,6 +43,19 @@ static int task_str_get(const qs_json_at *obj, const char *key, int required, co
     return s && !*out ? diag_set(d, QS_ENOMEM, obj->file, -1, "out of memory") : 0;
 }
 
+/* member `key` of obj, a string (no number spelled as one: a delimiter of 7 is
+ * a mistake, not " 7"), copied into *out; absent: dflt, or an error if required */
+static int task_text_get(const qs_json_at *obj, const char *key, int required, const char *dflt,
+                         char **out, qs_diag *d)
+{
+    const char *s = NULL;
+    int rc = required ? qs_json_str(obj, key, &s, d) : qs_json_str_or(obj, key, dflt, &s, d);
+    if (rc)
+        return rc;
+    *out = s ? qs_strdup(s) : NULL;
+    return s && !*out ? diag_set(d, QS_ENOMEM, obj->file, -1, "out of memory") : 0;
+}
+
 /* member `key` of obj: an array of 1 to max strings, copied into out[0..*n) */
 static int task_str_list(const qs_json_at *obj, const char *key, char **out, int max, int *n,
                          qs_diag *d)
@@ -167,16 +180,16 @@ static int task_def_parse(task_def *def, const qs_json_at *r, qs_diag *d)
     if ((rc = task_str_get(r, "task", 1, NULL, &def->name, d)) ||
         (rc = task_str_get(r, "version", 1, NULL, &def->version, d)) ||
         (rc = task_str_get(r, "subtask_version", 0, NULL, &def->subtask_version, d)) ||
-        (rc = task_str_get(r, "eval_split", 1, NULL, &def->eval_split, d)) ||
-        (rc = task_str_get(r, "fewshot_split", 0, "train", &def->fewshot_split, d)) ||
-        (rc = task_str_get(r, "description", 0, "", &def->description, d)) ||
-        (rc = task_str_get(r, "doc_to_text", 1, NULL, &def->doc_to_text, d)) ||
-        (rc = task_str_get(r, "target_delimiter", 0, " ", &def->target_delimiter, d)) ||
-        (rc = task_str_get(r, "fewshot_delimiter", 0, "\n\n", &def->fewshot_delimiter, d)))
+        (rc = task_text_get(r, "eval_split", 1, NULL, &def->eval_split, d)) ||
+        (rc = task_text_get(r, "fewshot_split", 0, "train", &def->fewshot_split, d)) ||
+        (rc = task_text_get(r, "description", 0, "", &def->description, d)) ||
+        (rc = task_text_get(r, "doc_to_text", 1, NULL, &def->doc_to_text, d)) ||
+        (rc = task_text_get(r, "target_delimiter", 0, " ", &def->target_delimiter, d)) ||
+        (rc = task_text_get(r, "fewshot_delimiter", 0, "\n\n", &def->fewshot_delimiter, d)))
         return rc;
-    if ((rc = task_str_get(r, "loader", 1, NULL, &loader, d)) ||
-        (rc = task_str_get(r, "hook", 0, "", &hook, d)) ||
-        (rc = task_str_get(r, "fewshot_sampler", 0, "random", &sampler, d)))
+    if ((rc = task_text_get(r, "loader", 1, NULL, &loader, d)) ||
+        (rc = task_text_get(r, "hook", 0, "", &hook, d)) ||
+        (rc = task_text_get(r, "fewshot_sampler", 0, "random", &sampler, d)))
         goto out;
     static const char *const loaders[] = {"mmlu_csv", "hellaswag", "arc", NULL};
     static const int loader_v[] = {TASK_LOADER_MMLU_CSV, TASK_LOADER_HELLASWAG, TASK_LOADER_ARC};
@@ -241,8 +254,24 @@ static int task_def_parse(task_def *def, const qs_json_at *r, qs_diag *d)
     if (rc)
         goto out;
     if ((rc = prompt_template_check(def->description, path, d)) ||
-        (rc = prompt_template_check(def->doc_to_text, path, d)) ||
-        (rc = task_def_groups(def, r, d)))
+        (rc = prompt_template_check(def->doc_to_text, path, d)))
+        goto out;
+    /* {subject} of a loader without subjects would expand to "" (and change every prompt) */
+    if (def->loader != TASK_LOADER_MMLU_CSV) {
+        const char *field = prompt_template_uses_subject(def->description) ? "description"
+                            : prompt_template_uses_subject(def->doc_to_text) ? "doc_to_text"
+                                                                            : NULL;
+        if (field) {
+            rc = qs_json_fail(r, field, QS_EFORMAT, d, "{subject} and {subject_words} need a task "
+                              "with subjects (loader mmlu_csv), this one's loader has none");
+            goto out;
+        }
+    }
+    if ((def->loader == TASK_LOADER_MMLU_CSV) != (qs_json_key(r, "subjects").v != NULL)) {
+        rc = diag_set(d, QS_EFORMAT, path, -1, "\"subjects\" is required by (and only by) mmlu_csv");
+        goto out;
+    }
+    if ((rc = task_def_groups(def, r, d)))
         goto out;
     if ((def->loader == TASK_LOADER_MMLU_CSV) != (def->n_subjects > 0))
         rc = diag_set(d, QS_EFORMAT, path, -1, "\"subjects\" is required by (and only by) mmlu_csv");
