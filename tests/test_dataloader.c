@@ -262,16 +262,24 @@ TEST(dataloader, manifest_token_count_is_checked_against_the_shard_headers)
     static const char *const bad[] = {
         "{\"splits\":{\"train\":{\"tokens\":4611686018427387914,\"shards\":[\"train_000000.qst\"]}}}",
         "{\"splits\":{\"train\":{\"tokens\":301,\"shards\":[\"train_000000.qst\"]}}}",
-        "{\"splits\":{\"train\":{\"tokens\":300,\"shards\":[\"..\"]}}}"};
+        "{\"splits\":{\"train\":{\"tokens\":300,\"shards\":[\"..\"]}}}",
+        /* one shard read twice and another never (the total may still match) */
+        "{\"splits\":{\"train\":{\"tokens\":600,\"shards\":[\"train_000000.qst\",\"train_000000.qst\"]}}}",
+        /* the manifest names another tokenizer than its shards were made with */
+        "{\"tokenizer_hash\":\"zz\",\"splits\":{\"train\":{\"tokens\":300,\"shards\":[\"train_000000.qst\"]}}}"};
     static const char *const why[] = {"manifest says 4611686018427387914 tokens, shards hold 300",
                                       "manifest says 301 tokens, shards hold 300",
-                                      "expected a file name"};
+                                      "expected a file name",
+                                      "$.splits.train.shards[1]: 'train_000000.qst' listed twice (also at [0])",
+                                      "$.tokenizer_hash: \"zz\", but train_000000.qst was made with tokenizer "};
     dataloader_opts o = opts(2, 8, 0, 1);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         ASSERT_OK(fileio_write_atomic(p, bad[i], strlen(bad[i]), NULL), NULL);
         qs_diag d = {0};
         dataloader *dl = NULL;
         ASSERT_EQ_INT(dataloader_create(&dl, dir, "train", HASH, &o, &d), QS_EFORMAT);
+        if (!strstr(d.msg, why[i]))
+            fprintf(stderr, "    case %d: %s\n", i, d.msg);
         ASSERT_TRUE(strstr(d.msg, why[i]) != NULL);
         ASSERT_TRUE(dl == NULL);
     }

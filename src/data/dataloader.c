@@ -94,9 +94,24 @@ static int load_split(dataloader *dl, const char *dir, const char *split, uint64
                               name);
             goto done;
         }
+        for (size_t j = 0; j < i; j++)   /* one shard read twice, another never */
+            if (!strcmp(json_string_value(json_array_get(files.v, j)), name)) {
+                rc = qs_json_fail(&f, NULL, QS_EFORMAT, d, "'%.200s' listed twice (also at "
+                                  "[%zu])", name, j);
+                goto done;
+            }
         shard_header h;
         if ((rc = shard_header_read(spath, &h, d)))
             goto done;
+        /* the manifest's tokenizer, when it names one, is the shards' */
+        const char *mh = json_string_value(json_object_get(m, "tokenizer_hash"));
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h.tokenizer_hash);
+        if (mh && strcmp(mh, hex)) {
+            rc = qs_json_fail(&r, "tokenizer_hash", QS_EFORMAT, d, "\"%.40s\", but %s was made "
+                              "with tokenizer %s", mh, name, hex);
+            goto done;
+        }
         if (h.n_tokens > UINT64_MAX - held) {
             rc = diag_set(d, QS_EFORMAT, spath, -1, "token counts of the shards overflow");
             goto done;
