@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "qs/fileio.h"
+#include "qs/mem.h"
 #include "test.h"
 
 static char ff_out[65536], ff_err[8192];
@@ -115,5 +116,37 @@ TEST(cli_failfast, control_characters_in_inputs_stay_on_one_line)
             fprintf(stderr, "    case %d: %s", i, err);
         ASSERT_TRUE(strstr(err, cases[i][1]) != NULL);
         ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+    }
+}
+
+/* A config.json that says fewer blocks than the checkpoint holds is refused (the
+ * last blocks were dropped silently), by the plain and the packed loader alike. */
+TEST(cli_failfast, checkpoint_with_more_blocks_than_the_config_is_refused)
+{
+    char dir[600], src[900], dst[900], *cfg;
+    size_t n;
+    ASSERT_EQ_INT(ff_damaged_model("ff_layers", dir, sizeof dir), 0);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    ASSERT_OK(fileio_copy("data/demo/model/model.safetensors", dst, NULL), NULL);
+    snprintf(src, sizeof src, "%s/config.json", dir);
+    ASSERT_OK(fileio_read_all(src, &cfg, &n, NULL), NULL);
+    char *at = strstr(cfg, "\"num_hidden_layers\": 8");
+    ASSERT_TRUE(at != NULL);
+    at[strlen("\"num_hidden_layers\": ")] = '7';
+    ASSERT_OK(fileio_write_atomic(src, cfg, n, NULL), NULL);
+    qs_free(cfg);
+    static const char *const precs[] = {"fp32", "bf16"};
+    for (int i = 0; i < 2; i++) {
+        char args[1400];
+        snprintf(args, sizeof args, "ppl --model %s --text data/demo/train.txt --precision %s",
+                 dir, precs[i]);
+        int rc = test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err);
+        if (rc == -100)
+            SKIP("QS_BIN not set");
+        ASSERT_EQ_INT(rc, 2);
+        if (!strstr(ff_err, "model.safetensors: tensor 'model.layers.7."))
+            fprintf(stderr, "    %s: %s", precs[i], ff_err);
+        ASSERT_TRUE(strstr(ff_err, "model.safetensors: tensor 'model.layers.7.") &&
+                    strstr(ff_err, "of block 7, but config.json's num_hidden_layers is 7"));
     }
 }

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model_impl.h"
@@ -438,6 +439,25 @@ int model_tensor_find_impl(const safetensors_dir *sd, const model_tensor *e, con
                     (long long)e->shape[0], found);
 }
 
+int model_check_layers_impl(const safetensors_dir *sd, const llama_config *c, qs_diag *d)
+{
+    static const char prefix[] = "model.layers.";
+    for (int f = 0; f < sd->n_files; f++)
+        for (int i = 0; i < sd->files[f].n_tensors; i++) {
+            const char *name = sd->files[f].tensors[i].name;
+            if (strncmp(name, prefix, sizeof prefix - 1))
+                continue;
+            char *end;
+            long l = strtol(name + sizeof prefix - 1, &end, 10);
+            if (end != name + sizeof prefix - 1 && *end == '.' && l >= c->n_layers)
+                return diag_set(d, QS_EFORMAT, sd->files[f].path, -1,
+                                "tensor '%.200s' of block %ld, but config.json's "
+                                "num_hidden_layers is %d: the checkpoint has more blocks than "
+                                "the config says (they would be left out)", name, l, c->n_layers);
+        }
+    return 0;
+}
+
 int model_tensor_coded_impl(const llama_model *m, const model_tensor *e)
 {
     int mod = model_kind_module_impl(e->kind);
@@ -506,7 +526,9 @@ int model_load_dir(llama_model *m, const char *dir, qs_diag *d)
         model_hif8_free(q8);
         return rc;
     }
-    rc = q8 ? model_hif8_check_scales(q8, &sd, cfg.n_layers, d) : 0;
+    rc = model_check_layers_impl(&sd, &cfg, d);
+    if (!rc && q8)
+        rc = model_hif8_check_scales(q8, &sd, cfg.n_layers, d);
     if (!rc)
         rc = model_init_layout(m, &cfg, q8, 0, d);
     if (rc)

@@ -39,6 +39,9 @@ int model_table_layout_impl(const llama_config *c, const struct model_hif8 *q8, 
 /* model_init with a params block of the non-packed tensors only (weights_packed = 1). */
 int model_init_packed_impl(llama_model *m, const llama_config *cfg, qs_diag *d);
 /* The checkpoint tensor for table row e, its shape checked (*file: its shard). */
+/* A "model.layers.<L>." tensor with L >= c->n_layers is refused: blocks the config
+ * leaves out (num_hidden_layers edited down) would be dropped silently. */
+int model_check_layers_impl(const safetensors_dir *sd, const llama_config *c, qs_diag *d);
 int model_tensor_find_impl(const safetensors_dir *sd, const model_tensor *e, const char *dir,
                            const safetensors_tensor **out, const char **file, qs_diag *d);
 void model_note_dtype_impl(llama_model *m, int dtype);

@@ -202,7 +202,8 @@ int model_load_packed(llama_model *m, const char *dir, int precision, qs_diag *d
             model_hif8_free(q8);
             return rc;
         }
-        if (q8 && (rc = model_hif8_check_scales(q8, &sd, cfg.n_layers, d))) {
+        if ((rc = model_check_layers_impl(&sd, &cfg, d)) ||
+            (q8 && (rc = model_hif8_check_scales(q8, &sd, cfg.n_layers, d)))) {
             model_hif8_free(q8);
             safetensors_dir_close(&sd);
             return rc;
