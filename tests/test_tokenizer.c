@@ -329,7 +329,7 @@ TEST(tokenizer, decode_refuses_out_of_range_id)
 TEST(tokenizer, bad_files_give_one_line_errors)
 {
     static const char *const names[] = {
-        "bad_merge.json", "bad_regex.json", "bad_vocab_id.json", "no_pipeline.json",
+        "bad_merge.json", "bad_regex.json", "bad_vocab_id.json", "dup_vocab_id.json", "no_pipeline.json",
         "not_object.json", "truncated.json", "unigram.json", "bad_wire.model",
         "truncated.model", "unigram.model",
     };

@@ -333,6 +333,9 @@ static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *a
     json_object_foreach(vocab, key, v)
     {
         int32_t id = (int32_t)json_integer_value(v);
+        if (t->piece_off[id] != SIZE_MAX)   /* one id, two tokens: one of them unreachable */
+            return qs_json_fail(vocab_at, key, QS_EFORMAT, L->d, "id %d is also another "
+                                "token's: expected one token per id", (int)id);
         if ((rc = set_piece(L, id, key, strlen(key))) != 0)
             return fail(L, rc, "out of memory for the vocabulary");
         t->type[id] = TOK_TYPE_NORMAL;
