@@ -145,7 +145,7 @@ TEST(cli_eval, scoring_error_names_the_item)
     snprintf(args, sizeof args, EVAL_ARGS " --max-length 2 --output %s/ml2.json", test_tmp_dir());
     ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
     ASSERT_TRUE(strncmp(cli_err, "qatscope: arc_easy doc ", 23) == 0);
-    ASSERT_TRUE(strstr(cli_err, "exceeds the context of 2\n") != NULL);
+    ASSERT_TRUE(strstr(cli_err, ", more than the context of 2 (--max-length)\n") != NULL);
     ASSERT_EQ_INT(test_run_cli("compare --model data/demo/model --reference data/demo/model "
                                "--text a.txt --shards b", cli_out, sizeof cli_out, cli_err,
                                sizeof cli_err), 2);

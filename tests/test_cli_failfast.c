@@ -54,6 +54,19 @@ TEST(cli_failfast, eval_reads_the_task_data_before_the_weights)
     ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
     ASSERT_TRUE(strstr(ff_err, "model.safetensors") != NULL);
     ASSERT_TRUE(!fileio_exists(out));   /* no results file from a failed eval */
+    /* the context: --max-length past the config's, a choice longer than it (both
+     * came after the weights' load) */
+    static const char *const lens[][2] = {
+        {"100000", "--max-length: 100000 exceeds the model's context of 256 ("},
+        {"2", "arc_easy doc 0: choice 0 is "}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir "
+                 "tests/data/tasks/data --max-length %s --output %s", dir, lens[i][0], out);
+        ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+        if (!strstr(ff_err, lens[i][1]))
+            fprintf(stderr, "    case %d: %s", i, ff_err);
+        ASSERT_TRUE(strstr(ff_err, lens[i][1]) != NULL && !strstr(ff_err, "safetensors"));
+    }
 }
 
 TEST(cli_failfast, ppl_reads_and_checks_the_text_before_the_weights)

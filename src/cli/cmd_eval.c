@@ -370,6 +370,31 @@ int cmd_eval(int argc, char **argv)
     eval_encoder enc = {tok, eval_encode_cb, bos >= 0 ? bos : tokenizer_eos_id(tok)};
     if ((rc = eval_session_create(&s, &o, &enc, &d)))
         goto fail;
+    /* the context against the config and each continuation against the context,
+     * before the weights too (they failed after a 1B model's load) */
+    const int ctx_cfg = hfconfig_max_context(&cfg);
+    if (a.max_length > ctx_cfg) {
+        rc = cli_error("--max-length: %ld exceeds the model's context of %d (%s/config.json)",
+                       a.max_length, ctx_cfg, a.model);
+        goto done;
+    }
+    {
+        const int ctx = a.max_length ? (int)a.max_length : ctx_cfg;
+        size_t n_items;
+        const eval_item *items = eval_session_items(s, &n_items);
+        for (size_t i = 0; i < n_items; i++) {
+            lm_request req;
+            eval_session_request(s, i, &req);
+            for (int c = 0; c < req.n_cont; c++)
+                if (req.n_cont_tok[c] > (size_t)ctx) {
+                    rc = cli_error("%s doc %ld: choice %d is %zu tokens, more than the context "
+                                   "of %d (%s)", eval_session_task_def(s, items[i].task)->name,
+                                   items[i].doc_id, c, req.n_cont_tok[c], ctx,
+                                   a.max_length ? "--max-length" : "config.json");
+                    goto done;
+                }
+        }
+    }
     double tasks_s = eval_seconds_since(&t0);
     struct timespec tl;
     clock_gettime(CLOCK_MONOTONIC, &tl);
