@@ -66,6 +66,11 @@ TEST(hfconfig, unsupported_things_are_refused_by_name)
                             ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}", &d),
                   QS_EUNSUPPORTED);
     ASSERT_TRUE(strstr(d.msg, "'yarn'") != NULL);
+    /* llama3's keys are required, as Hugging Face requires them (defaults were filled in) */
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE
+                            ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8}}", &d),
+                  QS_EFORMAT);
+    ASSERT_EQ_STR(d.msg, "$.rope_scaling.low_freq_factor: required by rope_type llama3");
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"mlp_bias\": true}", &d),
                   QS_EUNSUPPORTED);
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"qwen2\", " BASE ", \"use_sliding_window\": true}",
@@ -123,8 +128,9 @@ TEST(hfconfig, seeded_corruptions_fail_cleanly)
         "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 64, \"intermediate_size\": "
         "172, \"num_hidden_layers\": 5, \"num_attention_heads\": 8, \"num_key_value_heads\": 4, "
         "\"head_dim\": 8, \"vocab_size\": 512, \"rope_scaling\": {\"rope_type\": \"llama3\", "
-        "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0}, "
-        "\"eos_token_id\": [1, 2], \"tie_word_embeddings\": true}";
+        "\"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, "
+        "\"original_max_position_embeddings\": 8192}, \"eos_token_id\": [1, 2], "
+        "\"tie_word_embeddings\": true}";
     char buf[sizeof base];
     uint64_t s = 99;
     int failed = 0, no_msg = 0;

@@ -86,6 +86,13 @@ static int hfc_rope_scaling(llama_config *c, const qs_json_at *r, qs_diag *d)
         return qs_json_fail(&o, NULL, QS_EUNSUPPORTED, d,
                             "type '%s' is not supported (supported: linear, llama3)", type);
     rs->type = ROPE_SCALING_LLAMA3;
+    /* required, as Hugging Face requires them (a filled-in default would give
+     * frequencies no other implementation computes for this config) */
+    static const char *const keys[] = {"low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings"};
+    for (int k = 0; k < 3; k++)
+        if (!json_object_get(o.v, keys[k]))
+            return qs_json_fail(&o, keys[k], QS_EFORMAT, d, "required by rope_type llama3");
     if ((rc = hfc_num(&o, "low_freq_factor", 0.0, 1.0, &rs->low_freq_factor, d)) ||
         (rc = hfc_num(&o, "high_freq_factor", 0.0, 4.0, &rs->high_freq_factor, d)) ||
         (rc = qs_json_int_or(&o, "original_max_position_embeddings", 1, 1 << 24, 8192,
