@@ -152,7 +152,7 @@ TEST(cli_eval, scoring_error_names_the_item)
     ASSERT_EQ_STR(cli_err, "qatscope: compare: --text and --shards exclude each other: give one\n");
 }
 
-/* Too few dev rows for --shots in one MMLU subject: the subject is named. */
+/* Too few dev rows for --shots in one MMLU subject: the subject and its file are named. */
 TEST(cli_eval, short_mmlu_dev_split_names_the_subject)
 {
     if (!getenv("QS_BIN"))
@@ -183,6 +183,9 @@ TEST(cli_eval, short_mmlu_dev_split_names_the_subject)
              "--data-dir %s --shots 2 "
              "--output %s/mmlu_short.json", root, test_tmp_dir());
     ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
-    ASSERT_EQ_STR(cli_err, "qatscope: mmlu subject anatomy: 2-shot needs 2 dev rows, found 1\n");
+    char want[1200];   /* and the file the rows come from */
+    snprintf(want, sizeof want, "qatscope: %s/mmlu/dev/anatomy_dev.csv: mmlu subject anatomy: "
+             "2-shot needs 2 dev rows, found 1\n", root);
+    ASSERT_EQ_STR(cli_err, want);
 }
 

@@ -362,6 +362,21 @@ int prompt_n_choices(const task_def *def, const task_doc *doc)
     return def->n_fixed_choices ? def->n_fixed_choices : doc->n_choices;
 }
 
+/* The file the few-shot rows came from, for messages: the data file whose name
+ * holds the few-shot split (and the subject's name, MMLU's <subject>_dev.csv);
+ * NULL when none does. */
+static const char *prompt_shot_file(const task_def *def, const task_data *td, int subject)
+{
+    const char *subj = subject >= 0 && subject < def->n_subjects ? def->subjects[subject] : NULL;
+    for (int i = 0; i < td->n_files; i++) {
+        const char *base = strrchr(td->files[i].path, '/');
+        base = base ? base + 1 : td->files[i].path;
+        if (strstr(base, def->fewshot_split) && (!subj || strstr(base, subj)))
+            return td->files[i].path;
+    }
+    return NULL;
+}
+
 int prompt_shots_pick(const task_def *def, const task_data *td, const task_doc *doc, int k,
                       pyrand *rng, size_t *out, qs_diag *d)
 {
@@ -373,7 +388,8 @@ int prompt_shots_pick(const task_def *def, const task_data *td, const task_doc *
             if (td->shots[i].subject == doc->subject)
                 out[got++] = i;
         if (got < k)   /* per subject: name it (its dev file is <subject>_dev.csv) */
-            return diag_set(d, QS_EINVAL, NULL, -1, "%s%s%s: %d-shot needs %d %s rows, found %d",
+            return diag_set(d, QS_EINVAL, prompt_shot_file(def, td, doc->subject), -1,
+                            "%s%s%s: %d-shot needs %d %s rows, found %d",
                             def->name, doc->subject >= 0 ? " subject " : "",
                             doc->subject >= 0 && doc->subject < def->n_subjects
                                 ? def->subjects[doc->subject]
@@ -382,7 +398,8 @@ int prompt_shots_pick(const task_def *def, const task_data *td, const task_doc *
         return 0;
     }
     if ((size_t)k > td->n_shots)
-        return diag_set(d, QS_EINVAL, NULL, -1, "%s: %d-shot needs %d %s rows, found %zu", def->name,
+        return diag_set(d, QS_EINVAL, prompt_shot_file(def, td, -1), -1,
+                        "%s: %d-shot needs %d %s rows, found %zu", def->name,
                         k, k, def->fewshot_split, td->n_shots);
     return pyrand_sample(rng, td->n_shots, (size_t)k, out, d);
 }
