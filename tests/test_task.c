@@ -103,6 +103,39 @@ TEST(task, bad_definition_names_key_and_file)
     }
 }
 
+/* The text formats hold UTF-8 as the JSON ones must (Python's strict decoder
+ * agrees on each case): an ill-formed byte names its line and byte. */
+TEST(task, mmlu_csv_with_invalid_utf8_names_line_and_byte)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/utf8_test.csv", test_tmp_dir());
+    static const struct { const char *field; int ok; } cases[] = {
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 1},
+        {"\xff\xfe", 0},               /* no UTF-8 byte at all */
+        {"\xc0\x80", 0},               /* overlong NUL */
+        {"\xed\xa0\x80", 0},           /* a surrogate */
+        {"\xf4\x90\x80\x80", 0},       /* past U+10FFFF */
+        {"ab\xe2\x82", 0},             /* cut short */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "q1,a,b,c,d,A\nq2 %s,a,b,c,d,B\n", cases[i].field);
+        ASSERT_EQ_INT(write_file(path, text), 0);
+        task_doc *docs = NULL;
+        size_t n = 0, cap = 0;
+        qs_diag d = {0};
+        int rc = task_load_mmlu_csv(path, 0, &docs, &n, &cap, &d);
+        task_docs_free(docs, n);
+        if (cases[i].ok) {
+            ASSERT_OK(rc, &d);
+            continue;
+        }
+        ASSERT_EQ_INT(rc, QS_EFORMAT);
+        ASSERT_EQ_INT(d.line, 2);
+        ASSERT_TRUE(strstr(d.msg, "invalid UTF-8 at byte ") != NULL);
+    }
+}
+
 TEST(task, mmlu_csv_quoting_and_multiline_fields)
 {
     task_doc *docs = NULL;

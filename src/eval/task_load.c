@@ -143,6 +143,41 @@ static int task_csv_record(const char *s, size_t len, size_t *pos, long *line, c
     return nf;
 }
 
+/* The text formats (CSV, llama.cpp's HellaSwag text) hold UTF-8, as the JSON
+ * ones must: the first ill-formed sequence (a stray continuation byte, a
+ * truncated, overlong or surrogate sequence, a code point past U+10FFFF) is an
+ * error naming its line and byte. */
+static int task_utf8_check(const char *text, size_t len, const char *path, qs_diag *d)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    long line = 1;
+    size_t line_start = 0;
+    for (size_t i = 0; i < len;) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            if (c == '\n') {
+                line++;
+                line_start = i + 1;
+            }
+            i++;
+            continue;
+        }
+        int n = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : -1;
+        int ok = n > 0 && i + (size_t)n < len;   /* its continuation bytes are in the file */
+        for (int k = 1; ok && k <= n; k++)
+            ok = (s[i + k] & 0xc0) == 0x80;
+        if (ok && n == 2)   /* overlong, surrogates */
+            ok = !(c == 0xe0 && s[i + 1] < 0xa0) && !(c == 0xed && s[i + 1] >= 0xa0);
+        if (ok && n == 3)   /* overlong, past U+10FFFF */
+            ok = !(c == 0xf0 && s[i + 1] < 0x90) && !(c == 0xf4 && s[i + 1] >= 0x90);
+        if (!ok)
+            return diag_set(d, QS_EFORMAT, path, line, "invalid UTF-8 at byte %zu of the line "
+                            "(0x%02X): expected UTF-8 text", i - line_start + 1, c);
+        i += (size_t)n + 1;
+    }
+    return 0;
+}
+
 int task_load_mmlu_csv(const char *path, int subject, task_doc **docs, size_t *n_docs,
                        size_t *cap, qs_diag *d)
 {
@@ -151,6 +186,10 @@ int task_load_mmlu_csv(const char *path, int subject, task_doc **docs, size_t *n
     int rc = fileio_read_all(path, &text, &len, d);
     if (rc)
         return rc;
+    if ((rc = task_utf8_check(text, len, path, d))) {
+        qs_free(text);
+        return rc;
+    }
     long line = 1, doc_id = 0;
     for (;;) {
         char *f[TASK_CSV_FIELDS] = {0};
@@ -454,10 +493,10 @@ int task_load_hellaswag(const char *path, int apply_hook, task_doc **docs, size_
         return rc;
     int text = task_path_ends(path, ".txt") || task_path_ends(path, ".txt.zst");
     *as_given = text;
-    if (text)
-        rc = task_hellaswag_text(&tl, path, docs, n_docs, cap, d);
-    else
+    if (!text)
         rc = task_jsonl_load(&tl, TASK_JSONL_HELLASWAG, apply_hook, path, docs, n_docs, cap, d);
+    else if (!(rc = task_utf8_check(tl.text, tl.len, path, d)))
+        rc = task_hellaswag_text(&tl, path, docs, n_docs, cap, d);
     qs_free(tl.text);
     return rc;
 }
