@@ -94,11 +94,11 @@ static void train_progress_eval_events(FILE *f, const char *events)
         size_t n = end ? (size_t)(end - e) : strlen(e);
         json_t *o = json_loadb(e, n, 0, NULL);
         const char *type = json_string_value(json_object_get(o, "type"));
-        if (type && !strcmp(type, "forgetting"))
+        const char *task = json_string_value(json_object_get(o, "task"));
+        if (type && !strcmp(type, "forgetting") && task)
             fprintf(f, "step %lld: forgetting alarm: %s acc %.3f -> %.3f since step 0 "
                     "(-%.1f points, McNemar p %.3g, n %lld; events.jsonl)\n",
-                    (long long)json_integer_value(json_object_get(o, "step")),
-                    json_string_value(json_object_get(o, "task")),
+                    (long long)json_integer_value(json_object_get(o, "step")), task,
                     json_number_value(json_object_get(o, "baseline")),
                     json_number_value(json_object_get(o, "acc")),
                     json_number_value(json_object_get(o, "drop_points")),
