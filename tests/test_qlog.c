@@ -12,6 +12,7 @@
 #include "qs/mem.h"
 #include "qs/qlog.h"
 #include "qs/satstats.h"
+#include "qs/zlog.h"
 #include "test.h"
 
 #define NQ 3
@@ -455,4 +456,36 @@ TEST(qlog, float_text_reads_back_to_the_same_float)
     ASSERT_EQ_STR(buf, "32768");
     qlog_float_format(buf, 3e20f);
     ASSERT_EQ_STR(buf, "3.00000006e+20");   /* 300000005792615858176 */
+}
+
+/* A resume appends zstd frames to the log: one that is plain text, or whose first
+ * record is not the header, would become unreadable, so it is refused untouched. */
+TEST(qlog, resume_refuses_a_log_it_would_make_unreadable)
+{
+    char path[600], *before, *after;
+    size_t nb, na;
+    quant_recipe r;
+    quant_recipe_default(&r);
+    const char *const names[2] = {"a", "b"};
+    qlog_writer *w = NULL;
+    qs_diag d = {0};
+    snprintf(path, sizeof path, "%s/resume_plain.jsonl.zst", test_tmp_dir());
+    ASSERT_OK(write_plain(path, HDR STEP(0, 1) STEP(1, 2)), NULL);
+    ASSERT_EQ_INT(qlog_writer_create(&w, path, "r", &r, names, 2, 1, &d), QS_EFORMAT);
+    ASSERT_TRUE(w == NULL && strstr(d.msg, "cannot resume onto this quantizer log: not zstd "
+                                           "frames as train writes them"));
+    snprintf(path, sizeof path, "%s/resume_nohdr.jsonl.zst", test_tmp_dir());
+    zlog_writer *z = NULL;
+    ASSERT_OK(zlog_writer_create(&z, path, ZLOG_TRUNCATE, &d), &d);
+    const char *step = STEP(0, 1);
+    ASSERT_OK(zlog_write(z, step, strlen(step) - 1, &d), &d);
+    ASSERT_OK(zlog_close(z, &d), &d);
+    ASSERT_OK(fileio_read_all(path, &before, &nb, NULL), NULL);
+    ASSERT_EQ_INT(qlog_writer_create(&w, path, "r", &r, names, 2, 1, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "the first record is not the header") != NULL && d.line == 1);
+    ASSERT_OK(fileio_read_all(path, &after, &na, NULL), NULL);
+    int kept = na == nb && !memcmp(before, after, nb);
+    qs_free(before);
+    qs_free(after);
+    ASSERT_TRUE(kept);
 }

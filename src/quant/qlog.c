@@ -288,6 +288,44 @@ static int qlog_cut_keep(void *ctx, const char *line, size_t len)
     return keep;
 }
 
+/* Before a resume appends to it (and before its tail is cut), the log must read
+ * as one: zstd frames as train writes them (a plain-text log took frames and
+ * became unreadable), a header first; a last frame cut by a crash is fine. */
+static int qlog_resume_check(const char *path, qs_diag *d)
+{
+    static const unsigned char magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+    unsigned char head[4] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f)
+        fclose(f);
+    if (got == 0)   /* empty: nothing to keep */
+        return 0;
+    /* the first record only: the whole log of a long run is large, and the cut
+     * that follows reads every line anyway */
+    int rc = got == sizeof head && !memcmp(head, magic, sizeof magic)
+                 ? 0
+                 : diag_set(d, QS_EFORMAT, path, -1, "not zstd frames as train writes them");
+    zlog_reader *zr = NULL;
+    const char *line;
+    size_t len;
+    long lineno;
+    if (!rc && !(rc = zlog_reader_create(&zr, path, d))) {
+        int more = zlog_next(zr, &line, &len, &lineno, d);
+        if (more < 0 && more != QS_ETRUNC)
+            rc = more;
+        else if (more == 1 && !zlog_line_string_is(line, len, "type", "header"))
+            rc = diag_set(d, QS_EFORMAT, path, lineno, "the first record is not the header");
+    }
+    zlog_reader_destroy(zr);
+    if (rc && d && d->msg[0]) {
+        char why[QS_DIAG_MSG_MAX];
+        snprintf(why, sizeof why, "%s", d->msg);
+        snprintf(d->msg, sizeof d->msg, "cannot resume onto this quantizer log: %.400s", why);
+    }
+    return rc;
+}
+
 int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name,
                        const quant_recipe *r, const char *const *names, int n_quant,
                        long resume_step, qs_diag *d)
@@ -328,6 +366,10 @@ int qlog_writer_create(qlog_writer **out, const char *path, const char *run_name
         return diag_set(d, rc, path, -1, "out of memory");
     }
     qlog_cut cut = {resume_step, w->buf, w->len, 0, 0};
+    if (resume_step >= 0 && fileio_exists(path) && (rc = qlog_resume_check(path, d))) {
+        qlog_writer_destroy(w);
+        return rc;
+    }
     if (resume_step >= 0)
         rc = zlog_filter(path, qlog_cut_keep, &cut, d);
     if (!rc)
