@@ -3,6 +3,7 @@
  * is renamed over the target only after a checked close, so a watcher never
  * reads half a PNG. */
 #include <png.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "plot_impl.h"
@@ -64,4 +65,15 @@ int plots_png_read(const char *path, plots_image *img, qs_diag *d)
     img->width = (int)pi.width;
     img->height = (int)pi.height;
     return 0;
+}
+
+int plots_png_signature(const char *path)
+{
+    unsigned char sig[8];
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t got = fread(sig, 1, sizeof sig, f);
+    fclose(f);
+    return got == sizeof sig && png_sig_cmp(sig, 0, sizeof sig) == 0;
 }

@@ -25,6 +25,9 @@ typedef struct plots_image {
 void plots_image_free(plots_image *img);            /* safe on a zeroed image */
 int plots_png_write(const char *path, const plots_image *img, qs_diag *d);   /* atomic */
 int plots_png_read(const char *path, plots_image *img, qs_diag *d);          /* -> RGB8 */
+/* 1 when the file at path starts with the PNG signature, 0 when it does not, -1
+ * when it cannot be opened */
+int plots_png_signature(const char *path);
 /* colour of the heatmap map at t in [0, 1] (clamped) */
 void plots_colormap_rgb(double t, unsigned char rgb[3]);
 

@@ -53,6 +53,8 @@ int zlog_reader_create(zlog_reader **out, const char *path, qs_diag *d);
  * corrupt data.  lineno (may be NULL) gets the 1-based line number. */
 int zlog_next(zlog_reader *r, const char **line, size_t *len, long *lineno, qs_diag *d);
 void zlog_reader_destroy(zlog_reader *r);
+/* 1 when the file is zstd frames (the magic), 0 when it is read as plain text */
+int zlog_reader_is_zstd(const zlog_reader *r);
 
 /* Resume: rewrite the log at path (plain or zstd) keeping only the complete lines
  * for which keep(ctx, line, len) returns non-zero (line is not NUL-terminated),

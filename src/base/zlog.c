@@ -325,6 +325,8 @@ int zlog_next(zlog_reader *r, const char **line, size_t *len, long *lineno, qs_d
     return 0;
 }
 
+int zlog_reader_is_zstd(const zlog_reader *r) { return r->is_zstd; }
+
 void zlog_reader_destroy(zlog_reader *r)
 {
     if (!r)

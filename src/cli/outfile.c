@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "qs/fileio.h"
+#include "qs/plots.h"
 
 int cli_outputs_add(cli_outputs *o, const char *flag, const char *path)
 {
@@ -122,16 +123,9 @@ int cli_output_not_input(const char *flag, const char *path, const char *in_flag
 
 int cli_output_png_or_new(const char *flag, const char *path)
 {
-    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     struct stat st;
-    if (stat(path, &st) || !S_ISREG(st.st_mode) || st.st_size == 0)
-        return 0;
-    unsigned char head[8] = {0};
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
-    if (f)
-        fclose(f);
-    if (got == sizeof head && !memcmp(head, sig, sizeof sig))
+    if (stat(path, &st) || !S_ISREG(st.st_mode) || st.st_size == 0 ||
+        plots_png_signature(path) != 0)
         return 0;
     return cli_error("%s: '%s' exists and is not a PNG; not overwritten (expected a new file or "
                      "an earlier picture)", flag, path);

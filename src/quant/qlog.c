@@ -190,27 +190,19 @@ static int qlog_cut_keep(void *ctx, const char *line, size_t len)
  * became unreadable), a header first; a last frame cut by a crash is fine. */
 static int qlog_resume_check(const char *path, qs_diag *d)
 {
-    static const unsigned char magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
-    unsigned char head[4] = {0};
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(head, 1, sizeof head, f) : 0;
-    if (f)
-        fclose(f);
-    if (got == 0)   /* empty: nothing to keep */
-        return 0;
     /* the first record only: the whole log of a long run is large, and the cut
      * that follows reads every line anyway */
-    int rc = got == sizeof head && !memcmp(head, magic, sizeof magic)
-                 ? 0
-                 : diag_set(d, QS_EFORMAT, path, -1, "not zstd frames as train writes them");
     zlog_reader *zr = NULL;
     const char *line;
     size_t len;
     long lineno;
-    if (!rc && !(rc = zlog_reader_create(&zr, path, d))) {
+    int rc = zlog_reader_create(&zr, path, d);
+    if (!rc) {
         int more = zlog_next(zr, &line, &len, &lineno, d);
         if (more < 0 && more != QS_ETRUNC)
             rc = more;
+        else if (more == 1 && !zlog_reader_is_zstd(zr))
+            rc = diag_set(d, QS_EFORMAT, path, -1, "not zstd frames as train writes them");
         else if (more == 1 && !zlog_line_string_is(line, len, "type", "header"))
             rc = diag_set(d, QS_EFORMAT, path, lineno, "the first record is not the header");
     }
