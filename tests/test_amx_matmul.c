@@ -27,10 +27,11 @@ typedef struct amx_case {
 /* M = 1, K not a multiple of 32 (or of 2), N not a multiple of 16, several
  * k tiles, M past one 32-row block with a tail, the 1B widths; many rows over a
  * small weight (the GEMM's rows-outer tasks: forward and dx of the first, dw
- * of the second) */
-static const amx_case amx_cases[] = {{1, 1, 1},      {1, 33, 17},   {3, 64, 32},   {17, 100, 50},
-                                     {33, 1031, 40}, {64, 288, 96}, {5, 2048, 33}, {70, 1536, 48},
-                                     {1100, 64, 40}, {64, 48, 1100}};
+ * of the second); few rows over many panels (tasks of several panels read as
+ * one prefetched stream, the last panel 12 columns wide) */
+static const amx_case amx_cases[] = {{1, 1, 1},       {1, 33, 17},    {3, 64, 32},   {17, 100, 50},
+                                     {33, 1031, 40},  {64, 288, 96},  {5, 2048, 33}, {70, 1536, 48},
+                                     {1100, 64, 40},  {64, 48, 1100}, {2, 300, 1100}};
 
 static unsigned amx_seed = 4242u;
 
