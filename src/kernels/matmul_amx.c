@@ -40,8 +40,10 @@
  *    16 k at a time by a gather (the 16 lines of a k block stay in L1), the
  *    lines of the k block after next prefetched.
  *  - HiF8 code packs (matmul_hif8.c): each code panel is decoded to bf16 pairs
- *    in this tile layout (exact: every HiF8 value is a bf16), 8 k tiles at a
- *    time into the scratch as a block goes, or once per task and pass into a
+ *    in this tile layout (exact: every HiF8 value is a bf16), one k tile at
+ *    a time into the scratch as a block goes (decode of the HiF8 1B export at
+ *    bf16-amx 12.4-12.7 -> 13.2-13.7 tokens/s against 8 tiles at a time; 2, 4
+ *    and 16 were in between or slower), or once per task and pass into a
  *    per-thread panel after A's rows when the task has several row blocks:
  *    the bits of the bf16-amx pack of the decoded weight.
  */
@@ -66,7 +68,6 @@ enum {
     MM_AMX_PASS_A_KB = 1536,      /* converted A per K pass: most of a 2 MB L2 */
     MM_AMX_PASS_MIN_KT = 8,       /* k tiles per K pass at least */
     MM_AMX_TILE_BYTES = MM_AMX_KP * MM_NR * 4,   /* one k tile of a panel: 16 pair rows */
-    MM_AMX_DEC_TILES = 8,         /* code k tiles decoded at a time into the scratch */
     MM_AMX_STREAM_TILES = 2,      /* tiles of B prefetched ahead by tasks of one row block */
     MM_AMX_ROWS_OUTER_B_KB = 2048, /* B up to this: tasks of rows over every panel (1 MB:
                                      dW of a 32000-wide head at N = 1024 and of the 1B head
@@ -97,11 +98,11 @@ typedef struct mm_amx_job {
     int rows_outer;       /* blocks row block by row block, each over every panel */
 } mm_amx_job;
 
-/* Per-thread buffers (~24 KB, on the stack). */
+/* Per-thread buffers (~10 KB, on the stack). */
 typedef struct mm_amx_scratch {
     _Alignas(64) float ct[4][MM_AMX_T][MM_AMX_T];    /* C tiles past M or N */
     _Alignas(64) uint16_t at[2][MM_AMX_T][MM_AMX_KT]; /* A tiles converted per load */
-    _Alignas(64) uint8_t dec[MM_AMX_DEC_TILES][MM_AMX_TILE_BYTES]; /* code tiles decoded */
+    _Alignas(64) uint8_t dec[MM_AMX_TILE_BYTES];     /* a code k tile decoded */
 } mm_amx_scratch;
 
 static void mm_amx_config(void)
@@ -355,9 +356,9 @@ static void mm_amx_decode(const mm_amx_job *jb, int p, int ta, int tb, uint8_t *
     memset(dst + done, 0, (size_t)(tb - ta) * MM_AMX_TILE_BYTES - done);
 }
 
-/* A block of a code pack with the panel decoded as it goes, MM_AMX_DEC_TILES
- * k tiles at a time into the scratch (L1): for tasks of one block (decode:
- * every code is used once) or without memory for a decoded panel. */
+/* A block of a code pack with the panel decoded as it goes, one k tile at a
+ * time into the scratch (L1): for tasks of one block (decode: every code is
+ * used once) or without memory for a decoded panel. */
 static void mm_amx_block_codes(const mm_amx_job *jb, const mm_amx_a *a, int m0, int mr, int p,
                                mm_amx_scratch *s)
 {
@@ -365,11 +366,9 @@ static void mm_amx_block_codes(const mm_amx_job *jb, const mm_amx_a *a, int m0, 
     const int j0 = p * MM_NR, nj = bp->N - j0 < MM_NR ? bp->N - j0 : MM_NR;
     const int two_a = mr > MM_AMX_T, two_b = nj > MM_AMX_T, full = mr == MM_AMX_MB && nj == MM_NR;
     mm_amx_cinit(jb, m0, mr, j0, nj, full, s);
-    for (int tc = jb->t0; tc < jb->t1; tc += MM_AMX_DEC_TILES) {
-        int te = jb->t1 - tc < MM_AMX_DEC_TILES ? jb->t1 : tc + MM_AMX_DEC_TILES;
-        mm_amx_decode(jb, p, tc, te, s->dec[0]);
-        for (int t = tc; t < te; t++)
-            mm_amx_ktile(a, m0, mr, t, t + 1 < jb->t1, s->dec[t - tc], two_a, two_b, s);
+    for (int t = jb->t0; t < jb->t1; t++) {
+        mm_amx_decode(jb, p, t, t + 1, s->dec);
+        mm_amx_ktile(a, m0, mr, t, t + 1 < jb->t1, s->dec, two_a, two_b, s);
     }
     mm_amx_cstore(jb, m0, mr, j0, nj, full, s);
 }
