@@ -42,7 +42,7 @@
  *  - HiF8 code packs (matmul_hif8.c): each code panel is decoded to bf16 pairs
  *    in this tile layout (exact: every HiF8 value is a bf16), one k tile at
  *    a time into the scratch as a block goes (decode of the HiF8 1B export at
- *    bf16-amx 12.4-12.7 -> 13.2-13.7 tokens/s against 8 tiles at a time; 2, 4
+ *    bf16-amx 12.0-12.6 -> 12.3-13.5 tokens/s against 8 tiles at a time; 2, 4
  *    and 16 were in between or slower), or once per task and pass into a
  *    per-thread panel after A's rows when the task has several row blocks:
  *    the bits of the bf16-amx pack of the decoded weight.
