@@ -29,8 +29,9 @@
  *    next panel into L2 during the first block of a panel.  A task of one row
  *    block (decode, short prompts: each byte of B is used once, straight from
  *    memory) prefetches B into L2 MM_AMX_STREAM_TILES tiles ahead instead, over
- *    its panels as one stream (generate at bf16-amx on a 1B model: 9.0-9.7 ->
- *    10.4-11.4 tokens/s; 8 or 16 KB ahead, or the next panel, gained less).
+ *    its panels as one stream (decode of a 1B bf16 checkpoint at bf16-amx:
+ *    9.2-9.5 -> 10.8-11.1 tokens/s; 8 or 16 KB ahead, or the next panel,
+ *    gained less).
  *  - Threads share tasks of whole panels (the weights are the big operand),
  *    cut along M too when there are few panels; rows and columns past M and N
  *    go through a tile buffer.  When B is small (<= 2 MB) and the rows many
@@ -325,10 +326,11 @@ static void mm_amx_block(const mm_amx_job *jb, const mm_amx_a *a, int m0, int mr
     mm_amx_cinit(jb, m0, mr, j0, nj, full, s);
     for (int t = jb->t0; t < jb->t1; t++) {
         const uint8_t *b = panel + (size_t)(t - tb) * MM_AMX_TILE_BYTES;
-        const uint8_t *ahead = b + MM_AMX_STREAM_TILES * MM_AMX_TILE_BYTES;
-        if (stream_end && ahead + MM_AMX_TILE_BYTES <= stream_end)
+        if (stream_end &&
+            stream_end - b >= (ptrdiff_t)(MM_AMX_STREAM_TILES + 1) * MM_AMX_TILE_BYTES)
             for (size_t l = 0; l < MM_AMX_TILE_BYTES; l += 64)
-                _mm_prefetch((const char *)ahead + l, _MM_HINT_T1);
+                _mm_prefetch((const char *)b + MM_AMX_STREAM_TILES * MM_AMX_TILE_BYTES + l,
+                             _MM_HINT_T1);
         else if (pf)
             for (size_t l = 0; l < MM_AMX_TILE_BYTES; l += 64)
                 _mm_prefetch((const char *)pf + (size_t)t * MM_AMX_TILE_BYTES + l, _MM_HINT_T1);
