@@ -392,6 +392,11 @@ static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc,
                              NULL, NULL, s);
         return;
     }
+    /* one row block: the task's panels are read once, as one stream */
+    const uint8_t *stream_end = !bp->codes && mc <= MM_AMX_MB
+                                    ? (const uint8_t *)bp->data +
+                                          (size_t)(p0 + pc) * bp->panel_elems * 4
+                                    : NULL;
     for (int p = p0; p < p0 + pc; p++) {
         if (bp->codes && (mc <= MM_AMX_MB || !dec)) {
             for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
@@ -402,11 +407,6 @@ static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc,
         const uint8_t *panel = (const uint8_t *)bp->data + (size_t)p * bp->panel_elems * 4;
         const uint8_t *next = p + 1 < n_panels && !bp->codes ? panel + bp->panel_elems * 4
                                                              : NULL; /* its tiles go to L2 */
-        /* one row block: the task's panels are read once, as one stream */
-        const uint8_t *stream_end =
-            !bp->codes && mc <= MM_AMX_MB
-                ? (const uint8_t *)bp->data + (size_t)(p0 + pc) * bp->panel_elems * 4
-                : NULL;
         int tb = 0;
         if (bp->codes) {
             mm_amx_decode(jb, p, jb->t0, jb->t1, dec);
