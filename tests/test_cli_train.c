@@ -537,3 +537,76 @@ TEST(cli_train, resume_refuses_a_config_file_and_steps_not_above_those_done)
     snprintf(args, sizeof args, "train --resume %s --set steps=5 --quiet", dir);
     ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
 }
+
+/* A damaged line in the middle of metrics.jsonl or events.jsonl refuses the
+ * resume by file and line, both logs untouched (it was carried into the resumed
+ * run); a cut last line, a killed writer's, is dropped and the resume goes on. */
+TEST(cli_train, resume_refuses_a_damaged_log_line_and_drops_a_cut_last_line)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = write_config("damaged", "");
+    ASSERT_TRUE(cfg != NULL);
+    char args[1400], dir[700], met[800], ev[800];
+    snprintf(args, sizeof args, "train --config %s --steps 4 --quiet", cfg);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    snprintf(dir, sizeof dir, "%s/damaged", test_tmp_dir());
+    snprintf(met, sizeof met, "%s/metrics.jsonl", dir);
+    snprintf(ev, sizeof ev, "%s/events.jsonl", dir);
+    char *m0, *e0, *m1, *e1;
+    size_t nm0, ne0, nm1, ne1;
+    ASSERT_OK(fileio_read_all(met, &m0, &nm0, NULL), NULL);
+    ASSERT_OK(fileio_read_all(ev, &e0, &ne0, NULL), NULL);
+    const char *nl = memchr(m0, '\n', nm0);
+    ASSERT_TRUE(nl != NULL && (size_t)(nl - m0) + 1 < nm0);   /* a line after the first */
+    size_t cut = (size_t)(nl - m0) + 1;
+    static const char *bad[] = {"{\"loss\":2.5}\n", "garbage\n", "{\"step\":\"2\"}\n", "[1,2]\n"};
+    for (int i = 0; i < 4; i++) {
+        /* the damage in metrics.jsonl as its second line, or in events.jsonl last */
+        char *buf = qs_malloc(nm0 + ne0 + 64);
+        ASSERT_TRUE(buf != NULL);
+        const char *file = i % 2 ? ev : met;
+        size_t n;
+        if (i % 2) {
+            memcpy(buf, e0, ne0);
+            n = ne0 + (size_t)sprintf(buf + ne0, "%s", bad[i]);
+        } else {
+            memcpy(buf, m0, cut);
+            n = cut + (size_t)sprintf(buf + cut, "%s", bad[i]);
+            memcpy(buf + n, m0 + cut, nm0 - cut);
+            n += nm0 - cut;
+        }
+        ASSERT_OK(fileio_write_atomic(file, buf, n, NULL), NULL);
+        snprintf(args, sizeof args, "train --resume %s --set steps=6 --quiet", dir);
+        int rc = test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+        ASSERT_TRUE(rc != 0);
+        ASSERT_TRUE(strstr(cli_err, i % 2 ? "events.jsonl" : "metrics.jsonl") != NULL);
+        ASSERT_TRUE(strstr(cli_err, "not a record train writes") != NULL);
+        ASSERT_TRUE(strchr(cli_err, '\n') == cli_err + strlen(cli_err) - 1);   /* one line */
+        ASSERT_OK(fileio_read_all(met, &m1, &nm1, NULL), NULL);
+        ASSERT_OK(fileio_read_all(ev, &e1, &ne1, NULL), NULL);
+        int same = (i % 2 ? nm1 == nm0 && !memcmp(m1, m0, nm0) && ne1 == n && !memcmp(e1, buf, n)
+                          : nm1 == n && !memcmp(m1, buf, n) && ne1 == ne0 && !memcmp(e1, e0, ne0));
+        qs_free(m1);
+        qs_free(e1);
+        qs_free(buf);
+        ASSERT_TRUE(same);
+        ASSERT_OK(fileio_write_atomic(file, i % 2 ? e0 : m0, i % 2 ? ne0 : nm0, NULL), NULL);
+    }
+    /* a cut last line: dropped, the resumed logs hold whole JSON lines only */
+    char *buf = qs_malloc(nm0 + 32);
+    ASSERT_TRUE(buf != NULL);
+    memcpy(buf, m0, nm0);
+    size_t n = nm0 + (size_t)sprintf(buf + nm0, "{\"step\":9,\"lo");
+    ASSERT_OK(fileio_write_atomic(met, buf, n, NULL), NULL);
+    qs_free(buf);
+    snprintf(args, sizeof args, "train --resume %s --set steps=6 --quiet", dir);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_OK(fileio_read_all(met, &m1, &nm1, NULL), NULL);
+    int whole = nm1 > nm0 && !memcmp(m1, m0, nm0) && m1[nm1 - 1] == '\n' &&
+                strstr(m1, "\"lo\n") == NULL && strstr(m1, "\"step\":9") == NULL;
+    qs_free(m1);
+    qs_free(m0);
+    qs_free(e0);
+    ASSERT_TRUE(whole);
+}

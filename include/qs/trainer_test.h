@@ -16,7 +16,9 @@ int trainer_state_read(trainer *t, const char *path, qs_diag *d);
 
 /* Resume at `step`: cut a metrics.jsonl / events.jsonl back to the lines of
  * earlier steps, plus the eval lines (and their forgetting alarms) of `step`
- * itself, which were written before its checkpoint.  A missing file is fine. */
+ * itself, which were written before its checkpoint.  A missing file is fine; a
+ * complete line that is not a JSON object with an integer "step" is QS_EFORMAT
+ * naming it, the file untouched. */
 int trainer_log_truncate(const char *path, long step, qs_diag *d);
 
 #endif

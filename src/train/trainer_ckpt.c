@@ -406,9 +406,39 @@ static int trainer_log_keep(void *ctx, const char *line, size_t len)
                           zlog_line_string_is(line, len, "type", "forgetting"));
 }
 
+/* Every complete line of a log the trainer wrote is a JSON object with an
+ * integer "step".  A line that is not (damage in the middle of the file, or
+ * another program's output) refuses the resume by file and line, the file
+ * untouched: carrying it into the resumed run would hand it to every reader of
+ * the logs.  A cut last line is a killed writer's, which the cut drops. */
+int trainer_log_check(const char *path, qs_diag *d)
+{
+    if (!fileio_exists(path))
+        return 0;
+    zlog_reader *zr = NULL;
+    int rc = zlog_reader_create(&zr, path, d), more = 0;
+    const char *line;
+    size_t len;
+    long lineno = 0;
+    while (!rc && (more = zlog_next(zr, &line, &len, &lineno, d)) == 1) {
+        json_t *j = json_loadb(line, len, 0, NULL);
+        int ok = json_is_object(j) && json_is_integer(json_object_get(j, "step"));
+        json_decref(j);
+        if (!ok)
+            rc = diag_set(d, QS_EFORMAT, path, lineno,
+                          "not a record train writes (a JSON object with an integer \"step\"): "
+                          "cannot resume onto a damaged log; remove the line or start a new run");
+    }
+    if (!rc && more < 0 && more != QS_ETRUNC)
+        rc = more;
+    zlog_reader_destroy(zr);
+    return rc;
+}
+
 int trainer_log_truncate(const char *path, long step, qs_diag *d)
 {
-    return zlog_filter(path, trainer_log_keep, &step, d);
+    int rc = trainer_log_check(path, d);
+    return rc ? rc : zlog_filter(path, trainer_log_keep, &step, d);
 }
 
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d)
