@@ -456,6 +456,30 @@ void mm_amx_pass_bytes_force_impl(size_t bytes)
     mm_amx_pass_bytes = bytes ? bytes : (size_t)MM_AMX_PASS_A_KB << 10;
 }
 
+void mm_amx_plan_impl(int M, int K, long n_cols, int *n_pass, int *group_rows)
+{
+    const int m_pad = mm_amx_ceil(M, MM_AMX_MB) * MM_AMX_MB;
+    const int n_kt = mm_amx_ceil((K + 1) / 2, MM_AMX_KP);
+    int kt_max = (int)(mm_amx_pass_bytes / ((size_t)m_pad * 64));
+    kt_max = kt_max < MM_AMX_PASS_MIN_KT ? MM_AMX_PASS_MIN_KT : kt_max;
+    *n_pass = mm_amx_ceil(n_kt, kt_max);
+    *group_rows = 0;
+    if (*n_pass == 1)
+        return;
+    /* rows whose A over the whole K fits a pass's bytes (one block at least) */
+    int rows = (int)(mm_amx_pass_bytes / ((size_t)n_kt * 64)) / MM_AMX_MB * MM_AMX_MB;
+    rows = rows < MM_AMX_MB ? MM_AMX_MB : rows;
+    const int n_groups = mm_amx_ceil(m_pad, rows);
+    /* passes: C (fp32) stored and loaded again between passes; groups: B
+     * (bf16) read once more per group */
+    const double c_bytes = (double)(*n_pass - 1) * 2.0 * M * (double)n_cols * 4.0;
+    const double b_bytes = (double)(n_groups - 1) * (double)n_kt * MM_AMX_KT * (double)n_cols * 2.0;
+    if (b_bytes < c_bytes) {
+        *n_pass = 1;
+        *group_rows = rows;
+    }
+}
+
 /* Task shape for N columns: pc panels per task, mc rows (a multiple of 32). */
 static void mm_amx_shape(int M, int N, int n_threads, int *mc, int *pc)
 {
@@ -475,7 +499,8 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
                       const float *const *bias, const matmul_epilogue *ep)
 {
     mm_amx_job jb[MM_AMX_MULTI];
-    int mc[MM_AMX_MULTI], pc[MM_AMX_MULTI], n_ib[MM_AMX_MULTI], first[MM_AMX_MULTI + 1];
+    int mc[MM_AMX_MULTI], pc[MM_AMX_MULTI], n_ib[MM_AMX_MULTI], n_jb[MM_AMX_MULTI];
+    int first[MM_AMX_MULTI + 1];
     int n_threads = 1, n_jobs = 0, K = bp[0]->K;
     double flops = 0.0;
 #ifdef _OPENMP
@@ -483,6 +508,12 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
 #endif
     if (M <= 0 || n <= 0)
         return;
+    /* K passes or row groups when the rows' A is larger than L2 can keep */
+    long n_cols = 0;
+    for (int i = 0; i < n && i < MM_AMX_MULTI; i++)
+        n_cols += bp[i]->N > 0 ? bp[i]->N : 0;
+    int n_pass, group_rows;
+    mm_amx_plan_impl(M, K, n_cols, &n_pass, &group_rows);
     first[0] = 0;
     for (int i = 0; i < n && i < MM_AMX_MULTI; i++) {
         if (bp[i]->N <= 0)
@@ -501,9 +532,11 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
             pc[n_jobs] = mm_amx_ceil(bp[i]->N, MM_NR);
             mc[n_jobs] = mm_amx_ceil(m_blocks, MM_AMX_TASKS_PER_THREAD * n_threads) * MM_AMX_MB;
         }
+        else if (group_rows && mc[n_jobs] > group_rows)
+            mc[n_jobs] = group_rows;
         n_ib[n_jobs] = mm_amx_ceil(M, mc[n_jobs]);
-        first[n_jobs + 1] = first[n_jobs] +
-                            n_ib[n_jobs] * mm_amx_ceil(mm_amx_ceil(bp[i]->N, MM_NR), pc[n_jobs]);
+        n_jb[n_jobs] = mm_amx_ceil(mm_amx_ceil(bp[i]->N, MM_NR), pc[n_jobs]);
+        first[n_jobs + 1] = first[n_jobs] + n_ib[n_jobs] * n_jb[n_jobs];
         flops += 2.0 * M * bp[i]->N * K;
         n_jobs++;
     }
@@ -519,11 +552,10 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
     for (int i = 0; i < n_jobs; i++)
         codes |= jb[i].bp->codes;
     /* K passes: the rows' A of one pass (m_pad x its k tiles) stays in L2
-     * while every panel goes by; C carries the sums between passes */
+     * while every panel goes by; C carries the sums between passes.  Row
+     * groups instead: a task's rows over the whole K stay in L2, tasks taken
+     * group by group (mm_amx_plan_impl chose the fewer bytes moved) */
     const int n_kt = mm_amx_n_kt(bp[0]);
-    int kt_max = (int)(mm_amx_pass_bytes / ((size_t)m_pad * 64));
-    kt_max = kt_max < MM_AMX_PASS_MIN_KT ? MM_AMX_PASS_MIN_KT : kt_max;
-    int n_pass = mm_amx_ceil(n_kt, kt_max);
     int kt_pass = mm_amx_ceil(n_kt, n_pass);
     /* scratch: A's bf16 rows, then (code packs, several row blocks) one
      * decoded panel of a pass per thread */
@@ -574,7 +606,9 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
                 int g = 0;
                 while (!paired && t >= first[g + 1])
                     g++;
-                int u = t - first[g], i0 = (u % n_ib[g]) * mc[g], p0 = (u / n_ib[g]) * pc[g];
+                int u = t - first[g];
+                int i0 = (group_rows ? u / n_jb[g] : u % n_ib[g]) * mc[g];
+                int p0 = (group_rows ? u % n_jb[g] : u / n_ib[g]) * pc[g];
                 int rows = M - i0 < mc[g] ? M - i0 : mc[g];
                 int n_panels = mm_amx_ceil(jb[g].bp->N, MM_NR);
                 int panels = n_panels - p0 < pc[g] ? n_panels - p0 : pc[g];
