@@ -405,53 +405,59 @@ TEST(matmul_amx, k_passes_give_the_bits_of_one_pass)
 }
 
 /* The plan for A beyond L2: K passes when C would move fewer bytes than B read
- * once more per row group, row groups otherwise (a 1B model at 1,024 rows: the
- * 1536-wide inputs in groups of 512 rows, the down projection in 8 passes; at
- * 504 rows one pass), and row groups (forced small: 3 groups of 128 rows where
- * 3 passes would be) give the bits of one pass: single and multi products,
- * bias, the epilogue once per element, M, N and K tails. */
+ * once more per row group, row groups otherwise, or both (a 1B model at 504
+ * rows: the down projection in 4 passes; at 1,024 rows the 1536-wide inputs in
+ * groups of 512 rows, the down projection in groups of 512 rows of 4 passes).
+ * Row groups, alone (forced small: 3 groups of 128 rows where 3 passes would
+ * be) and with passes (2 groups of 160 rows, 2 passes each, where 4 passes
+ * would be), give the bits of one pass: single and multi products, bias, the
+ * epilogue once per element, M, N and K tails. */
 TEST(matmul_amx, row_groups_give_the_bits_of_one_pass)
 {
-    int n_pass, rows;
-    mm_amx_plan_impl(504, 1536, 6144 * 2, &n_pass, &rows);
-    ASSERT_EQ_INT(n_pass, 1);
-    ASSERT_EQ_INT(rows, 0);
-    mm_amx_plan_impl(1024, 1536, 6144 * 2, &n_pass, &rows);
-    ASSERT_EQ_INT(n_pass, 1);
-    ASSERT_EQ_INT(rows, 512);
-    mm_amx_plan_impl(1024, 6144, 1536, &n_pass, &rows);
-    ASSERT_EQ_INT(n_pass, 8);
-    ASSERT_EQ_INT(rows, 0);
-    mm_amx_plan_impl(4096, 6144, 1536, &n_pass, &rows);
-    ASSERT_EQ_INT(n_pass, 1);
-    ASSERT_EQ_INT(rows, 128);
+    static const int plans[][6] = {
+        /* M, K, columns: passes, group rows (0: all rows) */
+        {504, 1536, 6144 * 2, 1, 0},  {504, 6144, 1536, 4, 0},    {1024, 1536, 6144 * 2, 1, 512},
+        {1024, 6144, 1536, 4, 512},   {4096, 6144, 1536, 4, 512},
+    };
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        int n_pass, rows;
+        mm_amx_plan_impl(plans[i][0], plans[i][1], plans[i][2], &n_pass, &rows);
+        ASSERT_EQ_INT(n_pass, plans[i][3]);
+        ASSERT_EQ_INT(rows, plans[i][4]);
+    }
     AMX_NEEDS_AMX();
-    enum { N = 300, IN = 600, O = 100 };
-    amx_multi m;
-    ASSERT_EQ_INT(amx_multi_init(&m, 2, N, IN, O), 0);
-    matmul_ws *ws = matmul_ws_create();
-    ASSERT_TRUE(ws != NULL);
-    /* 320 padded rows x 64 bytes x 8 k tiles: 19 k tiles would take 3 passes;
-     * 134 rows hold the whole K in those bytes, so 3 groups of 128 rows */
-    mm_amx_pass_bytes_force_impl(320 * 64 * 8);
-    mm_amx_plan_impl(N, IN, O, &n_pass, &rows);
-    int plan_ok = n_pass == 1 && rows == 128;
-    mm_amx_plan_impl(N, IN, 2 * O, &n_pass, &rows);
-    plan_ok &= n_pass == 1 && rows == 128;
-    for (int i = 0; i < 2; i++)
-        matmul_forward_packed_ws(m.outs[i], m.x, m.pk[i], m.bias[i], N, ws);
-    int single = memcmp(m.ref, m.got, 2 * N * O * sizeof *m.got);
-    memset(m.got, 0, 2 * N * O * sizeof *m.got);
-    matmul_epilogue ep = {amx_ep, NULL};
-    amx_ep_calls = 0;
-    matmul_forward_packed_multi_ws(m.outs, m.x, m.pk, m.bias, 2, N, ws, &ep);
-    mm_amx_pass_bytes_force_impl(0);
-    ASSERT_TRUE(plan_ok);
-    ASSERT_EQ_INT(single, 0);
-    ASSERT_EQ_INT(memcmp(m.ref, m.got, 2 * N * O * sizeof *m.got), 0);
-    ASSERT_EQ_INT(amx_ep_calls, N * O);
-    matmul_ws_destroy(ws);
-    amx_multi_free(&m);
+    static const int cases[][5] = {
+        /* N, IN, forced bytes: passes, group rows */
+        {300, 600, 320 * 64 * 8, 1, 128},
+        {300, 1000, 320 * 64 * 8, 2, 160},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const int N = cases[c][0], IN = cases[c][1], O = 100;
+        amx_multi m;
+        ASSERT_EQ_INT(amx_multi_init(&m, 2, N, IN, O), 0);
+        matmul_ws *ws = matmul_ws_create();
+        ASSERT_TRUE(ws != NULL);
+        mm_amx_pass_bytes_force_impl((size_t)cases[c][2]);
+        int n_pass, rows, plan_ok = 1;
+        for (int k = 1; k <= 2; k++) {
+            mm_amx_plan_impl(N, IN, (long)k * O, &n_pass, &rows);
+            plan_ok &= n_pass == cases[c][3] && rows == cases[c][4];
+        }
+        for (int i = 0; i < 2; i++)
+            matmul_forward_packed_ws(m.outs[i], m.x, m.pk[i], m.bias[i], N, ws);
+        int single = memcmp(m.ref, m.got, 2 * (size_t)N * O * sizeof *m.got);
+        memset(m.got, 0, 2 * (size_t)N * O * sizeof *m.got);
+        matmul_epilogue ep = {amx_ep, NULL};
+        amx_ep_calls = 0;
+        matmul_forward_packed_multi_ws(m.outs, m.x, m.pk, m.bias, 2, N, ws, &ep);
+        mm_amx_pass_bytes_force_impl(0);
+        ASSERT_TRUE(plan_ok);
+        ASSERT_EQ_INT(single, 0);
+        ASSERT_EQ_INT(memcmp(m.ref, m.got, 2 * (size_t)N * O * sizeof *m.got), 0);
+        ASSERT_EQ_INT(amx_ep_calls, N * O);
+        matmul_ws_destroy(ws);
+        amx_multi_free(&m);
+    }
 }
 
 TEST(matmul_amx, spelled_bf16_amx_and_refused_without_amx)

@@ -35,11 +35,11 @@ int mm_codes_gemv_dp_impl(void);
  * A is split into passes of whole k tiles beyond that); 0 = the default.
  * Call from serial code, between matmul calls. */
 void mm_amx_pass_bytes_force_impl(size_t bytes);
-/* MATMUL_BF16_AMX's plan for M rows x K x n_cols (every product of a call)
- * when A does not fit one pass: K passes over all M rows (C stored and loaded
- * between them: *group_rows = 0) or row groups of *group_rows rows (a multiple
- * of 32) each over the whole K (B read once per group: *n_pass = 1), whichever
- * moves fewer bytes. */
+/* MATMUL_BF16_AMX's plan for M rows x K x n_cols (every product of a call):
+ * groups of *group_rows rows (a multiple of 32; 0: all rows as one), each
+ * taking K in *n_pass passes so that a pass's A fits the pass bytes, at the
+ * group size that moves the fewest bytes (C stored and loaded again between
+ * passes, B read once more per group). */
 void mm_amx_plan_impl(int M, int K, long n_cols, int *n_pass, int *group_rows);
 
 /* Pair row kp of width-W bf16 pair panels panel_elems apart from the rows r0

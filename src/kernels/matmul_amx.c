@@ -24,11 +24,11 @@
  *    A stays in L2 while every panel goes by (a 1B model's down projection, K
  *    6144: 6 MB of A would otherwise come from L3 once per panel).  The C tiles
  *    are stored after each pass and loaded for the next (fp32, exact), so the
- *    chain is the same: the bits do not depend on the passes either.  When
- *    that C traffic would be more bytes than reading B once more per group of
- *    rows, tasks are row groups instead, each over the whole K (its rows' A
- *    fits the same bytes), taken group by group (mm_amx_plan_impl; the 1B
- *    shapes at 1,024-4,096 rows: 0.58-1.23 -> 1.37-1.43 TFLOP/s).
+ *    chain is the same: the bits do not depend on the passes either.  Rows
+ *    are cut into groups too, when reading B once more per group moves fewer
+ *    bytes than that C traffic: tasks of one group's rows, taken group by
+ *    group, a group's A per pass in the same bytes (mm_amx_plan_impl; the 1B
+ *    body shapes at 1,024-4,096 rows: 0.58-1.23 -> 1.53-1.55 TFLOP/s).
  *  - Prefetch: the next k tile of A and B into L1 while one computes, the
  *    next panel into L2 during the first block of a panel, and in a pass after
  *    the first the next block's C into L2 (1B down projection at 1,024 rows:
@@ -486,23 +486,24 @@ void mm_amx_plan_impl(int M, int K, long n_cols, int *n_pass, int *group_rows)
 {
     const int m_pad = mm_amx_ceil(M, MM_AMX_MB) * MM_AMX_MB;
     const int n_kt = mm_amx_ceil((K + 1) / 2, MM_AMX_KP);
-    int kt_max = (int)(mm_amx_pass_bytes / ((size_t)m_pad * 64));
-    kt_max = kt_max < MM_AMX_PASS_MIN_KT ? MM_AMX_PASS_MIN_KT : kt_max;
-    *n_pass = mm_amx_ceil(n_kt, kt_max);
-    *group_rows = 0;
-    if (*n_pass == 1)
-        return;
-    /* rows whose A over the whole K fits a pass's bytes (one block at least) */
-    int rows = (int)(mm_amx_pass_bytes / ((size_t)n_kt * 64)) / MM_AMX_MB * MM_AMX_MB;
-    rows = rows < MM_AMX_MB ? MM_AMX_MB : rows;
-    const int n_groups = mm_amx_ceil(m_pad, rows);
-    /* passes: C (fp32) stored and loaded again between passes; groups: B
-     * (bf16) read once more per group */
-    const double c_bytes = (double)(*n_pass - 1) * 2.0 * M * (double)n_cols * 4.0;
-    const double b_bytes = (double)(n_groups - 1) * (double)n_kt * MM_AMX_KT * (double)n_cols * 2.0;
-    if (b_bytes < c_bytes) {
-        *n_pass = 1;
-        *group_rows = rows;
+    /* every group size (a multiple of 32): the K passes its A needs to stay in
+     * mm_amx_pass_bytes, the bytes moved beyond one pass over all rows: C
+     * (fp32) stored and loaded again between passes, B (bf16) read once more
+     * per group; the fewest bytes win, ties the larger groups */
+    double best = -1.0;
+    for (int rows = m_pad; rows >= MM_AMX_MB; rows -= MM_AMX_MB) {
+        int kt_max = (int)(mm_amx_pass_bytes / ((size_t)rows * 64));
+        kt_max = kt_max < MM_AMX_PASS_MIN_KT ? MM_AMX_PASS_MIN_KT : kt_max;
+        const int passes = mm_amx_ceil(n_kt, kt_max), groups = mm_amx_ceil(m_pad, rows);
+        const double bytes = (double)(passes - 1) * 2.0 * M * (double)n_cols * 4.0 +
+                             (double)(groups - 1) * (double)n_kt * MM_AMX_KT * (double)n_cols * 2.0;
+        if (best < 0 || bytes < best) {
+            best = bytes;
+            *n_pass = passes;
+            *group_rows = rows == m_pad ? 0 : rows;
+        }
+        if (passes == 1)
+            break;   /* smaller groups only read B more often */
     }
 }
 
