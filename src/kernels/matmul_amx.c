@@ -28,7 +28,7 @@
  *    are cut into groups too, when reading B once more per group moves fewer
  *    bytes than that C traffic: tasks of one group's rows, taken group by
  *    group, a group's A per pass in the same bytes (mm_amx_plan_impl; the 1B
- *    body shapes at 1,024-4,096 rows: 0.58-1.23 -> 1.53-1.55 TFLOP/s).
+ *    body shapes at 1,024-4,096 rows: 0.56-1.16 -> 1.39-1.51 TFLOP/s).
  *  - Prefetch: the next k tile of A and B into L1 while one computes, the
  *    next panel into L2 during the first block of a panel, and in a pass after
  *    the first the next block's C into L2 (1B down projection at 1,024 rows:
@@ -558,9 +558,9 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
             jb[n_jobs].rows_outer = 1;
             pc[n_jobs] = mm_amx_ceil(bp[i]->N, MM_NR);
             mc[n_jobs] = mm_amx_ceil(m_blocks, MM_AMX_TASKS_PER_THREAD * n_threads) * MM_AMX_MB;
-        }
-        else if (group_rows && mc[n_jobs] > group_rows)
+        } else if (group_rows && mc[n_jobs] > group_rows) {
             mc[n_jobs] = group_rows;
+        }
         n_ib[n_jobs] = mm_amx_ceil(M, mc[n_jobs]);
         n_jb[n_jobs] = mm_amx_ceil(mm_amx_ceil(bp[i]->N, MM_NR), pc[n_jobs]);
         first[n_jobs + 1] = first[n_jobs] + n_ib[n_jobs] * n_jb[n_jobs];
@@ -579,9 +579,9 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
     for (int i = 0; i < n_jobs; i++)
         codes |= jb[i].bp->codes;
     /* K passes: the rows' A of one pass (m_pad x its k tiles) stays in L2
-     * while every panel goes by; C carries the sums between passes.  Row
-     * groups instead: a task's rows over the whole K stay in L2, tasks taken
-     * group by group (mm_amx_plan_impl chose the fewer bytes moved) */
+     * while every panel goes by; C carries the sums between passes.  With
+     * row groups, m_pad x its k tiles is a group's (tasks taken group by
+     * group; mm_amx_plan_impl chose the sizes moving the fewest bytes) */
     const int n_kt = mm_amx_n_kt(bp[0]);
     int kt_pass = mm_amx_ceil(n_kt, n_pass);
     /* scratch: A's bf16 rows, then (code packs, several row blocks) one
