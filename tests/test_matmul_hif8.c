@@ -120,6 +120,10 @@ TEST(matmul_hif8, code_pack_products_equal_the_decoded_weight_amx)
     mm_amx_pass_bytes_force_impl(96 * 64 * 2);   /* 32 k tiles in 4 passes */
     bad |= h8_case(77, 1000, 100, MATMUL_BF16_AMX, 1, 201);
     bad |= h8_case(70, 1031, 64, MATMUL_BF16_AMX, 0, 202);
+    /* row groups (mm_amx_plan_impl): 3 of 128 rows; 2 of 160 rows, 2 passes each */
+    mm_amx_pass_bytes_force_impl(320 * 64 * 8);
+    bad |= h8_case(300, 600, 100, MATMUL_BF16_AMX, 1, 203);
+    bad |= h8_case(300, 1000, 100, MATMUL_BF16_AMX, 0, 204);
     mm_amx_pass_bytes_force_impl(0);
     ASSERT_EQ_INT(bad, 0);
 }
