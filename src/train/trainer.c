@@ -96,8 +96,8 @@ static int trainer_open_logs(struct trainer *t, int resume, qs_diag *d)
     if (resume) {   /* both checked before either is cut: a refusal leaves both */
         char ev[TRAINER_PATH_MAX + 32];
         snprintf(ev, sizeof ev, "%s/events.jsonl", t->run_dir);
-        if ((rc = trainer_log_check(ev, d)) || (rc = trainer_log_truncate(path, t->step, d)) ||
-            (rc = trainer_log_truncate(ev, t->step, d)))
+        if ((rc = trainer_log_check(path, d)) || (rc = trainer_log_check(ev, d)) ||
+            (rc = trainer_log_cut(path, t->step, d)) || (rc = trainer_log_cut(ev, t->step, d)))
             return rc;
     }
     t->metrics = fopen(path, "a");

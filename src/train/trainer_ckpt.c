@@ -435,10 +435,15 @@ int trainer_log_check(const char *path, qs_diag *d)
     return rc;
 }
 
+int trainer_log_cut(const char *path, long step, qs_diag *d)
+{
+    return zlog_filter(path, trainer_log_keep, &step, d);
+}
+
 int trainer_log_truncate(const char *path, long step, qs_diag *d)
 {
     int rc = trainer_log_check(path, d);
-    return rc ? rc : zlog_filter(path, trainer_log_keep, &step, d);
+    return rc ? rc : trainer_log_cut(path, step, d);
 }
 
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d)

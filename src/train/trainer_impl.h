@@ -138,9 +138,11 @@ int trainer_ckpt_latest(const char *run_dir, char *path, size_t path_bytes, long
 int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d);
 /* trainer_state_read, trainer_log_truncate: qs/trainer_test.h */
 /* 0 when every complete line of the log at path (missing: fine) is a JSON object
- * with an integer "step", else QS_EFORMAT naming the line (trainer_ckpt.c);
- * trainer_log_truncate checks first too */
+ * with an integer "step", else QS_EFORMAT naming the line; trainer_log_cut is
+ * trainer_log_truncate without that check, for logs already checked
+ * (trainer_ckpt.c) */
 int trainer_log_check(const char *path, qs_diag *d);
+int trainer_log_cut(const char *path, long step, qs_diag *d);
 /* Append one ready-made line (no '\n') to RUN_DIR/events.jsonl. */
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d);
 /* The trainer's own events: {"step":S,"type":"TYPE","KEY":"VALUE",...} with the
