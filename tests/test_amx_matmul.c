@@ -370,51 +370,18 @@ TEST(matmul_amx, multi_and_tile_conversion_give_the_same_bits)
     amx_multi_free(&m);
 }
 
-/* K in passes (forced small: 4 passes of 8 k tiles, a 1B down projection's
- * passes in miniature) gives the bits of one
- * pass: single and multi products, bias, the epilogue once per element, M and
- * N tails, K not a multiple of 32. */
-TEST(matmul_amx, k_passes_give_the_bits_of_one_pass)
-{
-    AMX_NEEDS_AMX();
-    enum { N = 77, IN = 1000, O = 100 };
-    amx_multi m;
-    ASSERT_EQ_INT(amx_multi_init(&m, 2, N, IN, O), 0);
-    matmul_ws *ws = matmul_ws_create();
-    ASSERT_TRUE(ws != NULL);
-    /* 96 padded rows x 64 bytes per k tile x 2 tiles, raised to the floor of 8
-     * k tiles per pass: 32 k tiles in 4 passes */
-    mm_amx_pass_bytes_force_impl(96 * 64 * 2);
-    int n_pass, rows;
-    mm_amx_plan_impl(N, IN, 2 * O, &n_pass, &rows);   /* C moves fewer bytes than B */
-    ASSERT_EQ_INT(n_pass, 4);
-    ASSERT_EQ_INT(rows, 0);
-    for (int i = 0; i < 2; i++)
-        matmul_forward_packed_ws(m.outs[i], m.x, m.pk[i], m.bias[i], N, ws);
-    int single = memcmp(m.ref, m.got, 2 * N * O * sizeof *m.got);
-    memset(m.got, 0, 2 * N * O * sizeof *m.got);
-    matmul_epilogue ep = {amx_ep, NULL};
-    amx_ep_calls = 0;
-    matmul_forward_packed_multi_ws(m.outs, m.x, m.pk, m.bias, 2, N, ws, &ep);
-    mm_amx_pass_bytes_force_impl(0);
-    ASSERT_EQ_INT(single, 0);
-    ASSERT_EQ_INT(memcmp(m.ref, m.got, 2 * N * O * sizeof *m.got), 0);
-    ASSERT_EQ_INT(amx_ep_calls, N * O);
-    matmul_ws_destroy(ws);
-    amx_multi_free(&m);
-}
-
 /* The plan for A beyond L2: K passes when C would move fewer bytes than B read
  * once more per row group, row groups otherwise, or both (a 1B model at 504
  * rows: the down projection in 4 passes; at 1,024 rows the 1536-wide inputs in
  * groups of 512 rows, the down projection in groups of 512 rows of 4 passes).
- * Row groups, alone (forced small: 3 groups of 128 rows where 3 passes would
- * be) and with passes (2 groups of 160 rows, 2 passes each, where 4 passes
- * would be), give the bits of one pass: single and multi products, bias, the
- * epilogue once per element, M, N and K tails. */
-TEST(matmul_amx, row_groups_give_the_bits_of_one_pass)
+ * K passes alone (forced small: 4 passes of 8 k tiles, a 1B down projection's
+ * in miniature), row groups alone (3 groups of 128 rows where 3 passes would
+ * be) and both (2 groups of 160 rows, 2 passes each, where 4 passes would be)
+ * give the bits of one pass: single and multi products, bias, the epilogue
+ * once per element, M, N and K tails (K not a multiple of 32). */
+TEST(matmul_amx, k_passes_and_row_groups_give_the_bits_of_one_pass)
 {
-    static const int plans[][6] = {
+    static const int plans[][5] = {
         /* M, K, columns: passes, group rows (0: all rows) */
         {504, 1536, 6144 * 2, 1, 0},  {504, 6144, 1536, 4, 0},    {1024, 1536, 6144 * 2, 1, 512},
         {1024, 6144, 1536, 4, 512},   {4096, 6144, 1536, 4, 512},
@@ -428,6 +395,7 @@ TEST(matmul_amx, row_groups_give_the_bits_of_one_pass)
     AMX_NEEDS_AMX();
     static const int cases[][5] = {
         /* N, IN, forced bytes: passes, group rows */
+        {77, 1000, 96 * 64 * 2, 4, 0},
         {300, 600, 320 * 64 * 8, 1, 128},
         {300, 1000, 320 * 64 * 8, 2, 160},
     };
