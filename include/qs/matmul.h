@@ -160,6 +160,42 @@ void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wp
                                     const float *const *bias, int n, int N, matmul_ws *ws,
                                     const matmul_epilogue *ep);
 
+/* Outputs that nobody keeps, handed over block by block instead of stored
+ * (inference's gate/up, read once by SwiGLU): out_i = x w_i^T + bias_i for the
+ * n (<= 4) packs, each block computed into a per-thread scratch, then
+ * fn(ctx, row0, rows, col0, cols, blk, ld) with blk[i] the block of out_i
+ * (rows x cols at row stride ld floats), the bits matmul_forward_packed_multi_ws
+ * would store there.  Blocks are disjoint and cover the outputs; fn runs on
+ * any thread, concurrently with other blocks, inside the matmul's parallel
+ * region (no OpenMP, no matmul calls).  Only for value packs whose kernel
+ * computes in such blocks (MATMUL_BF16_AMX), of the same IN, O and
+ * precision: returns 0, or -1 (nothing computed; store the outputs with
+ * matmul_forward_packed_multi_ws instead). */
+typedef void (*matmul_block_fn)(void *ctx, int row0, int rows, int col0, int cols,
+                                const float *const *blk, int ld);
+int matmul_forward_packed_blocks_ws(const float *x, matmul_wpack *const *pk,
+                                    const float *const *bias, int n, int N, matmul_ws *ws,
+                                    matmul_block_fn fn, void *ctx);
+
+/* A Linear's input x[N, IN] written straight in the form pk's GEMM reads, as
+ * it is produced (in a block fn), so that it is neither stored in fp32 nor
+ * converted by the call.
+ *  - matmul_xrows_begin: 1 when this path is on (pk a value pack of a kernel
+ *    that reads bf16 rows, MATMUL_BF16_AMX; memory in ws), else 0: then store
+ *    x in fp32 and call matmul_forward_packed_ws.
+ *  - matmul_xrows_store: the block x[n0 .. n0 + rows, k0 .. k0 + cols) from
+ *    vals (row stride ld floats), rounded as the GEMM rounds its input.  Every
+ *    x[n, k] exactly once; calls for disjoint blocks may run concurrently
+ *    (OpenMP threads, block fns).
+ *  - matmul_xrows_forward: out = x w^T + bias, the bits of
+ *    matmul_forward_packed_ws on the fp32 x.
+ * Between begin and forward, ws may serve forward calls (which use its other
+ * memory), not backward ones. */
+int matmul_xrows_begin(matmul_ws *ws, matmul_wpack *pk, int N);
+void matmul_xrows_store(matmul_ws *ws, int n0, int rows, int k0, int cols, const float *vals,
+                        int ld);
+void matmul_xrows_forward(float *out, matmul_wpack *pk, const float *bias, int N, matmul_ws *ws);
+
 /* The unpacked calls with a workspace (w packed on the fly into ws): for
  * weights that change every call (fake-quantized copies). Same bits. */
 void matmul_forward_ws(float *out, const float *x, const float *w, const float *bias, int N,

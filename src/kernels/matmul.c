@@ -93,6 +93,15 @@ static int mm_pack_ready(mm_bpack *bp, int *fresh, mm_view b, int K, int Nc, int
     return *fresh ? 0 : -1;
 }
 
+const mm_bpack *mm_wpack_fwd_amx_impl(matmul_wpack *pk)
+{
+    mm_view wt = {pk->w, 1, pk->IN};
+    if (pk->codes || mm_pack_kernel(pk, pk->precision) != MM_KERNEL_AMX ||
+        mm_pack_ready(&pk->fwd, &pk->fwd_fresh, wt, pk->IN, pk->O, MM_KERNEL_AMX, pk->precision))
+        return NULL;
+    return &pk->fwd;
+}
+
 /* 1 when an fp32 product of N rows takes its A (x, or dX's dout) packed k-major
  * once per call (mm_apack_f32_reserve_impl): a few row panels, split into
  * column tasks only, each of which would transpose the same rows again. */
@@ -249,9 +258,10 @@ static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int I
         int rc = mm_pack_ready(bp, &fresh, xb, N, IN, kernel, precision);
         if (rc == 0 && whole_a)
             rc = mm_apack_whole_impl(ap, dt, O, N);
-        /* AMX: ap is the scratch where the GEMM converts dout^T into bf16 rows */
+        /* AMX: ap is the scratch where the GEMM converts dout^T into bf16 rows
+         * (filled by it: ap_fill) */
         if (rc == 0)
-            mm_gemm_impl(dw, IN, O, &dt, whole_a || amx ? ap : NULL, 0, bp, MM_INIT_ACCUM, NULL);
+            mm_gemm_impl(dw, IN, O, &dt, whole_a || amx ? ap : NULL, amx, bp, MM_INIT_ACCUM, NULL);
         mm_bpack_free_impl(&tmp);
         mm_bpack_free_impl(&tmp_a);
         if (rc == 0)

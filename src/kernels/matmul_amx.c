@@ -38,6 +38,13 @@
  *    its panels as one stream (decode of a 1B bf16 checkpoint at bf16-amx:
  *    9.2-9.5 -> 10.8-11.1 tokens/s; 8 or 16 KB ahead, or the next panel,
  *    gained less).
+ *  - Outputs handed over as blocks (matmul_fused.c: inference's gate/up, for
+ *    SwiGLU): each 32 x 32 block of every GEMM of the pair is stored into a
+ *    contiguous per-thread scratch and given to the caller's fn there, K in
+ *    one pass (row groups whose A fits instead of passes).  Stored at its own
+ *    row stride (6144 floats: every row of a block in one L1 set), a block's
+ *    tiles took 148 ns against 21 contiguous, and SwiGLU read them back from
+ *    L3.  A given as rows already converted (matmul_xrows_*) is read as is.
  *  - Threads share tasks of whole panels (the weights are the big operand),
  *    cut along M too when there are few panels; rows and columns past M and N
  *    go through a tile buffer.  When B is small (<= 2 MB) and the rows many
@@ -103,13 +110,15 @@ typedef struct mm_amx_job {
     const float *bias;
     int t0, t1;           /* k tiles of this pass */
     int rows_outer;       /* blocks row block by row block, each over every panel */
+    float *cblk;          /* not NULL: C of each block there ([32][32], contiguous), not in c */
 } mm_amx_job;
 
-/* Per-thread buffers (~10 KB, on the stack). */
+/* Per-thread buffers (~26 KB, on the stack). */
 typedef struct mm_amx_scratch {
     _Alignas(64) float ct[4][MM_AMX_T][MM_AMX_T];    /* C tiles past M or N */
     _Alignas(64) uint16_t at[2][MM_AMX_T][MM_AMX_KT]; /* A tiles converted per load */
     _Alignas(64) uint8_t dec[MM_AMX_TILE_BYTES];     /* a code k tile decoded */
+    _Alignas(64) float blk[MM_AMX_MULTI][MM_AMX_MB][MM_NR]; /* blocks handed to a block fn */
 } mm_amx_scratch;
 
 static void mm_amx_config(void)
@@ -131,6 +140,8 @@ static size_t mm_amx_ld(int K)
     size_t ld = (size_t)(K + MM_AMX_KT - 1) / MM_AMX_KT * 64;
     return (ld / 64) % 2 ? ld : ld + 64;
 }
+
+size_t mm_amx_ld_impl(int K) { return mm_amx_ld(K); }
 
 size_t mm_amx_apack_bytes_impl(int M, int K)
 {
@@ -217,7 +228,7 @@ mm_amx_atile(const mm_amx_a *a, int m0, int t, uint16_t buf[][MM_AMX_KT], size_t
 static void mm_amx_cinit(const mm_amx_job *jb, int m0, int mr, int j0, int nj, int full,
                          mm_amx_scratch *s)
 {
-    float *c = jb->c + (ptrdiff_t)m0 * jb->ldc + j0;
+    float *c = jb->cblk ? NULL : jb->c + (ptrdiff_t)m0 * jb->ldc + j0;
     if (jb->init == MM_INIT_ZERO) {
         _tile_zero(0);
         _tile_zero(1);
@@ -263,6 +274,13 @@ static void mm_amx_cinit(const mm_amx_job *jb, int m0, int mr, int j0, int nj, i
 static void mm_amx_cstore(const mm_amx_job *jb, int m0, int mr, int j0, int nj, int full,
                           mm_amx_scratch *s)
 {
+    if (jb->cblk) {   /* the whole block, contiguous: 4 KB over every L1 set */
+        _tile_stored(0, jb->cblk, MM_NR * sizeof(float));
+        _tile_stored(1, jb->cblk + MM_AMX_T, MM_NR * sizeof(float));
+        _tile_stored(2, jb->cblk + MM_AMX_T * MM_NR, MM_NR * sizeof(float));
+        _tile_stored(3, jb->cblk + MM_AMX_T * MM_NR + MM_AMX_T, MM_NR * sizeof(float));
+        return;
+    }
     float *c = jb->c + (ptrdiff_t)m0 * jb->ldc + j0;
     if (full) {
         size_t st = (size_t)jb->ldc * sizeof *c;
@@ -388,6 +406,39 @@ static void mm_amx_block_codes(const mm_amx_job *jb, const mm_amx_a *a, int m0, 
     mm_amx_cstore(jb, m0, mr, j0, nj, full, s);
 }
 
+/* Block (m0, panel p) of a value pack's task (rows [i0, i0 + mc) x panels
+ * [p0, p0 + pc), panel by panel: the panel stays in L2 while the rows go by),
+ * with its prefetches: the next panel into L2 during the task's first row
+ * block; a task of one row block reads its panels once, as one stream (dec:
+ * a code panel decoded for the pass, from k tile t0 on, instead); a pass
+ * after the first starts each block from C, so the next block's C lines go to
+ * L2 while this one computes. */
+static void mm_amx_vblock(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc, int p0,
+                          int pc, int p, int m0, const uint8_t *dec, mm_amx_scratch *s)
+{
+    const mm_bpack *bp = jb->bp;
+    const int n_panels = (bp->N + MM_NR - 1) / MM_NR;
+    const uint8_t *panel = dec ? dec : (const uint8_t *)bp->data + (size_t)p * bp->panel_elems * 4;
+    const uint8_t *next = p + 1 < n_panels && !dec ? panel + bp->panel_elems * 4 : NULL;
+    const uint8_t *stream_end =
+        mc <= MM_AMX_MB && !dec
+            ? (const uint8_t *)bp->data + (size_t)(p0 + pc) * bp->panel_elems * 4
+            : NULL;
+    const float *cnext = NULL;
+    int cn_m = i0, cn_p = p + 1;
+    if (m0 + MM_AMX_MB < i0 + mc) {
+        cn_m = m0 + MM_AMX_MB;
+        cn_p = p;
+    }
+    if (jb->init == MM_INIT_ACCUM && cn_p < p0 + pc)
+        cnext = jb->c + (ptrdiff_t)cn_m * jb->ldc + cn_p * MM_NR;
+    const int cn_rows = i0 + mc - cn_m < MM_AMX_MB ? i0 + mc - cn_m : MM_AMX_MB;
+    const int cn_cols = bp->N - cn_p * MM_NR < MM_NR ? bp->N - cn_p * MM_NR : MM_NR;
+    mm_amx_block(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, p, panel,
+                 dec ? jb->t0 : 0, m0 == i0 ? next : NULL, stream_end, cnext, cn_rows, cn_cols,
+                 s);
+}
+
 /* Task: rows [i0, i0 + mc) x panels [p0, p0 + pc) of one GEMM, panel by panel
  * (the panel stays in L2 while the rows go by).  A code panel is decoded once
  * per task into dec (the pass's k tiles) when the task has several blocks and
@@ -396,7 +447,6 @@ static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc,
                         uint8_t *dec, mm_amx_scratch *s)
 {
     const mm_bpack *bp = jb->bp;
-    const int n_panels = (bp->N + MM_NR - 1) / MM_NR;
     if (jb->rows_outer) {   /* B small (in L2), A large: a row block's A stays in L1/L2 */
         for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
             for (int p = p0; p < p0 + pc; p++)
@@ -405,44 +455,45 @@ static void mm_amx_task(const mm_amx_job *jb, const mm_amx_a *a, int i0, int mc,
                              NULL, NULL, NULL, 0, 0, s);
         return;
     }
-    /* one row block: the task's panels are read once, as one stream */
-    const uint8_t *stream_end = !bp->codes && mc <= MM_AMX_MB
-                                    ? (const uint8_t *)bp->data +
-                                          (size_t)(p0 + pc) * bp->panel_elems * 4
-                                    : NULL;
     for (int p = p0; p < p0 + pc; p++) {
-        if (bp->codes && (mc <= MM_AMX_MB || !dec)) {
+        if (!bp->codes) {
+            for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
+                mm_amx_vblock(jb, a, i0, mc, p0, pc, p, m0, NULL, s);
+            continue;
+        }
+        if (mc <= MM_AMX_MB || !dec) {
             for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
                 mm_amx_block_codes(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB,
                                    p, s);
             continue;
         }
-        const uint8_t *panel = (const uint8_t *)bp->data + (size_t)p * bp->panel_elems * 4;
-        const uint8_t *next = p + 1 < n_panels && !bp->codes ? panel + bp->panel_elems * 4
-                                                             : NULL; /* its tiles go to L2 */
-        int tb = 0;
-        if (bp->codes) {
-            mm_amx_decode(jb, p, jb->t0, jb->t1, dec);
-            panel = dec;
-            tb = jb->t0;
-        }
-        for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB) {
-            /* a pass after the first starts each block from C: the next block's
-             * C lines go to L2 while this one computes */
-            const float *cnext = NULL;
-            int cn_m = i0, cn_p = p + 1;
-            if (m0 + MM_AMX_MB < i0 + mc) {
-                cn_m = m0 + MM_AMX_MB;
-                cn_p = p;
-            }
-            if (jb->init == MM_INIT_ACCUM && cn_p < p0 + pc)
-                cnext = jb->c + (ptrdiff_t)cn_m * jb->ldc + cn_p * MM_NR;
-            const int cn_rows = i0 + mc - cn_m < MM_AMX_MB ? i0 + mc - cn_m : MM_AMX_MB;
-            const int cn_cols = bp->N - cn_p * MM_NR < MM_NR ? bp->N - cn_p * MM_NR : MM_NR;
-            mm_amx_block(jb, a, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, p, panel,
-                         tb, m0 == i0 ? next : NULL, stream_end, cnext, cn_rows, cn_cols, s);
-        }
+        mm_amx_decode(jb, p, jb->t0, jb->t1, dec);
+        for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB)
+            mm_amx_vblock(jb, a, i0, mc, p0, pc, p, m0, dec, s);
     }
+}
+
+/* Paired GEMMs (the same rows and N, K in one pass) whose outputs are handed
+ * to a block fn instead of stored: the task's blocks panel by panel, rows
+ * inside; each block of every GEMM into the scratch (contiguous: a block of C
+ * at its own row stride, a multiple of 4 KB for the 1B MLP's 6144 columns,
+ * falls into one or two L1 sets, and its tile stores took 7x as long), then
+ * fn on them while they are in L1.  Value packs only. */
+static void mm_amx_task_blocks(const mm_amx_job *jb, int n_jobs, const mm_amx_a *a, int i0,
+                               int mc, int p0, int pc, const mm_blocks *out, mm_amx_scratch *s)
+{
+    const int N = jb[0].bp->N;
+    const float *blk[MM_AMX_MULTI];
+    for (int h = 0; h < n_jobs; h++)
+        blk[h] = &s->blk[h][0][0];
+    for (int p = p0; p < p0 + pc; p++)
+        for (int m0 = i0; m0 < i0 + mc; m0 += MM_AMX_MB) {
+            for (int h = 0; h < n_jobs; h++)
+                mm_amx_vblock(&jb[h], a, i0, mc, p0, pc, p, m0, NULL, s);
+            const int j0 = p * MM_NR;
+            out->fn(out->ctx, m0, i0 + mc - m0 < MM_AMX_MB ? i0 + mc - m0 : MM_AMX_MB, j0,
+                    N - j0 < MM_NR ? N - j0 : MM_NR, blk, MM_NR);
+        }
 }
 
 static int mm_amx_ceil(int v, int d) { return (v + d - 1) / d; }
@@ -522,8 +573,9 @@ static void mm_amx_shape(int M, int N, int n_threads, int *mc, int *pc)
 }
 
 void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
-                      mm_bpack *xs, const mm_bpack *const *bp, const mm_init *init,
-                      const float *const *bias, const matmul_epilogue *ep)
+                      mm_bpack *xs, int xs_filled, const mm_bpack *const *bp,
+                      const mm_init *init, const float *const *bias, const matmul_epilogue *ep,
+                      const mm_blocks *blocks)
 {
     mm_amx_job jb[MM_AMX_MULTI];
     int mc[MM_AMX_MULTI], pc[MM_AMX_MULTI], n_ib[MM_AMX_MULTI], n_jb[MM_AMX_MULTI];
@@ -541,11 +593,18 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
         n_cols += bp[i]->N > 0 ? bp[i]->N : 0;
     int n_pass, group_rows;
     mm_amx_plan_impl(M, K, n_cols, &n_pass, &group_rows);
+    if (blocks && n_pass > 1) {   /* blocks leave in one pass: groups whose A fits */
+        const int n_kt = mm_amx_ceil((K + 1) / 2, MM_AMX_KP);
+        group_rows = (int)(mm_amx_pass_bytes / ((size_t)n_kt * 64)) / MM_AMX_MB * MM_AMX_MB;
+        group_rows = group_rows < MM_AMX_MB ? MM_AMX_MB : group_rows;
+        n_pass = 1;
+    }
     first[0] = 0;
     for (int i = 0; i < n && i < MM_AMX_MULTI; i++) {
         if (bp[i]->N <= 0)
             continue;
-        jb[n_jobs] = (mm_amx_job){c[i], ldc[i], bp[i], init[i], bias ? bias[i] : NULL, 0, 0, 0};
+        jb[n_jobs] = (mm_amx_job){c ? c[i] : NULL, ldc ? ldc[i] : 0, bp[i], init[i],
+                                  bias ? bias[i] : NULL, 0, 0, 0, NULL};
         mm_amx_shape(M, bp[i]->N, n_threads, &mc[n_jobs], &pc[n_jobs]);
         /* a small B (up to the size of L2) under many rows: tasks of rows over
          * every panel, K in one pass, instead of panels over every row (which
@@ -570,8 +629,9 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
     int n_tasks = n_jobs ? first[n_jobs] : 0;
     if (n_tasks == 0)
         return;
-    /* paired: task t is block t of every GEMM (the same N, so the same shape), then ep */
-    int paired = ep && ep->fn;
+    /* paired: task t is block t of every GEMM (the same N, so the same shape),
+     * then ep on it, or each block of every GEMM handed to blocks */
+    int paired = (ep && ep->fn) || blocks;
     if (paired)
         n_tasks = first[1];
     mm_amx_a as = {NULL, mm_amx_ld(K), *a, M, K};
@@ -589,9 +649,13 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
     const size_t a_bytes = mm_amx_apack_bytes_impl(M, K);
     const size_t dec_bytes = codes && M > MM_AMX_MB ? (size_t)kt_pass * MM_AMX_TILE_BYTES : 0;
     uint8_t *dec = NULL;
-    if (xs && dec_bytes && mm_pack_reserve_impl(xs, a_bytes + (size_t)n_threads * dec_bytes) == 0)
+    if (xs && xs_filled) {   /* A's rows are there already (matmul_xrows_store) */
+        as.rows = xs->data;
+    } else if (xs && dec_bytes &&
+               mm_pack_reserve_impl(xs, a_bytes + (size_t)n_threads * dec_bytes) == 0) {
         dec = (uint8_t *)xs->data + a_bytes;
-    if (xs && (dec || mm_pack_reserve_impl(xs, a_bytes) == 0)) {
+    }
+    if (xs && !xs_filled && (dec || mm_pack_reserve_impl(xs, a_bytes) == 0)) {
         as.rows = xs->data;
         fill = m_pad;
     }
@@ -640,6 +704,17 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
                 int n_panels = mm_amx_ceil(jb[g].bp->N, MM_NR);
                 int panels = n_panels - p0 < pc[g] ? n_panels - p0 : pc[g];
                 uint8_t *my_dec = dec ? dec + mm_amx_thread() * dec_bytes : NULL;
+                if (blocks) {   /* one pass (above) */
+                    mm_amx_job j[MM_AMX_MULTI];
+                    for (int h = 0; h < n_jobs; h++) {
+                        j[h] = jb[h];
+                        j[h].t0 = t0;
+                        j[h].t1 = t1;
+                        j[h].cblk = &s.blk[h][0][0];
+                    }
+                    mm_amx_task_blocks(j, n_jobs, &as, i0, rows, p0, panels, blocks, &s);
+                    continue;
+                }
                 for (int h = g; h < (paired ? n_jobs : g + 1); h++) {
                     mm_amx_job j = jb[h];
                     j.t0 = t0;

@@ -543,8 +543,8 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
 #endif
     if (M <= 0)
         return;
-    if (n > 0 && bp[0]->kernel == MM_KERNEL_AMX) {   /* ap: scratch for A's bf16 rows */
-        mm_gemm_amx_impl(n, c, ldc, M, a, ap, bp, init, bias, ep);
+    if (n > 0 && bp[0]->kernel == MM_KERNEL_AMX) {   /* ap: A's bf16 rows (filled or scratch) */
+        mm_gemm_amx_impl(n, c, ldc, M, a, ap, ap && !ap_fill, bp, init, bias, ep, NULL);
         return;
     }
     /* an fp32 k-major A pack serves products whose A is plain fp32 rows of more

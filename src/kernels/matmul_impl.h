@@ -283,6 +283,11 @@ struct matmul_ws {
     mm_bpack xpack; /* forward's x as bf16 rows (bf16 kernel) */
 };
 
+/* A value pack's forward form on the AMX kernel, ready (packed now if it was
+ * not or is stale; B = w^T: K = IN, N = O); NULL for other packs or without
+ * memory. */
+const mm_bpack *mm_wpack_fwd_amx_impl(matmul_wpack *pk);
+
 /* C (M x N, row stride ldc) per init from A and packed B.  A comes from the view,
  * or from ap (mm_apack_whole_impl / mm_apack_rows_*) when ap is not NULL; with
  * ap_fill the row pack ap (reserved for M x K) is first filled from the view,
@@ -302,10 +307,22 @@ void mm_gemm_multi_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, con
  * of 32) in xs (a scratch pack, its memory reused; NULL or no memory: each A
  * tile is converted as it is loaded, same bits); each output element is
  * init (0, bias or C) followed by TDPBF16PS over K in tiles of 32 from k = 0,
- * whatever M, N, the thread count or the task shape. */
+ * whatever M, N, the thread count or the task shape.
+ * xs_filled: xs holds A's rows already (matmul_xrows_store), not converted here.
+ * blocks (not NULL): the outputs are not stored (c may be NULL): every block
+ * (<= 32 rows x <= 32 columns) of each GEMM goes to blocks->fn from a
+ * per-thread scratch, in one K pass; the same N and init ZERO or BIAS for all
+ * (matmul_forward_packed_blocks_ws). */
+typedef struct mm_blocks {
+    matmul_block_fn fn;
+    void *ctx;
+} mm_blocks;
 void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const mm_view *a,
-                      mm_bpack *xs, const mm_bpack *const *bp, const mm_init *init,
-                      const float *const *bias, const matmul_epilogue *ep);
+                      mm_bpack *xs, int xs_filled, const mm_bpack *const *bp,
+                      const mm_init *init, const float *const *bias, const matmul_epilogue *ep,
+                      const mm_blocks *blocks);
+/* Row stride (bytes) of the AMX GEMM's bf16 A rows for K: mm_amx_apack_bytes_impl's rows. */
+size_t mm_amx_ld_impl(int K);
 size_t mm_amx_apack_bytes_impl(int M, int K);
 /* The decoded code panels (one per thread) an AMX GEMM over K may keep. */
 size_t mm_amx_dec_bytes_impl(int K);

@@ -113,6 +113,50 @@ static void model_swiglu_block(void *ctx, int row0, int rows, int col0, int cols
     swiglu_forward_block(s->hb + off, s->gate + off, s->up + off, rows, cols, (size_t)s->F);
 }
 
+/* Inference's MLP on a GEMM that hands over its output blocks (bf16-amx,
+ * matmul_fused.c): gate and up are never stored; each block of both goes
+ * through SwiGLU in the scratch it was computed into, and h straight into the
+ * down projection's own bf16 rows.  The bits of the stored path (matmul.h).
+ * 1 when done, 0 when it does not apply (training, a hook or a HiF8 Linear on
+ * the MLP, no such kernel): then nothing was computed. */
+static void model_swiglu_rows_block(void *ctx, int row0, int rows, int col0, int cols,
+                                    const float *const *blk, int ld)
+{
+    enum { MODEL_SWIGLU_BLK = 32 * 32 };
+    float h[MODEL_SWIGLU_BLK];
+    if ((size_t)rows * ld <= MODEL_SWIGLU_BLK) {   /* the AMX GEMM's blocks (32 x 32) */
+        swiglu_forward_block(h, blk[0], blk[1], rows, cols, (size_t)ld);
+        matmul_xrows_store(ctx, row0, rows, col0, cols, h, ld);
+        return;
+    }
+    for (int r = 0; r < rows; r++)   /* larger blocks: row by row, in pieces */
+        for (int c0 = 0; c0 < cols; c0 += MODEL_SWIGLU_BLK) {
+            const int n = cols - c0 < MODEL_SWIGLU_BLK ? cols - c0 : MODEL_SWIGLU_BLK;
+            const size_t off = (size_t)r * ld + c0;
+            swiglu_forward_block(h, blk[0] + off, blk[1] + off, 1, n, (size_t)n);
+            matmul_xrows_store(ctx, row0 + r, 1, col0 + c0, n, h, n);
+        }
+}
+
+static int model_mlp_fused(llama_model *m, const llama_acts *a, int l, const float *ln2, int N)
+{
+    const int mods[3] = {MODEL_LIN_GATE, MODEL_LIN_UP, MODEL_LIN_DOWN};
+    if (a->training || !m->packs || m->packs_precision != m->precision || !m->ws)
+        return 0;
+    for (int i = 0; i < 3; i++)
+        if ((m->hook.fn && (!m->hook.planned || m->hook.planned(m->hook.self, l, mods[i]))) ||
+            model_hif8_planned(m, l, mods[i]))
+            return 0;
+    matmul_wpack *const *pk = m->packs + l * MODEL_LIN_COUNT;
+    matmul_wpack *const gu[2] = {pk[MODEL_LIN_GATE], pk[MODEL_LIN_UP]};
+    if (!matmul_xrows_begin(m->ws, pk[MODEL_LIN_DOWN], N) ||
+        matmul_forward_packed_blocks_ws(ln2, gu, NULL, 2, N, m->ws, model_swiglu_rows_block,
+                                        m->ws))
+        return 0;
+    matmul_xrows_forward(a->proj, pk[MODEL_LIN_DOWN], NULL, N, m->ws);
+    return 1;
+}
+
 /* Start position of sequence b in this call. */
 static inline int model_seq_p0(const llama_acts *a, int pos0, int b)
 {
@@ -291,20 +335,23 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
     /* MLP: x_mid = x + attention, ln2 = rmsnorm(x_mid) in one pass */
     rmsnorm_residual_forward(x_mid, ln2, a->ln2_rstd + l * st.N, x, a->proj, lw->mlp_norm, N, C,
                              c->norm_eps);
-    const int mlp_mod[2] = {MODEL_LIN_GATE, MODEL_LIN_UP}, mlp_o[2] = {F, F};
-    float *const mlp_out[2] = {gate, up};
-    const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
-    const float *const mlp_b[2] = {NULL, NULL};
-    /* hb = silu(gate) * up, computed block by block as gate/up finish */
-    model_swiglu_ctx sw = {hb, gate, up, F};
-    const matmul_epilogue sw_ep = {model_swiglu_block, &sw};
-    if ((rc = model_linear_group(m, a, l, 2, mlp_mod, mlp_out, ln2, mlp_w, mlp_b, N, C,
-                                 mlp_o, &sw_ep, recompute)))
-        return model_hook_fail(d, rc, l, "mlp.gate/up_proj");
-    if (recompute)
-        return 0;
-    if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C, 0)))
-        return model_hook_fail(d, rc, l, "mlp.down_proj");
+    if (recompute || !model_mlp_fused(m, a, l, ln2, N)) {
+        const int mlp_mod[2] = {MODEL_LIN_GATE, MODEL_LIN_UP}, mlp_o[2] = {F, F};
+        float *const mlp_out[2] = {gate, up};
+        const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
+        const float *const mlp_b[2] = {NULL, NULL};
+        /* hb = silu(gate) * up, computed block by block as gate/up finish */
+        model_swiglu_ctx sw = {hb, gate, up, F};
+        const matmul_epilogue sw_ep = {model_swiglu_block, &sw};
+        if ((rc = model_linear_group(m, a, l, 2, mlp_mod, mlp_out, ln2, mlp_w, mlp_b, N, C,
+                                     mlp_o, &sw_ep, recompute)))
+            return model_hook_fail(d, rc, l, "mlp.gate/up_proj");
+        if (recompute)
+            return 0;
+        if ((rc = model_linear(m, a, l, MODEL_LIN_DOWN, a->proj, hb, lw->w_down, NULL, N, F, C,
+                               0)))
+            return model_hook_fail(d, rc, l, "mlp.down_proj");
+    }
     /* x_next = x_mid + MLP, normed for the next layer (ln1) or the head (lnf) */
     const int last = l + 1 == c->n_layers;
     rmsnorm_residual_forward(x_next, last ? a->lnf : a->ln1 + (l + 1) * st.C,
