@@ -2,44 +2,38 @@
  * precision, include/qs/matmul.h): the scorer's batches through a second model
  * packed for it, and ARC-Easy (the first 100 items; the whole test with `full`)
  * with the 600 s target at that precision.  Included by bench_scale.c after its
- * helpers (scale_ctx, fwd_batch, scale_forward_pass, scale_eval_child, now_s, cmp_double, REPS,
- * FWD_SEQS, SCALE_DIR, ARC_*). */
+ * helpers (scale_ctx, fwd_batch, scale_forward_rate, scale_eval_child, REPS,
+ * SCALE_DIR, ARC_*). */
 #ifndef QS_BENCH_SCALE_AMX_H
 #define QS_BENCH_SCALE_AMX_H
 
-/* The batches through a second model packed for bf16-amx: median pass, tokens/s. */
+/* The batches through a second model packed for bf16-amx: tokens/s of the
+ * median pass, or -1 (the reason printed). */
+static double scale_amx_rate(const fwd_batch *bt, int nb, int rows, double tokens)
+{
+    llama_model ma;
+    qs_diag d = {0};
+    if (model_load_packed(&ma, SCALE_DIR, MATMUL_BF16_AMX, &d)) {
+        printf("  bf16-amx: %s\n", d.msg);
+        return -1;
+    }
+    double tps = scale_forward_rate(&ma, bt, nb, rows, tokens);
+    model_free(&ma);
+    if (tps < 0)
+        printf("  bf16-amx: the forward failed\n");
+    return tps;
+}
+
 static void scale_forward_amx(scale_ctx *x, const fwd_batch *bt, int nb, int rows, double tokens)
 {
     if (!cpu_amx_bf16()) {
         printf("  bf16-amx: this CPU has no AMX (needs AMX-BF16 and AMX-TILE)\n");
         return;
     }
-    llama_model ma;
-    llama_acts a;
-    qs_diag d = {0};
-    if (model_load_packed(&ma, SCALE_DIR, MATMUL_BF16_AMX, &d)) {
-        printf("  bf16-amx: %s\n", d.msg);
-        return;
-    }
-    double t[REPS];
-    if (!model_acts_init_infer(&a, &ma.cfg, rows, rows, FWD_SEQS, 0, &d)) {
-        for (int r = 0; r < REPS; r++) {
-            double t0 = now_s();
-            scale_forward_pass(&ma, &a, bt, nb, &d);
-            t[r] = now_s() - t0;
-        }
-        a.logits_first = a.logits_rows = NULL;
-        model_acts_free(&a);
-    }
-    model_free(&ma);
-    if (d.code) {
-        printf("  bf16-amx: %s\n", d.msg);
-        return;
-    }
-    qsort(t, REPS, sizeof *t, cmp_double);
-    x->amx_tps = tokens / t[REPS / 2];
-    printf("  bf16-amx (AMX tiles): median %.2f s per pass, %.0f tokens/s = %.2fx bf16\n",
-           t[REPS / 2], x->amx_tps, x->amx_tps / x->fwd_tps);
+    x->amx_tps = scale_amx_rate(bt, nb, rows, tokens);
+    if (x->amx_tps > 0)
+        printf("  bf16-amx (AMX tiles): %.0f tokens/s (median of %d passes) = %.2fx bf16\n",
+               x->amx_tps, REPS, x->amx_tps / x->fwd_tps);
 }
 
 /* eval children at bf16-amx: ARC-Easy first 100, and the whole test with `full`. */

@@ -59,4 +59,9 @@ static double scale_ours_vs_torch(const scale_ctx *x)
     return x->fwd_after_tps > 0 ? 0.5 * (x->fwd_tps + x->fwd_after_tps) : x->fwd_tps;
 }
 
+static double scale_amx_vs_torch(const scale_ctx *x)
+{
+    return x->amx_after_tps > 0 ? 0.5 * (x->amx_tps + x->amx_after_tps) : x->amx_tps;
+}
+
 #endif
