@@ -150,10 +150,12 @@ TEST(matmul_fused, refused_for_other_kernels_code_packs_and_mixed_shapes)
     ASSERT_EQ_INT(matmul_forward_packed_blocks_ws(x, mixed, NULL, 2, N, ws, fused_never, &called),
                   -1);
     ASSERT_EQ_INT(called, 0);
-    ASSERT_EQ_INT(matmul_xrows_begin(ws, bf16, N), 0);
-    ASSERT_EQ_INT(matmul_xrows_begin(ws, code, N), 0);
-    ASSERT_EQ_INT(matmul_xrows_begin(NULL, amx, N), 0);
-    ASSERT_EQ_INT(matmul_xrows_begin(ws, amx, N), cpu_amx_bf16() ? 1 : 0);
+    for (int slot = MATMUL_XROWS_NEXT; slot <= MATMUL_XROWS_LATER; slot++) {
+        ASSERT_EQ_INT(matmul_xrows_begin(ws, slot, bf16, N), 0);
+        ASSERT_EQ_INT(matmul_xrows_begin(ws, slot, code, N), 0);
+        ASSERT_EQ_INT(matmul_xrows_begin(NULL, slot, amx, N), 0);
+        ASSERT_EQ_INT(matmul_xrows_begin(ws, slot, amx, N), cpu_amx_bf16() ? 1 : 0);
+    }
     matmul_wpack_destroy(bf16);
     matmul_wpack_destroy(code);
     matmul_wpack_destroy(amx);
@@ -161,48 +163,80 @@ TEST(matmul_fused, refused_for_other_kernels_code_packs_and_mixed_shapes)
     matmul_ws_destroy(ws);
 }
 
-/* x stored in 7 x 13 blocks, taken in a scrambled order by the threads, while
- * a product of another input runs on the same workspace after begin. */
-TEST(matmul_fused, xrows_give_the_bits_of_the_fp32_input)
+/* x[N, IN] into a slot in 7 x 13 blocks, taken in a scrambled order by the
+ * threads (each block once) */
+static void fused_store_scrambled(matmul_ws *ws, int slot, const float *x, int N, int IN)
+{
+    const int rb = (N + 6) / 7, cb = (IN + 12) / 13, nblk = rb * cb;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+    for (int t = 0; t < nblk; t++) {
+        int k = (int)((t * 7919L) % nblk);   /* a permutation: 7919 is a prime above nblk */
+        int r0 = k / cb * 7, c0 = k % cb * 13;
+        int rows = N - r0 < 7 ? N - r0 : 7, cols = IN - c0 < 13 ? IN - c0 : 13;
+        matmul_xrows_store(ws, slot, r0, rows, c0, cols, x + (size_t)r0 * IN + c0, IN);
+    }
+}
+
+/* Both slots, as the inference MLP uses them: x into NEXT and y into LATER,
+ * then 3 products of x from NEXT (two with bias; one of another width), then
+ * y's product from LATER with a forward call of another input on the same
+ * workspace in between; and a pair's blocks from NEXT (x == NULL).  Each
+ * equals the product of the fp32 input, bit for bit. */
+TEST(matmul_fused, xrows_in_either_slot_give_the_bits_of_the_fp32_input)
 {
     FUSED_NEEDS_AMX();
     static const int cases[][3] = {{1, 33, 17}, {33, 1031, 40}, {300, 64, 100}, {77, 6, 3}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const int N = cases[c][0], IN = cases[c][1], O = cases[c][2];
-        float *x = qs_malloc((size_t)N * IN * 4), *w = qs_malloc((size_t)O * IN * 4);
-        float *b = qs_malloc((size_t)O * 4), *ref = qs_malloc((size_t)N * O * 4);
-        float *got = qs_malloc((size_t)N * O * 4), *other = qs_malloc((size_t)N * O * 4);
-        float *w2 = qs_malloc((size_t)O * IN * 4);
+        const int N = cases[c][0], IN = cases[c][1], O = cases[c][2], O2 = O + 5;
+        const size_t nx = (size_t)N * IN, no = (size_t)N * O2;
+        float *x = qs_malloc(nx * 4), *y = qs_malloc(nx * 4), *w = qs_malloc(3 * (size_t)O2 * IN * 4);
+        float *b = qs_malloc((size_t)O2 * 4), *ref = qs_malloc(4 * no * 4);
+        float *got = qs_malloc(4 * no * 4), *other = qs_malloc(no * 4);
+        int *seen = qs_calloc((size_t)N * O, sizeof *seen);
         matmul_ws *ws = matmul_ws_create();
-        ASSERT_TRUE(x && w && b && ref && got && other && w2 && ws);
-        fused_fill(x, (size_t)N * IN);
-        fused_fill(w, (size_t)O * IN);
-        fused_fill(w2, (size_t)O * IN);
-        fused_fill(b, (size_t)O);
-        matmul_wpack *pk = matmul_wpack_create(w, IN, O, MATMUL_BF16_AMX);
-        matmul_wpack *pk2 = matmul_wpack_create(w2, IN, O, MATMUL_BF16_AMX);
-        ASSERT_TRUE(pk && pk2);
-        matmul_forward_packed_ws(ref, x, pk, b, N, ws);
-        ASSERT_EQ_INT(matmul_xrows_begin(ws, pk, N), 1);
-        matmul_forward_packed_ws(other, w2, pk2, NULL, N < O ? N : O, ws);   /* ws in use */
-        const int rb = (N + 6) / 7, cb = (IN + 12) / 13, nblk = rb * cb;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
-#endif
-        for (int t = 0; t < nblk; t++) {
-            int k = (int)((t * 7919L) % nblk);   /* a permutation: gcd(7919, nblk) = 1 */
-            int r0 = k / cb * 7, c0 = k % cb * 13;
-            int rows = N - r0 < 7 ? N - r0 : 7, cols = IN - c0 < 13 ? IN - c0 : 13;
-            matmul_xrows_store(ws, r0, rows, c0, cols, x + (size_t)r0 * IN + c0, IN);
-        }
-        matmul_xrows_forward(got, pk, b, N, ws);
-        if (memcmp(ref, got, (size_t)N * O * 4))
-            TEST_FAIL_AT("case %zu (N %d, IN %d, O %d): xrows product differs", c, N, IN, O);
-        matmul_wpack_destroy(pk);
-        matmul_wpack_destroy(pk2);
+        ASSERT_TRUE(x && y && w && b && ref && got && other && seen && ws);
+        fused_fill(x, nx);
+        fused_fill(y, nx);
+        fused_fill(w, 3 * (size_t)O2 * IN);
+        fused_fill(b, (size_t)O2);
+        matmul_wpack *pk[3];
+        for (int i = 0; i < 3; i++)
+            pk[i] = matmul_wpack_create(w + (size_t)i * O2 * IN, IN, i == 2 ? O2 : O,
+                                        MATMUL_BF16_AMX);
+        ASSERT_TRUE(pk[0] && pk[1] && pk[2]);
+        float *out[3] = {got, got + no, got + 2 * no}, *want[3] = {ref, ref + no, ref + 2 * no};
+        const float *bias[3] = {b, NULL, b};
+        for (int i = 0; i < 3; i++)
+            matmul_forward_packed_ws(want[i], x, pk[i], bias[i], N, ws);
+        matmul_forward_packed_ws(ref + 3 * no, y, pk[0], NULL, N, ws);
+        ASSERT_EQ_INT(matmul_xrows_begin(ws, MATMUL_XROWS_NEXT, pk[0], N), 1);
+        ASSERT_EQ_INT(matmul_xrows_begin(ws, MATMUL_XROWS_LATER, pk[0], N), 1);
+        fused_store_scrambled(ws, MATMUL_XROWS_NEXT, x, N, IN);
+        fused_store_scrambled(ws, MATMUL_XROWS_LATER, y, N, IN);
+        matmul_xrows_forward(out, pk, bias, 3, N, ws, MATMUL_XROWS_NEXT);
+        matmul_forward_packed_ws(other, y, pk[1], NULL, N, ws);   /* ws's NEXT memory reused */
+        matmul_xrows_forward(out, pk, NULL, 1, N, ws, MATMUL_XROWS_LATER);
+        for (int i = 1; i < 3; i++)
+            if (memcmp(want[i], out[i], (size_t)N * (i == 2 ? O2 : O) * 4))
+                TEST_FAIL_AT("case %zu (N %d, IN %d): product %d from NEXT differs", c, N, IN, i);
+        if (memcmp(ref + 3 * no, out[0], (size_t)N * O * 4))
+            TEST_FAIL_AT("case %zu (N %d, IN %d): the product from LATER differs", c, N, IN);
+        /* blocks of pk[0], pk[1] from NEXT */
+        fused_sink s = {2, N, O, 0, {got, got + no, NULL}, seen};
+        ASSERT_EQ_INT(matmul_xrows_begin(ws, MATMUL_XROWS_NEXT, pk[0], N), 1);
+        fused_store_scrambled(ws, MATMUL_XROWS_NEXT, x, N, IN);
+        ASSERT_EQ_INT(matmul_forward_packed_blocks_ws(NULL, pk, bias, 2, N, ws,
+                                                      fused_sink_block, &s), 0);
+        ASSERT_EQ_INT(s.bad_shape, 0);
+        if (memcmp(want[0], got, (size_t)N * O * 4) || memcmp(want[1], got + no, (size_t)N * O * 4))
+            TEST_FAIL_AT("case %zu (N %d, IN %d): blocks from NEXT differ", c, N, IN);
+        for (int i = 0; i < 3; i++)
+            matmul_wpack_destroy(pk[i]);
         matmul_ws_destroy(ws);
-        qs_free(x), qs_free(w), qs_free(b), qs_free(ref), qs_free(got), qs_free(other);
-        qs_free(w2);
+        qs_free(x), qs_free(y), qs_free(w), qs_free(b), qs_free(ref), qs_free(got);
+        qs_free(other), qs_free(seen);
     }
 }
 

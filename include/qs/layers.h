@@ -36,6 +36,13 @@ void rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, c
  * rmsnorm_forward uses the same code, so both always agree). */
 void rmsnorm_residual_forward(float *sum, float *out, float *rstd, const float *a, const float *b,
                               const float *w, int N, int C, float eps);
+/* The same, and row_fn(ctx, n, out row n) called as each row is done (while it
+ * is in L1; on the thread that computed it, possibly inside an OpenMP region,
+ * rows concurrently): e.g. to convert it for the next product (NULL: none). */
+void rmsnorm_residual_forward_rows(float *sum, float *out, float *rstd, const float *a,
+                                   const float *b, const float *w, int N, int C, float eps,
+                                   void (*row_fn)(void *ctx, int n, const float *row),
+                                   void *ctx);
 
 /* RoPE with Hugging Face's half-split rotation ("rotate_half"): for each head,
  * pairs (i, i + hd/2), angle = pos * inv_freq[i].  Tables are precomputed for

@@ -170,7 +170,8 @@ void matmul_forward_packed_multi_ws(float *const *out, const float *x, matmul_wp
  * region (no OpenMP, no matmul calls).  Only for value packs whose kernel
  * computes in such blocks (MATMUL_BF16_AMX), of the same IN, O and
  * precision: returns 0, or -1 (nothing computed; store the outputs with
- * matmul_forward_packed_multi_ws instead). */
+ * matmul_forward_packed_multi_ws instead).  x == NULL: x is in ws's
+ * MATMUL_XROWS_NEXT rows (matmul_xrows_*, below). */
 typedef void (*matmul_block_fn)(void *ctx, int row0, int rows, int col0, int cols,
                                 const float *const *blk, int ld);
 int matmul_forward_packed_blocks_ws(const float *x, matmul_wpack *const *pk,
@@ -178,23 +179,30 @@ int matmul_forward_packed_blocks_ws(const float *x, matmul_wpack *const *pk,
                                     matmul_block_fn fn, void *ctx);
 
 /* A Linear's input x[N, IN] written straight in the form pk's GEMM reads, as
- * it is produced (in a block fn), so that it is neither stored in fp32 nor
- * converted by the call.
+ * it is produced (a norm's rows, a block fn), so that the call does not
+ * convert it again and, in a block fn, x is never stored in fp32.  ws holds
+ * two such inputs: slot MATMUL_XROWS_NEXT is the memory where forward calls
+ * convert their x (store into it only for the forward call that comes next
+ * on ws), MATMUL_XROWS_LATER memory no forward call uses (a product after
+ * the next: the down projection's h, stored while gate/up run from NEXT).
  *  - matmul_xrows_begin: 1 when this path is on (pk a value pack of a kernel
  *    that reads bf16 rows, MATMUL_BF16_AMX; memory in ws), else 0: then store
- *    x in fp32 and call matmul_forward_packed_ws.
+ *    x in fp32 and use the calls above.
  *  - matmul_xrows_store: the block x[n0 .. n0 + rows, k0 .. k0 + cols) from
  *    vals (row stride ld floats), rounded as the GEMM rounds its input.  Every
  *    x[n, k] exactly once; calls for disjoint blocks may run concurrently
  *    (OpenMP threads, block fns).
- *  - matmul_xrows_forward: out = x w^T + bias, the bits of
- *    matmul_forward_packed_ws on the fp32 x.
- * Between begin and forward, ws may serve forward calls (which use its other
- * memory), not backward ones. */
-int matmul_xrows_begin(matmul_ws *ws, matmul_wpack *pk, int N);
-void matmul_xrows_store(matmul_ws *ws, int n0, int rows, int k0, int cols, const float *vals,
-                        int ld);
-void matmul_xrows_forward(float *out, matmul_wpack *pk, const float *bias, int N, matmul_ws *ws);
+ *  - matmul_xrows_forward: out[i] = x pk[i]^T + bias[i] for n (<= 4) packs of
+ *    the same IN (pk[0] the one begin was given; bias may be NULL), the bits
+ *    of matmul_forward_packed_multi_ws on the fp32 x.
+ *  - matmul_forward_packed_blocks_ws with x == NULL reads x from slot NEXT.
+ * Backward calls on ws in between are not allowed. */
+enum { MATMUL_XROWS_NEXT = 0, MATMUL_XROWS_LATER = 1 };
+int matmul_xrows_begin(matmul_ws *ws, int slot, matmul_wpack *pk, int N);
+void matmul_xrows_store(matmul_ws *ws, int slot, int n0, int rows, int k0, int cols,
+                        const float *vals, int ld);
+void matmul_xrows_forward(float *const *out, matmul_wpack *const *pk, const float *const *bias,
+                          int n, int N, matmul_ws *ws, int slot);
 
 /* The unpacked calls with a workspace (w packed on the fly into ws): for
  * weights that change every call (fake-quantized copies). Same bits. */

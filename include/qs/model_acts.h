@@ -47,6 +47,9 @@ typedef struct llama_acts {
     int kv_shared;      /* 1: ONE layer of KV cache, reused by every layer: nothing outlives
                          * a call (model_acts_init_infer); earlier positions need kv_prefix */
     int logits_cap;     /* rows the logits hold (0: B*T) */
+    int ln1_rows;       /* set by model_forward (not by callers): the model workspace's
+                         * MATMUL_XROWS_NEXT holds the next layer's ln1 as the q/k/v
+                         * GEMM's bf16 rows (inference on AMX packs, model_forward.c) */
     size_t rows_cap, kv_cap; /* model_acts_init_infer's capacities (0 otherwise) */
     size_t n_elems;     /* floats in memory */
     float *memory;      /* the arena */

@@ -34,7 +34,8 @@ static float rmsnorm_row(float *out, float *sum, const float *a, const float *b,
 }
 
 static void rmsnorm_residual_row(float *sum, float *out, float *rstd, const float *a,
-                                 const float *b, const float *w, int n, int C, float eps, int simd)
+                                 const float *b, const float *w, int n, int C, float eps, int simd,
+                                 void (*row_fn)(void *, int, const float *), void *ctx)
 {
     size_t o = (size_t)n * C;
     float *s = b ? sum + o : NULL;
@@ -43,10 +44,13 @@ static void rmsnorm_residual_row(float *sum, float *out, float *rstd, const floa
                    : rmsnorm_row(out + o, s, a + o, bn, w, C, eps);
     if (rstd)
         rstd[n] = r;
+    if (row_fn)
+        row_fn(ctx, n, out + o);
 }
 
-void rmsnorm_residual_forward(float *sum, float *out, float *rstd, const float *a, const float *b,
-                              const float *w, int N, int C, float eps)
+void rmsnorm_residual_forward_rows(float *sum, float *out, float *rstd, const float *a,
+                                   const float *b, const float *w, int N, int C, float eps,
+                                   void (*row_fn)(void *ctx, int n, const float *row), void *ctx)
 {
     const int simd = cpu_level() >= CPU_LEVEL_AVX512;
     /* a serial call enters no OpenMP region: an if(0) region still costs 1-3 us,
@@ -56,11 +60,17 @@ void rmsnorm_residual_forward(float *sum, float *out, float *rstd, const float *
 #pragma omp parallel for schedule(static)
 #endif
         for (int n = 0; n < N; n++)
-            rmsnorm_residual_row(sum, out, rstd, a, b, w, n, C, eps, simd);
+            rmsnorm_residual_row(sum, out, rstd, a, b, w, n, C, eps, simd, row_fn, ctx);
     } else {
         for (int n = 0; n < N; n++)
-            rmsnorm_residual_row(sum, out, rstd, a, b, w, n, C, eps, simd);
+            rmsnorm_residual_row(sum, out, rstd, a, b, w, n, C, eps, simd, row_fn, ctx);
     }
+}
+
+void rmsnorm_residual_forward(float *sum, float *out, float *rstd, const float *a, const float *b,
+                              const float *w, int N, int C, float eps)
+{
+    rmsnorm_residual_forward_rows(sum, out, rstd, a, b, w, N, C, eps, NULL, NULL);
 }
 
 void rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C,

@@ -113,12 +113,46 @@ static void model_swiglu_block(void *ctx, int row0, int rows, int col0, int cols
     swiglu_forward_block(s->hb + off, s->gate + off, s->up + off, rows, cols, (size_t)s->F);
 }
 
-/* Inference's MLP on a GEMM that hands over its output blocks (bf16-amx,
- * matmul_fused.c): gate and up are never stored; each block of both goes
- * through SwiGLU in the scratch it was computed into, and h straight into the
- * down projection's own bf16 rows.  The bits of the stored path (matmul.h).
- * 1 when done, 0 when it does not apply (training, a hook or a HiF8 Linear on
- * the MLP, no such kernel): then nothing was computed. */
+/* Inference on the AMX packs (matmul_fused.c), where a product's input can be
+ * written straight into its GEMM's bf16 rows and outputs handed over as
+ * blocks: 1 when layer l's Linears mods[0..n) all run there with nothing in
+ * between (no training arena, no hook, no HiF8 code pack); matmul_xrows_begin
+ * then says whether the kernel takes rows.  The bits of the stored path. */
+static int model_rows_ok(llama_model *m, const llama_acts *a, int l, int n, const int *mods)
+{
+    if (a->training || !m->packs || m->packs_precision != m->precision || !m->ws)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if ((m->hook.fn && (!m->hook.planned || m->hook.planned(m->hook.self, l, mods[i]))) ||
+            model_hif8_planned(m, l, mods[i]))
+            return 0;
+    return 1;
+}
+
+/* RMSNorm's rows (ln1 before q/k/v, ln2 before gate/up) into the next
+ * product's bf16 rows, each as it is done */
+static void model_norm_row(void *ctx, int n, const float *row)
+{
+    const llama_model *m = ctx;
+    matmul_xrows_store(m->ws, MATMUL_XROWS_NEXT, n, 1, 0, m->cfg.dim, row, m->cfg.dim);
+}
+
+/* ln of layer l's modules mods[0..n) (its first module's pack), also in the
+ * rows when they apply: 1 then */
+static int model_norm_rows(llama_model *m, const llama_acts *a, int l, int n, const int *mods,
+                           float *sum, float *ln, float *rstd, const float *x, const float *add,
+                           const float *w, int N)
+{
+    const int rows = model_rows_ok(m, a, l, n, mods) &&
+                     matmul_xrows_begin(m->ws, MATMUL_XROWS_NEXT,
+                                        m->packs[l * MODEL_LIN_COUNT + mods[0]], N);
+    rmsnorm_residual_forward_rows(sum, ln, rstd, x, add, w, N, m->cfg.dim, m->cfg.norm_eps,
+                                  rows ? model_norm_row : NULL, m);
+    return rows;
+}
+
+/* The MLP's h = silu(gate) * up on gate/up's blocks, into the down
+ * projection's bf16 rows (slot LATER: gate/up read theirs from NEXT). */
 static void model_swiglu_rows_block(void *ctx, int row0, int rows, int col0, int cols,
                                     const float *const *blk, int ld)
 {
@@ -126,7 +160,7 @@ static void model_swiglu_rows_block(void *ctx, int row0, int rows, int col0, int
     float h[MODEL_SWIGLU_BLK];
     if ((size_t)rows * ld <= MODEL_SWIGLU_BLK) {   /* the AMX GEMM's blocks (32 x 32) */
         swiglu_forward_block(h, blk[0], blk[1], rows, cols, (size_t)ld);
-        matmul_xrows_store(ctx, row0, rows, col0, cols, h, ld);
+        matmul_xrows_store(ctx, MATMUL_XROWS_LATER, row0, rows, col0, cols, h, ld);
         return;
     }
     for (int r = 0; r < rows; r++)   /* larger blocks: row by row, in pieces */
@@ -134,28 +168,30 @@ static void model_swiglu_rows_block(void *ctx, int row0, int rows, int col0, int
             const int n = cols - c0 < MODEL_SWIGLU_BLK ? cols - c0 : MODEL_SWIGLU_BLK;
             const size_t off = (size_t)r * ld + c0;
             swiglu_forward_block(h, blk[0] + off, blk[1] + off, 1, n, (size_t)n);
-            matmul_xrows_store(ctx, row0 + r, 1, col0 + c0, n, h, n);
+            matmul_xrows_store(ctx, MATMUL_XROWS_LATER, row0 + r, 1, col0 + c0, n, h, n);
         }
 }
 
+/* Inference's MLP with its outputs never stored: gate and up's blocks go
+ * through SwiGLU in the scratch they were computed into, and h straight into
+ * the down projection's rows.  ln2 NULL: it is in the NEXT rows already.
+ * 1 when done, 0 when it does not apply (then nothing was computed). */
 static int model_mlp_fused(llama_model *m, const llama_acts *a, int l, const float *ln2, int N)
 {
     const int mods[3] = {MODEL_LIN_GATE, MODEL_LIN_UP, MODEL_LIN_DOWN};
-    if (a->training || !m->packs || m->packs_precision != m->precision || !m->ws)
+    if (!model_rows_ok(m, a, l, 3, mods))
         return 0;
-    for (int i = 0; i < 3; i++)
-        if ((m->hook.fn && (!m->hook.planned || m->hook.planned(m->hook.self, l, mods[i]))) ||
-            model_hif8_planned(m, l, mods[i]))
-            return 0;
     matmul_wpack *const *pk = m->packs + l * MODEL_LIN_COUNT;
     matmul_wpack *const gu[2] = {pk[MODEL_LIN_GATE], pk[MODEL_LIN_UP]};
-    if (!matmul_xrows_begin(m->ws, pk[MODEL_LIN_DOWN], N) ||
+    if (!matmul_xrows_begin(m->ws, MATMUL_XROWS_LATER, pk[MODEL_LIN_DOWN], N) ||
         matmul_forward_packed_blocks_ws(ln2, gu, NULL, 2, N, m->ws, model_swiglu_rows_block,
                                         m->ws))
         return 0;
-    matmul_xrows_forward(a->proj, pk[MODEL_LIN_DOWN], NULL, N, m->ws);
+    matmul_xrows_forward(&a->proj, &pk[MODEL_LIN_DOWN], NULL, 1, N, m->ws, MATMUL_XROWS_LATER);
     return 1;
 }
+
+static const int model_qkv_mods[3] = {MODEL_LIN_Q, MODEL_LIN_K, MODEL_LIN_V};
 
 /* Start position of sequence b in this call. */
 static inline int model_seq_p0(const llama_acts *a, int pos0, int b)
@@ -310,13 +346,19 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
     if (recompute)
         rmsnorm_forward(ln1, a->ln1_rstd + l * st.N, x, lw->attn_norm, N, C, c->norm_eps);
     /* attention (ln1 = rmsnorm(x) was computed with the residual add that made x) */
-    const int qkv_mod[3] = {MODEL_LIN_Q, MODEL_LIN_K, MODEL_LIN_V}, qkv_o[3] = {QD, KD, KD};
+    const int qkv_o[3] = {QD, KD, KD};
     float *const qkv_out[3] = {q, knew, vnew};
     const float *const qkv_w[3] = {lw->wq, lw->wk, lw->wv};
     const float *const qkv_b[3] = {lw->bq, lw->bk, lw->bv};
-    if ((rc = model_linear_group(m, a, l, 3, qkv_mod, qkv_out, ln1, qkv_w, qkv_b, N, C,
-                                 qkv_o, NULL, recompute)))
+    if (a->ln1_rows) {   /* ln1 is in the q/k/v GEMM's rows already (model_norm_rows) */
+        matmul_wpack *const *pk = m->packs + l * MODEL_LIN_COUNT;
+        matmul_wpack *const qkv_pk[3] = {pk[MODEL_LIN_Q], pk[MODEL_LIN_K], pk[MODEL_LIN_V]};
+        matmul_xrows_forward(qkv_out, qkv_pk, qkv_b, 3, N, m->ws, MATMUL_XROWS_NEXT);
+        a->ln1_rows = 0;
+    } else if ((rc = model_linear_group(m, a, l, 3, model_qkv_mods, qkv_out, ln1, qkv_w, qkv_b,
+                                        N, C, qkv_o, NULL, recompute))) {
         return model_hook_fail(d, rc, l, "self_attn.q/k/v_proj");
+    }
     rope_forward(q, a->pos, &m->rope, N, H);
     rope_forward(knew, a->pos, &m->rope, N, KVH);
     if (a->kv_prefix)
@@ -333,9 +375,14 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
                            recompute)))
         return model_hook_fail(d, rc, l, "self_attn.o_proj");
     /* MLP: x_mid = x + attention, ln2 = rmsnorm(x_mid) in one pass */
-    rmsnorm_residual_forward(x_mid, ln2, a->ln2_rstd + l * st.N, x, a->proj, lw->mlp_norm, N, C,
-                             c->norm_eps);
-    if (recompute || !model_mlp_fused(m, a, l, ln2, N)) {
+    const int mlp_mods[3] = {MODEL_LIN_GATE, MODEL_LIN_UP, MODEL_LIN_DOWN};
+    const int ln2_rows = !recompute && model_norm_rows(m, a, l, 3, mlp_mods, x_mid, ln2,
+                                                       a->ln2_rstd + l * st.N, x, a->proj,
+                                                       lw->mlp_norm, N);
+    if (recompute)
+        rmsnorm_residual_forward(x_mid, ln2, a->ln2_rstd + l * st.N, x, a->proj, lw->mlp_norm,
+                                 N, C, c->norm_eps);
+    if (recompute || !model_mlp_fused(m, a, l, ln2_rows ? NULL : ln2, N)) {
         const int mlp_mod[2] = {MODEL_LIN_GATE, MODEL_LIN_UP}, mlp_o[2] = {F, F};
         float *const mlp_out[2] = {gate, up};
         const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
@@ -354,9 +401,13 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
     }
     /* x_next = x_mid + MLP, normed for the next layer (ln1) or the head (lnf) */
     const int last = l + 1 == c->n_layers;
-    rmsnorm_residual_forward(x_next, last ? a->lnf : a->ln1 + (l + 1) * st.C,
-                             last ? a->lnf_rstd : a->ln1_rstd + (l + 1) * st.N, x_mid, a->proj,
-                             last ? m->w.norm : m->w.layer[l + 1].attn_norm, N, C, c->norm_eps);
+    if (last)
+        rmsnorm_residual_forward(x_next, a->lnf, a->lnf_rstd, x_mid, a->proj, m->w.norm, N, C,
+                                 c->norm_eps);
+    else
+        a->ln1_rows = model_norm_rows(m, a, l + 1, 3, model_qkv_mods, x_next,
+                                      a->ln1 + (l + 1) * st.C, a->ln1_rstd + (l + 1) * st.N,
+                                      x_mid, a->proj, m->w.layer[l + 1].attn_norm, N);
     return 0;
 }
 
@@ -413,8 +464,10 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         embed_forward(a->resid, tokens, m->w.wte, N, C);
     else
         model_embed_packed(m, a->resid, tokens, N);
+    a->ln1_rows = 0;
     if (c->n_layers > 0)
-        rmsnorm_forward(a->ln1, a->ln1_rstd, a->resid, m->w.layer[0].attn_norm, N, C, c->norm_eps);
+        a->ln1_rows = model_norm_rows(m, a, 0, 3, model_qkv_mods, NULL, a->ln1, a->ln1_rstd,
+                                      a->resid, NULL, m->w.layer[0].attn_norm, N);
     else
         rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid, m->w.norm, N, C, c->norm_eps);
 
