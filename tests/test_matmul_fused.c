@@ -192,7 +192,8 @@ TEST(matmul_fused, xrows_in_either_slot_give_the_bits_of_the_fp32_input)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const int N = cases[c][0], IN = cases[c][1], O = cases[c][2], O2 = O + 5;
         const size_t nx = (size_t)N * IN, no = (size_t)N * O2;
-        float *x = qs_malloc(nx * 4), *y = qs_malloc(nx * 4), *w = qs_malloc(3 * (size_t)O2 * IN * 4);
+        float *x = qs_malloc(nx * 4), *y = qs_malloc(nx * 4);
+        float *w = qs_malloc(3 * (size_t)O2 * IN * 4);
         float *b = qs_malloc((size_t)O2 * 4), *ref = qs_malloc(4 * no * 4);
         float *got = qs_malloc(4 * no * 4), *other = qs_malloc(no * 4);
         int *seen = qs_calloc((size_t)N * O, sizeof *seen);

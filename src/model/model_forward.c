@@ -126,7 +126,8 @@ enum { MODEL_ROWS_MIN = 32 };
 static int model_rows_ok(llama_model *m, const llama_acts *a, int l, int n, const int *mods,
                          int N)
 {
-    if (N < MODEL_ROWS_MIN || a->training || !m->packs || m->packs_precision != m->precision || !m->ws)
+    if (N < MODEL_ROWS_MIN || a->training || !m->packs || m->packs_precision != m->precision ||
+        !m->ws)
         return 0;
     for (int i = 0; i < n; i++)
         if ((m->hook.fn && (!m->hook.planned || m->hook.planned(m->hook.self, l, mods[i]))) ||
