@@ -184,7 +184,8 @@ static void fused_store_scrambled(matmul_ws *ws, int slot, const float *x, int N
  * then 3 products of x from NEXT (two with bias; one of another width), then
  * y's product from LATER with a forward call of another input on the same
  * workspace in between; and a pair's blocks from NEXT (x == NULL).  Each
- * equals the product of the fp32 input, bit for bit. */
+ * equals the product of the fp32 input, bit for bit, and the workspace stays
+ * within matmul_ws_bytes_estimate. */
 TEST(matmul_fused, xrows_in_either_slot_give_the_bits_of_the_fp32_input)
 {
     FUSED_NEEDS_AMX();
@@ -234,6 +235,8 @@ TEST(matmul_fused, xrows_in_either_slot_give_the_bits_of_the_fp32_input)
         ASSERT_EQ_INT(s.bad_shape, 0);
         if (memcmp(want[0], got, (size_t)N * O * 4) || memcmp(want[1], got + no, (size_t)N * O * 4))
             TEST_FAIL_AT("case %zu (N %d, IN %d): blocks from NEXT differ", c, N, IN);
+        /* both slots held: within what the workspace estimate promises */
+        ASSERT_TRUE(matmul_ws_bytes(ws) <= matmul_ws_bytes_estimate(N, IN, O2, MATMUL_BF16_AMX, 0));
         for (int i = 0; i < 3; i++)
             matmul_wpack_destroy(pk[i]);
         matmul_ws_destroy(ws);

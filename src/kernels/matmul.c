@@ -526,14 +526,16 @@ size_t matmul_ws_bytes_estimate(int N, int IN, int O, int precision, int unpacke
     }
     if (mm_kernel_select(precision) == MM_KERNEL_AMX) {
         /* xpack: forward's x or dx's dout as bf16 rows (and decoded code panels);
-         * apack: dw's dout^T as bf16 rows; bpack: dw's x (and unpacked w's forms) */
+         * apack: dw's dout^T as bf16 rows, or in inference an input's rows
+         * (matmul_xrows_begin, slot LATER); bpack: dw's x (and unpacked w's forms) */
         size_t xs = mm_amx_apack_bytes_impl(N, IN > O ? IN : O) + mm_amx_dec_bytes_impl(IN);
+        size_t ap = mm_amx_apack_bytes_impl(O, N), rows = mm_amx_apack_bytes_impl(N, IN);
         if (unpacked_w) {
             size_t f = mm_bpack_bytes_for(IN, O, precision), x = mm_bpack_bytes_for(O, IN, precision);
             b = b > f ? b : f;
             b = b > x ? b : x;
         }
-        return sizeof(matmul_ws) + xs + mm_amx_apack_bytes_impl(O, N) + b;
+        return sizeof(matmul_ws) + xs + (ap > rows ? ap : rows) + b;
     }
     if (mm_xpack_f32(mm_kernel_select(precision), precision, N)) /* x or dout, k-major fp32 */
         xr = (size_t)(N + MM_MR - 1) / MM_MR * MM_MR * (size_t)(IN > O ? IN : O) * sizeof(float);
