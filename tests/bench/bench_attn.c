@@ -22,25 +22,7 @@
 #include "qs/cpu.h"
 #include "qs/layers.h"
 #include "qs/mem.h"
-
-static double clock_s(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_stats.h"
 
 static void fill(float *x, size_t n, uint32_t seed)
 {
@@ -74,11 +56,12 @@ static double run(const shape *s, int reps, double *wall)
     attn_forward(o, s->save_att ? att : NULL, q, k, v, s->B, s->T, s->pos0, s->Tcap, s->H, s->KVH,
                  s->hd, scratch);   /* warm-up */
     for (int r = 0; r < reps; r++) {
-        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
+        double c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        double w0 = bench_clock_s(CLOCK_MONOTONIC);
         attn_forward(o, s->save_att ? att : NULL, q, k, v, s->B, s->T, s->pos0, s->Tcap, s->H,
                      s->KVH, s->hd, scratch);
-        cpu[r] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-        w[r] = clock_s(CLOCK_MONOTONIC) - w0;
+        cpu[r] = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        w[r] = bench_clock_s(CLOCK_MONOTONIC) - w0;
     }
     qs_free(q);
     qs_free(k);
@@ -86,8 +69,8 @@ static double run(const shape *s, int reps, double *wall)
     qs_free(o);
     qs_free(att);
     qs_free(scratch);
-    *wall = median(w, reps);
-    return median(cpu, reps);
+    *wall = bench_median(w, reps);
+    return bench_median(cpu, reps);
 }
 
 static double flops(const shape *s)
@@ -121,18 +104,19 @@ static void run_backward(const shape *s, int reps, int level, double cpu[2], dou
         for (int path = 0; path < 2; path++) {
             cpu_limit(path ? level : CPU_LEVEL_AVX2);
             memset(d, 0, (nq + 2 * nkv) * 4);
-            double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID), w0 = clock_s(CLOCK_MONOTONIC);
+            double c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        double w0 = bench_clock_s(CLOCK_MONOTONIC);
             attn_backward(d, d + nq, d + nq + nkv, g, att, q, k, v, s->B, s->T, s->H, s->KVH,
                           s->hd);
             if (r >= 0) {
-                c[path][r] = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
-                w[path][r] = clock_s(CLOCK_MONOTONIC) - w0;
+                c[path][r] = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+                w[path][r] = bench_clock_s(CLOCK_MONOTONIC) - w0;
             }
         }
     cpu_limit(level);
     for (int path = 0; path < 2; path++) {
-        cpu[path] = median(c[path], reps);
-        wall[path] = median(w[path], reps);
+        cpu[path] = bench_median(c[path], reps);
+        wall[path] = bench_median(w[path], reps);
     }
     qs_free(q);
     qs_free(k);

@@ -30,6 +30,7 @@
 #include "qs/model.h"
 #include "qs/model_acts.h"
 #include "bench_torch.h"
+#include "bench_stats.h"
 
 #define PEAK_FP32_GFLOPS 445.0
 #define PEAK_BF16_GFLOPS 890.0
@@ -48,32 +49,6 @@ static const bench_cfg cfgs[] = {
 
 #define N_PATHS 5
 #define TARGET_BF16_OVER_FP32 1.6
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static double forward_flops(const llama_config *c, int B, int T)
 {
@@ -97,11 +72,11 @@ static double time_matmul(int N, int IN, int O, int prec, int reps)
             w[i] = (float)((i * 40503u) % 1000) * 1e-4f - 0.05f;
         matmul_forward(out, x, w, NULL, N, IN, O, prec);
         for (int k = 0; k < reps; k++) {
-            double t0 = now_s();
+            double t0 = bench_clock_s(CLOCK_MONOTONIC);
             matmul_forward(out, x, w, NULL, N, IN, O, prec);
-            t[k] = now_s() - t0;
+            t[k] = bench_clock_s(CLOCK_MONOTONIC) - t0;
         }
-        r = median(t, reps);
+        r = bench_median(t, reps);
     }
     qs_free(x);
     qs_free(w);
@@ -211,18 +186,20 @@ int main(int argc, char **argv)
                 m.packs = packed[p] ? packs[pr] : NULL;
                 m.ws = packed[p] ? ws[pr] : NULL;
                 m.packs_precision = precs[p];
-                double w0 = now_s(), c0 = cpu_s();
+                double w0 = bench_clock_s(CLOCK_MONOTONIC);
+                double c0 = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID);
                 model_forward(&m, &a, tok, NULL, BENCH_B, BENCH_T, 0, &d);
                 if (k >= 0) {
-                    wall[p][k] = now_s() - w0;
-                    cpu[p][k] = cpu_s() - c0;
+                    wall[p][k] = bench_clock_s(CLOCK_MONOTONIC) - w0;
+                    cpu[p][k] = bench_clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
                 }
             }
         }
         double tps_all[N_PATHS], cpu_med[N_PATHS];
         for (int p = 0; p < N_PATHS; p++) {
-            double med = median(wall[p], reps), peak = p >= 3 ? PEAK_BF16_GFLOPS : PEAK_FP32_GFLOPS;
-            cpu_med[p] = median(cpu[p], reps);
+            double med = bench_median(wall[p], reps);
+            double peak = p >= 3 ? PEAK_BF16_GFLOPS : PEAK_FP32_GFLOPS;
+            cpu_med[p] = bench_median(cpu[p], reps);
             tps_all[p] = BENCH_B * BENCH_T / med;
             printf("  %-22s %10.1f %12.0f %9.1f %7.1f%% %11.1f\n", names[p], med * 1e3, tps_all[p],
                    flops / med * 1e-9, 100.0 * flops / med * 1e-9 / peak, cpu_med[p] * 1e3);

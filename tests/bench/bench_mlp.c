@@ -22,27 +22,9 @@
 #include "qs/layers.h"
 #include "qs/matmul.h"
 #include "qs/mem.h"
+#include "bench_stats.h"
 
 enum { MLP_C = 1536, MLP_F = 6144 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void fill(float *x, size_t n, uint32_t seed, float scale)
 {
@@ -184,19 +166,20 @@ int main(int argc, char **argv)
         for (int r = 0; r < rounds; r++) {
             const int rows_first = r % 2;   /* alternate which goes first */
             for (int k = 0; k < 2; k++) {
-                double t0 = now_s();
+                double t0 = bench_clock_s(CLOCK_MONOTONIC);
                 if (k == rows_first)
                     mlp_rows(&m);
                 else
                     mlp_stored(&m);
-                (k == rows_first ? tr : ts)[r] = now_s() - t0;
+                (k == rows_first ? tr : ts)[r] = bench_clock_s(CLOCK_MONOTONIC) - t0;
             }
             ratio[r] = ts[r] / tr[r];
         }
         const double flops = 2.0 * N * MLP_C * MLP_F * 3.0;
-        const double mr = median(tr, rounds);
-        printf("%6d %12.2f %12.2f %9.3fx %14.0f  %s\n", N, 1e3 * median(ts, rounds), 1e3 * mr,
-               median(ratio, rounds), flops / mr * 1e-9, same ? "equal" : "DIFFER");
+        const double mr = bench_median(tr, rounds);
+        const double ms = bench_median(ts, rounds);
+        printf("%6d %12.2f %12.2f %9.3fx %14.0f  %s\n", N, 1e3 * ms, 1e3 * mr,
+               bench_median(ratio, rounds), flops / mr * 1e-9, same ? "equal" : "DIFFER");
     next:
         qs_free(ref);
         free(ts), free(tr), free(ratio);

@@ -38,6 +38,7 @@
 #include "qs/mem.h"
 #include "qs/quant.h"
 #include "qs/satstats.h"
+#include "bench_stats.h"
 
 #define N_LAYERS 21
 #define FIRST_LAYER 3
@@ -47,12 +48,7 @@
 
 /* CPU time of this thread: the 2 cores are shared with other jobs, and wall time
  * would charge their time slices to whichever variant was running. */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double now_s(void) { return bench_clock_s(CLOCK_THREAD_CPUTIME_ID); }
 
 static unsigned long long rng_state = 0x9E3779B97F4A7C15ull;
 static double rng_uniform(void)
@@ -75,18 +71,6 @@ typedef struct model_q {
     int outlier_col;
     double level;            /* amax scale of the tensor */
 } model_q;
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* names and shapes of the 126 quantizers; base tensors in one block */
 static float *model_build(model_q *m, int bt)
@@ -384,9 +368,9 @@ static int bench(int bt, int reps)
         for (int i = 0; i < N_Q; i++) {
             for (int rep = 0; rep < reps; rep++)
                 col[rep] = t[((size_t)v * (size_t)reps + (size_t)rep) * N_Q + (size_t)i];
-            sum[v] += median(col, reps);
+            sum[v] += bench_median(col, reps);
         }
-    double a = sum[0], a2 = sum[1], sc = median(tc, reps), b = sum[2] + sc;
+    double a = sum[0], a2 = sum[1], sc = bench_median(tc, reps), b = sum[2] + sc;
     double over = b / a - 1.0;
     printf("bench_quant: %d quantizers, B*T=%d, %.1f M elements/step, %d reps "
            "(thread CPU time, per-tensor medians, summed)\n", N_Q, bt, (double)total / 1e6, reps);
