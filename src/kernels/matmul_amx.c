@@ -594,7 +594,7 @@ void mm_gemm_amx_impl(int n, float *const *c, const ptrdiff_t *ldc, int M, const
     int n_pass, group_rows;
     mm_amx_plan_impl(M, K, n_cols, &n_pass, &group_rows);
     if (blocks && n_pass > 1) {   /* blocks leave in one pass: groups whose A fits */
-        const int n_kt = mm_amx_ceil((K + 1) / 2, MM_AMX_KP);
+        const int n_kt = mm_amx_n_kt(bp[0]);   /* value packs: padded to whole tiles */
         group_rows = (int)(mm_amx_pass_bytes / ((size_t)n_kt * 64)) / MM_AMX_MB * MM_AMX_MB;
         group_rows = group_rows < MM_AMX_MB ? MM_AMX_MB : group_rows;
         n_pass = 1;

@@ -144,15 +144,14 @@ static void model_norm_row(void *ctx, int n, const float *row)
     matmul_xrows_store(m->ws, MATMUL_XROWS_NEXT, n, 1, 0, m->cfg.dim, row, m->cfg.dim);
 }
 
-/* ln of layer l's modules mods[0..n) (its first module's pack), also in the
- * rows when they apply: 1 then */
-static int model_norm_rows(llama_model *m, const llama_acts *a, int l, int n, const int *mods,
-                           float *sum, float *ln, float *rstd, const float *x, const float *add,
-                           const float *w, int N)
+/* ln for layer l's Linear `module` and those after it that share its input,
+ * also in their rows when ok (model_rows_ok on them) and the kernel takes
+ * rows: 1 then */
+static int model_norm_rows(llama_model *m, int ok, int l, int module, float *sum, float *ln,
+                           float *rstd, const float *x, const float *add, const float *w, int N)
 {
-    const int rows = model_rows_ok(m, a, l, n, mods, N) &&
-                     matmul_xrows_begin(m->ws, MATMUL_XROWS_NEXT,
-                                        m->packs[l * MODEL_LIN_COUNT + mods[0]], N);
+    const int rows = ok && matmul_xrows_begin(m->ws, MATMUL_XROWS_NEXT,
+                                              m->packs[l * MODEL_LIN_COUNT + module], N);
     rmsnorm_residual_forward_rows(sum, ln, rstd, x, add, w, N, m->cfg.dim, m->cfg.norm_eps,
                                   rows ? model_norm_row : NULL, m);
     return rows;
@@ -179,15 +178,13 @@ static void model_swiglu_rows_block(void *ctx, int row0, int rows, int col0, int
         }
 }
 
-/* Inference's MLP with its outputs never stored: gate and up's blocks go
- * through SwiGLU in the scratch they were computed into, and h straight into
- * the down projection's rows.  ln2 NULL: it is in the NEXT rows already.
- * 1 when done, 0 when it does not apply (then nothing was computed). */
+/* Inference's MLP with its outputs never stored (layer l's gate/up/down
+ * passed model_rows_ok): gate and up's blocks go through SwiGLU in the
+ * scratch they were computed into, and h straight into the down
+ * projection's rows.  ln2 NULL: it is in the NEXT rows already.  1 when
+ * done, 0 when the kernel does not take rows (then nothing was computed). */
 static int model_mlp_fused(llama_model *m, const llama_acts *a, int l, const float *ln2, int N)
 {
-    const int mods[3] = {MODEL_LIN_GATE, MODEL_LIN_UP, MODEL_LIN_DOWN};
-    if (!model_rows_ok(m, a, l, 3, mods, N))
-        return 0;
     matmul_wpack *const *pk = m->packs + l * MODEL_LIN_COUNT;
     matmul_wpack *const gu[2] = {pk[MODEL_LIN_GATE], pk[MODEL_LIN_UP]};
     if (!matmul_xrows_begin(m->ws, MATMUL_XROWS_LATER, pk[MODEL_LIN_DOWN], N) ||
@@ -383,13 +380,10 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
         return model_hook_fail(d, rc, l, "self_attn.o_proj");
     /* MLP: x_mid = x + attention, ln2 = rmsnorm(x_mid) in one pass */
     const int mlp_mods[3] = {MODEL_LIN_GATE, MODEL_LIN_UP, MODEL_LIN_DOWN};
-    const int ln2_rows = !recompute && model_norm_rows(m, a, l, 3, mlp_mods, x_mid, ln2,
-                                                       a->ln2_rstd + l * st.N, x, a->proj,
-                                                       lw->mlp_norm, N);
-    if (recompute)
-        rmsnorm_residual_forward(x_mid, ln2, a->ln2_rstd + l * st.N, x, a->proj, lw->mlp_norm,
-                                 N, C, c->norm_eps);
-    if (recompute || !model_mlp_fused(m, a, l, ln2_rows ? NULL : ln2, N)) {
+    const int mlp_ok = !recompute && model_rows_ok(m, a, l, 3, mlp_mods, N);
+    const int ln2_rows = model_norm_rows(m, mlp_ok, l, MODEL_LIN_GATE, x_mid, ln2,
+                                         a->ln2_rstd + l * st.N, x, a->proj, lw->mlp_norm, N);
+    if (!mlp_ok || !model_mlp_fused(m, a, l, ln2_rows ? NULL : ln2, N)) {
         const int mlp_mod[2] = {MODEL_LIN_GATE, MODEL_LIN_UP}, mlp_o[2] = {F, F};
         float *const mlp_out[2] = {gate, up};
         const float *const mlp_w[2] = {lw->w_gate, lw->w_up};
@@ -412,9 +406,10 @@ static int model_block(llama_model *m, llama_acts *a, int l, int B, int T, int p
         rmsnorm_residual_forward(x_next, a->lnf, a->lnf_rstd, x_mid, a->proj, m->w.norm, N, C,
                                  c->norm_eps);
     else
-        a->ln1_rows = model_norm_rows(m, a, l + 1, 3, model_qkv_mods, x_next,
-                                      a->ln1 + (l + 1) * st.C, a->ln1_rstd + (l + 1) * st.N,
-                                      x_mid, a->proj, m->w.layer[l + 1].attn_norm, N);
+        a->ln1_rows = model_norm_rows(m, model_rows_ok(m, a, l + 1, 3, model_qkv_mods, N), l + 1,
+                                      MODEL_LIN_Q, x_next, a->ln1 + (l + 1) * st.C,
+                                      a->ln1_rstd + (l + 1) * st.N, x_mid, a->proj,
+                                      m->w.layer[l + 1].attn_norm, N);
     return 0;
 }
 
@@ -473,8 +468,9 @@ int model_forward(llama_model *m, llama_acts *a, const int32_t *tokens, const in
         model_embed_packed(m, a->resid, tokens, N);
     a->ln1_rows = 0;
     if (c->n_layers > 0)
-        a->ln1_rows = model_norm_rows(m, a, 0, 3, model_qkv_mods, NULL, a->ln1, a->ln1_rstd,
-                                      a->resid, NULL, m->w.layer[0].attn_norm, N);
+        a->ln1_rows = model_norm_rows(m, model_rows_ok(m, a, 0, 3, model_qkv_mods, N), 0,
+                                      MODEL_LIN_Q, NULL, a->ln1, a->ln1_rstd, a->resid, NULL,
+                                      m->w.layer[0].attn_norm, N);
     else
         rmsnorm_forward(a->lnf, a->lnf_rstd, a->resid, m->w.norm, N, C, c->norm_eps);
 
