@@ -312,13 +312,16 @@ TEST(eval_model, scores_do_not_depend_on_batch_or_threads)
     ASSERT_EQ_INT(real_lm_open(&r, dir), 0);
     double ref[256];
     int nref = 0;
+    long ctx_rows[4];
     threads_saved ts = threads_pin_one();
     for (int run = 0; run < 4; run++) {
 #ifdef _OPENMP
         omp_set_num_threads(run == 2 ? (ts.omp > 1 ? ts.omp : 2) : 1);
 #endif
         openblas_set_num_threads(run == 3 ? (ts.blas > 1 ? ts.blas : 2) : 1);
+        long rows0 = model_lm_ctx_rows(r.lm);
         eval_session *s = real_session(&r, TD "defs", "mmlu", 2, run == 1 ? 1 : 64);
+        ctx_rows[run] = model_lm_ctx_rows(r.lm) - rows0;
         threads_pin_one();
         ASSERT_TRUE(s);
         size_t n;
@@ -338,6 +341,10 @@ TEST(eval_model, scores_do_not_depend_on_batch_or_threads)
         eval_session_destroy(s);
     }
     ASSERT_EQ_INT(nref, 24);
+    /* batched, a subject's items computed their 2-shot prefix once; alone, whole */
+    if (getenv("QS_EVAL_VERBOSE"))
+        fprintf(stderr, "    context rows: batch 64 %ld, batch 1 %ld\n", ctx_rows[0], ctx_rows[1]);
+    ASSERT_TRUE(ctx_rows[0] < ctx_rows[1]);
     threads_restore(ts);
     real_lm_close(&r);
 }

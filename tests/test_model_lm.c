@@ -2,11 +2,13 @@
  * reference logits, independence from batching, order and thread count, and
  * harness-style left truncation. */
 #include <cblas.h>
+#include <stdlib.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "qs/cpu.h"
+#include "qs/matmul.h"
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
@@ -424,6 +426,110 @@ TEST(lm, continuations_on_kv_prefixes_equal_the_full_forward_rows)
     rows_case_close(&rc);
 }
 
+/* Contexts that start with the same tokens (a few-shot prompt's examples)
+ * compute them once: every log-likelihood and greedy flag keeps the bits of its
+ * request scored alone (computed whole), in any order, and the context forwards
+ * feed fewer rows.  Two contexts sharing too little to pay for the prefix's own
+ * forward are computed whole. */
+TEST(lm, contexts_sharing_a_prefix_compute_it_once)
+{
+    lm_fix f;
+    qs_diag d = {0};
+    ASSERT_OK(lm_fix_open(&f, 32, &d), &d);
+    llama_config c = f.m.cfg;
+    c.max_pos = 512;
+    llama_model m;
+    model_lm *lm;
+    ASSERT_OK(model_init(&m, &c, &d), &d);
+    model_params_randomize(&m, 11, 0.05f);
+    ASSERT_OK(model_lm_create(&lm, &m, 512, &d), &d);
+    const int sharing = matmul_rows_independent(m.precision);
+    enum { NR = 7, PRE = 60 };
+    /* r0-r3: the 60-token prefix, then tails of 5, 17, 1 and 30 tokens; r4: 50
+     * unrelated tokens; r5: the prefix alone (caps the shared part at 59); r6: the
+     * first 40 tokens of the prefix and 3 of its own */
+    static const int tail[NR] = {5, 17, 1, 30, 0, 0, 3};
+    int32_t ctx[NR][128], cont[NR][2][4];
+    size_t n_ctx[NR], n_cont[NR][2] = {{0}};
+    const int32_t *conts[NR][2];
+    unsigned long st = 5;
+    int32_t pre[PRE];
+    for (int t = 0; t < PRE; t++)
+        pre[t] = (int32_t)(3 + (t * 7919) % (c.vocab_size - 3));
+    for (int i = 0; i < NR; i++) {
+        int keep = i <= 3 || i == 5 ? PRE : i == 6 ? 40 : 0;
+        for (int t = 0; t < 128; t++) {
+            st = st * 6364136223846793005ul + 1442695040888963407ul;
+            ctx[i][t] = t < keep ? pre[t]
+                                 : (int32_t)(3 + (st >> 33) % (unsigned long)(c.vocab_size - 3));
+        }
+        n_ctx[i] = (size_t)(i == 4 ? 50 : keep + tail[i]);
+        for (int k = 0; k < 2; k++) {
+            n_cont[i][k] = k ? 4 : 1;
+            for (int t = 0; t < 4; t++)
+                cont[i][k][t] = (int32_t)(3 + (i * 31 + k * 17 + t * 5) % (c.vocab_size - 3));
+            conts[i][k] = cont[i][k];
+        }
+    }
+    ASSERT_TRUE(ctx[1][PRE - 1] == ctx[0][PRE - 1] && ctx[1][PRE] != ctx[0][PRE]);
+    lm_request req[NR], rev[NR];
+    for (int i = 0; i < NR; i++) {
+        req[i] = (lm_request){ctx[i], n_ctx[i], 2, conts[i], n_cont[i]};
+        rev[NR - 1 - i] = req[i];
+    }
+    lm_scorer s = model_lm_scorer(lm);
+    double all[NR][2], back[NR][2], alone[NR][2];
+    int g_all[NR][2], g_back[NR][2], g_alone[NR][2];
+    lm_result res[NR], res_rev[NR];
+    for (int i = 0; i < NR; i++) {
+        res[i] = (lm_result){all[i], g_all[i]};
+        res_rev[NR - 1 - i] = (lm_result){back[i], g_back[i]};
+    }
+    long r0 = model_lm_ctx_rows(lm);
+    ASSERT_OK(s.score(s.self, req, res, NR, &d), &d);
+    long rows_shared = model_lm_ctx_rows(lm) - r0, whole = 0;
+    ASSERT_OK(s.score(s.self, rev, res_rev, NR, &d), &d);
+    r0 = model_lm_ctx_rows(lm);
+    for (int i = 0; i < NR; i++) {
+        lm_result one = {alone[i], g_alone[i]};
+        ASSERT_OK(s.score(s.self, &req[i], &one, 1, &d), &d);
+        whole += (long)n_ctx[i];
+    }
+    ASSERT_EQ_INT((int)(model_lm_ctx_rows(lm) - r0), (int)whole);   /* alone: each whole */
+    for (int i = 0; i < NR; i++)
+        for (int k = 0; k < 2; k++) {
+            if (memcmp(&all[i][k], &alone[i][k], sizeof(double)) ||
+                memcmp(&back[i][k], &alone[i][k], sizeof(double)))
+                TEST_FAIL_AT("request %d answer %d: batched %.17g, reversed %.17g, alone %.17g",
+                             i, k, all[i][k], back[i][k], alone[i][k]);
+            ASSERT_EQ_INT(g_all[i][k], g_alone[i][k]);
+            ASSERT_EQ_INT(g_back[i][k], g_alone[i][k]);
+        }
+    /* r0-r3 and r5 on a 59-token prefix computed once: 4 x 59 rows fewer, less
+     * what the padding of their tails' forwards adds back */
+    if (getenv("QS_EVAL_VERBOSE"))
+        fprintf(stderr, "    context rows: %ld shared, %ld whole\n", rows_shared, whole);
+    if (sharing)
+        ASSERT_TRUE(rows_shared <= whole - 150);
+    else
+        ASSERT_TRUE(rows_shared >= whole);
+    /* two 50-token contexts sharing 40: 40 rows saved < what the prefix's forward
+     * costs (LM_PREFIX_FWD); 50 sharing 20: shorter than LM_PREFIX_MIN */
+    for (int share = 40; share >= 20; share -= 20) {
+        memcpy(ctx[5], ctx[6], share * sizeof **ctx);
+        for (int t = share; t < 50; t++)
+            ctx[5][t] = ctx[6][t] + 1 < c.vocab_size ? ctx[6][t] + 1 : 3;
+        req[5] = (lm_request){ctx[5], 50, 2, conts[6], n_cont[6]};
+        req[6] = (lm_request){ctx[6], 50, 2, conts[5], n_cont[5]};
+        r0 = model_lm_ctx_rows(lm);
+        ASSERT_OK(s.score(s.self, req + 5, res + 5, 2, &d), &d);
+        ASSERT_EQ_INT((int)(model_lm_ctx_rows(lm) - r0), 100);   /* one forward of 2 x 50 */
+    }
+    model_lm_destroy(lm);
+    model_free(&m);
+    lm_fix_close(&f);
+}
+
 /* The scorer's arenas are what model_lm_acts_elems says (inspect's eval
  * figure): at their floors (short requests), and grown by a context longer
  * than LM_CTX_ROWS and a continuation longer than LM_CONT_ROWS.  Measured as
@@ -437,7 +543,7 @@ TEST(lm, arenas_are_model_lm_acts_elems)
     size_t live0 = qs_mem_live_bytes();
     ASSERT_OK(score_all(f.lm, f.req, 3, out, &d), &d);
     /* make_requests: context + continuation up to T tokens, continuations up to T - 2 */
-    size_t est = model_lm_acts_elems(&f.m.cfg, f.c.T, f.c.T - 2) * sizeof(float),
+    size_t est = model_lm_acts_elems(&f.m.cfg, f.c.T, f.c.T - 2, 0) * sizeof(float),
            live = qs_mem_live_bytes() - live0;
     if (live < est || live > est + (64 << 10))
         fprintf(stderr, "    short requests: heap %zu, estimate %zu\n", live, est);
@@ -450,13 +556,14 @@ TEST(lm, arenas_are_model_lm_acts_elems)
     ASSERT_OK(model_init(&m, &c, &d), &d);
     model_params_randomize(&m, 7, 0.05f);
     ASSERT_OK(model_lm_create(&lm, &m, 2048, &d), &d);
-    enum { CTX_LONG = 1019, CTX_SHORT = 100, CONT_LONG = 600 };
+    enum { CTX_LONG = 1019, CTX_SHORT = 300, CONT_LONG = 600 };
     int32_t *tok = qs_malloc(CTX_LONG * sizeof *tok);
     ASSERT_TRUE(tok != NULL);
     for (int i = 0; i < CTX_LONG; i++)
         tok[i] = (int32_t)(3 + i % (c.vocab_size - 3));
-    /* a context of 1019 tokens with a 1-token answer; one of 100 with answers of
-     * 5 and 600 tokens: at most 1020 tokens per request, answers up to 600 */
+    /* a context of 1019 tokens with a 1-token answer; one of 300 (its first 300)
+     * with answers of 5 and 600 tokens: at most 1020 tokens per request, answers
+     * up to 600, and 299 tokens computed once for both */
     const int32_t *ca[1] = {tok}, *cb[2] = {tok + 7, tok + 11};
     size_t na[1] = {1}, nb[2] = {5, CONT_LONG};
     lm_request req[2] = {{tok, CTX_LONG, 1, ca, na}, {tok, CTX_SHORT, 2, cb, nb}};
@@ -466,11 +573,14 @@ TEST(lm, arenas_are_model_lm_acts_elems)
     live0 = qs_mem_live_bytes();
     ASSERT_OK(s.score(s.self, req, res, 2, &d), &d);
     live = qs_mem_live_bytes() - live0;
-    est = model_lm_acts_elems(&c, CTX_LONG + 1, CONT_LONG) * sizeof(float);
+    size_t prefix;   /* the two contexts share their first 300 tokens: 299 computed once */
+    ASSERT_OK(model_lm_shared_prefix(req, 2, &prefix, &d), &d);
+    ASSERT_EQ_INT((int)prefix, CTX_SHORT - 1);
+    est = model_lm_acts_elems(&c, CTX_LONG + 1, CONT_LONG, (int)prefix) * sizeof(float);
     if (live < est || live > est + (64 << 10))
         fprintf(stderr, "    long requests: heap %zu, estimate %zu\n", live, est);
     ASSERT_TRUE(live >= est && live <= est + (64 << 10));
-    ASSERT_TRUE(est > model_lm_acts_elems(&c, 512, 32) * sizeof(float));   /* they grew */
+    ASSERT_TRUE(est > model_lm_acts_elems(&c, 512, 32, 0) * sizeof(float));   /* they grew */
     qs_free(tok);
     model_lm_destroy(lm);
     model_free(&m);

@@ -117,11 +117,20 @@ long model_lm_arena_allocs(const model_lm *lm);
 /* Rows fed through the continuation forwards so far, padding included (each
  * forward feeds its sequences padded to its longest; tests and benches). */
 long model_lm_cont_rows(const model_lm *lm);
+/* Rows fed through the context forwards so far (shared prefixes once each, then
+ * the tails), padding included (tests and benches). */
+long model_lm_ctx_rows(const model_lm *lm);
 /* Floats of the scorer's activation arenas (model_acts_infer_elems) once it has
  * scored requests whose context + continuation has at most `longest` tokens
- * (<= max_len: every continuation on its context) and whose continuations have
- * at most longest_cont tokens: the arenas only grow, so this is their size
- * from then on.  SIZE_MAX when it does not fit. */
-size_t model_lm_acts_elems(const llama_config *c, int longest, int longest_cont);
+ * (<= max_len: every continuation on its context), whose continuations have
+ * at most longest_cont tokens and whose contexts share at most longest_prefix
+ * leading tokens (model_lm_shared_prefix): the arenas only grow, so this is
+ * their size from then on.  SIZE_MAX when it does not fit. */
+size_t model_lm_acts_elems(const llama_config *c, int longest, int longest_cont,
+                           int longest_prefix);
+/* The longest prefix the scorer may compute once for several of these requests
+ * (whatever the calls they come in): an upper bound for model_lm_acts_elems,
+ * 0 when no two contexts share enough tokens to be worth it. */
+int model_lm_shared_prefix(const lm_request *req, size_t n, size_t *out, qs_diag *d);
 
 #endif

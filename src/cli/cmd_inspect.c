@@ -32,7 +32,7 @@ static const char *const arch_names[] = {"llama", "mistral", "qwen2", "pangu-emb
 /* The packed-inference arenas inspect prints: a generate of up to
  * INSPECT_GEN_POSITIONS, eval requests of up to INSPECT_EVAL_SHORT and
  * INSPECT_EVAL_LONG tokens with answers of up to INSPECT_EVAL_CONT (all capped at
- * the model's context). */
+ * the model's context; the long ones few-shot prompts sharing their examples). */
 enum {
     INSPECT_GEN_POSITIONS = 2048,
     INSPECT_EVAL_SHORT = 512,
@@ -184,10 +184,11 @@ static int inspect_packed(inspect_info *in, const model_hif8 *q8, const char *di
     if (!rc)
         rc = inspect_floats(model_ppl_acts_elems(c, in->ppl_window), &in->ppl_acts);
     if (!rc)
-        rc = inspect_floats(model_lm_acts_elems(c, in->eval_short, INSPECT_EVAL_CONT),
+        rc = inspect_floats(model_lm_acts_elems(c, in->eval_short, INSPECT_EVAL_CONT, 0),
                             &in->eval_short_acts);
     if (!rc)
-        rc = inspect_floats(model_lm_acts_elems(c, in->eval_long, INSPECT_EVAL_CONT),
+        rc = inspect_floats(model_lm_acts_elems(c, in->eval_long, INSPECT_EVAL_CONT,
+                                                in->eval_long - 2),
                             &in->eval_long_acts);
     if (rc)
         return diag_set(d, QS_ERANGE, dir, -1, "the packed inference memory estimate does not "
@@ -259,7 +260,8 @@ static void inspect_print_packed(const inspect_info *in)
     printf("  activations, eval: %.1f for requests of up to %d tokens", mib(in->eval_short_acts),
            in->eval_short);
     if (in->eval_long > in->eval_short)
-        printf(", %.1f up to %d", mib(in->eval_long_acts), in->eval_long);
+        printf(", %.1f up to %d with a few-shot prefix shared by items", mib(in->eval_long_acts),
+               in->eval_long);
     printf(" (answers of up to %d)\n", INSPECT_EVAL_CONT);
     printf("  not counted: the matmul workspace, the tokenizer, eval's tasks, the C runtime, "
            "thread stacks, huge-page rounding (README)\n");

@@ -13,6 +13,13 @@
  *     layer of cache), up to LM_CONT_ROWS tokens per forward, split into
  *     forwards that feed the fewest padding rows (lm_batches); the lm_head
  *     runs on every sequence's own rows.
+ * Contexts that start with the same tokens (few-shot MMLU: a subject's
+ * description and dev examples, the same for every item) compute them once when
+ * that feeds fewer rows (model_lm_prefix.h plans it): one forward of the
+ * prefix, its keys and values kept aside (lm->pre_kv), then each context's own
+ * tail at positions P.. reading them through kv_prefix, in forwards of similar
+ * tails; the continuations then read the whole context from the context arena
+ * as before.
  * A continuation that does not fit is scored alone, left-truncated as the
  * harness does: input = (ctx + cont)[-(max_len + 1):][:-1].  Padding (a
  * sequence repeats its last token) comes after the real rows, where causal
@@ -44,6 +51,7 @@
 #include "qs/model_acts.h"
 #include "qs/model_infer.h"
 #include "qs/vecops.h"
+#include "model_lm_prefix.h"
 
 enum {
     LM_CTX_ROWS = 512,   /* context tokens per batched forward (padding included) */
@@ -52,6 +60,8 @@ enum {
     LM_FWD_ROWS = 16,    /* what one more forward costs, in rows (lm_batches) */
 };
 #define LM_LOGITS_BYTES ((size_t)128 << 20) /* logits of one continuation forward */
+#define LM_PREFIX_KV_BYTES ((size_t)256 << 20) /* context cache when tails share a prefix */
+#define LM_PREFIX_KV_MAX 4096                  /* ... and at most these positions */
 #define LM_KV_BYTES ((size_t)64 << 20)      /* one-layer cache of one continuation forward */
 
 typedef struct lm_key {
@@ -89,7 +99,14 @@ struct model_lm {
     lm_key *keys;       /* [keys_cap] requests of a call, in context order */
     int *order;         /* [keys_cap] */
     size_t keys_cap;
+    lm_prefix_key *pkeys;     /* lm_prefix_plan's keys, groups and scratch */
+    lm_prefix_group *groups;
+    long *pscratch;
+    size_t pkeys_cap, groups_cap, pscratch_cap;
+    float *pre_kv;      /* [2, L, P, KVH*hd] a shared prefix's keys, then values */
+    size_t pre_kv_cap;
     long arena_allocs;  /* arena (re)allocations so far */
+    long ctx_rows;      /* rows fed through context and prefix forwards, padding included */
 };
 
 int model_lm_create(model_lm **out, llama_model *m, int max_len, qs_diag *d)
@@ -111,6 +128,8 @@ long model_lm_arena_allocs(const model_lm *lm) { return lm->arena_allocs; }
 
 long model_lm_cont_rows(const model_lm *lm) { return lm->cont_rows; }
 
+long model_lm_ctx_rows(const model_lm *lm) { return lm->ctx_rows; }
+
 void model_lm_destroy(model_lm *lm)
 {
     if (!lm)
@@ -127,6 +146,10 @@ void model_lm_destroy(model_lm *lm)
     qs_free(lm->cpart);
     qs_free(lm->keys);
     qs_free(lm->order);
+    qs_free(lm->pkeys);
+    qs_free(lm->groups);
+    qs_free(lm->pscratch);
+    qs_free(lm->pre_kv);
     qs_free(lm);
 }
 
@@ -167,6 +190,18 @@ static lm_caps lm_ctx_caps(int rows, int g)
     return (lm_caps){r, r, LM_SEQS_MAX > g ? LM_SEQS_MAX : g};
 }
 
+/* The context arena's cache positions once contexts ran on a shared prefix:
+ * each tail's sequence holds a copy of its prefix, so forwards of several
+ * tails need room for several prefixes (on the 1B model: 1,638 positions, up to
+ * 3 tails of 5-shot MMLU per forward).  The arena is grown to it whenever a
+ * prefix is shared, so that its size does not depend on the plan. */
+static int lm_prefix_kv(const llama_config *c)
+{
+    size_t per_position = model_acts_kv_elems(c, 1, 0) * sizeof(float);
+    size_t n = LM_PREFIX_KV_BYTES / (per_position ? per_position : 1);
+    return n < LM_PREFIX_KV_MAX ? (int)n : LM_PREFIX_KV_MAX;
+}
+
 /* A continuation forward's budgets: cache positions (one layer), logits rows. */
 static int lm_kv_budget(const llama_config *c)
 {
@@ -194,18 +229,38 @@ static lm_caps lm_caps_fit(lm_caps k)
     return k;
 }
 
-size_t model_lm_acts_elems(const llama_config *c, int longest, int longest_cont)
+size_t model_lm_acts_elems(const llama_config *c, int longest, int longest_cont,
+                           int longest_prefix)
 {
     /* contexts: batched within LM_CTX_ROWS, alone beyond it (up to longest - 1
      * tokens); continuations: batched within LM_CONT_ROWS and the budgets, alone
      * beyond them (longest_cont - 1 rows on up to longest - 1 cache positions) */
     lm_caps x = lm_caps_fit(lm_ctx_caps(longest - 1, LM_SEQS_MAX));
+    if (longest_prefix >= LM_PREFIX_MIN)   /* tails on shared prefixes */
+        x.kv = lm_prefix_kv(c) > x.kv ? lm_prefix_kv(c) : x.kv;
     size_t n = model_acts_infer_elems(c, x.rows, x.kv, x.logits, 0);
+    if (longest_prefix >= LM_PREFIX_MIN) {   /* a shared prefix's keys and values (pre_kv) */
+        size_t p = model_acts_kv_elems(c, (size_t)longest_prefix, 0);
+        n = n == SIZE_MAX || p > SIZE_MAX - n ? SIZE_MAX : n + p;
+    }
     if (longest_cont < 2)   /* no continuation forward */
         return n;
     lm_caps k = lm_caps_fit(lm_cont_caps(c, longest_cont - 1, longest - 1, longest_cont - 1));
     size_t m = model_acts_infer_elems(c, k.rows, k.kv, k.logits, 1);
     return n == SIZE_MAX || m > SIZE_MAX - n ? SIZE_MAX : n + m;
+}
+
+int model_lm_shared_prefix(const lm_request *req, size_t n, size_t *out, qs_diag *d)
+{
+    *out = 0;
+    if (n < 2)
+        return 0;
+    lm_prefix_key *keys = qs_malloc(n * sizeof *keys);
+    if (!keys)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    *out = lm_prefix_longest(req, n, keys);
+    qs_free(keys);
+    return 0;
 }
 
 /* The arena a with capacities of at least k, then viewed as B x T on Tcap
@@ -308,15 +363,25 @@ static int lm_score_truncated(model_lm *lm, const lm_request *r, int c, lm_resul
 
 /* Contexts of requests grp[0..g) (each has a shared continuation) in one forward
  * of g sequences padded to the longest; scores every shared continuation's
- * first token into res. */
+ * first token into res.  P > 0: every context starts with the P tokens whose
+ * keys and values pre holds (lm_prefix_forward); the forward feeds only the
+ * tails, at positions P.., and the arena's caches hold the whole contexts. */
 static int lm_contexts(model_lm *lm, const lm_request *req, lm_result *res, const int *grp, int g,
-                       qs_diag *d)
+                       int P, const llama_acts *pre, qs_diag *d)
 {
     int Tg = 0;
     for (int b = 0; b < g; b++)
-        Tg = (int)req[grp[b]].n_ctx > Tg ? (int)req[grp[b]].n_ctx : Tg;
+        Tg = (int)req[grp[b]].n_ctx - P > Tg ? (int)req[grp[b]].n_ctx - P : Tg;
     int rows = g * Tg;
-    int rc = lm_arena(lm, &lm->ctx, lm_ctx_caps(rows, g), 0, g, Tg, Tg, d);
+    /* at least the rows of the longest context computed whole: the arena's size
+     * does not depend on which contexts shared a prefix (model_lm_acts_elems) */
+    lm_caps k = lm_ctx_caps(rows > P + Tg ? rows : P + Tg, g);
+    if (P) {
+        const int kp = lm_prefix_kv(&lm->m->cfg);
+        k.kv = g * (P + Tg) > k.kv ? g * (P + Tg) : k.kv;
+        k.kv = kp > k.kv ? kp : k.kv;
+    }
+    int rc = lm_arena(lm, &lm->ctx, k, 0, g, Tg, P + Tg, d);
     if (!rc)
         rc = lm_grow((void **)&lm->tok, &lm->tok_cap, (size_t)rows, sizeof *lm->tok, d);
     if (!rc)
@@ -325,19 +390,29 @@ static int lm_contexts(model_lm *lm, const lm_request *req, lm_result *res, cons
         rc = lm_rows_grow(lm, (size_t)g, d);
     if (rc)
         return rc;
-    int *first = lm->ibuf, *nrows = lm->ibuf + g;
+    int *first = lm->ibuf, *nrows = lm->ibuf + g, *p0 = lm->ibuf + 2 * (size_t)g,
+        *src = lm->ibuf + 3 * (size_t)g;
     for (int b = 0; b < g; b++) {
         const lm_request *r = &req[grp[b]];
-        int n = (int)r->n_ctx;
+        int n = (int)r->n_ctx - P;
         for (int t = 0; t < Tg; t++)
-            lm->tok[(size_t)b * Tg + t] = r->ctx[t < n ? t : n - 1];
+            lm->tok[(size_t)b * Tg + t] = r->ctx[P + (t < n ? t : n - 1)];
         first[b] = n - 1;
         nrows[b] = 1;
+        p0[b] = P;
+        src[b] = 0;
     }
+    model_kv_prefix kvp = {pre, src};
     lm->ctx.logits_first = first;
     lm->ctx.logits_rows = nrows;
+    if (P) {
+        lm->ctx.seq_pos0 = p0;
+        lm->ctx.kv_prefix = &kvp;
+    }
+    lm->ctx_rows += (long)rows;
     rc = model_forward(lm->m, &lm->ctx, lm->tok, NULL, g, Tg, 0, d);
-    lm->ctx.logits_first = lm->ctx.logits_rows = NULL;
+    lm->ctx.logits_first = lm->ctx.logits_rows = lm->ctx.seq_pos0 = NULL;
+    lm->ctx.kv_prefix = NULL;
     if (rc)
         return rc;
     /* each shared continuation's first token, from its context's row */
@@ -539,6 +614,81 @@ static int lm_batch_ok(const model_lm *lm)
     return matmul_rows_independent(m->precision) && (!m->hook.fn || m->hook.rows_independent);
 }
 
+/* The first P tokens of ctx in one forward (no lm_head), their keys and values
+ * copied to lm->pre_kv, which *pre then views as a one-sequence cache. */
+static int lm_prefix_forward(model_lm *lm, const int32_t *ctx, int P, llama_acts *pre, qs_diag *d)
+{
+    const llama_config *c = &lm->m->cfg;
+    lm_caps k = lm_ctx_caps(P, 1);   /* the tails' forwards will ask for lm_prefix_kv */
+    k.kv = lm_prefix_kv(c) > k.kv ? lm_prefix_kv(c) : k.kv;
+    int rc = lm_arena(lm, &lm->ctx, k, 0, 1, P, P, d);
+    if (rc)
+        return rc;
+    const size_t half = model_acts_kv_elems(c, (size_t)P, 0) / 2;   /* [L, P, KVH*hd] */
+    if (2 * half > lm->pre_kv_cap) {   /* exactly what it holds: model_lm_acts_elems */
+        qs_free(lm->pre_kv);
+        lm->pre_kv_cap = 0;
+        if (!(lm->pre_kv = qs_malloc(2 * half * sizeof *lm->pre_kv)))
+            return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+        lm->pre_kv_cap = 2 * half;
+    }
+    const int none = 0;
+    lm->ctx.logits_rows = &none;
+    lm->ctx_rows += P;
+    rc = model_forward(lm->m, &lm->ctx, ctx, NULL, 1, P, 0, d);
+    lm->ctx.logits_rows = NULL;
+    if (rc)
+        return rc;
+    /* one sequence of P positions: each layer's cache is contiguous, layer after layer */
+    memcpy(lm->pre_kv, lm->ctx.kcache, half * sizeof *lm->pre_kv);
+    memcpy(lm->pre_kv + half, lm->ctx.vcache, half * sizeof *lm->pre_kv);
+    memset(pre, 0, sizeof *pre);
+    pre->B = 1;
+    pre->T = pre->Tcap = P;
+    pre->kcache = lm->pre_kv;
+    pre->vcache = lm->pre_kv + half;
+    return 0;
+}
+
+/* The g requests mem[0..g) whose contexts share their first P tokens: the
+ * prefix once, then the tails in forwards of similar lengths (lm_batches, within
+ * the context arena's rows and cache positions: lm_prefix_kv, or the longest
+ * context), each followed by its continuations.  Reorders mem by tail length. */
+static int lm_prefix_run(model_lm *lm, const lm_request *req, lm_result *res, int *mem, int g,
+                         int P, qs_diag *d)
+{
+    llama_acts pre;
+    int rc = lm_prefix_forward(lm, req[mem[0]].ctx, P, &pre, d);
+    if (rc)
+        return rc;
+    long longest = 0;
+    for (int b = 0; b < g; b++) {
+        lm->keys[b] = (lm_key){req[mem[b]].n_ctx, mem[b]};
+        longest = (long)req[mem[b]].n_ctx > longest ? (long)req[mem[b]].n_ctx : longest;
+    }
+    qsort(lm->keys, (size_t)g, sizeof *lm->keys, lm_key_cmp);
+    const size_t n = (size_t)g;
+    if ((rc = lm_grow((void **)&lm->cpart, &lm->cpart_cap, 4 * (n + 1), sizeof *lm->cpart, d)))
+        return rc;
+    long *ends = lm->cpart, *cut = ends + n + 1, *len = cut + n + 1, *p0 = len + n + 1;
+    for (size_t k = 0; k < n; k++) {
+        mem[k] = lm->keys[k].req;
+        len[k] = (long)lm->keys[k].n_ctx - P;
+        p0[k] = P;
+    }
+    long kv = longest > LM_CTX_ROWS ? longest : LM_CTX_ROWS;
+    kv = lm_prefix_kv(&lm->m->cfg) > kv ? lm_prefix_kv(&lm->m->cfg) : kv;
+    lm_batches(ends, cut, len, p0, n, (lm_budget){LM_CTX_ROWS, kv, LONG_MAX, LONG_MAX});
+    for (int b = 0, i = 0; ends[b] > 0; b++) {
+        int s = (int)ends[b] - i;
+        if ((rc = lm_contexts(lm, req, res, mem + i, s, P, &pre, d)) ||
+            (rc = lm_continuations(lm, req, res, mem + i, s, d)))
+            return rc;
+        i += s;
+    }
+    return 0;
+}
+
 static int lm_score(void *self, const lm_request *req, lm_result *res, size_t n_req, qs_diag *d)
 {
     model_lm *lm = self;
@@ -565,13 +715,41 @@ static int lm_score(void *self, const lm_request *req, lm_result *res, size_t n_
             lm->keys[n_sh++] = (lm_key){req[i].n_ctx, (int)i};
     }
     const int batch = lm_batch_ok(lm);
+    /* contexts that share a prefix compute it once (model_lm_prefix.h), group by group */
+    int n_groups = 0;
+    if (batch && n_sh >= 2) {
+        const size_t n = (size_t)n_sh;
+        if ((rc = lm_grow((void **)&lm->pkeys, &lm->pkeys_cap, n, sizeof *lm->pkeys, d)) ||
+            (rc = lm_grow((void **)&lm->groups, &lm->groups_cap, n, sizeof *lm->groups, d)) ||
+            (rc = lm_grow((void **)&lm->pscratch, &lm->pscratch_cap, 4 * (n + 1),
+                          sizeof *lm->pscratch, d)))
+            return rc;
+        for (int i = 0; i < n_sh; i++)
+            lm->order[i] = lm->keys[i].req;
+        lm_prefix_plan(req, lm->order, n_sh, lm->groups, &n_groups, lm->pscratch, lm->pkeys);
+        for (int k = 0; k < n_groups; k++) {
+            const lm_prefix_group *G = &lm->groups[k];
+            if ((rc = lm_prefix_run(lm, req, res, lm->order + G->first, G->n, G->P, d)))
+                return rc;
+        }
+        /* the others, computed whole below */
+        int m = 0;
+        for (int i = 0, k = 0; i < n_sh; i++) {
+            if (k < n_groups && i == lm->groups[k].first) {
+                i += lm->groups[k++].n - 1;
+                continue;
+            }
+            lm->keys[m++] = (lm_key){req[lm->order[i]].n_ctx, lm->order[i]};
+        }
+        n_sh = m;
+    }
     if (batch)   /* similar lengths share a forward: little padding */
         qsort(lm->keys, (size_t)n_sh, sizeof *lm->keys, lm_key_cmp);
     for (int i = 0; i < n_sh; i++)
         lm->order[i] = lm->keys[i].req;
     /* contexts in forwards of similar lengths (lm_batches), or one by one */
     size_t n = (size_t)n_sh;
-    if ((rc = lm_grow((void **)&lm->cpart, &lm->cpart_cap, 3 * (n + 1), sizeof *lm->cpart, d)))
+    if ((rc = lm_grow((void **)&lm->cpart, &lm->cpart_cap, 4 * (n + 1), sizeof *lm->cpart, d)))
         return rc;
     long *ends = lm->cpart, *cut = ends + n + 1, *len = cut + n + 1;
     for (size_t k = 0; k < n; k++) {
@@ -583,7 +761,7 @@ static int lm_score(void *self, const lm_request *req, lm_result *res, size_t n_
         lm_batches(ends, cut, len, NULL, n, (lm_budget){LM_CTX_ROWS, LONG_MAX, LONG_MAX, LONG_MAX});
     for (int b = 0, i = 0; ends[b] > 0; b++) {
         int g = (int)ends[b] - i;
-        if ((rc = lm_contexts(lm, req, res, lm->order + i, g, d)) ||
+        if ((rc = lm_contexts(lm, req, res, lm->order + i, g, 0, NULL, d)) ||
             (rc = lm_continuations(lm, req, res, lm->order + i, g, d)))
             return rc;
         i += g;

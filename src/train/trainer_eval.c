@@ -204,7 +204,19 @@ static int trainer_eval_scoring_bytes(const eval_session *s, const char *model, 
     size_t ctx = (size_t)hfconfig_max_context(&c);
     longest = longest < ctx ? longest : ctx;
     longest_cont = longest_cont < longest ? longest_cont : longest;
-    size_t elems = n ? model_lm_acts_elems(&c, (int)longest, (int)longest_cont) : 0;
+    size_t prefix = 0;
+    if (n) {   /* the longest prefix the scorer may share between two of the requests */
+        lm_request *req = qs_malloc(n * sizeof *req);
+        if (!req)
+            return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+        for (size_t i = 0; i < n; i++)
+            eval_session_request(s, i, &req[i]);
+        rc = model_lm_shared_prefix(req, n, &prefix, d);
+        qs_free(req);
+        if (rc)
+            return rc;
+    }
+    size_t elems = n ? model_lm_acts_elems(&c, (int)longest, (int)longest_cont, (int)prefix) : 0;
     if (elems == SIZE_MAX || elems > SIZE_MAX / sizeof(float))
         return diag_set(d, QS_ERANGE, model, -1, "the in-loop tasks' scoring arena does not fit "
                         "in 64 bits");
