@@ -192,8 +192,8 @@ static lm_caps lm_ctx_caps(int rows, int g)
 
 /* The context arena's cache positions once contexts ran on a shared prefix:
  * each tail's sequence holds a copy of its prefix, so forwards of several
- * tails need room for several prefixes (on the 1B model: 1,638 positions, up to
- * 3 tails of 5-shot MMLU per forward).  The arena is grown to it whenever a
+ * tails need room for several prefixes (on the 1B model: 1,638 positions, 2 or 3
+ * tails of 5-shot MMLU per forward).  The arena is grown to it whenever a
  * prefix is shared, so that its size does not depend on the plan. */
 static int lm_prefix_kv(const llama_config *c)
 {
@@ -749,7 +749,7 @@ static int lm_score(void *self, const lm_request *req, lm_result *res, size_t n_
         lm->order[i] = lm->keys[i].req;
     /* contexts in forwards of similar lengths (lm_batches), or one by one */
     size_t n = (size_t)n_sh;
-    if ((rc = lm_grow((void **)&lm->cpart, &lm->cpart_cap, 4 * (n + 1), sizeof *lm->cpart, d)))
+    if ((rc = lm_grow((void **)&lm->cpart, &lm->cpart_cap, 3 * (n + 1), sizeof *lm->cpart, d)))
         return rc;
     long *ends = lm->cpart, *cut = ends + n + 1, *len = cut + n + 1;
     for (size_t k = 0; k < n; k++) {

@@ -18,7 +18,8 @@
  * of sequential passes are noise.  tok_ratio = tokens through the model,
  * separate / shared: the arithmetic bound of what prefix sharing can save.
  * Targets (issue 6): >= 2.5x on HellaSwag, >= 3x on MMLU.
- * Usage: bench_eval [TASKS]   (e.g. "mmlu,hellaswag"; default all four)
+ * Then few-shot MMLU in calls of 32 items against calls of one (bench_fewshot).
+ * Usage: bench_eval [TASKS]   (e.g. "mmlu,hellaswag,fewshot"; default all)
  */
 #include <cblas.h>
 #include <math.h>
@@ -39,6 +40,8 @@
 
 #define BENCH_REPS 3
 #define BENCH_ITEMS 16
+#define BENCH_FEWSHOT_SHOTS 5
+#define BENCH_FEWSHOT_PER_SUBJECT 4
 
 static const char bench_config[] =
     "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":288,\"intermediate_size\":768,"
@@ -112,6 +115,97 @@ static double bench_pass(const eval_session *s, const lm_scorer *lm, int separat
             ll_out[k++] = ll[c];
     }
     return bench_now() - t0;
+}
+
+/* seconds for one pass in calls of `per_call` items (one request each) */
+static double bench_pass_calls(const eval_session *s, const lm_scorer *lm, int per_call,
+                               double *ll_out)
+{
+    size_t n;
+    eval_session_items(s, &n);
+    lm_request req[64];
+    lm_result res[64];
+    double ll[64][16];
+    int gr[64][16];
+    double t0 = bench_now();
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += (size_t)per_call) {
+        size_t m = n - i < (size_t)per_call ? n - i : (size_t)per_call;
+        for (size_t j = 0; j < m; j++) {
+            eval_session_request(s, i + j, &req[j]);
+            res[j] = (lm_result){ll[j], gr[j]};
+        }
+        qs_diag d = {0};
+        if (lm->score(lm->self, req, res, m, &d))
+            return -1;
+        for (size_t j = 0; j < m; j++)
+            for (int c = 0; c < req[j].n_cont; c++)
+                ll_out[k++] = ll[j][c];
+    }
+    return bench_now() - t0;
+}
+
+/* Few-shot MMLU (5 shots: every item of a subject starts with the same
+ * description and dev examples): calls of 32 items, whose contexts compute that
+ * prefix once (model_lm_prefix.h), against calls of one item, computed whole as
+ * before prefixes were shared, alternating; the weights packed once as eval
+ * holds them.  Same log-likelihoods required. */
+static int bench_fewshot(const lm_scorer *lm, model_lm *mlm, const eval_encoder *enc,
+                         const char *tasks_dir, const char *data_dir)
+{
+    eval_options o;
+    eval_options_default(&o);
+    const char *one[1] = {"mmlu"};
+    o.tasks_dir = tasks_dir;
+    o.data_dir = data_dir;
+    o.tasks = one;
+    o.n_tasks = 1;
+    o.shots = BENCH_FEWSHOT_SHOTS;
+    o.limit = BENCH_FEWSHOT_PER_SUBJECT;
+    qs_diag d = {0};
+    eval_session *s = NULL;
+    if (eval_session_create(&s, &o, enc, &d)) {
+        fprintf(stderr, "bench_eval: mmlu %d-shot: %s\n", o.shots, d.msg);
+        return 1;
+    }
+    size_t n, n_ll = 0, ctx_tok = 0;
+    eval_session_items(s, &n);
+    for (size_t i = 0; i < n; i++) {
+        lm_request req;
+        eval_session_request(s, i, &req);
+        n_ll += (size_t)req.n_cont;
+        ctx_tok += req.n_ctx;
+    }
+    double *ll_a = qs_calloc(n_ll + 1, sizeof *ll_a), *ll_b = qs_calloc(n_ll + 1, sizeof *ll_b);
+    double ta[BENCH_REPS], tb[BENCH_REPS];
+    long rows_a = 0, rows_b = 0;
+    int rc = !ll_a || !ll_b;
+    for (int r = 0; r < BENCH_REPS && !rc; r++) {   /* alternating, same process */
+        long r0 = model_lm_ctx_rows(mlm);
+        ta[r] = bench_pass_calls(s, lm, 32, ll_a);
+        rows_a = model_lm_ctx_rows(mlm) - r0;
+        r0 = model_lm_ctx_rows(mlm);
+        tb[r] = bench_pass_calls(s, lm, 1, ll_b);
+        rows_b = model_lm_ctx_rows(mlm) - r0;
+        rc = ta[r] < 0 || tb[r] < 0;
+    }
+    if (!rc) {
+        int same = !memcmp(ll_a, ll_b, n_ll * sizeof *ll_a);
+        qsort(ta, BENCH_REPS, sizeof *ta, bench_cmp);
+        qsort(tb, BENCH_REPS, sizeof *tb, bench_cmp);
+        double ma = ta[BENCH_REPS / 2], mb = tb[BENCH_REPS / 2];
+        printf("mmlu %d-shot, %ld items per subject (%zu items, %.0f context tokens each): calls of "
+               "32 items %.2f it/cs, of 1 item %.2f it/cs: %.2fx; context rows %ld vs %ld (%.2fx); "
+               "log-likelihoods %s\n",
+               o.shots, (long)o.limit, n, (double)ctx_tok / (double)n, (double)n / ma, (double)n / mb,
+               mb / ma, rows_a, rows_b, (double)rows_b / (double)rows_a,
+               same ? "bit-identical" : "DIFFER");
+        rc = !same;
+    }
+    qs_free(ll_a);
+    qs_free(ll_b);
+    eval_session_destroy(s);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -208,6 +302,18 @@ int main(int argc, char **argv)
         qs_free(ll_a);
         qs_free(ll_b);
         eval_session_destroy(s);
+    }
+    if (!rc && (argc < 2 || strstr(argv[1], "fewshot"))) {
+        /* packed once, as `qatscope eval` holds its weights (model_load_packed): the
+         * table above packs every product's weights on every call, a per-forward
+         * cost that would count against the calls with more, smaller forwards */
+        if (model_packs_create(&m, &d)) {
+            fprintf(stderr, "bench_eval: %s\n", d.msg);
+            rc = 1;
+        } else {
+            rc = bench_fewshot(&lm, mlm, &enc, tok ? tasks_dir : "tests/data/tasks/defs",
+                               data_dir);
+        }
     }
     tokenizer_destroy(tok);
     model_lm_destroy(mlm);
