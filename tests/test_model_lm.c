@@ -426,6 +426,22 @@ TEST(lm, continuations_on_kv_prefixes_equal_the_full_forward_rows)
     rows_case_close(&rc);
 }
 
+/* The fixture's shape (base) with a context of max_pos, random weights (seed),
+ * and a scorer on it: *c, *m, *lm. */
+static int lm_random_open(const llama_config *base, int max_pos, uint64_t seed,
+                          llama_config *c, llama_model *m, model_lm **lm, qs_diag *d)
+{
+    *c = *base;
+    c->max_pos = max_pos;
+    int rc = model_init(m, c, d);
+    if (rc)
+        return rc;
+    model_params_randomize(m, seed, 0.05f);
+    if ((rc = model_lm_create(lm, m, max_pos, d)))
+        model_free(m);
+    return rc;
+}
+
 /* Contexts that start with the same tokens (a few-shot prompt's examples)
  * compute them once: every log-likelihood and greedy flag keeps the bits of its
  * request scored alone (computed whole), in any order, and the context forwards
@@ -436,13 +452,10 @@ TEST(lm, contexts_sharing_a_prefix_compute_it_once)
     lm_fix f;
     qs_diag d = {0};
     ASSERT_OK(lm_fix_open(&f, 32, &d), &d);
-    llama_config c = f.m.cfg;
-    c.max_pos = 512;
+    llama_config c;
     llama_model m;
     model_lm *lm;
-    ASSERT_OK(model_init(&m, &c, &d), &d);
-    model_params_randomize(&m, 11, 0.05f);
-    ASSERT_OK(model_lm_create(&lm, &m, 512, &d), &d);
+    ASSERT_OK(lm_random_open(&f.m.cfg, 512, 11, &c, &m, &lm, &d), &d);
     const int sharing = matmul_rows_independent(m.precision);
     enum { NR = 7, PRE = 60 };
     /* r0-r3: the 60-token prefix, then tails of 5, 17, 1 and 30 tokens; r4: 50
@@ -549,13 +562,10 @@ TEST(lm, arenas_are_model_lm_acts_elems)
         fprintf(stderr, "    short requests: heap %zu, estimate %zu\n", live, est);
     ASSERT_TRUE(live >= est && live <= est + (64 << 10));
     /* the same shape with a 2048-token context, random weights */
-    llama_config c = f.m.cfg;
-    c.max_pos = 2048;
+    llama_config c;
     llama_model m;
     model_lm *lm;
-    ASSERT_OK(model_init(&m, &c, &d), &d);
-    model_params_randomize(&m, 7, 0.05f);
-    ASSERT_OK(model_lm_create(&lm, &m, 2048, &d), &d);
+    ASSERT_OK(lm_random_open(&f.m.cfg, 2048, 7, &c, &m, &lm, &d), &d);
     enum { CTX_LONG = 1019, CTX_SHORT = 300, CONT_LONG = 600 };
     int32_t *tok = qs_malloc(CTX_LONG * sizeof *tok);
     ASSERT_TRUE(tok != NULL);
