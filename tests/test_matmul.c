@@ -395,10 +395,15 @@ TEST(matmul, results_independent_of_thread_count)
 #ifndef _OPENMP
     SKIP("built without OpenMP");
 #else
-    mm_case c = {301, 203, 517}; /* many tasks, partial tiles, 2 K blocks on dw/dx */
+    /* many tasks, partial tiles, 2 K blocks on dw/dx; then one row block whose
+     * dout (96 x 11000, 4.2 MB) is past MM_A_BIG_BYTES: dx in fewer, wider
+     * column tasks (matmul_gemm.c) */
+    const mm_case cases[2] = {{301, 203, 517}, {96, 390, 11000}};
     int precisions[] = {MATMUL_FP32, MATMUL_BF16};
     int saved = omp_get_max_threads();
-    for (int pi = 0; pi < 2; pi++) {
+    for (int cp = 0; cp < 4; cp++) {
+        const mm_case c = cases[cp / 2];
+        const int pi = cp % 2;
         linear_bufs r[3];
         for (int t = 0; t < 3; t++) {
             test_seed = 777u; /* same inputs for every thread count */

@@ -479,13 +479,21 @@ static int mm_ceil_div(int v, int d) { return (v + d - 1) / d; }
  * read in place (a_cost 1 when in place, 2 when made anew): take the split with
  * the fewest bytes, n_ib N + n_jb M a_cost (K is common), that gives at least
  * MM_TASKS_PER_THREAD tasks per thread (so dynamic scheduling can even out a
- * shared machine) with blocks of at most MM_MC rows and MM_NC columns. */
-enum { MM_TASKS_PER_THREAD = 6 };
+ * shared machine) with blocks of at most MM_MC rows and MM_NC columns.
+ * An A larger than MM_A_BIG_BYTES (past a core's L2) comes from L3 or memory
+ * again for every column block, so its jobs take MM_TASKS_PER_THREAD_BIG_A
+ * tasks per thread: the 64 x 153376 dout of a 1B head's dX (39 MB) at 12
+ * column tasks ran at 247-268 GFLOP/s, at 4 at 300-309 and at 2 at 291-319
+ * (Xeon, 2 threads, same minutes). */
+enum { MM_TASKS_PER_THREAD = 6, MM_TASKS_PER_THREAD_BIG_A = 2 };
+#define MM_A_BIG_BYTES ((size_t)4 << 20)
 static void mm_task_shape(mm_job *jb, int n_threads, int a_cost)
 {
     int M = jb->M, N = jb->bp->N;
     int m_panels = mm_ceil_div(M, MM_MR), n_panels = mm_ceil_div(N, MM_NR);
-    int want = n_threads > 1 ? MM_TASKS_PER_THREAD * n_threads : 1;
+    size_t a_bytes = (size_t)M * (size_t)jb->bp->K * (jb->uk == MM_UK_BF16DP ? 2 : 4);
+    int per_thread = a_bytes > MM_A_BIG_BYTES ? MM_TASKS_PER_THREAD_BIG_A : MM_TASKS_PER_THREAD;
+    int want = n_threads > 1 ? per_thread * n_threads : 1;
     int ib_min = mm_ceil_div(m_panels, MM_MC / MM_MR);
     int jb_min = mm_ceil_div(n_panels, mm_rows_outer_nc_max(jb) / MM_NR);
     int best_ib = ib_min, best_jb = jb_min;
