@@ -111,6 +111,39 @@ TEST(mem, block_of_whole_huge_pages_is_resident_as_those_pages)
     ASSERT_TRUE(grown < 34 * 1024 + 1024);
 }
 
+/* qs_calloc of a large block maps fresh pages: zero, on a 2 MiB boundary,
+ * counted, resident only where used (an inference arena sized for the longest
+ * input), its contents kept through qs_realloc, the injected failure honoured. */
+TEST(mem, large_zeroed_blocks_are_resident_only_where_used)
+{
+    const size_t huge = (size_t)2 << 20, n = (size_t)34 << 20;
+    size_t live = qs_mem_live_bytes();
+    long before = mem_rss_kib();
+    float *p = qs_calloc(n / sizeof *p, sizeof *p);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ_INT((size_t)p % huge, 0);
+    ASSERT_EQ_INT(qs_mem_live_bytes() - live, n);
+#ifndef __SANITIZE_ADDRESS__   /* there it is malloc + memset, for ASan's checks */
+    if (before >= 0)
+        ASSERT_TRUE(mem_rss_kib() - before < 1024);   /* nothing written yet */
+#endif
+    int zero = 1;
+    for (size_t i = 0; i < n / sizeof *p; i += 1021)
+        zero &= p[i] == 0.0f;
+    ASSERT_TRUE(zero && p[n / sizeof *p - 1] == 0.0f);
+    p[0] = 1.5f;
+    p[n / sizeof *p - 1] = -2.0f;
+    float *q = qs_realloc(p, n + 4096);
+    ASSERT_TRUE(q != NULL);
+    ASSERT_TRUE(q[0] == 1.5f && q[n / sizeof *q - 1] == -2.0f);
+    qs_free(q);
+    ASSERT_EQ_INT(qs_mem_live_bytes(), live);
+    qs_mem_fail_after(1);
+    ASSERT_TRUE(qs_calloc(n, 1) == NULL);
+    qs_mem_fail_after(0);
+    ASSERT_EQ_INT(qs_mem_live_bytes(), live);
+}
+
 TEST(mem, injected_failure_hits_nth_allocation)
 {
     qs_mem_fail_after(2);

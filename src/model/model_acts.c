@@ -165,7 +165,9 @@ static int model_acts_init_any(llama_acts *a, const llama_config *c, int B, int 
     a->kv_shared = kv_shared;
     a->logits_cap = logits_rows;
     a->n_elems = model_acts_layout(NULL, NULL, c, B, T, Tcap, training, logits_rows, kv_shared);
-    a->memory = qs_malloc(a->n_elems * sizeof *a->memory);
+    /* zeroed without being written (qs_calloc maps it): an inference arena is
+     * sized for the longest input, and most batches use a fraction of it */
+    a->memory = qs_calloc(a->n_elems, sizeof *a->memory);
     a->pos = qs_malloc((size_t)B * T * sizeof *a->pos);
     if (!a->memory || !a->pos) {
         size_t n = a->n_elems;
@@ -173,7 +175,6 @@ static int model_acts_init_any(llama_acts *a, const llama_config *c, int B, int 
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for activations (%.1f MiB)",
                         n * 4.0 / (1 << 20));
     }
-    memset(a->memory, 0, a->n_elems * sizeof *a->memory);
     model_acts_layout(a, a->memory, c, B, T, Tcap, training, logits_rows, kv_shared);
     a->loss = -1.0;
     return 0;
