@@ -415,7 +415,7 @@ static void case_backward(const attn_case *c, const float *att, const float *g, 
 
 /* Documented tolerance between the backward paths: none (same operations in the
  * portable order, src/layers/layer_attn_impl.h).  GQA groups whose row blocks straddle
- * two heads and end short of ATTN_ROWS rows, head dims with tails, more than 64
+ * two heads and end short of ATTN_BWD_ROWS rows (or of one of its halves), head dims with tails, more than 64
  * keys; gradients accumulated onto non-zero values; 1 and 3 threads; and with
  * no memory for the blocks' scratch (the portable loop runs instead). */
 TEST(layer_attn, backward_avx512_and_portable_give_the_same_bits_whatever_threads)
@@ -423,7 +423,8 @@ TEST(layer_attn, backward_avx512_and_portable_give_the_same_bits_whatever_thread
     if (cpu_detected_level() < CPU_LEVEL_AVX512)
         SKIP("CPU without AVX-512");
     static const int shapes[][5] = {   /* B, T, H, KVH, hd */
-        {2, 37, 4, 2, 40}, {1, 70, 3, 3, 80}, {2, 19, 8, 2, 8}, {1, 131, 2, 1, 33}, {3, 20, 4, 4, 64}};
+        {2, 37, 4, 2, 40}, {1, 70, 3, 3, 80}, {2, 19, 8, 2, 8}, {1, 131, 2, 1, 33}, {3, 20, 4, 4, 64},
+        {1, 45, 4, 2, 128}};   /* 1B-like head dim; 8-row blocks straddling heads, 2 rows last */
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int B = shapes[si][0], T = shapes[si][1], H = shapes[si][2], KVH = shapes[si][3];
         const int hd = shapes[si][4];

@@ -15,7 +15,7 @@
  *    decode steps (or no scratch) one row at a time with the scores computed
  *    twice (max pass, then exp/sum/weighted-sum pass) so nothing is stored.
  * The backward's definition is the portable loop of attn_backward; the
- * AVX-512 path computes its bits in blocks of ATTN_ROWS rows of one KV head
+ * AVX-512 path computes its bits in blocks of ATTN_BWD_ROWS rows of one KV head
  * (one task per (batch, KV head), values transposed once per task).
  */
 #include <math.h>
@@ -388,7 +388,7 @@ void attn_forward_seq(float *out, const float *q, const float *k, const float *v
 /* AVX-512 backward: one task per (batch, KV head), which owns that head's
  * dk/dv and its query heads' dq: its values transposed into the thread's
  * scratch, then its rows (heads of the group, then positions, the portable
- * order) in blocks of ATTN_ROWS sharing each k/v/dk/dv load.  Tasks never
+ * order) in blocks of ATTN_BWD_ROWS sharing each k/v/dk/dv load.  Tasks never
  * share outputs, so the bits do not depend on the thread count.  Returns -1
  * (nothing done) when the scratch cannot be allocated. */
 static int attn_backward_blocks(float *dq, float *dk, float *dv, const float *dout,
@@ -396,7 +396,7 @@ static int attn_backward_blocks(float *dq, float *dk, float *dv, const float *do
                                 int B, int T, int H, int KVH, int hd)
 {
     const int group = H / KVH, nbg = B * KVH, per_bg = group * T;
-    const int nblk = (per_bg + ATTN_ROWS - 1) / ATTN_ROWS;
+    const int nblk = (per_bg + ATTN_BWD_ROWS - 1) / ATTN_BWD_ROWS;
     const size_t ld = ((size_t)T + 15) & ~(size_t)15, kv_stride = (size_t)KVH * hd;
     const size_t per_thr = ld * hd + ATTN_BWD_WORK(ld, hd);   /* transposed values + work */
     const float scale = 1.0f / sqrtf((float)hd);
@@ -413,10 +413,10 @@ static int attn_backward_blocks(float *dq, float *dk, float *dv, const float *do
         const size_t k0 = (size_t)b * T * kv_stride + (size_t)g * hd;
         attn_keys_transpose_avx512_impl(vt, ld, v + k0, kv_stride, T, hd);
         for (int blk_i = 0; blk_i < nblk; blk_i++) {
-            const int r0 = blk_i * ATTN_ROWS;
+            const int r0 = blk_i * ATTN_BWD_ROWS;
             attn_bwd_block blk;
-            blk.rows = per_bg - r0 < ATTN_ROWS ? per_bg - r0 : ATTN_ROWS;
-            for (int r = 0; r < ATTN_ROWS; r++) {
+            blk.rows = per_bg - r0 < ATTN_BWD_ROWS ? per_bg - r0 : ATTN_BWD_ROWS;
+            for (int r = 0; r < ATTN_BWD_ROWS; r++) {
                 const int rr = r0 + (r < blk.rows ? r : blk.rows - 1);
                 const int h = g * group + rr / T, t = rr % T;
                 const size_t row = ((size_t)b * T + t) * H + h;
@@ -425,7 +425,7 @@ static int attn_backward_blocks(float *dq, float *dk, float *dv, const float *do
                 blk.dq[r] = dq + row * hd;
                 blk.a[r] = att + (((size_t)b * H + h) * T + t) * T;
                 blk.n[r] = t + 1;
-                const int rn = r0 + ATTN_ROWS + r;   /* the next block's rows: prefetched */
+                const int rn = r0 + ATTN_BWD_ROWS + r;   /* the next block's rows: prefetched */
                 if (rn < per_bg) {
                     const size_t nrow = ((size_t)b * T + rn % T) * H + g * group + rn / T;
                     for (int i = 0; i < hd; i += 16) {

@@ -357,114 +357,105 @@ void attn_block_avx512_impl(const attn_block *b, const float *kt, size_t ld, con
     }
 }
 
-/* Backward updates over dims [i0, i0 + 16 nv) (the last vector masked by
- * m_last): dq_r += ds_r[j] k_j for j in order; dk_j += ds_r[j] q_r and
+#define BR ATTN_BWD_ROWS
+#ifndef ATTN_BWD_PF
+#define ATTN_BWD_PF 8
+#endif
+
+/* Backward updates over the 16 dims [i0, i0 + 16) (masked by m) for the
+ * block's BR rows: dq_r += ds_r[j] k_j for j in order; dk_j += ds_r[j] q_r and
  * dv_j += a_r[j] g_r, rows in order, each key's rows before the next key.
- * wa[8 j + r] = ds_r[j], wa[8 j + 4 + r] = a_r[j]; qg: the rows' q then g
- * slices of 16 dims, qg[(8 c + r) 16 + l] = q_r[i0 + 16 c + l] (g at r + 4). */
+ * wa[2 BR j + r] = ds_r[j], wa[2 BR j + BR + r] = a_r[j]; qg: the rows' q then
+ * g slices of these dims, qg[16 r + l] = q_r[i0 + l] (g at BR + r).  One
+ * vector of dims per pass keeps the 8 dq sums and the 16 q/g slices in
+ * registers: each k, dk and dv line read serves 8 rows' products (4 rows'
+ * before: the pass was bound by those reads, from L2 at T = 1024). */
 static inline __attribute__((always_inline)) void
-attn_bwd_block_upd(const attn_bwd_block *b, const float *wa, const float *qg, const int n[AR],
-                   const float *k, float *dk, float *dv, size_t kv_stride, int i0, int nv,
-                   __mmask16 m_last, int n_min, int n_max)
+attn_bwd_block_upd(const attn_bwd_block *b, const float *wa, const float *qg, const int n[BR],
+                   const float *k, float *dk, float *dv, size_t kv_stride, int i0, __mmask16 m,
+                   int n_min, int n_max)
 {
-    __m512 acc[AR][4];
-#pragma GCC unroll 4
-    for (int r = 0; r < AR; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < nv; c++)
-            acc[r][c] = _mm512_maskz_loadu_ps(c == nv - 1 ? m_last : 0xffff, b->dq[r] + i0 + 16 * c);
+    __m512 acc[BR], qv[BR], gv[BR];
+#pragma GCC unroll 8
+    for (int r = 0; r < BR; r++) {
+        acc[r] = _mm512_maskz_loadu_ps(m, b->dq[r] + i0);
+        qv[r] = _mm512_loadu_ps(qg + 16 * r);
+        gv[r] = _mm512_loadu_ps(qg + 16 * (BR + r));
+    }
     const float *kr = k + i0, *p = wa;
     float *dkr = dk + i0, *dvr = dv + i0;
-    for (int j = 0; j < n_min; j++, p += 2 * AR, kr += kv_stride, dkr += kv_stride, dvr += kv_stride) {
-        const __m512 w0 = _mm512_set1_ps(p[0]), w1 = _mm512_set1_ps(p[1]);
-        const __m512 w2 = _mm512_set1_ps(p[2]), w3 = _mm512_set1_ps(p[3]);
-        const __m512 p0 = _mm512_set1_ps(p[4]), p1 = _mm512_set1_ps(p[5]);
-        const __m512 p2 = _mm512_set1_ps(p[6]), p3 = _mm512_set1_ps(p[7]);
-#pragma GCC unroll 4
-        for (int c = 0; c < nv; c++) {
-            const __mmask16 m = c == nv - 1 ? m_last : 0xffff;
-            const float *x0 = qg + 16 * 2 * AR * c;
-            const __m512 kx = _mm512_maskz_loadu_ps(m, kr + 16 * c);
-            acc[0][c] = _mm512_add_ps(acc[0][c], _mm512_mul_ps(w0, kx));
-            acc[1][c] = _mm512_add_ps(acc[1][c], _mm512_mul_ps(w1, kx));
-            acc[2][c] = _mm512_add_ps(acc[2][c], _mm512_mul_ps(w2, kx));
-            acc[3][c] = _mm512_add_ps(acc[3][c], _mm512_mul_ps(w3, kx));
-            __m512 x = _mm512_maskz_loadu_ps(m, dkr + 16 * c);
-            x = _mm512_add_ps(x, _mm512_mul_ps(w0, _mm512_loadu_ps(x0)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(w1, _mm512_loadu_ps(x0 + 16)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(w2, _mm512_loadu_ps(x0 + 32)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(w3, _mm512_loadu_ps(x0 + 48)));
-            _mm512_mask_storeu_ps(dkr + 16 * c, m, x);
-            x = _mm512_maskz_loadu_ps(m, dvr + 16 * c);
-            x = _mm512_add_ps(x, _mm512_mul_ps(p0, _mm512_loadu_ps(x0 + 64)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(p1, _mm512_loadu_ps(x0 + 80)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(p2, _mm512_loadu_ps(x0 + 96)));
-            x = _mm512_add_ps(x, _mm512_mul_ps(p3, _mm512_loadu_ps(x0 + 112)));
-            _mm512_mask_storeu_ps(dvr + 16 * c, m, x);
+    const size_t pf = ATTN_BWD_PF * kv_stride;
+    for (int j = 0; j < n_min; j++, p += 2 * BR, kr += kv_stride, dkr += kv_stride, dvr += kv_stride) {
+        _mm_prefetch((const char *)(kr + pf), _MM_HINT_T0);
+        _mm_prefetch((const char *)(dkr + pf), _MM_HINT_T0);
+        _mm_prefetch((const char *)(dvr + pf), _MM_HINT_T0);
+        const __m512 kx = _mm512_maskz_loadu_ps(m, kr);
+        __m512 x = _mm512_maskz_loadu_ps(m, dkr), y = _mm512_maskz_loadu_ps(m, dvr);
+#pragma GCC unroll 8
+        for (int r = 0; r < BR; r++) {
+            const __m512 w = _mm512_set1_ps(p[r]);
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(w, kx));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w, qv[r]));
         }
+#pragma GCC unroll 8
+        for (int r = 0; r < BR; r++)
+            y = _mm512_add_ps(y, _mm512_mul_ps(_mm512_set1_ps(p[BR + r]), gv[r]));
+        _mm512_mask_storeu_ps(dkr, m, x);
+        _mm512_mask_storeu_ps(dvr, m, y);
     }
     /* the causal triangle (and padding rows, n = 0): key j only for the rows that see it */
-    for (int j = n_min; j < n_max; j++, p += 2 * AR, kr += kv_stride, dkr += kv_stride, dvr += kv_stride) {
-#pragma GCC unroll 4
-        for (int c = 0; c < nv; c++) {
-            const __mmask16 m = c == nv - 1 ? m_last : 0xffff;
-            const float *x0 = qg + 16 * 2 * AR * c;
-            const __m512 kx = _mm512_maskz_loadu_ps(m, kr + 16 * c);
-            __m512 x = _mm512_maskz_loadu_ps(m, dkr + 16 * c);
-            __m512 y = _mm512_maskz_loadu_ps(m, dvr + 16 * c);
-#pragma GCC unroll 4
-            for (int r = 0; r < AR; r++) {
-                if (j >= n[r])
-                    continue;
-                const __m512 w = _mm512_set1_ps(p[r]), pa = _mm512_set1_ps(p[AR + r]);
-                acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_mul_ps(w, kx));
-                x = _mm512_add_ps(x, _mm512_mul_ps(w, _mm512_loadu_ps(x0 + 16 * r)));
-                y = _mm512_add_ps(y, _mm512_mul_ps(pa, _mm512_loadu_ps(x0 + 16 * (AR + r))));
-            }
-            _mm512_mask_storeu_ps(dkr + 16 * c, m, x);
-            _mm512_mask_storeu_ps(dvr + 16 * c, m, y);
+    for (int j = n_min; j < n_max; j++, p += 2 * BR, kr += kv_stride, dkr += kv_stride, dvr += kv_stride) {
+        const __m512 kx = _mm512_maskz_loadu_ps(m, kr);
+        __m512 x = _mm512_maskz_loadu_ps(m, dkr), y = _mm512_maskz_loadu_ps(m, dvr);
+#pragma GCC unroll 8
+        for (int r = 0; r < BR; r++) {
+            if (j >= n[r])
+                continue;
+            const __m512 w = _mm512_set1_ps(p[r]), pa = _mm512_set1_ps(p[BR + r]);
+            acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(w, kx));
+            x = _mm512_add_ps(x, _mm512_mul_ps(w, qv[r]));
+            y = _mm512_add_ps(y, _mm512_mul_ps(pa, gv[r]));
         }
+        _mm512_mask_storeu_ps(dkr, m, x);
+        _mm512_mask_storeu_ps(dvr, m, y);
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < AR; r++) {
-        if (r >= b->rows)
-            break;
-#pragma GCC unroll 4
-        for (int c = 0; c < nv; c++)
-            _mm512_mask_storeu_ps(b->dq[r] + i0 + 16 * c, c == nv - 1 ? m_last : 0xffff,
-                                  acc[r][c]);
-    }
+#pragma GCC unroll 8
+    for (int r = 0; r < BR; r++)
+        if (r < b->rows)
+            _mm512_mask_storeu_ps(b->dq[r] + i0, m, acc[r]);
 }
 
-void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t ld,
-                                const float *k, float *dk, float *dv, size_t kv_stride, int hd,
-                                float scale, float *work)
+/* Rows [h0, h0 + AR) of the block: datt_r (the forward's score loop on the
+ * transposed values), sum_r and ds_r into rows[r] and a_r copied into
+ * rows[BR + r], over keys [0, n_max) (zero past each row's n; n_max: the
+ * block's, so that every key the update reads is written).  Rows of the half
+ * past b->rows are padding (n = 0): zeros. */
+static void attn_bwd_half(const attn_bwd_block *b, int h0, const int n[BR], const float *vt,
+                          size_t ld, int hd, float scale, float *rows, int n_max)
 {
-    /* work: rows [2 AR][ld] (datt then ds; a), wa [ld][2 AR], qg [hd / 16][2 AR][16] */
-    float *rows = work, *wa = work + 2 * AR * ld, *qg = wa + 2 * AR * ld;
     attn_block sb;
     float *ds[AR];
-    int n[AR], n_min = b->n[0], n_max = 0;
-    sb.rows = b->rows;
+    int hn_min = n[h0], hn_max = 0;
+    sb.rows = b->rows - h0 < AR ? b->rows - h0 : AR;
     for (int r = 0; r < AR; r++) {
-        ds[r] = rows + (size_t)r * ld;
-        sb.q[r] = b->g[r];
+        ds[r] = rows + (size_t)(h0 + r) * ld;
+        sb.q[r] = b->g[h0 + r];
         sb.e[r] = ds[r];
         sb.o[r] = NULL;
-        n[r] = r < b->rows ? b->n[r] : 0;   /* padding rows: no keys */
-        sb.n[r] = b->n[r];
-        n_min = n[r] < n_min ? n[r] : n_min;
-        n_max = n[r] > n_max ? n[r] : n_max;
+        sb.n[r] = b->n[h0 + r];
+        hn_min = n[h0 + r] < hn_min ? n[h0 + r] : hn_min;
+        hn_max = n[h0 + r] > hn_max ? n[h0 + r] : hn_max;
     }
     /* datt rows: the forward's score loop on the transposed values (times 1: exact) */
-    attn_block_scores(&sb, n_max, vt, ld, NULL, 0, hd, 1.0f);
+    if (sb.rows > 0)
+        attn_block_scores(&sb, hn_max, vt, ld, NULL, 0, hd, 1.0f);
     /* sum_r = sum_j a_j datt_j in j order: a latency chain per row, the rows' interleaved */
     float sum[AR];
     {
-        const float *a0 = b->a[0], *a1 = b->a[1], *a2 = b->a[2], *a3 = b->a[3];
+        const float *a0 = b->a[h0], *a1 = b->a[h0 + 1], *a2 = b->a[h0 + 2], *a3 = b->a[h0 + 3];
         const float *d0 = ds[0], *d1 = ds[1], *d2 = ds[2], *d3 = ds[3];
         float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-        for (int j = 0; j < n_min; j++) {
+        for (int j = 0; j < hn_min; j++) {
             s0 += a0[j] * d0[j];
             s1 += a1[j] * d1[j];
             s2 += a2[j] * d2[j];
@@ -477,43 +468,49 @@ void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t
     }
     const __m512 sc = _mm512_set1_ps(scale);
     for (int r = 0; r < AR; r++) {
-        const float *a = b->a[r];
-        float *d = ds[r], *ac = rows + (size_t)(AR + r) * ld;
-        for (int j = n_min; j < n[r]; j++)
+        const float *a = b->a[h0 + r];
+        float *d = ds[r], *ac = rows + (size_t)(BR + h0 + r) * ld;
+        const int nr = n[h0 + r];
+        for (int j = hn_min; j < nr; j++)
             sum[r] += a[j] * d[j];
         const __m512 vs = _mm512_set1_ps(sum[r]);
         for (int j = 0; j < n_max; j += 16) {   /* ds_j = a_j (datt_j - sum) scale; a copied */
-            const __mmask16 m = attn_tail_mask(n[r] - j);
-            const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, d + j), vs);
-            const __m512 av = _mm512_maskz_loadu_ps(m, a + j);
+            const __mmask16 mk = attn_tail_mask(nr - j);
+            const __m512 x = _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, d + j), vs);
+            const __m512 av = _mm512_maskz_loadu_ps(mk, a + j);
             _mm512_storeu_ps(d + j, _mm512_mul_ps(_mm512_mul_ps(av, x), sc));
             _mm512_storeu_ps(ac + j, av);
         }
     }
+}
+
+void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t ld,
+                                const float *k, float *dk, float *dv, size_t kv_stride, int hd,
+                                float scale, float *work)
+{
+    /* work: rows [2 BR][ld] (ds, then a), wa [ld][2 BR], qg [hd / 16][2 BR][16] */
+    float *rows = work, *wa = work + 2 * BR * ld, *qg = wa + 2 * BR * ld;
+    int n[BR], n_min = b->n[0], n_max = 0;
+    for (int r = 0; r < BR; r++) {
+        n[r] = r < b->rows ? b->n[r] : 0;   /* padding rows: no keys */
+        n_min = n[r] < n_min ? n[r] : n_min;
+        n_max = n[r] > n_max ? n[r] : n_max;
+    }
+    attn_bwd_half(b, 0, n, vt, ld, hd, scale, rows, n_max);
+    attn_bwd_half(b, AR, n, vt, ld, hd, scale, rows, n_max);
     for (int j = 0; j < n_max; j += 16)   /* rows -> wa, key by key */
-        attn_tr16(wa + (size_t)j * 2 * AR, 2 * AR, rows + j, ld, 2 * AR,
+        attn_tr16(wa + (size_t)j * 2 * BR, 2 * BR, rows + j, ld, 2 * BR,
                   n_max - j < 16 ? n_max - j : 16);
     const int hdv = (hd + 15) / 16;
     for (int c = 0; c < hdv; c++) {
         const __mmask16 m = attn_tail_mask(hd - 16 * c);
-        for (int r = 0; r < AR; r++) {
-            _mm512_storeu_ps(qg + (size_t)(2 * AR * c + r) * 16, _mm512_maskz_loadu_ps(m, b->q[r] + 16 * c));
-            _mm512_storeu_ps(qg + (size_t)(2 * AR * c + AR + r) * 16,
+        for (int r = 0; r < BR; r++) {
+            _mm512_storeu_ps(qg + (size_t)(2 * BR * c + r) * 16, _mm512_maskz_loadu_ps(m, b->q[r] + 16 * c));
+            _mm512_storeu_ps(qg + (size_t)(2 * BR * c + BR + r) * 16,
                              _mm512_maskz_loadu_ps(m, b->g[r] + 16 * c));
         }
     }
-    /* passes over the head dims: all of them up to 48 (dq of 4 rows in 12 registers),
-     * else 32 at a time (measured on 48 and 64) */
-    const int nvp = hd <= 48 ? hdv : 2;
-    for (int i0 = 0; i0 < hd; i0 += 16 * nvp) {
-        const int left = hd - i0, nv = left >= 16 * nvp ? nvp : (left + 15) / 16;
-        const __mmask16 ml = attn_tail_mask(left - 16 * (nv - 1));
-        const float *qgi = qg + (size_t)(i0 / 16) * 2 * AR * 16;
-        if (nv == 3)
-            attn_bwd_block_upd(b, wa, qgi, n, k, dk, dv, kv_stride, i0, 3, ml, n_min, n_max);
-        else if (nv == 2)
-            attn_bwd_block_upd(b, wa, qgi, n, k, dk, dv, kv_stride, i0, 2, ml, n_min, n_max);
-        else
-            attn_bwd_block_upd(b, wa, qgi, n, k, dk, dv, kv_stride, i0, 1, ml, n_min, n_max);
-    }
+    for (int c = 0; c < hdv; c++)
+        attn_bwd_block_upd(b, wa, qg + (size_t)c * 2 * BR * 16, n, k, dk, dv, kv_stride, 16 * c,
+                           attn_tail_mask(hd - 16 * c), n_min, n_max);
 }

@@ -59,7 +59,10 @@ void attn_block_avx512_impl(const attn_block *b, const float *kt, size_t ld, con
 void attn_keys_transpose_avx512_impl(float *kt, size_t ld, const float *k, size_t kv_stride,
                                      int n, int hd);
 
-/* Attention backward of a block of query rows sharing one KV head: the
+/* Attention backward of a block of ATTN_BWD_ROWS query rows sharing one KV
+ * head (two forward-sized blocks: their datt rows as the forward's score loop
+ * computes them, then one pass over the keys for all eight rows, so that each
+ * k/dk/dv row read from L2 serves twice the products): the
  * portable definition (attn_backward in layer_attn.c), bit for bit.  Row r
  * (r < rows, in the portable row order) sees keys 0 .. n[r]-1:
  *   datt_j = g . v_j            (summed over i in order, as the portable dot)
@@ -68,19 +71,21 @@ void attn_keys_transpose_avx512_impl(float *kt, size_t ld, const float *k, size_
  *   dq    += ds_j k_j  (j in order);  dk_j += ds_j q;  dv_j += a_j g
  * and for each key the rows' dk_j/dv_j terms are added in row order.  Rows past
  * `rows` must repeat the last row's pointers (never used). */
+enum { ATTN_BWD_ROWS = 2 * ATTN_ROWS };
 typedef struct attn_bwd_block {
-    const float *q[ATTN_ROWS];   /* query rows [hd] */
-    const float *g[ATTN_ROWS];   /* upstream gradient rows [hd] */
-    const float *a[ATTN_ROWS];   /* saved probabilities (>= n floats) */
-    float *dq[ATTN_ROWS];        /* dq rows [hd], accumulated */
-    int n[ATTN_ROWS];            /* keys each row sees */
-    int rows;                    /* 1 .. ATTN_ROWS */
+    const float *q[ATTN_BWD_ROWS];   /* query rows [hd] */
+    const float *g[ATTN_BWD_ROWS];   /* upstream gradient rows [hd] */
+    const float *a[ATTN_BWD_ROWS];   /* saved probabilities (>= n floats) */
+    float *dq[ATTN_BWD_ROWS];        /* dq rows [hd], accumulated */
+    int n[ATTN_BWD_ROWS];            /* keys each row sees */
+    int rows;                        /* 1 .. ATTN_BWD_ROWS */
 } attn_bwd_block;
 
 /* Values transposed vt[i * ld + j] (ld >= max n, a multiple of 16); k, dk, dv
  * rows at kv_stride from key 0 of this (batch, KV head); work: ATTN_BWD_WORK
  * floats. */
-#define ATTN_BWD_WORK(ld, hd) (4 * ATTN_ROWS * (size_t)(ld) + 2 * ATTN_ROWS * (((size_t)(hd) + 15) & ~(size_t)15))
+#define ATTN_BWD_WORK(ld, hd)                                                                  \
+    (4 * ATTN_BWD_ROWS * (size_t)(ld) + 2 * ATTN_BWD_ROWS * (((size_t)(hd) + 15) & ~(size_t)15))
 void attn_bwd_block_avx512_impl(const attn_bwd_block *b, const float *vt, size_t ld,
                                 const float *k, float *dk, float *dv, size_t kv_stride, int hd,
                                 float scale, float *work);
