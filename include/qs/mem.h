@@ -6,7 +6,9 @@
  * makes the Nth allocation fail, so OOM paths are exercised.
  * User memory is 64-byte aligned (cache line, AVX-512 vector); blocks of 4 MiB
  * or more start on a 2 MiB boundary (their header in the 4 KiB page before it)
- * and are advised as transparent huge pages (see mem.c).
+ * and are advised as transparent huge pages (see mem.c); qs_calloc maps such
+ * blocks from the kernel, zero without being written, each page resident only
+ * once it is used.
  */
 #ifndef QS_MEM_H
 #define QS_MEM_H
