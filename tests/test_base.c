@@ -126,6 +126,8 @@ TEST(mem, large_zeroed_blocks_are_resident_only_where_used)
 #ifndef __SANITIZE_ADDRESS__   /* there it is malloc + memset, for ASan's checks */
     if (before >= 0)
         ASSERT_TRUE(mem_rss_kib() - before < 1024);   /* nothing written yet */
+#else
+    (void)before;
 #endif
     int zero = 1;
     for (size_t i = 0; i < n / sizeof *p; i += 1021)
