@@ -112,6 +112,7 @@ static unsigned char *mem_huge_alloc(size_t bytes)
  * memory on a 2 MiB boundary with the header in the one 4 KiB page before it,
  * the rest of the over-sized mapping unmapped again.  qs_free unmaps it
  * (offset MEM_MAP_HEADER).  NULL on failure. */
+#ifndef __SANITIZE_ADDRESS__   /* under ASan qs_calloc stays qs_malloc + memset */
 static unsigned char *mem_zero_map(size_t bytes)
 {
     size_t span = (bytes + MEM_HUGE_PAGE - 1) / MEM_HUGE_PAGE * MEM_HUGE_PAGE;
@@ -132,6 +133,7 @@ static unsigned char *mem_zero_map(size_t bytes)
     mem_huge_advise(user, bytes);
     return user;
 }
+#endif
 
 void *qs_malloc(size_t bytes)
 {
