@@ -135,6 +135,17 @@ static unsigned char *mem_zero_map(size_t bytes)
 }
 #endif
 
+/* A block's user memory (NULL passes through) given its header and counted. */
+static void *mem_block_start(unsigned char *user, size_t bytes, size_t offset)
+{
+    if (!user)
+        return NULL;
+    mem_header h = {bytes, offset};
+    memcpy(user - MEM_ALIGN, &h, sizeof h);
+    mem_count(bytes);
+    return user;
+}
+
 void *qs_malloc(size_t bytes)
 {
     if (mem_should_fail() || bytes > SIZE_MAX - 2 * MEM_ALIGN)
@@ -150,12 +161,7 @@ void *qs_malloc(size_t bytes)
         user = base ? base + MEM_ALIGN : NULL;
         offset = MEM_ALIGN;
     }
-    if (!user)
-        return NULL;
-    mem_header h = {bytes, offset};
-    memcpy(user - MEM_ALIGN, &h, sizeof h);
-    mem_count(bytes);
-    return user;
+    return mem_block_start(user, bytes, offset);
 }
 
 void *qs_calloc(size_t n, size_t elem_bytes)
@@ -167,13 +173,8 @@ void *qs_calloc(size_t n, size_t elem_bytes)
     if (bytes >= MEM_HUGE_MIN && !atomic_load(&mem_huge_off)) {
         if (mem_should_fail())
             return NULL;
-        unsigned char *user = mem_zero_map(bytes);   /* zero already: not written */
-        if (!user)
-            return NULL;
-        mem_header h = {bytes, MEM_MAP_HEADER};
-        memcpy(user - MEM_ALIGN, &h, sizeof h);
-        mem_count(bytes);
-        return user;
+        /* zero already: not written */
+        return mem_block_start(mem_zero_map(bytes), bytes, MEM_MAP_HEADER);
     }
 #endif
     void *p = qs_malloc(bytes);
