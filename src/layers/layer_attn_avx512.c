@@ -1,8 +1,10 @@
 /* layer_attn_avx512.c: AVX-512 versions of the attention loops (see
  * layer_attn_impl.h for the one definition every path computes).  The forward
  * works on blocks of ATTN_ROWS query rows sharing one KV head: each key/value
- * vector loaded is used by every row of the block; so does the backward (each
- * k/dk/dv row load serves the block's rows).  Separate multiply and add (no
+ * vector loaded is used by every row of the block; so does the backward, on
+ * blocks of ATTN_BWD_ROWS (each k/dk/dv row load serves the block's rows).
+ * Rows of keys and values sit kv_stride apart, which the hardware prefetchers
+ * do not follow: the loops over keys prefetch them.  Separate multiply and add (no
  * FMA) in the portable order, so the bits equal the portable loops'.  Call
  * only when cpu_level() >= CPU_LEVEL_AVX512. */
 #include <immintrin.h>
