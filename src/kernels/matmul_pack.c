@@ -288,10 +288,16 @@ int mm_bpack_fill_impl(mm_bpack *bp, mm_view b, int K, int N, mm_kernel kernel, 
 #pragma omp parallel for schedule(static) if ((size_t)K * N > MM_PACK_PARALLEL_ELEMS)
 #endif
     for (int p = 0; p < n_panels; p++) {
+        int j0 = p * MM_NR, nj = N - j0 < MM_NR ? N - j0 : MM_NR;
+        float *dst = (float *)bp->data + p * panel_elems;
         if (is_bf16)
-            mm_bpanel_bf16((uint32_t *)bp->data + p * panel_elems, b, K, N, p * MM_NR);
+            mm_bpanel_bf16((uint32_t *)bp->data + p * panel_elems, b, K, N, j0);
+        else if (kernel == MM_KERNEL_AVX512 && !round_bf16 && b.cs == 1)
+            mm_bpanel_rows_f32_avx512_impl(dst, b.p + j0, b.rs, nj, K);
+        else if (kernel == MM_KERNEL_AVX512 && !round_bf16 && b.rs == 1)
+            mm_bpanel_t_f32_avx512_impl(dst, b.p + (ptrdiff_t)j0 * b.cs, b.cs, nj, K);
         else
-            mm_bpanel_f32((float *)bp->data + p * panel_elems, b, K, N, p * MM_NR, round_bf16);
+            mm_bpanel_f32(dst, b, K, N, j0, round_bf16);
     }
     mm_bpack_pad_impl(bp);
     return 0;
