@@ -44,6 +44,7 @@ static const mm_case odd_cases[] = {
     {1, 1, 1},    {1, 7, 5},     {2, 3, 33},   {13, 31, 37}, {5, 1, 97},
     {97, 29, 65}, {37, 257, 11}, {11, 19, 515}, {131, 64, 31}, {3, 515, 2},
     {3, 1031, 1037}, /* wider than the packing chunks (768 columns) */
+    {401, 23, 515},  /* dw over more rows than one K block: dout^T's panels swept per task */
 };
 
 static unsigned test_seed = 12345u;

@@ -425,12 +425,22 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
             mm_mxcsr_restore_impl(csr);
         return;
     }
+    /* fp32 dout^T (dW): the task's panels in one sweep along dout's rows */
+    int cols_sweep = jb->uk == MM_UK_F32 && !jb->fma16 && !jb->ap && jb->afmt == MM_AFMT_F32 &&
+                     jb->a->rs == 1 && jb->a->cs != 1;
     for (int k0 = 0; k0 < K; k0 += jb->kc) {
         int kc = K - k0 < jb->kc ? K - k0 : jb->kc;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
-        for (int ir = 0; ir < mc; ir += MM_MR)
-            ap[ir / MM_MR] = mm_task_apanel(jb, s->ablock + (ir / MM_MR) * MM_APANEL_ELEMS,
-                                            MM_KC, i0 + ir, k0, kc, 1);
+        if (cols_sweep && mm_apanels_cols_f32_impl(s->ablock, MM_APANEL_ELEMS, *jb->a, jb->M,
+                                                   i0, mc, k0, kc)) {
+            for (int ir = 0; ir < mc; ir += MM_MR)
+                ap[ir / MM_MR] = (mm_apanel){s->ablock + (ir / MM_MR) * MM_APANEL_ELEMS, 1, MM_MR};
+        } else {
+            cols_sweep = 0;
+            for (int ir = 0; ir < mc; ir += MM_MR)
+                ap[ir / MM_MR] = mm_task_apanel(jb, s->ablock + (ir / MM_MR) * MM_APANEL_ELEMS,
+                                                MM_KC, i0 + ir, k0, kc, 1);
+        }
         const uint32_t *first = bdata + (size_t)j0 / MM_NR * bp->panel_elems;
         for (int jr = 0; jr < nc; jr += MM_NR) {
             const uint32_t *panel = first + (size_t)jr / MM_NR * bp->panel_elems;

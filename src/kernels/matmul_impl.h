@@ -239,6 +239,15 @@ typedef enum {
  * Packed rows past M are zero, and for bf16 an odd kc gets a zero last column. */
 mm_apanel mm_apanel_make_impl(void *dst, ptrdiff_t ld, mm_view a, int M, int i0, int k0, int kc,
                                mm_afmt fmt);
+/* All the k-major fp32 panels of rows [i0, i0 + mc) (mc a multiple of MM_MR;
+ * rows past M zero), k block [k0, k0 + kc), panel q at dst + q panel_stride,
+ * made in one sweep along A's contiguous columns (a.rs == 1: dW's dout^T):
+ * each k reads the mc values of a dout row at once, where the panel-by-panel
+ * gather of mm_apanel_make_impl read 48 bytes of it per panel.  The values of
+ * mm_apanel_make_impl's panels.  0 (nothing written) unless A is such a view
+ * that mm_apanel_make_impl would pack (else 1). */
+int mm_apanels_cols_f32_impl(float *dst, size_t panel_stride, mm_view a, int M, int i0, int mc,
+                             int k0, int kc);
 /* 1 when mm_apanel_make_impl packs an fp32 (MM_AFMT_F32) A rather than reading it
  * in place: strides that would crowd L1 sets or cross a page per k step. */
 int mm_apanel_packs_impl(mm_view a);

@@ -424,6 +424,27 @@ int mm_apanel_packs_impl(mm_view a)
     return 1;
 }
 
+int mm_apanels_cols_f32_impl(float *dst, size_t panel_stride, mm_view a, int M, int i0, int mc,
+                             int k0, int kc)
+{
+    if (a.rs != 1 || a.cs == 1 || !mm_apanel_packs_impl(a))
+        return 0;
+    int rows = M - i0 < mc ? M - i0 : mc, full = rows / MM_MR, tail = rows % MM_MR;
+    const float *src = a.p + (ptrdiff_t)k0 * a.cs + i0;
+    for (int k = 0; k < kc; k++) {
+        const float *row = src + (ptrdiff_t)k * a.cs;
+        float *d = dst + (size_t)k * MM_MR;
+        for (int q = 0; q < full; q++)
+            memcpy(d + (size_t)q * panel_stride, row + q * MM_MR, MM_MR * sizeof *d);
+        if (tail) {
+            float *dt = d + (size_t)full * panel_stride;
+            memcpy(dt, row + full * MM_MR, (size_t)tail * sizeof *d);
+            memset(dt + tail, 0, (size_t)(MM_MR - tail) * sizeof *d);
+        }
+    }
+    return 1;
+}
+
 mm_apanel mm_apanel_make_impl(void *dst, ptrdiff_t ld, mm_view a, int M, int i0, int k0, int kc,
                                mm_afmt fmt)
 {
