@@ -267,6 +267,72 @@ TEST(model, linear_hook_sees_every_linear_and_substitutes_operands)
     model_free(&m);
 }
 
+/* The same substitution kept in the hook's own buffers and handed over by
+ * where() (the trainer's way): fn writes nothing to xq / wq, which hold NaN. */
+typedef struct own_hook {
+    float *xq, *wq;
+    int last;   /* 1: the last fn call substituted */
+} own_hook;
+
+static int own_up_hook(void *self, int layer, int module, const float *x, float *xq, int N,
+                       int IN, const float *w, float *wq, int O)
+{
+    own_hook *h = self;
+    (void)w;
+    (void)xq;
+    (void)wq;
+    h->last = layer == 1 && module == MODEL_LIN_UP;
+    if (!h->last)
+        return 0;
+    memcpy(h->xq, x, (size_t)N * IN * sizeof *x);
+    memset(h->wq, 0, (size_t)O * IN * sizeof *h->wq);
+    return 1;
+}
+
+static void own_where(void *self, const float **xq, const float **wq)
+{
+    own_hook *h = self;
+    if (h->last) {
+        *xq = h->xq;
+        *wq = h->wq;
+    }
+}
+
+TEST(model, hook_operands_handed_over_by_where_give_the_copied_ones_logits)
+{
+    llama_model m;
+    llama_acts a;
+    fixture_ref r = {0};
+    qs_diag d = {0};
+    hook_state hs = {{{0}}};
+    ASSERT_OK(model_load_dir(&m, "data/fixtures/llama_gqa_f32", &d), &d);
+    ASSERT_EQ_INT(fixture_ref_load(&r, "data/fixtures/llama_gqa_f32"), 0);
+    ASSERT_OK(model_acts_init(&a, &m.cfg, r.B, r.T, r.T, 0, &d), &d);
+    size_t n = (size_t)r.B * r.T * r.V, nx = (size_t)r.B * r.T * m.cfg.dim;
+    size_t nw = (size_t)m.cfg.hidden_dim * m.cfg.dim;
+    own_hook h = {qs_malloc(nx * sizeof(float)), qs_malloc(nw * sizeof(float)), 0};
+    float *ref = qs_malloc(n * sizeof *ref);
+    ASSERT_TRUE(ref && h.xq && h.wq);
+    m.hook.fn = zero_up_hook;
+    m.hook.self = &hs;
+    ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+    memcpy(ref, a.logits, n * sizeof *ref);
+    m.hook = (model_linear_hook){.fn = own_up_hook, .where = own_where, .self = &h};
+    for (size_t i = 0; i < nx; i++)   /* what the model's buffers hold must not matter */
+        a.xq[i] = NAN;
+    for (size_t i = 0; i < nw; i++)
+        a.wq[i] = NAN;
+    ASSERT_OK(model_forward(&m, &a, r.tokens, NULL, r.B, r.T, 0, &d), &d);
+    ASSERT_TRUE(memcmp(ref, a.logits, n * sizeof *ref) == 0);
+    m.hook = (model_linear_hook){0};
+    qs_free(ref);
+    qs_free(h.xq);
+    qs_free(h.wq);
+    model_acts_free(&a);
+    fixture_ref_free(&r);
+    model_free(&m);
+}
+
 static int up1_planned(void *self, int layer, int module)
 {
     (void)self;

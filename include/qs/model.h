@@ -106,6 +106,14 @@ typedef struct model_linear_hook {
      * 0 (or a negative QS_E*).  model_packs_substitute() then packs it once, and
      * fn is called with w = wq = NULL for that Linear (it substitutes x only). */
     int (*weight)(void *self, int layer, int module, const float *w, float *wq, int O, int IN);
+    /* Optional: where the substitutes of the last fn or replay call that
+     * returned 1 or 2 are, for a hook that keeps them in its own buffers (the
+     * trainer's quantized operands, which its backward reads too): it sets *xq
+     * and / or *wq to them, or leaves a pointer as is when that substitute was
+     * written to the xq / wq given to the call.  A hook with `where` need not
+     * copy its substitutes there (the trainer's copies cost ~3% of a 1B QAT
+     * step: up to 62 MB per Linear, forward and recompute). */
+    void (*where)(void *self, const float **xq, const float **wq);
     /* Nonzero: fn treats the rows of x independently (a row's substitute
      * depends on that row alone), so unrelated sequences may share a forward
      * (the lm scorer batches requests only then). */

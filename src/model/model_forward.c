@@ -39,12 +39,14 @@ static int model_linear(llama_model *m, llama_acts *a, int layer, int module, fl
         if (r < 0)
             return r;
         /* r == 2: code-domain operands, the bias after the scales (once per row) */
-        const float *b = r == 2 ? NULL : bias;
+        const float *b = r == 2 ? NULL : bias, *xq = a->xq, *wq = a->wq;
+        if (r >= 1 && m->hook.where)
+            m->hook.where(m->hook.self, &xq, &wq);
         if (r >= 1 && sub)
-            matmul_forward_packed_ws(out, a->xq, m->packs[layer * MODEL_LIN_COUNT + module], b, N,
+            matmul_forward_packed_ws(out, xq, m->packs[layer * MODEL_LIN_COUNT + module], b, N,
                                      m->ws);
         else if (r >= 1)
-            matmul_forward_ws(out, a->xq, a->wq, b, N, IN, O, m->precision, m->ws);
+            matmul_forward_ws(out, xq, wq, b, N, IN, O, m->precision, m->ws);
         if (r == 2)
             model_linear_rows_finish(out, m->hook.row_scale(m->hook.self), bias, N, O);
         if (r >= 1)

@@ -79,6 +79,8 @@ struct trainer {
     float *mod_xq[MODEL_LIN_COUNT];     /* recompute: one xq/wq buffer per module kind */
     float *mod_wq[MODEL_LIN_COUNT];
     int mod_owner[MODEL_LIN_COUNT];     /* slot whose operands mod_xq/mod_wq hold, -1: none */
+    int sub_slot;                       /* slot whose xq/wq the hook's last call substituted
+                                           (model_linear_hook.where), -1: none */
     int ste;                            /* QUANT_STE_* */
     int phase;                          /* SCHEDULE_PHASE_* of the current step */
     int frozen;                         /* 1: in-loop eval, fake-quant without recording */

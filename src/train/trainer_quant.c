@@ -143,6 +143,7 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
     quant *qi = quant_set_get(t->qset, sl->q_input), *qw = quant_set_get(t->qset, sl->q_weight);
     size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
     qs_diag d = {0};
+    t->sub_slot = -1;
     if (t->frozen) {   /* in-loop evaluation: current scales, nothing recorded */
         if (quant_apply(qi, x, xq, nx, &d) || quant_apply(qw, w, wq, nw, &d))
             return QS_ENAN;
@@ -187,8 +188,9 @@ static int trainer_fwd_hook(void *self, int layer, int module, const float *x, f
     sl->w_scale = quant_last_scale(qw);
     if (t->cfg.recompute)
         t->mod_owner[module] = s;
-    memcpy(xq, sl->xq, nx * sizeof *xq);
-    memcpy(wq, sl->wq, nw * sizeof *wq);
+    (void)xq;   /* the matmul reads the slot's operands (trainer_hook_where) */
+    (void)wq;
+    t->sub_slot = s;
     sl->quantized = 1;
     return 1;
 }
@@ -226,13 +228,25 @@ static int trainer_replay_hook(void *self, int layer, int module, const float *x
     int s = t->slot_of[layer * MODEL_LIN_COUNT + module];
     if (s < 0 || !t->slots[s].quantized)   /* the forward used x and w as they are */
         return 0;
-    trainer_qslot *sl = &t->slots[s];
-    size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
     (void)w;
+    (void)xq;
+    (void)wq;
     trainer_slot_replay(t, s, layer, module, x, N, IN, O);
-    memcpy(xq, sl->xq, nx * sizeof *xq);
-    memcpy(wq, sl->wq, nw * sizeof *wq);
+    t->sub_slot = s;
     return 1;
+}
+
+/* model_linear_hook.where: the operands of the call that just returned 1 are
+ * the slot's own (the backward reads them too), except an in-loop evaluation's,
+ * written to the model's buffers. */
+static void trainer_hook_where(void *self, const float **xq, const float **wq)
+{
+    struct trainer *t = self;
+    if (t->sub_slot < 0)
+        return;
+    *xq = t->slots[t->sub_slot].xq;
+    *wq = t->slots[t->sub_slot].wq;
+    t->sub_slot = -1;
 }
 
 static int trainer_bwd_operands(void *self, int layer, int module, const float **x_used,
@@ -334,6 +348,8 @@ int trainer_quant_init(struct trainer *t, qs_diag *d)
     t->m.hook.fn = trainer_fwd_hook;
     t->m.hook.planned = trainer_hook_planned;
     t->m.hook.replay = trainer_replay_hook;
+    t->m.hook.where = trainer_hook_where;
+    t->sub_slot = -1;
     return 0;
 }
 
