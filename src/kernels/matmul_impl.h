@@ -256,8 +256,8 @@ int mm_apanel_packs_impl(mm_view a);
  * are (AVX-512 CPUs), or rounded to bf16 in mm_bf16_order, kc padded to even
  * with a zero term (mm_bf16_round_swap_avx512bf16_impl's values; AVX512-BF16). */
 void mm_apanel_kmajor_f32_avx512_impl(float *dst, const float *src, ptrdiff_t rs, int mi, int kc);
-/* One fp32 B panel as mm_bpanel_f32 packs it (dst[k][MM_NR], 64-byte aligned;
- * columns past nj zero), for the AVX-512 kernel: _rows from K rows of nj
+/* One fp32 B panel as mm_bpanel_f32 packs it (dst[k][MM_NR], columns past nj
+ * zero), for the AVX-512 kernel: _rows from K rows of nj
  * contiguous floats (row stride rs: x for dW, w for dX), _t from nj rows of K
  * contiguous floats (row stride cs: w for the forward's w^T). */
 void mm_bpanel_rows_f32_avx512_impl(float *dst, const float *src, ptrdiff_t rs, int nj, int K);
