@@ -425,9 +425,9 @@ static void mm_task_run(const mm_job *jb, int i0, int j0, mm_scratch *s)
             mm_mxcsr_restore_impl(csr);
         return;
     }
-    /* fp32 dout^T (dW): the task's panels in one sweep along dout's rows */
-    int cols_sweep = jb->uk == MM_UK_F32 && !jb->fma16 && !jb->ap && jb->afmt == MM_AFMT_F32 &&
-                     jb->a->rs == 1 && jb->a->cs != 1;
+    /* plain fp32 A: a dW's dout^T gets the task's panels in one sweep along dout's
+     * rows (mm_apanels_cols_f32_impl decides on the view, once: 0 ends it) */
+    int cols_sweep = jb->uk == MM_UK_F32 && !jb->fma16 && !jb->ap && jb->afmt == MM_AFMT_F32;
     for (int k0 = 0; k0 < K; k0 += jb->kc) {
         int kc = K - k0 < jb->kc ? K - k0 : jb->kc;
         int load_c = k0 > 0 || jb->init != MM_INIT_ZERO;
