@@ -14,7 +14,8 @@
  * the bf16/fp32 ratio from each and a PASS/MISS line per issue-3 target.
  * Prints medians of REPS runs, GFLOP/s (2 flops per weight per token + causal
  * attention), fraction of peak (2 Zen 5 cores: 445 fp32 / 890 bf16 GFLOP/s)
- * and same-run ratios.  usage: bench_forward [REPS] [small|large|all] [notorch]
+ * and of this host's own peak, measured first (bench_peak.h), and same-run
+ * ratios.  usage: bench_forward [REPS] [small|large|all] [notorch]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +30,9 @@
 #include "qs/mem.h"
 #include "qs/model.h"
 #include "qs/model_acts.h"
-#include "bench_torch.h"
+#include "bench_peak.h"
 #include "bench_stats.h"
+#include "bench_torch.h"
 
 #define PEAK_FP32_GFLOPS 445.0
 #define PEAK_BF16_GFLOPS 890.0
@@ -121,6 +123,9 @@ int main(int argc, char **argv)
                      system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;
     printf("bench_forward: B=%d x T=%d, %d threads, cpu %s, median of %d runs\n", BENCH_B,
            BENCH_T, threads, cpu_describe(), reps);
+    bench_peak host;
+    double host_pk[2] = {0.0, bench_peak_report("bench_forward", &host, threads)};
+    host_pk[0] = host.fp32;
     if (no_torch)
         printf("note: notorch given: PyTorch columns skipped\n");
     else if (!have_torch)
@@ -155,8 +160,8 @@ int main(int argc, char **argv)
         double flops = forward_flops(&c, BENCH_B, BENCH_T), tps[2] = {0, 0}, torch_tps[2];
         printf("\n%s (dim %d, %d layers, %d heads, hidden %d, vocab %d): %.1f GFLOP per forward\n",
                b->name, b->dim, b->layers, b->heads, b->hidden, b->vocab, flops * 1e-9);
-        printf("  %-22s %10s %12s %9s %8s %11s\n", "path", "median ms", "tokens/s", "GFLOP/s",
-               "of peak", "cpu ms");
+        printf("  %-22s %10s %12s %9s %8s %8s %11s\n", "path", "median ms", "tokens/s",
+               "GFLOP/s", "of peak", "of host", "cpu ms");
         /* paths: fp32 via sgemm, our fp32 and bf16 kernels, each also with packed weights */
         const int precs[N_PATHS] = {MATMUL_FP32_BLAS, MATMUL_FP32, MATMUL_FP32, MATMUL_BF16,
                                     MATMUL_BF16};
@@ -201,8 +206,10 @@ int main(int argc, char **argv)
             double peak = p >= 3 ? PEAK_BF16_GFLOPS : PEAK_FP32_GFLOPS;
             cpu_med[p] = bench_median(cpu[p], reps);
             tps_all[p] = BENCH_B * BENCH_T / med;
-            printf("  %-22s %10.1f %12.0f %9.1f %7.1f%% %11.1f\n", names[p], med * 1e3, tps_all[p],
-                   flops / med * 1e-9, 100.0 * flops / med * 1e-9 / peak, cpu_med[p] * 1e3);
+            double hpk = host_pk[p >= 3];
+            printf("  %-22s %10.1f %12.0f %9.1f %7.1f%% %7.1f%% %11.1f\n", names[p], med * 1e3,
+                   tps_all[p], flops / med * 1e-9, 100.0 * flops / med * 1e-9 / peak,
+                   hpk > 0.0 ? 100.0 * flops / med * 1e-9 / hpk : 0.0, cpu_med[p] * 1e3);
         }
         for (int pr = 0; pr < 2; pr++) {
             m.packs = packs[pr];

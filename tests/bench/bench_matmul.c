@@ -7,7 +7,9 @@
  * for dW, which has no weight operand, only the workspace differs).
  * Prints medians of R runs, ratios against sgemm from the same run and the
  * fraction of the reference peak (2 Zen 5 cores: fp32 FMA ~445 GFLOP/s,
- * AVX512-BF16 ~890 GFLOP/s).  Every path is first checked against sgemm (exit 1
+ * AVX512-BF16 ~890 GFLOP/s) and of this host's own peak, measured first in
+ * the same run (bench_peak.h: %h32 against its FMA units, %h16 against the
+ * units the bf16 products run on).  Every path is first checked against sgemm (exit 1
  * on a mismatch), as a kernel that is fast but wrong must not print a figure.
  * Usage: bench_matmul [REPS] [small|large|all|1b|NAME] [cpu1] [rounds=R]
  *   all = small + large (the 110M-class shapes, N = 2048).
@@ -47,6 +49,8 @@
 #include "qs/matmul.h"
 #include "qs/matmul_test.h"
 #include "qs/mem.h"
+
+#include "bench_peak.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -362,9 +366,15 @@ int main(int argc, char **argv)
            : mm_bf16_fma_impl()               ? "the FMA kernel (widened, FTZ/DAZ)"
                                               : "vdpbf16ps",
            openblas_get_corename());
-    printf("%-12s %-3s %7s %7s %7s %7s %7s %7s  %8s %8s %6s %6s %8s\n", "shape", "op",
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    bench_peak host;
+    double host16 = bench_peak_report("bench_matmul", &host, threads), host32 = host.fp32;
+    printf("%-12s %-3s %7s %7s %7s %7s %7s %7s  %8s %8s %6s %6s %5s %5s %8s\n", "shape", "op",
            path_names[0], path_names[1], path_names[2], path_names[3], path_names[4],
-           path_names[5], "fp32/sg", "bf16/sg", "%pk32", "%pk16", "amx/b16");
+           path_names[5], "fp32/sg", "bf16/sg", "%pk32", "%pk16", "%h32", "%h16", "amx/b16");
     /* g[shape][op][path][round]: every round times each cell once (REPS calls,
      * their median), so a burst of the shared host's load lands in one round
      * of a cell, not in all its samples; the line is the median over rounds. */
@@ -383,7 +393,7 @@ int main(int argc, char **argv)
         }
     }
     static const char *const op_names[] = {"fwd", "dX", "dW"};
-    int n_pass = 0, n_miss = 0, n_pass_amx = 0, n_miss_amx = 0;
+    int n_pass = 0, n_miss = 0, n_pass_amx = 0, n_miss_amx = 0, n_pass_host = 0, n_miss_host = 0;
     for (int si = 0; si < n_shapes; si++) {
         const bench_shape *s = &shapes[si];
         if (!shape_wanted(s, which))
@@ -400,8 +410,10 @@ int main(int argc, char **argv)
                     printf(" %7s", "-");
                 else
                     printf(" %7.1f", g[p]);
-            printf("  %7.2fx %7.2fx %5.0f%% %5.0f%%", best32 / g[0], best16 / g[0],
-                   100.0 * best32 / peak32, 100.0 * best16 / peak16);
+            printf("  %7.2fx %7.2fx %5.0f%% %5.0f%% %4.0f%% %4.0f%%", best32 / g[0], best16 / g[0],
+                   100.0 * best32 / peak32, 100.0 * best16 / peak16,
+                   host32 > 0.0 ? 100.0 * best32 / host32 : 0.0,
+                   host16 > 0.0 ? 100.0 * best16 / host16 : 0.0);
             if (g[PATH_AMX_PK] > 0.0)
                 printf(" %7.2fx", g[PATH_AMX_PK] / g[PATH_BF16_PK]);
             else
@@ -412,6 +424,10 @@ int main(int argc, char **argv)
                 printf("  fp32 %s bf16 %s", ok32 ? "PASS" : "MISS", ok16 ? "PASS" : "MISS");
                 n_pass += ok32 + ok16;
                 n_miss += !ok32 + !ok16;
+                int h32 = g[PATH_FP32_PK] >= TARGET_FRACTION * host32;
+                int h16 = g[PATH_BF16_PK] >= TARGET_FRACTION * host16;
+                n_pass_host += h32 + h16;
+                n_miss_host += !h32 + !h16;
                 if (g[PATH_AMX_PK] > 0.0) {
                     int okamx = g[PATH_AMX_PK] >= TARGET_FRACTION * peak16;
                     printf(" amx %s", okamx ? "PASS" : "MISS");
@@ -435,6 +451,10 @@ int main(int argc, char **argv)
         printf("bench_matmul: 1B targets (>= %.0f%% of peak): %d PASS, %d MISS (fp32-pk, bf16-pk)"
                "; amx-pk against the bf16 peak: %d PASS, %d MISS\n",
                100.0 * TARGET_FRACTION, n_pass, n_miss, n_pass_amx, n_miss_amx);
+    if (n_pass + n_miss && host32 > 0.0)
+        printf("bench_matmul: the same cells against this host's measured peak (fp32 %.0f, bf16 "
+               "products %.0f GFLOP/s): %d at >= %.0f%%, %d under\n", host32, host16, n_pass_host,
+               100.0 * TARGET_FRACTION, n_miss_host);
     if (n_pass + n_miss && cpu_level() >= CPU_LEVEL_AVX512BF16 && mm_bf16_fma_impl())
         printf("bench_matmul: note: bf16-pk runs on the FMA units here (their %.0f GFLOP/s peak is "
                "%.0f%% of the bf16 peak; vdpbf16ps issues at half their rate on this CPU), so it "

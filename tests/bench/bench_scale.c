@@ -69,6 +69,7 @@
 #include "qs/model_acts.h"
 #include "qs/model_infer.h"
 #include "qs/tokenizer.h"
+#include "bench_peak.h"
 
 #define SCALE_DIR "build/scale/pangu1b"
 #define SCALE_CONFIG "data/configs/openpangu-1b.json"
@@ -96,6 +97,8 @@ typedef struct scale_ctx {
     double fwd_after_tps;   /* ours again right after PyTorch's run (same batches) */
     double amx_after_tps;   /* bf16-amx again right after PyTorch's run */
 } scale_ctx;
+
+static double scale_host_bf16;   /* this host's peak of the bf16 products (bench_peak.h) */
 
 static double now_s(void)
 {
@@ -566,8 +569,9 @@ static void scale_forward_section(scale_ctx *x, llama_model *m, const eval_sessi
     x->fwd_gflops = flops / tf[REPS / 2] / 1e9;
     x->roof_gflops = 2.0 * scale_linear_params(c) * FWD_ROWS / tg[REPS / 2] / 1e9;
     printf("  %d batches, %.0f tokens (padding included): median %.2f s per pass, %.0f tokens/s, "
-           "%.0f GFLOP/s (%.0f%% of the %.0f GFLOP/s bf16 peak)\n", nb, tokens, tf[REPS / 2],
-           x->fwd_tps, x->fwd_gflops, 100.0 * x->fwd_gflops / PEAK_BF16_GFLOPS, PEAK_BF16_GFLOPS);
+           "%.0f GFLOP/s (%.0f%% of the %.0f GFLOP/s bf16 peak, %.0f%% of this host's %.0f)\n", nb,
+           tokens, tf[REPS / 2], x->fwd_tps, x->fwd_gflops, 100.0 * x->fwd_gflops / PEAK_BF16_GFLOPS,
+           PEAK_BF16_GFLOPS, 100.0 * x->fwd_gflops / scale_host_bf16, scale_host_bf16);
     printf("  GEMM roofline: the model's packed Linears alone on %d rows, %.0f GFLOP/s: the "
            "forward runs at %.0f%% of it\n", FWD_ROWS, x->roof_gflops,
            100.0 * x->fwd_gflops / x->roof_gflops);
@@ -730,6 +734,8 @@ int main(int argc, char **argv)
     snprintf(x.data, sizeof x.data, "%s/bench", x.shared);
     snprintf(x.tokdir, sizeof x.tokdir, "%s/tokenizers/llama2", x.shared);
     printf("bench_scale: openPangu-Embedded-1B shape (%s), random init, BF16\n", SCALE_CONFIG);
+    bench_peak host;
+    scale_host_bf16 = bench_peak_report("bench_scale", &host, omp_get_max_threads());
     if (!fileio_is_dir(x.data)) {
         printf("skip: %s absent (bench data)\n", x.data);
         return 0;

@@ -1,7 +1,7 @@
 /* bench_scale_train.h: bench_scale's `train` section (issue 13, items 5 and 6),
  * in its own file to keep bench_scale.c readable.  Not a standalone header:
  * bench_scale.c includes it after its helpers (now_s, loadavg_print,
- * child_run / child_run_argv, SCALE_DIR, PEAK_BF16_GFLOPS).
+ * child_run / child_run_argv, SCALE_DIR, PEAK_BF16_GFLOPS, scale_host_bf16).
  *   train  one `qatscope train` child on the 1B-shaped checkpoint: B=1 x
  *          T=1024, bf16, HiF8 QAT on the default selection from the first step,
  *          recompute on, TRAIN_STEPS (2) steps on the TinyStories train head
@@ -181,9 +181,10 @@ static void scale_train_section(const char *bin, const char *shared, scale_train
            "wall for the run (load, %d steps, checkpoint)\n", r->peak_mib, r->est_mib,
            r->peak_mib / r->est_mib, c.wall_s, TRAIN_STEPS);
     printf("  step %.1f s (median after the first): %.1f tokens/s, %.0f model GFLOP/s "
-           "(6 x %.3g params x %d tokens) = %.1f%% of the %.0f GFLOP/s bf16 peak\n", r->step_s,
-           TRAIN_T / r->step_s, r->model_gflops, (double)g.total, TRAIN_T,
-           100.0 * r->model_gflops / PEAK_BF16_GFLOPS, PEAK_BF16_GFLOPS);
+           "(6 x %.3g params x %d tokens) = %.1f%% of the %.0f GFLOP/s bf16 peak, %.1f%% of this "
+           "host's %.0f\n", r->step_s, TRAIN_T / r->step_s, r->model_gflops, (double)g.total,
+           TRAIN_T, 100.0 * r->model_gflops / PEAK_BF16_GFLOPS, PEAK_BF16_GFLOPS,
+           100.0 * r->model_gflops / scale_host_bf16, scale_host_bf16);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", run);   /* 14 GB of checkpoint */
     if (system(cmd) != 0)
         printf("  could not remove %s\n", run);
