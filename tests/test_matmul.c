@@ -460,7 +460,7 @@ TEST(matmul, sgemm_blocks_over_openmp_threads)
     openblas_set_num_threads(saved);
 }
 
-TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh)
+TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh_and_repack)
 {
     mm_case c = {29, 70, 45};
     int precisions[] = {MATMUL_FP32, MATMUL_BF16, MATMUL_FP32_BLAS};
@@ -485,6 +485,30 @@ TEST(matmul, packed_weight_equals_unpacked_and_follows_refresh)
         run_linear(c, precisions[pi], a.x, a.w, a.b, a.dout, a.out, a.dx, a.dw, a.db, NULL, NULL);
         run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk,
                    pi == 1 ? NULL : ws); /* with and without a workspace */
+        ASSERT_TRUE(linear_bufs_same(&a, &p, c));
+        /* ... and so must repack, which re-makes the forms just used at once
+         * (then the forward alone: the next repack leaves dx's form stale) */
+        for (int r = 0; r < 2; r++) {
+            for (size_t i = 0; i < (size_t)c.O * c.IN; i++)
+                a.w[i] = p.w[i] = p.w[i] * -0.75f + 0.125f;
+            matmul_wpack_repack(pk);
+            if (r == 0) {
+                run_linear(c, precisions[pi], a.x, a.w, a.b, a.dout, a.out, a.dx, a.dw, a.db,
+                           NULL, NULL);
+                run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db,
+                           pk, ws);
+                ASSERT_TRUE(linear_bufs_same(&a, &p, c));
+            } else {
+                matmul_forward(a.out, a.x, a.w, a.b, c.N, c.IN, c.O, precisions[pi]);
+                matmul_forward_packed_ws(p.out, p.x, pk, p.b, c.N, ws);
+                ASSERT_TRUE(memcmp(a.out, p.out, (size_t)c.N * c.O * sizeof *a.out) == 0);
+            }
+        }
+        for (size_t i = 0; i < (size_t)c.O * c.IN; i++)   /* dx's stale form re-made on use */
+            a.w[i] = p.w[i] = p.w[i] * 1.5f - 0.0625f;
+        matmul_wpack_repack(pk);
+        run_linear(c, precisions[pi], a.x, a.w, a.b, a.dout, a.out, a.dx, a.dw, a.db, NULL, NULL);
+        run_linear(c, precisions[pi], p.x, p.w, p.b, p.dout, p.out, p.dx, p.dw, p.db, pk, ws);
         ASSERT_TRUE(linear_bufs_same(&a, &p, c));
         /* both forms packed (bf16 always; fp32 when our kernel, not sgemm, runs) */
         int packs = precisions[pi] == MATMUL_BF16 ||

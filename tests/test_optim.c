@@ -132,6 +132,56 @@ TEST(optim, scaled_step_is_clip_then_step_bit_for_bit_and_zeroes_grads)
     qs_free(buf);
 }
 
+static void optim_test_segment_count(void *ctx, size_t lo, size_t hi)
+{
+    size_t *seen = ctx;   /* [0]: segments, [1]: the end of the last one */
+    if (lo == seen[1])
+        seen[1] = hi;
+    seen[0]++;
+}
+
+/* A step in segments (the trainer's, weight by weight) gives the step's bits
+ * and calls back once per non-empty segment, in order, covering every element. */
+TEST(optim, segmented_step_equals_the_whole_step_bit_for_bit)
+{
+    const size_t n = 3 * 65536 + 1000;
+    const size_t ends[] = {0, 17, 4096, 4096, 70000, 70001, 2 * 65536 + 5, n};
+    float *buf = qs_malloc(4 * n * sizeof *buf);
+    ASSERT_TRUE(buf != NULL);
+    float *p1 = buf, *p2 = buf + n, *g1 = buf + 2 * n, *g2 = buf + 3 * n;
+    adamw_hparams h = {0.9, 0.95, 1e-8, 0.1};
+    int saved = cpu_level();
+    for (int portable = 0; portable < 2; portable++) {
+        if (portable)
+            cpu_limit(CPU_LEVEL_AVX2);
+        adamw_state s1, s2;
+        ASSERT_EQ_INT(adamw_init(&s1, n), 0);
+        ASSERT_EQ_INT(adamw_init(&s2, n), 0);
+        optim_test_fill(p1, n, 3, 2.0f);
+        memcpy(p2, p1, n * sizeof *p1);
+        for (int t = 0; t < 2; t++) {
+            optim_test_fill(g1, n, 20 + (unsigned long)t, 0.05f);
+            memcpy(g2, g1, n * sizeof *g1);
+            size_t seen[2] = {0, 0};
+            adamw_step_scaled(&s1, p1, g1, 0.75f, 1, 1e-3, &h);
+            adamw_step_scaled_segments(&s2, p2, g2, 0.75f, 1, 1e-3, &h, ends,
+                                       (int)(sizeof ends / sizeof ends[0]),
+                                       optim_test_segment_count, seen);
+            ASSERT_EQ_INT((int)seen[0], 6);   /* the empty [0, 0), [4096, 4096), [n, n) skipped */
+            ASSERT_TRUE(seen[1] == n);
+            ASSERT_TRUE(memcmp(p1, p2, n * sizeof *p1) == 0);
+            ASSERT_TRUE(memcmp(s1.m, s2.m, n * sizeof *p1) == 0);
+            ASSERT_TRUE(memcmp(s1.v, s2.v, n * sizeof *p1) == 0);
+            ASSERT_TRUE(memcmp(g1, g2, n * sizeof *g1) == 0);   /* both zeroed */
+            ASSERT_TRUE(s1.t == s2.t);
+        }
+        cpu_limit(saved);
+        adamw_free(&s1);
+        adamw_free(&s2);
+    }
+    qs_free(buf);
+}
+
 /* The norm's documented order: a double sum per 65536-element chunk, the chunk
  * sums added in chunk order; the interleaved blocks must keep it bit for bit
  * (two groups of 64 chunks, full and partial blocks of 8, a short last chunk). */

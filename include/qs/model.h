@@ -234,6 +234,16 @@ int model_hf_files_copy(const char *src_dir, const char *dst_dir, int with_confi
  * After the weights change in place (optimizer step) call model_packs_refresh. */
 int model_packs_create(llama_model *m, qs_diag *d);
 void model_packs_refresh(llama_model *m);
+/* For an optimizer that updates the params block in segments: model_packs_ends
+ * writes the sorted ends (offsets in floats from m->params, at most
+ * n_layers * MODEL_LIN_COUNT + 1) of the packed weights and returns their
+ * count; once params[lo, hi) is updated, model_packs_repack_range re-packs the
+ * weights that end in (lo, hi] (matmul_wpack_repack: the forms in use, now,
+ * while the weights are in cache; the others stale).  A weight lies whole in
+ * the segment that ends where it ends, so a step over segments [.., ends[i])
+ * followed by these calls leaves every pack current. */
+int model_packs_ends(const llama_model *m, size_t *ends);
+void model_packs_repack_range(llama_model *m, size_t lo, size_t hi);
 /* Bytes of the packs and workspace after training steps over N rows per
  * micro-batch (n_unpacked: Linears whose weight the hook substitutes). */
 size_t model_packs_bytes_estimate(const llama_config *c, int precision, int N, int n_unpacked);

@@ -43,6 +43,16 @@ void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
  * the gradients instead of three (clip read + write, AdamW read, zeroing). */
 void adamw_step_scaled(adamw_state *s, float *params, float *grads, float grad_scale,
                        int zero_grads, double lr, const adamw_hparams *h);
+/* adamw_step_scaled in consecutive segments: [0, ends[0]), [ends[0], ends[1]),
+ * ... [ends[n_ends - 1], n_params) (ends ascending; empty segments skipped),
+ * calling done(ctx, lo, hi) after each, while that segment's parameters are
+ * still in cache (the trainer re-packs the weights that end there).  The same
+ * bits as adamw_step_scaled: every element's update depends on it alone. */
+typedef void (*adamw_segment_done)(void *ctx, size_t lo, size_t hi);
+void adamw_step_scaled_segments(adamw_state *s, float *params, float *grads, float grad_scale,
+                                int zero_grads, double lr, const adamw_hparams *h,
+                                const size_t *ends, int n_ends, adamw_segment_done done,
+                                void *ctx);
 
 /* L2 norm of g[n] (double accumulation over fixed chunks: deterministic). */
 double optim_grad_norm(const float *g, size_t n);

@@ -28,7 +28,7 @@ struct matmul_wpack {
     int IN, O, precision;
     mm_bpack fwd;   /* B = w^T, K = IN, N = O */
     mm_bpack bwd;   /* B = w,   K = O,  N = IN */
-    int fwd_fresh, bwd_fresh;
+    int fwd_fresh, bwd_fresh; /* 0 stale, 1 current, 2 current and used (mm_pack_ready) */
     int frozen;     /* forward form only, made once (matmul_wpack_create_frozen*) */
     int codes;      /* HiF8 code pack (matmul_wpack_create_hif8): fwd holds the codes */
     int sgemm;      /* code pack of a precision without a packed kernel: decoded per call */
@@ -84,12 +84,18 @@ static void mm_gemm_unblocked(float *c, ptrdiff_t ldc, int M, int Nc, int K, mm_
 
 /* ---- the three products on the GEMM, with their fallbacks ---- */
 
+/* *fresh: 0 stale, 1 current, 2 current and used since made or re-made
+ * (matmul_wpack_repack re-makes only the forms in use). */
 static int mm_pack_ready(mm_bpack *bp, int *fresh, mm_view b, int K, int Nc, int kernel,
                          int precision)
 {
-    if (*fresh && bp->data && bp->kernel == (mm_kernel)kernel)
+    if (*fresh && bp->data && bp->kernel == (mm_kernel)kernel) {
+        *fresh = 2;
         return 0;
-    *fresh = mm_bpack_fill_impl(bp, b, K, Nc, (mm_kernel)kernel, precision == MATMUL_BF16) == 0;
+    }
+    *fresh = mm_bpack_fill_impl(bp, b, K, Nc, (mm_kernel)kernel, precision == MATMUL_BF16) == 0
+                 ? 2
+                 : 0;
     return *fresh ? 0 : -1;
 }
 
@@ -351,6 +357,22 @@ void matmul_wpack_refresh(matmul_wpack *pk)
 {
     if (pk && !pk->frozen && !pk->codes)   /* frozen, code packs: no source to re-read */
         pk->fwd_fresh = pk->bwd_fresh = 0;
+}
+
+void matmul_wpack_repack(matmul_wpack *pk)
+{
+    if (!pk || pk->frozen || pk->codes)
+        return;
+    /* the forms used since they were made (fresh 2; a QAT-substituted
+     * Linear's are not), each as its last call made it (kernel, rounding), so
+     * the next call finds it ready and the products keep their bits */
+    mm_view wt = {pk->w, 1, pk->IN}, wb = {pk->w, pk->IN, 1};
+    pk->fwd_fresh = pk->fwd_fresh == 2 && pk->fwd.data &&
+                    mm_bpack_fill_impl(&pk->fwd, wt, pk->IN, pk->O, pk->fwd.kernel,
+                                       pk->fwd.round_bf16) == 0;
+    pk->bwd_fresh = pk->bwd_fresh == 2 && pk->bwd.data &&
+                    mm_bpack_fill_impl(&pk->bwd, wb, pk->O, pk->IN, pk->bwd.kernel,
+                                       pk->bwd.round_bf16) == 0;
 }
 
 void matmul_wpack_destroy(matmul_wpack *pk)

@@ -277,6 +277,18 @@ static const float *model_linear_weight(const llama_layer_weights *lw, int modul
     }
 }
 
+/* Input and output width of Linear module k (MODEL_LIN_*). */
+static void model_linear_dims(const llama_config *c, int k, int *in, int *out)
+{
+    int QD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
+    const int in_dim[MODEL_LIN_COUNT] = {c->dim, c->dim, c->dim, QD, c->dim, c->dim,
+                                         c->hidden_dim};
+    const int out_dim[MODEL_LIN_COUNT] = {QD, KD, KD, c->dim, c->hidden_dim, c->hidden_dim,
+                                          c->dim};
+    *in = in_dim[k];
+    *out = out_dim[k];
+}
+
 int model_packs_create(llama_model *m, qs_diag *d)
 {
     if (m->weights_packed)
@@ -285,11 +297,6 @@ int model_packs_create(llama_model *m, qs_diag *d)
     model_packs_destroy(m);
     const llama_config *c = &m->cfg;
     int n = c->n_layers * MODEL_LIN_COUNT + 1;
-    int QD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
-    const int in_dim[MODEL_LIN_COUNT] = {c->dim, c->dim, c->dim, QD, c->dim, c->dim,
-                                         c->hidden_dim};
-    const int out_dim[MODEL_LIN_COUNT] = {QD, KD, KD, c->dim, c->hidden_dim, c->hidden_dim,
-                                          c->dim};
     m->packs = qs_calloc((size_t)n, sizeof *m->packs);
     if (!m->packs)
         return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory for weight packs");
@@ -297,8 +304,10 @@ int model_packs_create(llama_model *m, qs_diag *d)
         for (int k = 0; k < MODEL_LIN_COUNT; k++) {
             if (model_hif8_planned(m, l, k))   /* its code pack (m->hif8) is the weight */
                 continue;
+            int in, out;
+            model_linear_dims(c, k, &in, &out);
             m->packs[l * MODEL_LIN_COUNT + k] = matmul_wpack_create(
-                model_linear_weight(&m->w.layer[l], k), in_dim[k], out_dim[k], m->precision);
+                model_linear_weight(&m->w.layer[l], k), in, out, m->precision);
         }
     m->packs[n - 1] = matmul_wpack_create(m->w.lm_head, c->dim, c->vocab_size, m->precision);
     m->packs_precision = m->precision;
@@ -324,13 +333,62 @@ void model_packs_refresh(llama_model *m)
         matmul_wpack_refresh(m->packs[i]);
 }
 
+/* The end (in floats from m->params) of pack i's weight, or 0 when it has no
+ * pack or its weight is not in the params block. */
+static size_t model_pack_end(const llama_model *m, int i)
+{
+    const llama_config *c = &m->cfg;
+    int n = c->n_layers * MODEL_LIN_COUNT + 1;
+    if (!m->packs || !m->packs[i] || !m->params)
+        return 0;
+    const float *w = i == n - 1 ? m->w.lm_head
+                                : model_linear_weight(&m->w.layer[i / MODEL_LIN_COUNT],
+                                                      i % MODEL_LIN_COUNT);
+    if (!w || w < m->params || w >= m->params + m->n_params)
+        return 0;
+    int in = c->dim, out = c->vocab_size;   /* the lm_head */
+    if (i < n - 1)
+        model_linear_dims(c, i % MODEL_LIN_COUNT, &in, &out);
+    return (size_t)(w - m->params) + (size_t)in * (size_t)out;
+}
+
+static int model_size_cmp(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+int model_packs_ends(const llama_model *m, size_t *ends)
+{
+    int n = m->cfg.n_layers * MODEL_LIN_COUNT + 1, k = 0;
+    for (int i = 0; i < n; i++) {
+        size_t e = model_pack_end(m, i);
+        if (e)
+            ends[k++] = e;
+    }
+    qsort(ends, (size_t)k, sizeof *ends, model_size_cmp);
+    int u = 0;   /* a tied head's weight is the embedding: one end each */
+    for (int i = 0; i < k; i++)
+        if (!u || ends[i] != ends[u - 1])
+            ends[u++] = ends[i];
+    return u;
+}
+
+void model_packs_repack_range(llama_model *m, size_t lo, size_t hi)
+{
+    int n = m->cfg.n_layers * MODEL_LIN_COUNT + 1;
+    for (int i = 0; m->packs && i < n; i++) {
+        size_t e = model_pack_end(m, i);
+        if (e > lo && e <= hi)
+            matmul_wpack_repack(m->packs[i]);
+    }
+}
+
 size_t model_packs_bytes_estimate(const llama_config *c, int precision, int N, int n_unpacked)
 {
-    int QD = c->n_heads * c->head_dim, KD = c->n_kv_heads * c->head_dim;
-    const int in_dim[MODEL_LIN_COUNT] = {c->dim, c->dim, c->dim, QD, c->dim, c->dim,
-                                         c->hidden_dim};
-    const int out_dim[MODEL_LIN_COUNT] = {QD, KD, KD, c->dim, c->hidden_dim, c->hidden_dim,
-                                          c->dim};
+    int in_dim[MODEL_LIN_COUNT], out_dim[MODEL_LIN_COUNT];
+    for (int k = 0; k < MODEL_LIN_COUNT; k++)
+        model_linear_dims(c, k, &in_dim[k], &out_dim[k]);
     size_t total = (size_t)(c->n_layers * MODEL_LIN_COUNT + 1) * sizeof(struct matmul_wpack *);
     int max_in = c->dim, max_out = c->vocab_size;
     for (int k = 0; k < MODEL_LIN_COUNT; k++) {

@@ -36,38 +36,74 @@ void adamw_free(adamw_state *s)
     memset(s, 0, sizeof *s);
 }
 
-/* One AdamW step on grads[i] * grad_scale; g_zero (NULL or grads) zeroed once read. */
-static void adamw_step_run(adamw_state *s, float *params, const float *grads, float *g_zero,
-                           float grad_scale, double lr, const adamw_hparams *h)
+/* One AdamW step's constants and what it runs on. */
+typedef struct adamw_run {
+    adamw_state *s;
+    float *params, *g_zero;
+    const float *grads;
+    optim_adamw_consts k;
+} adamw_run;
+
+/* Starts a step: t advances once; the constants as the loops use them. */
+static adamw_run adamw_run_begin(adamw_state *s, float *params, const float *grads,
+                                 float *g_zero, float grad_scale, double lr,
+                                 const adamw_hparams *h)
 {
     s->t++;
-    const float b1 = (float)h->beta1, b2 = (float)h->beta2;
-    const float bc1 = (float)(1.0 - pow(h->beta1, (double)s->t));
-    const float bc2_sqrt = (float)sqrt(1.0 - pow(h->beta2, (double)s->t));
-    const float step = (float)lr / bc1;
-    const float decay = (float)(1.0 - lr * h->weight_decay);
-    const float eps = (float)h->eps;
-    float *m = s->m, *v = s->v;
-    long n = (long)s->n_params;
+    adamw_run r;
+    memset(&r, 0, sizeof r);
+    r.s = s;
+    r.params = params;
+    r.g_zero = g_zero;
+    r.grads = grads;
+    r.k.b1 = (float)h->beta1;
+    r.k.b2 = (float)h->beta2;
+    r.k.one_minus_b1 = 1.0f - r.k.b1;
+    r.k.one_minus_b2 = 1.0f - r.k.b2;
+    r.k.step = (float)lr / (float)(1.0 - pow(h->beta1, (double)s->t));
+    r.k.decay = (float)(1.0 - lr * h->weight_decay);
+    r.k.eps = (float)h->eps;
+    r.k.bc2_sqrt = (float)sqrt(1.0 - pow(h->beta2, (double)s->t));
+    r.k.grad_scale = grad_scale;
+    return r;
+}
+
+/* Elements [lo, hi) of the step.  Each element's update depends on that
+ * element alone, so any split into ranges and chunks gives the same bits.
+ * Chunks of OPTIM_CHUNK_ELEMS, or for a range of fewer than 16 such chunks
+ * (one weight of a segmented step) 16 equal ones, so that 2 threads get even
+ * halves (9 chunks of a 768 x 768 weight went 5 and 4). */
+static void adamw_run_range(const adamw_run *r, size_t lo, size_t hi)
+{
+    float *params = r->params, *m = r->s->m, *v = r->s->v, *g_zero = r->g_zero;
+    const float *grads = r->grads;
+    const optim_adamw_consts *k = &r->k;
+    if (hi <= lo)
+        return;
     if (cpu_level() >= CPU_LEVEL_AVX512) {
-        const optim_adamw_consts k = {b1,   b2,    1.0f - b1, 1.0f - b2, step,
-                                      decay, eps, bc2_sqrt,  grad_scale};
-        long n_chunks = (n + OPTIM_CHUNK_ELEMS - 1) / OPTIM_CHUNK_ELEMS;
+        size_t len = hi - lo, chunk = OPTIM_CHUNK_ELEMS;
+        if (len < 16 * (size_t)OPTIM_CHUNK_ELEMS)
+            chunk = (len / 16 + 15) / 16 * 16 > 4096 ? (len / 16 + 15) / 16 * 16 : 4096;
+        long n_chunks = (long)((len + chunk - 1) / chunk);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n_chunks > 1)
 #endif
         for (long c = 0; c < n_chunks; c++) {
-            size_t lo = (size_t)c * OPTIM_CHUNK_ELEMS;
-            size_t len = (size_t)n - lo < OPTIM_CHUNK_ELEMS ? (size_t)n - lo : OPTIM_CHUNK_ELEMS;
-            optim_adamw_avx512_impl(params + lo, m + lo, v + lo, grads + lo,
-                                    g_zero ? g_zero + lo : NULL, len, &k);
+            size_t a = lo + (size_t)c * chunk;
+            size_t n = hi - a < chunk ? hi - a : chunk;
+            optim_adamw_avx512_impl(params + a, m + a, v + a, grads + a,
+                                    g_zero ? g_zero + a : NULL, n, k);
         }
         return;
     }
+    const float b1 = k->b1, b2 = k->b2, step = k->step, decay = k->decay, eps = k->eps;
+    const float bc2_sqrt = k->bc2_sqrt, grad_scale = k->grad_scale;
+    long n = (long)(hi - lo);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) if (n > 65536)
 #endif
-    for (long i = 0; i < n; i++) {
+    for (long j = 0; j < n; j++) {
+        size_t i = lo + (size_t)j;
         float g = grads[i] * grad_scale;
         if (g_zero)
             g_zero[i] = 0.0f;
@@ -83,13 +119,33 @@ static void adamw_step_run(adamw_state *s, float *params, const float *grads, fl
 void adamw_step(adamw_state *s, float *params, const float *grads, double lr,
                 const adamw_hparams *h)
 {
-    adamw_step_run(s, params, grads, NULL, 1.0f, lr, h);
+    adamw_run r = adamw_run_begin(s, params, grads, NULL, 1.0f, lr, h);
+    adamw_run_range(&r, 0, s->n_params);
 }
 
 void adamw_step_scaled(adamw_state *s, float *params, float *grads, float grad_scale,
                        int zero_grads, double lr, const adamw_hparams *h)
 {
-    adamw_step_run(s, params, grads, zero_grads ? grads : NULL, grad_scale, lr, h);
+    adamw_run r = adamw_run_begin(s, params, grads, zero_grads ? grads : NULL, grad_scale, lr, h);
+    adamw_run_range(&r, 0, s->n_params);
+}
+
+void adamw_step_scaled_segments(adamw_state *s, float *params, float *grads, float grad_scale,
+                                int zero_grads, double lr, const adamw_hparams *h,
+                                const size_t *ends, int n_ends, adamw_segment_done done,
+                                void *ctx)
+{
+    adamw_run r = adamw_run_begin(s, params, grads, zero_grads ? grads : NULL, grad_scale, lr, h);
+    size_t lo = 0;
+    for (int i = 0; i <= n_ends; i++) {
+        size_t hi = i < n_ends && ends[i] < s->n_params ? ends[i] : s->n_params;
+        if (hi < lo)   /* not ascending: the rest in one piece */
+            hi = s->n_params;
+        adamw_run_range(&r, lo, hi);
+        if (done && hi > lo)
+            done(ctx, lo, hi);
+        lo = hi;
+    }
 }
 
 /* Sum of squares of chunk [lo, hi), in double, in index order. */

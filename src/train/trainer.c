@@ -501,10 +501,9 @@ int trainer_step(trainer *t, train_step_info *info, qs_diag *d)
     /* clip and AdamW in one pass, which also zeroes the gradients for the next step */
     float clip = optim_grad_clip_factor(norm, t->cfg.grad_clip);
     double lr = schedule_lr(&t->sched, t->step);
-    if ((rc = trainer_dist_update(t, clip, lr, d)))
+    if ((rc = trainer_dist_update(t, clip, lr, d)))   /* the packs follow the weights */
         return rc;
     t->grads_zeroed = 1;
-    model_packs_refresh(&t->m);
 
     if (t->sat) {
         int alarms = satstats_step_end(t->sat, t->step, t->phase, d);

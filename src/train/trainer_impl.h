@@ -105,7 +105,9 @@ size_t trainer_dist_opt_first(const struct trainer *t);  /* their first paramete
 int trainer_data_skip(struct trainer *t, long n_batches, qs_diag *d);
 /* Sum gradients, the loss sum and the quantizer records over the ranks (no-op on one). */
 int trainer_dist_reduce(struct trainer *t, double *loss_sum, qs_diag *d);
-/* AdamW (clip factor, lr) on this rank's part, zero the gradients, all-gather (ZeRO-1). */
+/* AdamW (clip factor, lr) on this rank's part, zero the gradients, all-gather
+ * (ZeRO-1); the weight packs follow (on one rank re-made weight by weight
+ * right after each update, from cache; else marked stale). */
 int trainer_dist_update(struct trainer *t, float clip, double lr, qs_diag *d);
 /* One fp32 [n_params] moment section of train_state.bin: rank 0 writes it to w
  * (NULL: takes and drops the other ranks' parts, after a failure), the other
