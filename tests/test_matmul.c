@@ -735,3 +735,65 @@ TEST(matmul, fp32_survives_scratch_allocation_failure)
     qs_free(mag);
     linear_bufs_free(&lb);
 }
+
+/* matmul_ws_reuse_x: dW of a second Linear on the same x takes the first one's
+ * pack (the bits of a fresh pack); changed values under the promise would show
+ * the stale pack, which proves the reuse; any other use of the workspace's B
+ * pack in between (an unpacked dx) or reuse off packs again. */
+TEST(matmul, ws_reuse_x_takes_the_previous_dw_pack_of_the_same_x)
+{
+    const int N = 70, IN = 45, O1 = 29, O2 = 33;
+    const int precisions[] = {MATMUL_FP32, MATMUL_BF16};
+    for (int pi = 0; pi < 2; pi++) {
+        int prec = precisions[pi];
+        test_seed = 4242u;
+        float *x = rand_buf((size_t)N * IN), *w1 = rand_buf((size_t)O1 * IN);
+        float *w2 = rand_buf((size_t)O2 * IN), *d1 = rand_buf((size_t)N * O1);
+        float *d2 = rand_buf((size_t)N * O2), *x0 = copy_buf(x, (size_t)N * IN);
+        float *dw1 = qs_calloc((size_t)O1 * IN, sizeof *dw1);
+        float *dw2 = qs_calloc((size_t)O2 * IN, sizeof *dw2);
+        float *ref = qs_calloc((size_t)O2 * IN, sizeof *ref);
+        float *dx = qs_calloc((size_t)N * IN, sizeof *dx);
+        matmul_wpack *p1 = matmul_wpack_create(w1, IN, O1, prec);
+        matmul_wpack *p2 = matmul_wpack_create(w2, IN, O2, prec);
+        matmul_ws *ws = matmul_ws_create();
+        ASSERT_TRUE(x && w1 && w2 && d1 && d2 && x0 && dw1 && dw2 && ref && dx && p1 && p2 && ws);
+        matmul_backward(NULL, ref, NULL, d2, x, w2, N, IN, O2, prec);
+        /* the same x: the reused pack gives the fresh pack's bits */
+        matmul_backward_packed_ws(dx, dw1, NULL, d1, x, p1, N, ws);
+        matmul_ws_reuse_x(ws, 1);
+        matmul_backward_packed_ws(dx, dw2, NULL, d2, x, p2, N, ws);
+        ASSERT_TRUE(bits_equal(dw2, ref, (size_t)O2 * IN));
+        /* x changed against the promise: still the first x's pack (where the
+         * product packs at all: fp32 runs on sgemm without AVX-512) */
+        for (size_t i = 0; i < (size_t)N * IN; i++)
+            x[i] = -x[i] * 0.5f;
+        memset(dw2, 0, (size_t)O2 * IN * sizeof *dw2);
+        matmul_backward_packed_ws(dx, dw2, NULL, d2, x, p2, N, ws);
+        ASSERT_TRUE(bits_equal(dw2, ref, (size_t)O2 * IN) ==
+                    (prec == MATMUL_BF16 || cpu_level() >= CPU_LEVEL_AVX512));
+        /* reuse off: packed again from the new values */
+        matmul_ws_reuse_x(ws, 0);
+        memset(dw2, 0, (size_t)O2 * IN * sizeof *dw2);
+        memset(ref, 0, (size_t)O2 * IN * sizeof *ref);
+        matmul_backward(NULL, ref, NULL, d2, x, w2, N, IN, O2, prec);
+        matmul_backward_packed_ws(dx, dw2, NULL, d2, x, p2, N, ws);
+        ASSERT_TRUE(bits_equal(dw2, ref, (size_t)O2 * IN));
+        /* a backward call in between without dW (here an unpacked dx, which
+         * also takes the B pack): packed again */
+        matmul_ws_reuse_x(ws, 1);
+        memcpy(x, x0, (size_t)N * IN * sizeof *x);
+        matmul_backward_ws(dx, NULL, NULL, d1, x, w1, N, IN, O1, prec, ws);
+        memset(dw2, 0, (size_t)O2 * IN * sizeof *dw2);
+        memset(ref, 0, (size_t)O2 * IN * sizeof *ref);
+        matmul_backward(NULL, ref, NULL, d2, x, w2, N, IN, O2, prec);
+        matmul_backward_packed_ws(dx, dw2, NULL, d2, x, p2, N, ws);
+        ASSERT_TRUE(bits_equal(dw2, ref, (size_t)O2 * IN));
+        matmul_ws_destroy(ws);
+        matmul_wpack_destroy(p1);
+        matmul_wpack_destroy(p2);
+        float *bufs[] = {x, w1, w2, d1, d2, x0, dw1, dw2, ref, dx};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            qs_free(bufs[i]);
+    }
+}

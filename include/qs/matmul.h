@@ -138,6 +138,12 @@ typedef struct matmul_ws matmul_ws;
 matmul_ws *matmul_ws_create(void);          /* NULL on allocation failure */
 void matmul_ws_destroy(matmul_ws *ws);      /* accepts NULL */
 size_t matmul_ws_bytes(const matmul_ws *ws);
+/* While on, a backward call through ws whose x is the same pointer, with the
+ * same N, IN and precision, as the x of the previous dW through ws takes that
+ * call's pack of x instead of packing it again (the model's q, k, v share one
+ * input, gate and up another).  The caller promises that x's values did not
+ * change in between.  Same bits either way; off by default. */
+void matmul_ws_reuse_x(matmul_ws *ws, int on);
 /* The packed calls with a workspace (ws may be NULL = allocate per call). */
 void matmul_forward_packed_ws(float *out, const float *x, matmul_wpack *pk, const float *bias,
                               int N, matmul_ws *ws);

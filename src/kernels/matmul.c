@@ -198,6 +198,8 @@ static void mm_forward_gemm(float *out, const float *x, const float *w, const fl
         int fresh = 0;
         mm_bpack *bp = pk ? &pk->fwd : ws ? &ws->bpack : &tmp;
         int *fr = pk ? &pk->fwd_fresh : &fresh;
+        if (!pk && ws)
+            ws->bpack_x = NULL;
         int rc = mm_pack_ready(bp, fr, wt, IN, O, kernel, precision);
         if (rc == 0)
             mm_gemm_impl(out, O, N, &xa, xp, xp != NULL, bp, init, bias);
@@ -230,6 +232,8 @@ static void mm_dx_run(float *dx, const float *dout, const float *w, int N, int I
         int fresh = 0;
         mm_bpack *bp = pk ? &pk->bwd : ws ? &ws->bpack : &tmp;
         int *fr = pk ? &pk->bwd_fresh : &fresh;
+        if (!pk && ws)
+            ws->bpack_x = NULL;
         int rc = mm_pack_ready(bp, fr, wb, O, IN, kernel, precision);
         /* dout converted once per call, as forward's x (mm_forward_xpack): the
          * AMX GEMM's scratch, fp32 k-major panels of a few row panels, or bf16
@@ -260,8 +264,17 @@ static void mm_dw_run(float *dw, const float *dout, const float *x, int N, int I
          * than gathered column by column in every task */
         mm_bpack tmp = {0}, tmp_a = {0};
         mm_bpack *bp = ws ? &ws->bpack : &tmp, *ap = ws ? &ws->apack : &tmp_a;
-        int fresh = 0, whole_a = kernel == MM_KERNEL_AVX512BF16, amx = kernel == MM_KERNEL_AMX;
+        int whole_a = kernel == MM_KERNEL_AVX512BF16, amx = kernel == MM_KERNEL_AMX;
+        /* the previous dW's pack of this very x (matmul_ws_reuse_x) */
+        int fresh = ws && ws->reuse_x && ws->bpack_x == x && ws->bpack_x_n == N &&
+                    ws->bpack_x_in == IN && ws->bpack_x_precision == precision;
         int rc = mm_pack_ready(bp, &fresh, xb, N, IN, kernel, precision);
+        if (ws) {
+            ws->bpack_x = rc == 0 ? x : NULL;
+            ws->bpack_x_n = N;
+            ws->bpack_x_in = IN;
+            ws->bpack_x_precision = precision;
+        }
         if (rc == 0 && whole_a)
             rc = mm_apack_whole_impl(ap, dt, O, N);
         /* AMX: ap is the scratch where the GEMM converts dout^T into bf16 rows
@@ -320,6 +333,8 @@ static void mm_backward_run(float *dx, float *dw, float *db, const float *dout, 
         mm_dx_run(dx, dout, w, N, IN, O, precision, pk, ws);
     if (dw)
         mm_dw_run(dw, dout, x, N, IN, O, precision, ws);
+    else if (ws)   /* matmul_ws_reuse_x: the previous backward call's x only */
+        ws->bpack_x = NULL;
     if (db)
         mm_colsum(db, dout, N, O);
 }
@@ -357,6 +372,12 @@ void matmul_wpack_refresh(matmul_wpack *pk)
 {
     if (pk && !pk->frozen && !pk->codes)   /* frozen, code packs: no source to re-read */
         pk->fwd_fresh = pk->bwd_fresh = 0;
+}
+
+void matmul_ws_reuse_x(matmul_ws *ws, int on)
+{
+    if (ws)
+        ws->reuse_x = on;
 }
 
 void matmul_wpack_repack(matmul_wpack *pk)
@@ -477,6 +498,7 @@ int matmul_dout_begin(matmul_ws *ws, matmul_wpack *pk, const float *x, int N)
         return 0;
     int IN = pk->IN, O = pk->O, fresh = 0;
     mm_view wb = {pk->w, IN, 1}, xb = {x, IN, 1};
+    ws->bpack_x = NULL;
     if (mm_pack_ready(&pk->bwd, &pk->bwd_fresh, wb, O, IN, MM_KERNEL_AVX512BF16, MATMUL_BF16) ||
         mm_pack_ready(&ws->bpack, &fresh, xb, N, IN, MM_KERNEL_AVX512BF16, MATMUL_BF16))
         return 0;

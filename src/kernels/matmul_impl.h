@@ -296,6 +296,11 @@ struct matmul_ws {
     mm_bpack bpack;
     mm_bpack apack; /* dW's dout^T for the bf16 kernel */
     mm_bpack xpack; /* forward's x as bf16 rows (bf16 kernel) */
+    /* what bpack holds when it is a dW's x (NULL: anything else), for
+     * matmul_ws_reuse_x */
+    const float *bpack_x;
+    int bpack_x_n, bpack_x_in, bpack_x_precision;
+    int reuse_x;
 };
 
 /* A value pack's forward form on the AMX kernel, ready (packed now if it was

@@ -139,15 +139,22 @@ static void model_linear_backward(const llama_model *m, llama_grad_acts *g,
     const float *x_use = x, *w_use = w;
     struct matmul_wpack *w_pack = NULL;
     int masked = hook ? hook->operands(hook->self, layer, module, &x_use, &w_use, &w_pack) : 0;
+    /* k and v take q's input, up gate's, and run right after them: their dW
+     * reuses the pack of that input (the activation itself, not a substitute) */
+    int reuse = x_use == x &&
+                (module == MODEL_LIN_K || module == MODEL_LIN_V || module == MODEL_LIN_UP);
+    matmul_ws_reuse_x(m->ws, reuse);
     if (!masked) {
         model_matmul_backward(m, layer * MODEL_LIN_COUNT + module, dx, dw, db, dout, x_use,
                               w_use, w_pack, w, N, IN, O);
+        matmul_ws_reuse_x(m->ws, 0);
         return;
     }
     size_t nx = (size_t)N * IN, nw = (size_t)O * IN;
     grad_zero(2, (float *const[]){g->dx_tmp, g->dw_tmp}, (const size_t[]){nx, nw});
     model_matmul_backward(m, layer * MODEL_LIN_COUNT + module, g->dx_tmp, g->dw_tmp, db, dout,
                           x_use, w_use, w_pack, w, N, IN, O);
+    matmul_ws_reuse_x(m->ws, 0);
     hook->mask(hook->self, layer, module, g->dx_tmp, nx, g->dw_tmp, nw);
     vecops_add_f32(dx, g->dx_tmp, nx);
     vecops_add_f32(dw, g->dw_tmp, nw);
