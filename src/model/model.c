@@ -367,7 +367,7 @@ int model_packs_ends(const llama_model *m, size_t *ends)
             ends[k++] = e;
     }
     qsort(ends, (size_t)k, sizeof *ends, model_size_cmp);
-    int u = 0;   /* a tied head's weight is the embedding: one end each */
+    int u = 0;   /* one end per weight, should two packs ever share one */
     for (int i = 0; i < k; i++)
         if (!u || ends[i] != ends[u - 1])
             ends[u++] = ends[i];
