@@ -114,10 +114,7 @@ int main(int argc, char **argv)
     const char *which = argc > 2 ? argv[2] : "all";
     if (reps < 1 || reps > 16)
         reps = 3;
-    int threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
+    int threads = bench_peak_threads();
     int no_torch = argc > 3 && !strcmp(argv[3], "notorch");
     int have_torch = !no_torch &&
                      system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0;

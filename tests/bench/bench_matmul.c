@@ -366,12 +366,9 @@ int main(int argc, char **argv)
            : mm_bf16_fma_impl()               ? "the FMA kernel (widened, FTZ/DAZ)"
                                               : "vdpbf16ps",
            openblas_get_corename());
-    int threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
     bench_peak host;
-    double host16 = bench_peak_report("bench_matmul", &host, threads), host32 = host.fp32;
+    double host16 = bench_peak_report("bench_matmul", &host, bench_peak_threads());
+    double host32 = host.fp32;
     printf("%-12s %-3s %7s %7s %7s %7s %7s %7s  %8s %8s %6s %6s %5s %5s %8s\n", "shape", "op",
            path_names[0], path_names[1], path_names[2], path_names[3], path_names[4],
            path_names[5], "fp32/sg", "bf16/sg", "%pk32", "%pk16", "%h32", "%h16", "amx/b16");

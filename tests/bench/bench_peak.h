@@ -101,7 +101,9 @@ static double bench_peak_gflops(int kind)
     float sink = 0.0f;
     for (int r = -1; r < BENCH_PEAK_RUNS; r++) {   /* r = -1: untimed */
         double flops = 0.0, t0 = bench_clock_s(CLOCK_MONOTONIC);
+#ifdef _OPENMP
 #pragma omp parallel reduction(+ : flops, sink)
+#endif
         {
             long iters = kind == 2 ? BENCH_PEAK_ITERS / 2 : BENCH_PEAK_ITERS;
             flops += kind == 0   ? bench_peak_loop512(iters, &sink)
@@ -148,6 +150,16 @@ static void bench_peak_print(const char *bench, const bench_peak *p, int threads
            "%.0f GFLOP/s, vdpbf16ps %.0f GFLOP/s (the targets' reference: 445 and 890 on 2 Zen 5 "
            "cores)\n",
            bench, threads, threads == 1 ? "" : "s", p->fp32, p->vdpbf16ps);
+}
+
+/* The thread team the products use (1 without OpenMP). */
+static int bench_peak_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
 }
 
 /* Measures, prints (bench_peak_print) and returns the peak of the units the

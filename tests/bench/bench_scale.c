@@ -735,7 +735,7 @@ int main(int argc, char **argv)
     snprintf(x.tokdir, sizeof x.tokdir, "%s/tokenizers/llama2", x.shared);
     printf("bench_scale: openPangu-Embedded-1B shape (%s), random init, BF16\n", SCALE_CONFIG);
     bench_peak host;
-    scale_host_bf16 = bench_peak_report("bench_scale", &host, omp_get_max_threads());
+    scale_host_bf16 = bench_peak_report("bench_scale", &host, bench_peak_threads());
     if (!fileio_is_dir(x.data)) {
         printf("skip: %s absent (bench data)\n", x.data);
         return 0;
