@@ -366,12 +366,9 @@ int model_packs_ends(const llama_model *m, size_t *ends)
         if (e)
             ends[k++] = e;
     }
+    /* equal ends (two packs of one weight) would only make an empty segment */
     qsort(ends, (size_t)k, sizeof *ends, model_size_cmp);
-    int u = 0;   /* one end per weight, should two packs ever share one */
-    for (int i = 0; i < k; i++)
-        if (!u || ends[i] != ends[u - 1])
-            ends[u++] = ends[i];
-    return u;
+    return k;
 }
 
 void model_packs_repack_range(llama_model *m, size_t lo, size_t hi)
