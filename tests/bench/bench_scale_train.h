@@ -22,8 +22,9 @@
 #include "qs/mem.h"
 #include "qs/model.h"
 
-/* time-boxed: a 1B QAT step takes minutes on 2 cores, so the fewest steps that
- * time one: the first (warm-up: page faults, workspace growth) and one more */
+/* time-boxed: a 1B QAT step takes 15-40 s on 2 cores (the first ~13 s more:
+ * page faults of the Adam moments, workspace growth) and the run ends with a
+ * 14 GB checkpoint, so the fewest steps that time one: the first and one more */
 #define TRAIN_STEPS 2
 #define TRAIN_T 1024
 #define TRAIN_MEM_GIB 23.4   /* what this 24 GiB machine leaves a process */
@@ -138,7 +139,7 @@ static void scale_train_section(const char *bin, const char *shared, scale_train
 {
     memset(r, 0, sizeof *r);
     printf("\n== train (qatscope train: B=1 x T=%d, bf16, HiF8 QAT from step 0, recompute; "
-           "time-boxed to %d steps, the first a warm-up: a 1B QAT step takes minutes here, "
+           "time-boxed to %d steps, the first a warm-up: a 1B QAT step takes 15-40 s on 2 cores, "
            "and the run ends with a 14 GB checkpoint)\n", TRAIN_T, TRAIN_STEPS);
     loadavg_print("before");
     char shards[300];
