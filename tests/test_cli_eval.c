@@ -106,6 +106,94 @@ TEST(cli_eval, unusable_output_paths_fail_up_front_and_write_nothing)
     ASSERT_EQ_INT(cli_eval_stray_temps(dir), 0);
 }
 
+/* An output that is one of the inputs (a model file, a task data file, a task
+ * definition; any spelling, a link) is refused before any work, naming the
+ * file and the flag, and the file is left as it was; a new file beside the
+ * model's (results.json in the model directory) is fine. */
+TEST(cli_eval, outputs_never_overwrite_inputs)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    static const char *const model_files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                              "tokenizer.model", "tokenizer_config.json"};
+    char dir[600], m[700], tk[700], src[800], dst[800], args[3000];
+    snprintf(dir, sizeof dir, "%s/ev_inputs", test_tmp_dir());
+    snprintf(m, sizeof m, "%s/model", dir);
+    snprintf(tk, sizeof tk, "%s/tasks", dir);
+    ASSERT_OK(fileio_mkdir_p(m, NULL), NULL);
+    ASSERT_OK(fileio_mkdir_p(tk, NULL), NULL);
+    for (size_t i = 0; i < sizeof model_files / sizeof *model_files; i++) {
+        snprintf(src, sizeof src, "data/demo/model/%s", model_files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", m, model_files[i]);
+        ASSERT_OK(fileio_copy(src, dst, NULL), NULL);
+    }
+    snprintf(dst, sizeof dst, "%s/arc_easy.json", tk);
+    ASSERT_OK(fileio_copy("tasks/arc_easy.json", dst, NULL), NULL);
+    char link[800];
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    unlink(link);
+    ASSERT_EQ_INT(symlink("model/config.json", link), 0);
+
+    char *before;
+    size_t n_before;
+    snprintf(src, sizeof src, "%s/config.json", m);
+    ASSERT_OK(fileio_read_all(src, &before, &n_before, NULL), NULL);
+    const struct { const char *flag, *out, *in_flag, *named; } cases[] = {
+        {"--output", "%s/model/config.json", "--model", "config.json"},
+        {"--output", "%s/model/../model/model.safetensors", "--model", "model.safetensors"},
+        {"--output", "%s/link.json", "--model", "config.json"},
+        {"--log-samples", "%s/model/tokenizer.json", "--model", "tokenizer.json"},
+        {"--output", "%s/tasks/arc_easy.json", "--tasks-dir", "arc_easy.json"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char out[800];
+        snprintf(out, sizeof out, cases[i].out, dir);
+        if (!strcmp(cases[i].flag, "--output"))
+            snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir tests/data/tasks/data "
+                     "--tasks-dir %s --output %s", m, tk, out);
+        else
+            snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir tests/data/tasks/data "
+                     "--tasks-dir %s --output %s/r.json --log-samples %s", m, tk, dir, out);
+        ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+        char want[1000];
+        snprintf(want, sizeof want, "%s: '%s' is the file", cases[i].flag, out);
+        ASSERT_TRUE(strstr(cli_err, want) != NULL);
+        snprintf(want, sizeof want, "%s' of %s; expected another name", cases[i].named, cases[i].in_flag);
+        ASSERT_TRUE(strstr(cli_err, want) != NULL);
+        ASSERT_TRUE(strchr(cli_err, '\n') == cli_err + strlen(cli_err) - 1);
+        ASSERT_EQ_STR(cli_out, "");
+    }
+    char *after;
+    size_t n_after;
+    ASSERT_OK(fileio_read_all(src, &after, &n_after, NULL), NULL);
+    int same = n_after == n_before && !memcmp(after, before, n_before);
+    qs_free(after);
+    qs_free(before);
+    ASSERT_TRUE(same);
+    snprintf(dst, sizeof dst, "%s/model/model.safetensors", dir);
+    struct stat st;
+    ASSERT_TRUE(stat(dst, &st) == 0 && st.st_size > 100000);
+
+    /* a task data file below --data-dir */
+    char data[700], f[800];
+    snprintf(data, sizeof data, "%s/data", dir);
+    snprintf(args, sizeof args, "cp -r tests/data/tasks/data %s", dir);
+    ASSERT_EQ_INT(system(args), 0);
+    snprintf(f, sizeof f, "%s/arc/hf_layout/ARC-Easy-test.jsonl", data);
+    ASSERT_TRUE(fileio_exists(f));
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir %s --tasks-dir %s --output %s",
+             m, data, tk, f);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "of --data-dir; expected another name") != NULL);
+
+    /* a new file in the model's directory is an output like any other */
+    snprintf(args, sizeof args, "eval --model %s --tasks arc_easy --data-dir tests/data/tasks/data "
+             "--tasks-dir %s --limit 2 --output %s/results.json", m, tk, m);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    snprintf(dst, sizeof dst, "%s/results.json", m);
+    ASSERT_TRUE(fileio_exists(dst));
+}
+
 /* An output that is a device is written in place (`--output /dev/stdout` works;
  * /dev/full reports its error, exit 2) and stays a device; a symbolic link
  * stays a link whose target gets the results. */

@@ -123,6 +123,11 @@ int cli_outputs_add(cli_outputs *o, const char *flag, const char *path);
  * link) is refused, naming both flags; 0 otherwise (also when either is absent). */
 int cli_output_not_input(const char *flag, const char *path, const char *in_flag,
                          const char *input);
+/* The same for every file below the input directory dir (model, data, tasks
+ * files; six levels deep at most, linked directories not followed): an output
+ * that is one of them is refused naming it and in_flag; 0 otherwise. */
+int cli_output_not_under(const char *flag, const char *path, const char *in_flag,
+                         const char *dir);
 /* A picture's output: refused when it names an existing, non-empty file that is
  * not a PNG (a log, a config), which a PNG would replace; 0 otherwise. */
 int cli_output_png_or_new(const char *flag, const char *path);

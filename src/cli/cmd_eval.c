@@ -327,6 +327,13 @@ int cmd_eval(int argc, char **argv)
         return cli_error("--log-samples: '%s' is also the --output file", a.samples);
     if (a.samples && (rc = cli_output_not_input("--log-samples", a.samples, "--output", a.output)))
         return rc;
+    /* never one of the inputs: the model's files, the task data, the task definitions */
+    const char *outs_f[2] = {"--output", "--log-samples"}, *outs_p[2] = {a.output, a.samples};
+    for (int i = 0; i < 2; i++)
+        if ((rc = cli_output_not_under(outs_f[i], outs_p[i], "--model", a.model)) ||
+            (rc = cli_output_not_under(outs_f[i], outs_p[i], "--data-dir", a.data_dir)) ||
+            (rc = cli_output_not_under(outs_f[i], outs_p[i], "--tasks-dir", tasks_dir)))
+            return rc;
     if ((rc = cli_outputs_add(&outs, "--output", a.output)) ||
         (a.samples && (rc = cli_outputs_add(&outs, "--log-samples", a.samples))))
         return rc;

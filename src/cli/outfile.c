@@ -5,6 +5,7 @@
  * name's ending (".tmp.<pid>.results.json", ".tmp.<pid>.samples.jsonl.zst"), so
  * writers that pick plain or zstd by the suffix behave as for the final name, and
  * the rename stays within one directory (one filesystem). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -118,6 +119,48 @@ int cli_output_not_input(const char *flag, const char *path, const char *in_flag
     if (a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         return cli_error("%s: '%s' is the %s file '%s'; expected another name (it would be "
                          "overwritten)", flag, path, in_flag, input);
+    return 0;
+}
+
+/* Depth-first search of dir for a regular file with the inode of *a (links to
+ * files followed, linked directories not: no cycles); the match's path in hit. */
+static int under_dir(const struct stat *a, const char *dir, int depth, long *budget,
+                     char *hit, size_t n)
+{
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(dp)) && --*budget > 0;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char p[CLI_PATH_MAX];
+        int w = snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        struct stat st, lst;
+        if (w < 0 || (size_t)w >= sizeof p || stat(p, &st))
+            continue;
+        if (S_ISREG(st.st_mode) && st.st_dev == a->st_dev && st.st_ino == a->st_ino) {
+            snprintf(hit, n, "%s", p);
+            found = 1;
+        } else if (S_ISDIR(st.st_mode) && depth > 0 && !lstat(p, &lst) && S_ISDIR(lst.st_mode)) {
+            found = under_dir(a, p, depth - 1, budget, hit, n);
+        }
+    }
+    closedir(dp);
+    return found;
+}
+
+int cli_output_not_under(const char *flag, const char *path, const char *in_flag,
+                         const char *dir)
+{
+    struct stat a;
+    if (!path || !dir || stat(path, &a) || !S_ISREG(a.st_mode))
+        return 0;
+    char hit[CLI_PATH_MAX];
+    long budget = 200000;   /* entries looked at: a data directory, not a whole disk */
+    if (under_dir(&a, dir, 6, &budget, hit, sizeof hit))
+        return cli_error("%s: '%s' is the file '%s' of %s; expected another name (it would be "
+                         "overwritten)", flag, path, hit, in_flag);
     return 0;
 }
 
