@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "qs/fileio.h"
 #include "qs/mem.h"
@@ -34,4 +35,46 @@ TEST(cli_consistency, every_listed_command_answers_help)
         n++;
     }
     ASSERT_TRUE(n >= 15);
+}
+
+/* A failed write to stdout (`> /dev/full`) is one error line and exit 2 for every
+ * command that prints its result there: main() names it, the command does not
+ * add a second line of its own. */
+TEST(cli_consistency, a_lost_stdout_is_one_error_line)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    if (!fileio_exists("/dev/full"))
+        SKIP("no /dev/full");
+    char text[600];
+    snprintf(text, sizeof text, "%s/full_text.txt", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(text, "Once upon a time there was a cat.\n", 34, NULL), NULL);
+    const char *const cases[] = {
+        "inspect data/demo/model",
+        "tokenize --model data/demo/model hello",
+        "detokenize --model data/demo/model 1 2 3",
+        "generate --model data/demo/model --prompt Once -n 2 --seed 1",
+        "ppl --model data/demo/model --text %s",
+        "ppl --model data/demo/model --text %s --json",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char args[1000], cmd[2400], err[800];
+        snprintf(args, sizeof args, cases[i], text);
+        snprintf(err, sizeof err, "%s/full_err.txt", test_tmp_dir());
+        snprintf(cmd, sizeof cmd, "%s %s >/dev/full 2>%s", getenv("QS_BIN"), args, err);
+        int st = system(cmd);
+        char *out;
+        size_t n;
+        ASSERT_OK(fileio_read_all(err, &out, &n, NULL), NULL);
+        int lines = 0;
+        for (const char *p = out; (p = strstr(p, "qatscope: ")); p++)
+            lines++;
+        int said = strstr(out, "qatscope: stdout: write failed: No space left on device\n") != NULL;
+        if (lines != 1 || !said)
+            fprintf(stderr, "    %s: stderr '%s'\n", args, out);
+        qs_free(out);
+        ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+        ASSERT_EQ_INT(lines, 1);
+        ASSERT_TRUE(said);
+    }
 }

@@ -198,7 +198,7 @@ static int compare_run(const compare_args *a)
     }
     compare_print(a, &m, &ref, n_ids, window, stride, &r);
     if (fflush(stdout))
-        rc = cli_error("error writing stdout");
+        rc = CLI_EXIT_USAGE;   /* main() names the error */
 done:
     qs_free(ids);
     tokenizer_destroy(tok);

@@ -98,7 +98,7 @@ int cmd_detokenize(int argc, char **argv)
         putchar('\n');
         qs_free(text);
         if (fflush(stdout))
-            rc = cli_error("error writing stdout");
+            rc = CLI_EXIT_USAGE;   /* main() names the error */
     }
     tokenizer_destroy(t);
     qs_free(ids);

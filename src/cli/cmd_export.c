@@ -118,7 +118,7 @@ static int export_run(const char *dir, const char *out, const char *patterns, in
            evalquant_scaling_name(eq));
     printf("wrote %s\n", out);
     if (fflush(stdout))
-        rc = cli_error("error writing stdout");
+        rc = CLI_EXIT_USAGE;   /* main() names the error */
 done:
     qs_free(source);
     qs_free(lin);

@@ -180,7 +180,7 @@ static int gen_run(const char *dir, const char *prompt, long n_new, double temp,
                 "tokenizer's vocabulary [0, %d) (the model's vocab_size is %d): not printed\n",
                 g.n_unknown, n_out, g.tok_vocab, m->cfg.vocab_size);
     if (fflush(stdout))
-        rc = cli_error("error writing stdout");
+        rc = CLI_EXIT_USAGE;   /* main() names the error */
 done:
     qs_free(out);
     qs_free(ids);

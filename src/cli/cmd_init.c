@@ -191,7 +191,7 @@ static int init_run(const init_args *a)
            "(%llu bytes of tensor data)\n",
            out, c.arch_name, s.n_params, s.n_tensors, safetensors_dtype_name(a->dtype), a->seed,
            s.n_files, s.n_files == 1 ? "" : "s", (unsigned long long)s.total_bytes);
-    return fflush(stdout) ? cli_error("error writing stdout") : 0;
+    return fflush(stdout) ? CLI_EXIT_USAGE : 0;   /* main() names a failed write */
 }
 
 int cmd_init(int argc, char **argv)

@@ -325,7 +325,7 @@ static int inspect_run(const char *dir, long B, long T)
     if (inspect_collect(&in, dir, &d))
         return cli_diag_error(&d);
     inspect_print(&in, dir);
-    return fflush(stdout) ? cli_error("error writing stdout") : 0;
+    return fflush(stdout) ? CLI_EXIT_USAGE : 0;   /* main() names a failed write */
 }
 
 int cmd_inspect(int argc, char **argv)

@@ -113,7 +113,7 @@ static int ppl_run(const ppl_args *a)
             printf("%s\n", cm.desc);
     }
     if (fflush(stdout))
-        rc = cli_error("error writing stdout");
+        rc = CLI_EXIT_USAGE;   /* main() names the error */
 done:
     qs_free(ids);
     qs_free(text);

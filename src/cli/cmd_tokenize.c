@@ -73,7 +73,7 @@ static int text_mode(const char *tok_path, const char *text_arg, int ids_only, i
     qs_free(ids);
     qs_free(text);
     tokenizer_destroy(t);
-    return fflush(stdout) ? cli_error("error writing stdout") : 0;
+    return fflush(stdout) ? CLI_EXIT_USAGE : 0;   /* main() names a failed write */
 }
 
 /* What cli_args_parse leaves to tokenize: data-mode options, --input FILES..., TEXT. */
