@@ -78,3 +78,25 @@ TEST(cli_consistency, a_lost_stdout_is_one_error_line)
         ASSERT_TRUE(said);
     }
 }
+
+/* A command run without its required arguments says so in one line (no usage
+ * text glued on with escaped newlines), exit 2, nothing on stdout. */
+TEST(cli_consistency, missing_arguments_are_one_line)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    static const char *const cmds[] = {"eval", "train", "gate", "heatmap", "plot", "replay",
+                                       "satstat", "inspect", "ppl", "generate", "export", "init",
+                                       "tokenize", "detokenize", "compare", "hif8", "inspect a b"};
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) {
+        int rc = test_run_cli(cmds[i], cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+        size_t n = strlen(cli_err);
+        int one = n > 11 && !strncmp(cli_err, "qatscope: ", 10) && strchr(cli_err, '\n') == cli_err + n - 1 &&
+                  !strstr(cli_err, "\\n");
+        if (rc != 2 || !one || cli_out[0])
+            fprintf(stderr, "    %s: exit %d, stderr '%s'\n", cmds[i], rc, cli_err);
+        ASSERT_EQ_INT(rc, 2);
+        ASSERT_TRUE(one);
+        ASSERT_EQ_STR(cli_out, "");
+    }
+}

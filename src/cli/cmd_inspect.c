@@ -346,12 +346,13 @@ int cmd_inspect(int argc, char **argv)
         } else if (a[0] != '-' && !dir) {
             dir = a;
         } else {
-            rc = cli_error("inspect: unexpected argument '%s' (argument %d)\n%s", a, i, USAGE);
+            rc = cli_error("inspect: unexpected argument '%s' (argument %d); run 'qatscope inspect "
+                           "--help'", a, i);
         }
     }
     if (rc)
         return rc;
     if (!dir)
-        return cli_error("inspect: missing DIR\n%s", USAGE);
+        return cli_error("inspect: missing DIR; run 'qatscope inspect --help'");
     return inspect_run(dir, B, T);
 }
