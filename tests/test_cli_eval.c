@@ -232,8 +232,15 @@ TEST(cli_eval, scoring_error_names_the_item)
     char args[1200];
     snprintf(args, sizeof args, EVAL_ARGS " --max-length 2 --output %s/ml2.json", test_tmp_dir());
     ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
-    ASSERT_TRUE(strncmp(cli_err, "qatscope: arc_easy doc ", 23) == 0);
+    ASSERT_TRUE(strncmp(cli_err, "qatscope: tests/data/tasks/data/arc/hf_layout/ARC-Easy-test.jsonl:",
+                        66) == 0);   /* the item's file and line */
+    ASSERT_TRUE(strstr(cli_err, ": arc_easy doc ") != NULL);
     ASSERT_TRUE(strstr(cli_err, ", more than the context of 2 (--max-length)\n") != NULL);
+    snprintf(args, sizeof args, "eval --model data/demo/model --tasks hellaswag --data-dir "
+             "tests/data/tasks/data --max-length 2 --output %s/ml2.json", test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strncmp(cli_err, "qatscope: tests/data/tasks/data/hellaswag/hellaswag_val.jsonl:",
+                        62) == 0);
     ASSERT_EQ_INT(test_run_cli("compare --model data/demo/model --reference data/demo/model "
                                "--text a.txt --shards b", cli_out, sizeof cli_out, cli_err,
                                sizeof cli_err), 2);

@@ -81,6 +81,8 @@ typedef struct task_file {
     char *path;          /* as opened */
     char sha256[65];     /* hex */
     long n_records;
+    int subject;         /* MMLU subject index, else -1 */
+    int shots;           /* 1: a few-shot pool's file */
 } task_file;
 
 typedef struct task_data {
@@ -100,6 +102,10 @@ typedef struct task_data {
 int task_data_load(task_data *td, const task_def *def, const char *data_dir, int need_shots,
                    qs_diag *d);
 void task_data_free(task_data *td);   /* safe on a zeroed td */
+
+/* The evaluated document of `subject` (-1 when not MMLU) at doc_id, and the file
+ * it came from; NULL when there is none. */
+const task_doc *task_data_find(const task_data *td, int subject, long doc_id, const char **path);
 
 /* Loaders for one file (used by task_data_load, exposed for tests).  Documents
  * are appended to *docs / *n_docs (qs_realloc'd); subject is stored in each. */

@@ -393,11 +393,15 @@ int cmd_eval(int argc, char **argv)
             lm_request req;
             eval_session_request(s, i, &req);
             for (int c = 0; c < req.n_cont; c++)
-                if (req.n_cont_tok[c] > (size_t)ctx) {
-                    rc = cli_error("%s doc %ld: choice %d is %zu tokens, more than the context "
-                                   "of %d (%s)", eval_session_task_def(s, items[i].task)->name,
-                                   items[i].doc_id, c, req.n_cont_tok[c], ctx,
-                                   a.max_length ? "--max-length" : "config.json");
+                if (req.n_cont_tok[c] > (size_t)ctx) {   /* named by its data file and line */
+                    const char *file;
+                    const task_doc *doc = task_data_find(eval_session_task_data(s, items[i].task),
+                                                         items[i].subject, items[i].doc_id, &file);
+                    diag_set(&d, QS_ERANGE, file, doc ? doc->line : -1,
+                             "%s doc %ld: choice %d is %zu tokens, more than the context of %d (%s)",
+                             eval_session_task_def(s, items[i].task)->name, items[i].doc_id, c,
+                             req.n_cont_tok[c], ctx, a.max_length ? "--max-length" : "config.json");
+                    rc = cli_diag_error(&d);
                     goto done;
                 }
         }

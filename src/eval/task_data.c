@@ -56,7 +56,8 @@ static int task_find_any(char *out, size_t out_bytes, const char *dir, char *con
     return diag_set(d, QS_ENOTFOUND, NULL, -1, "no %s data found; looked for %s", what, tried);
 }
 
-static int task_file_record(task_data *td, const char *path, long n_records, qs_diag *d)
+static int task_file_record(task_data *td, const char *path, long n_records, int subject,
+                            int shots, qs_diag *d)
 {
     if (td->n_files >= TASK_MAX_FILES)
         return diag_set(d, QS_ERANGE, path, -1, "more than %d data files", TASK_MAX_FILES);
@@ -68,6 +69,8 @@ static int task_file_record(task_data *td, const char *path, long n_records, qs_
     if (!(f->path = qs_strdup(path)))
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
     f->n_records = n_records;
+    f->subject = subject;
+    f->shots = shots;
     td->n_files++;
     return 0;
 }
@@ -100,8 +103,20 @@ static int task_load_one(task_data *td, const task_def *def, const char *path, i
     if (!rc && *n == before)
         rc = diag_set(d, QS_EFORMAT, path, -1, "no records");
     if (!rc)
-        rc = task_file_record(td, path, (long)(*n - before), d);
+        rc = task_file_record(td, path, (long)(*n - before), subject, shots, d);
     return rc;
+}
+
+const task_doc *task_data_find(const task_data *td, int subject, long doc_id, const char **path)
+{
+    *path = NULL;
+    for (int i = 0; i < td->n_files; i++)
+        if (!td->files[i].shots && td->files[i].subject == subject)
+            *path = td->files[i].path;
+    for (size_t i = 0; i < td->n_docs; i++)
+        if (td->docs[i].subject == subject && td->docs[i].doc_id == doc_id)
+            return &td->docs[i];
+    return NULL;
 }
 
 int task_data_load(task_data *td, const task_def *def, const char *data_dir, int need_shots,

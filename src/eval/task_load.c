@@ -423,6 +423,7 @@ static int task_arc_doc(const qs_json_at *o, task_doc *t, qs_diag *d)
     if (!(t->question = qs_strdup(stem)))
         return diag_set(d, QS_ENOMEM, path, line, "out of memory");
     t->gold = -1;
+    const char *seen[16];
     for (size_t i = 0; i < n; i++) {
         const char *text, *lab;
         if (ai2) {
@@ -434,11 +435,13 @@ static int task_arc_doc(const qs_json_at *o, task_doc *t, qs_diag *d)
             if ((rc = qs_json_str(&ti, NULL, &text, d)) || (rc = qs_json_str(&li, NULL, &lab, d)))
                 return rc;
         }
-        if (!strcmp(lab, key)) {
-            if (t->gold >= 0)
-                return diag_set(d, QS_EFORMAT, path, line, "label '%s' appears twice", lab);
+        for (size_t j = 0; j < i; j++)   /* the answer must name one choice */
+            if (!strcmp(seen[j], lab))
+                return diag_set(d, QS_EFORMAT, path, line, "label '%.20s' appears twice (choices %zu "
+                                "and %zu); expected distinct labels", lab, j, i);
+        seen[i] = lab;
+        if (!strcmp(lab, key))
             t->gold = (int)i;
-        }
         if (!(t->choices[i] = qs_strdup(text)))
             return diag_set(d, QS_ENOMEM, path, line, "out of memory");
     }
