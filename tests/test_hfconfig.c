@@ -59,6 +59,17 @@ TEST(hfconfig, unsupported_things_are_refused_by_name)
     ASSERT_EQ_INT(parse(&c, "{\"architectures\": [\"GPT2LMHeadModel\"], " BASE "}", &d),
                   QS_EUNSUPPORTED);
     ASSERT_TRUE(strstr(d.msg, "'GPT2LMHeadModel' is not supported") != NULL);
+    /* the class list and the model type have their JSON types checked, not skipped */
+    ASSERT_EQ_INT(parse(&c, "{\"architectures\": 5, \"model_type\": \"llama\", " BASE "}", &d),
+                  QS_EFORMAT);
+    ASSERT_EQ_STR(d.msg, "$.architectures: expected an array of strings, found integer");
+    ASSERT_EQ_INT(parse(&c, "{\"architectures\": [\"LlamaForCausalLM\", 3], " BASE "}", &d),
+                  QS_EFORMAT);
+    ASSERT_EQ_STR(d.msg, "$.architectures: expected an array of strings, found integer at index 1");
+    ASSERT_EQ_INT(parse(&c, "{\"model_type\": [\"llama\"], " BASE "}", &d), QS_EFORMAT);
+    ASSERT_EQ_STR(d.msg, "$.model_type: expected a string, found array");
+    ASSERT_OK(parse(&c, "{\"architectures\": [], \"model_type\": \"llama\", " BASE "}", &d), &d);
+    ASSERT_OK(parse(&c, "{\"architectures\": null, \"model_type\": \"llama\", " BASE "}", &d), &d);
     ASSERT_EQ_INT(parse(&c, "{\"model_type\": \"llama\", " BASE ", \"hidden_act\": \"gelu\"}", &d),
                   QS_EUNSUPPORTED);
     ASSERT_TRUE(strstr(d.msg, "'gelu'") != NULL);

@@ -36,12 +36,26 @@ static int hfc_num(const qs_json_at *o, const char *key, double min, double def,
 static int hfc_arch(llama_config *c, const qs_json_at *r, const char *path, qs_diag *d)
 {
     const json_t *archs = qs_json_key(r, "architectures").v;
+    const json_t *type = qs_json_key(r, "model_type").v;
     const char *name = NULL;
     int by_arch = 1;
-    if (json_is_array(archs) && json_array_size(archs) > 0)
-        name = json_string_value(json_array_get(archs, 0));
+    if (archs && !json_is_null(archs)) {   /* present: a list of class names */
+        if (!json_is_array(archs))
+            return qs_json_fail(r, "architectures", QS_EFORMAT, d,
+                                "expected an array of strings, found %s", qs_json_type_name(archs));
+        for (size_t i = 0; i < json_array_size(archs); i++)
+            if (!json_is_string(json_array_get(archs, i)))
+                return qs_json_fail(r, "architectures", QS_EFORMAT, d,
+                                    "expected an array of strings, found %s at index %zu",
+                                    qs_json_type_name(json_array_get(archs, i)), i);
+        if (json_array_size(archs) > 0)
+            name = json_string_value(json_array_get(archs, 0));
+    }
+    if (type && !json_is_null(type) && !json_is_string(type))
+        return qs_json_fail(r, "model_type", QS_EFORMAT, d, "expected a string, found %s",
+                            qs_json_type_name(type));
     if (!name) {
-        name = json_string_value(qs_json_key(r, "model_type").v);
+        name = json_string_value(type);
         by_arch = 0;
     }
     if (!name)
