@@ -103,6 +103,47 @@ TEST(safetensors, writer_round_trips_f32_and_bf16)
     }
 }
 
+/* Tensors are written back to back (Hugging Face's reader refuses a gap or bytes
+ * after the last tensor): a 3-element bf16 tensor (6 bytes) is followed at once
+ * by the next, and the file ends where the last tensor does.  The up to 7 bytes
+ * of padding that qatscope wrote after a tensor before still load. */
+TEST(safetensors, writer_leaves_no_gap_and_old_padding_still_loads)
+{
+    float a[3] = {1, 2, 3}, b[2] = {4, 5};
+    safetensors_entry e[2] = {{"a", a, 1, {3}}, {"b", b, 1, {2}}};
+    char path[512];
+    qs_diag d = {0};
+    snprintf(path, sizeof path, "%s/nogap.safetensors", test_tmp_dir());
+    ASSERT_OK(safetensors_write(path, e, 2, SAFETENSORS_BF16, NULL, &d), &d);
+    safetensors_file f;
+    ASSERT_OK(safetensors_open(&f, path, &d), &d);
+    const safetensors_tensor *ta = safetensors_find(&f, "a"), *tb = safetensors_find(&f, "b");
+    ASSERT_TRUE(ta && tb);
+    ASSERT_TRUE(tb->data == ta->data + 6);
+    ASSERT_TRUE(tb->data + 4 == f.map.data + f.map.bytes);
+    float out[2];
+    ASSERT_OK(safetensors_tensor_to_f32(tb, out, path, &d), &d);
+    ASSERT_TRUE(out[0] == 4 && out[1] == 5);
+    safetensors_close(&f);
+
+    /* the old layout: a [0, 6], 2 bytes of padding, b [8, 12], 4 bytes of padding */
+    static const char hdr[] = "{\"a\":{\"dtype\":\"BF16\",\"shape\":[3],\"data_offsets\":[0,6]},"
+                              "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[8,12]}}";
+    char buf[512] = {0};
+    const size_t n = strlen(hdr);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (char)((n >> (8 * i)) & 0xff);
+    memcpy(buf + 8, hdr, n);
+    snprintf(path, sizeof path, "%s/oldpad.safetensors", test_tmp_dir());
+    ASSERT_OK(fileio_write_atomic(path, buf, 8 + n + 16, NULL), NULL);
+    ASSERT_OK(safetensors_open(&f, path, &d), &d);
+    safetensors_close(&f);
+    /* padding to anything but the next 8-byte boundary is a gap */
+    ASSERT_OK(fileio_write_atomic(path, buf, 8 + n + 17, NULL), NULL);
+    ASSERT_EQ_INT(safetensors_open(&f, path, &d), QS_EFORMAT);
+    ASSERT_TRUE(strstr(d.msg, "5 bytes after the end of the last tensor's data") != NULL);
+}
+
 /* An empty tensor at the offset where the next one starts does not overlap it
  * (safetensors' own writer lays out {"c": F32 [1], "z": F32 [0], "a": BF16 [1]}
  * as c [0, 4], z [4, 4], a [4, 6]); it was refused when its name sorted after

@@ -50,6 +50,21 @@ CASES = {
     "overlap": (hdr_file({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
                           "b": {"dtype": "F32", "shape": [4], "data_offsets": [8, 24]}}, F32x6),
                 "tensors 'a' and 'b' overlap in the data"),
+    # Hugging Face's reader wants the tensors back to back over the whole data
+    # section (InvalidOffset, MetadataIncompleteBuffer) and a metadata map of strings
+    "gap": (hdr_file({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                      "b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]}}, F32x6),
+            "tensor 'b': data_offsets begin at 16, expected 8 (where the previous tensor ends): "
+            "a gap of 8 bytes"),
+    "gap_at_start": (hdr_file({"w": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]}}, F32x6),
+                     "tensor 'w': data_offsets begin at 16, expected 0 (the start of the data): "
+                     "a gap of 16 bytes"),
+    "trailing_bytes": (hdr_file({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, F32x6),
+                       "8 bytes after the end of the last tensor's data (byte 16 of the data "
+                       "section); expected the file to end there"),
+    "metadata_not_string": (hdr_file({"__metadata__": {"format": 5},
+                                      "w": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}}, F32x6),
+                            "$.__metadata__.format: expected string, found integer"),
 }
 
 

@@ -107,7 +107,7 @@ int safetensors_write(const char *path, const safetensors_entry *entries, int n_
 /* The same file written piece by piece, so memory does not grow with the
  * tensors: create writes the header from entries (their data unused), append
  * takes the next n values in entry order (crossing tensor boundaries freely;
- * padding is inserted), commit checks that every declared value arrived, then
+ * the tensors lie back to back, as Hugging Face's reader requires), commit checks that every declared value arrived, then
  * renames (and frees s, also on failure); abort removes the temp file
  * (NULL ok).  Same bytes as safetensors_write for the same values. */
 typedef struct safetensors_stream safetensors_stream;

@@ -201,10 +201,18 @@ static int st_header_parse(safetensors_file *f, const char *hdr, size_t hdr_byte
     json_t *v;
     json_object_foreach(root, key, v)
     {
-        if (!strcmp(key, "__metadata__")) {
+        if (!strcmp(key, "__metadata__")) {   /* a map of strings to strings */
             qs_json_at meta;
             if ((rc = qs_json_obj(&r, key, &meta, d)))
                 goto done;
+            const char *mk;
+            json_t *mv;
+            json_object_foreach(v, mk, mv)
+            {
+                const char *str;
+                if ((rc = qs_json_str(&meta, mk, &str, d)))
+                    goto done;
+            }
             continue;
         }
         rc = st_entry_parse(&f->tensors[f->n_tensors], &r, key, data_base, data_bytes, f->path, d);
@@ -213,13 +221,34 @@ static int st_header_parse(safetensors_file *f, const char *hdr, size_t hdr_byte
         f->n_tensors++;
     }
     qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, st_cmp_offset);
-    for (int i = 1; i < f->n_tensors; i++) {
-        const safetensors_tensor *a = &f->tensors[i - 1], *b = &f->tensors[i];
-        if (a->data + a->n_bytes > b->data) {
+    /* back to back from the start of the data to its end, as Hugging Face's
+     * reader requires, but for the up to 7 bytes of padding to an 8-byte
+     * boundary that qatscope wrote after a tensor until 2026-12-04 */
+    uint64_t pos = 0;
+    for (int i = 0; i < f->n_tensors; i++) {
+        const safetensors_tensor *a = i ? &f->tensors[i - 1] : NULL, *b = &f->tensors[i];
+        uint64_t at = (uint64_t)(b->data - data_base);
+        if (at < pos) {
             rc = diag_set(d, QS_EFORMAT, f->path, -1, "tensors '%s' and '%s' overlap in the data",
                           a->name, b->name);
             goto done;
         }
+        if (at != pos && !(at - pos < 8 && at % 8 == 0)) {
+            rc = diag_set(d, QS_EFORMAT, f->path, -1,
+                          "tensor '%s': data_offsets begin at %llu, expected %llu (%s): a gap of "
+                          "%llu bytes", b->name, (unsigned long long)at, (unsigned long long)pos,
+                          a ? "where the previous tensor ends" : "the start of the data",
+                          (unsigned long long)(at - pos));
+            goto done;
+        }
+        pos = at + b->n_bytes;
+    }
+    if (data_bytes != pos && !(data_bytes - pos < 8 && data_bytes % 8 == 0)) {
+        rc = diag_set(d, QS_EFORMAT, f->path, -1,
+                      "%llu bytes after the end of the last tensor's data (byte %llu of the data "
+                      "section); expected the file to end there",
+                      (unsigned long long)(data_bytes - pos), (unsigned long long)pos);
+        goto done;
     }
 done:
     json_decref(root);

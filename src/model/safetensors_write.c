@@ -1,8 +1,11 @@
 /* safetensors_write.c: atomic writer of HF-compatible .safetensors files.
  *
- * Tensors are laid out in the order given, each starting on an 8-byte boundary
- * (the header is padded with spaces so the data section starts aligned, as the
- * reference writer does).  The file appears under its final name only after a
+ * Tensors are laid out in the order given, back to back: Hugging Face's reader
+ * refuses a gap between two tensors or bytes after the last one (its
+ * InvalidOffset / MetadataIncompleteBuffer), so a tensor whose size is not a
+ * multiple of 8 leaves the next one unaligned, which every reader here allows
+ * for.  The header is padded with spaces so the data section starts on an 8-byte
+ * boundary, as the reference writer does.  The file appears under its final name only after a
  * complete, checked write (afile_*), so a crash never leaves a checkpoint that
  * looks whole.  safetensors_stream_* writes the same bytes from values handed
  * over in any number of pieces (memory independent of the tensor sizes);
@@ -57,7 +60,7 @@ static char *sw_header(const safetensors_entry *entries, int n_entries, const in
                                        json_pack("[II]", (json_int_t)off, (json_int_t)(off + nb)));
             bad |= json_object_set_new(root, e->name, t);
         }
-        off += (nb + 7) / 8 * 8;
+        off += nb;
     }
     size_t n = bad ? 0 : json_dumpb(root, NULL, 0, JSON_COMPACT);
     size_t padded = (n + 7) / 8 * 8;
@@ -95,24 +98,14 @@ static int sw_put(safetensors_stream *s, const void *p, size_t size, size_t coun
     return 1;
 }
 
-static int sw_write_pad(safetensors_stream *s, size_t nb)
-{
-    static const unsigned char zeros[8];
-    size_t pad = (nb + 7) / 8 * 8 - nb;
-    return !pad || sw_put(s, zeros, 1, pad);
-}
-
-/* Moves past tensors that are complete (padding each), so cur is the next one
- * expecting values, or n_entries. */
-static int sw_advance(safetensors_stream *s)
+/* Moves past tensors that are complete, so cur is the next one expecting
+ * values, or n_entries. */
+static void sw_advance(safetensors_stream *s)
 {
     while (s->cur < s->n_entries && s->done == s->n_elems[s->cur]) {
-        if (!sw_write_pad(s, s->n_elems[s->cur] * safetensors_dtype_bytes(s->dtypes[s->cur])))
-            return 0;
         s->cur++;
         s->done = 0;
     }
-    return 1;
 }
 
 static void sw_free(safetensors_stream *s)
@@ -152,7 +145,7 @@ int safetensors_stream_create_mixed(safetensors_stream **out, const char *path,
     for (int i = 0; i < n_entries; i++) {
         s->n_elems[i] = sw_elems(&entries[i]);
         s->dtypes[i] = dtypes[i];
-        file_bytes += (s->n_elems[i] * safetensors_dtype_bytes(dtypes[i]) + 7) / 8 * 8;
+        file_bytes += s->n_elems[i] * safetensors_dtype_bytes(dtypes[i]);
     }
     s->hashing = file_bytes >= DIGEST_CACHE_MIN_BYTES && digest_cache_enabled();
     if (s->hashing)
@@ -167,7 +160,8 @@ int safetensors_stream_create_mixed(safetensors_stream **out, const char *path,
     bytes_put_u64le(len8, (uint64_t)hdr_bytes);
     int ok = sw_put(s, len8, 1, 8) && sw_put(s, hdr, 1, hdr_bytes);
     qs_free(hdr);
-    if (!ok || !sw_advance(s)) {
+    sw_advance(s);   /* past tensors of no elements */
+    if (!ok) {
         safetensors_stream_abort(s);
         return diag_set(d, QS_EIO, path, -1, "write failed");
     }
@@ -221,7 +215,7 @@ int safetensors_stream_append_u8(safetensors_stream *s, const uint8_t *x, size_t
         s->done += m;
         x += m;
         n -= m;
-        ok = ok && sw_advance(s);
+        sw_advance(s);
     }
     return ok ? 0 : diag_set(d, QS_EIO, s->af.final_path, -1, "write failed");
 }
@@ -251,7 +245,7 @@ int safetensors_stream_append(safetensors_stream *s, const float *x, size_t n, q
         s->done += m;
         x += m;
         n -= m;
-        ok = ok && sw_advance(s);
+        sw_advance(s);
     }
     return ok ? 0 : diag_set(d, QS_EIO, s->af.final_path, -1, "write failed");
 }
