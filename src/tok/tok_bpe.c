@@ -306,7 +306,13 @@ static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *a
 {
     struct tokenizer *t = L->t;
     json_t *vocab = (json_t *)vocab_at->v, *added = (json_t *)added_at->v;
+    /* Ids are dense: model.vocab holds 0..N-1 and added_tokens repeat some of
+     * them or extend the range, so every id is below the number of entries.  The
+     * table is sized by the highest id: bounding it by the entry count keeps it
+     * linear in the file (one id of 1e9 in a 15 KB file would cost 17 GB). */
+    size_t n_entries = json_object_size(vocab) + json_array_size(added);
     long long max_id = -1, idv;
+    long long id_lim = n_entries <= TOK_JSON_MAX_ID ? (long long)n_entries : TOK_JSON_MAX_ID + 1;
     const char *key;
     json_t *v;
     int rc;
@@ -314,6 +320,10 @@ static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *a
     {
         if ((rc = qs_json_i64(vocab_at, key, 0, TOK_JSON_MAX_ID, &idv, L->d)))
             return rc;
+        if (idv >= id_lim)
+            return qs_json_fail(vocab_at, key, QS_EFORMAT, L->d, "id %lld is beyond the %zu "
+                                "entries of model.vocab and added_tokens (expected ids 0..%lld, "
+                                "without gaps)", idv, n_entries, id_lim - 1);
         if (idv > max_id)
             max_id = idv;
     }
@@ -323,6 +333,10 @@ static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *a
         if ((rc = qs_json_i64(&a, "id", 0, TOK_JSON_MAX_ID, &idv, L->d)) ||
             (rc = qs_json_str(&a, "content", &content, L->d)))
             return rc;
+        if (idv >= id_lim)
+            return qs_json_fail(&a, "id", QS_EFORMAT, L->d, "'%.100s' has id %lld, beyond the "
+                                "%zu entries of model.vocab and added_tokens (expected ids "
+                                "0..%lld, without gaps)", content, idv, n_entries, id_lim - 1);
         if (idv > max_id)
             max_id = idv;
     }
@@ -366,6 +380,11 @@ static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *a
         ad->single_word = json_is_true(json_object_get(a, "single_word"));
         t->type[id] = ad->special ? TOK_TYPE_CONTROL : TOK_TYPE_USER;
     }
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->piece_off[id] == SIZE_MAX)
+            return qs_json_fail(vocab_at, NULL, QS_EFORMAT, L->d, "no token has id %d, yet "
+                                "ids go up to %d (expected ids 0..%d, without gaps)", (int)id,
+                                (int)max_id, (int)max_id);
     return 0;
 }
 
