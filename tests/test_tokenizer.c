@@ -654,3 +654,57 @@ TEST(tokenizer, sparse_or_gapped_vocab_ids_are_refused)
     ASSERT_TRUE(strstr(line, "expected ids 0..348, without gaps") != NULL);
     ASSERT_TRUE(strchr(line, '\n') == NULL);
 }
+
+static void edit_decoder_weird(json_t *j)
+{
+    json_t *list = json_object_get(json_object_get(j, "decoder"), "decoders");
+    json_array_set_new(list, 1, json_pack("{s:s}", "type", "Weird"));
+}
+
+static void edit_post_unknown_special(json_t *j)
+{
+    json_t *single = json_object_get(json_object_get(j, "post_processor"), "single");
+    json_object_set_new(json_object_get(json_array_get(single, 0), "SpecialToken"), "id",
+                        json_string("<zz>"));
+}
+
+static void edit_post_special_id(json_t *j)
+{
+    json_t *sp = json_object_get(json_object_get(j, "post_processor"), "special_tokens");
+    json_object_set_new(json_object_get(sp, "<s>"), "ids", json_pack("[i]", 4000));
+}
+
+static void edit_unk_missing(json_t *j)
+{
+    json_object_set_new(json_object_get(j, "model"), "unk_token", json_string("<nope>"));
+}
+
+static void edit_unk_absent(json_t *j)
+{
+    json_object_del(json_object_get(j, "model"), "unk_token");
+}
+
+/* An unknown decoder, a post_processor special token outside the vocabulary and
+ * an unk_token not in it are refused as unknown normalizers are (an absent
+ * unk_token is fine: byte-level BPE has none). */
+TEST(tokenizer, bad_decoder_post_processor_and_unk_are_refused)
+{
+    char line[1200];
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_decoder_weird, line, sizeof line),
+                  QS_EUNSUPPORTED);
+    ASSERT_TRUE(strstr(line, "edited_tiny_spm.json: $.decoder.decoders[1].type: decoder type "
+                             "'Weird' is not supported (expected ByteLevel, Metaspace") != NULL);
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_post_unknown_special, line, sizeof line),
+                  QS_EFORMAT);
+    ASSERT_TRUE(strstr(line, "$.post_processor.single[0].SpecialToken.id: special token '<zz>' "
+                             "is not listed in special_tokens") != NULL);
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_post_special_id, line, sizeof line),
+                  QS_EFORMAT);
+    ASSERT_TRUE(strstr(line, "$.post_processor.special_tokens[\"<s>\"].ids: special token '<s>' "
+                             "has id 4000, not in the vocabulary (expected ids 0..348)") != NULL);
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_unk_missing, line, sizeof line), QS_EFORMAT);
+    ASSERT_TRUE(strstr(line, "$.model.unk_token: '<nope>' is not in the vocabulary") != NULL);
+    ASSERT_TRUE(strchr(line, '\n') == NULL);
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_unk_absent, line, sizeof line), 0);
+    ASSERT_EQ_INT(load_edited("tiny_bytelevel.json", edit_unk_absent, line, sizeof line), 0);
+}
