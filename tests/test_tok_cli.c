@@ -143,3 +143,28 @@ TEST(tok_cli, tokenize_input_dir_or_missing_names_the_reason)
     ASSERT_TRUE(strstr(out, "cli_in_kinds/nonexist: No such file or directory (expected a .txt")
                 != NULL);
 }
+
+/* The same file twice (another spelling, a symbolic link) would put its
+ * documents in the shards twice: refused naming both spellings. */
+TEST(tok_cli, tokenize_input_same_file_twice_is_refused)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        SKIP("QS_BIN not set (run through make test)");
+    char cmd[4096], out[4096], dir[256];
+    snprintf(dir, sizeof dir, "%.200s/cli_in_twice", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/a && printf 'one doc\\n' > %s/a/a.txt "
+             "&& ln -s a/a.txt %s/link.txt", dir, dir, dir, dir);
+    ASSERT_EQ_INT(run(cmd, out, sizeof out), 0);
+    static const char *const second[] = {"a/./a.txt", "link.txt", "a/a.txt"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer tests/data/tok/tiny_spm.json --input "
+                 "%s/a/a.txt %s/%s --out %s/o 2>&1; test ! -e %s/o",
+                 bin, dir, dir, second[k], dir, dir);
+        ASSERT_EQ_INT(run(cmd, out, sizeof out), 0);
+        char want[1024];
+        snprintf(want, sizeof want, "%s/%s: is the same file as input 1 '%s/a/a.txt' (expected "
+                 "each input file once)\n", dir, second[k], dir);
+        ASSERT_TRUE(strstr(out, want) != NULL);
+    }
+}

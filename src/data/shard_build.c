@@ -144,8 +144,9 @@ static int docs_from_jsonl(corpus *c, const char *path, const char *buf, size_t 
 
 static const char INPUT_TYPES[] = ".txt, .jsonl, .txt.zst or .jsonl.zst";
 
-/* Before any work: every input is a readable file of a known type (a directory
- * or a missing path is named as such, not as an unknown type). */
+/* Before any work: every input is a readable file of a known type, and no file
+ * is given twice (same device and inode: "a.txt", "./a.txt", a link to it), as
+ * its documents would be in the shards twice. */
 static int inputs_check(const char *const *inputs, int n_inputs, qs_diag *d)
 {
     struct stat *st = qs_calloc((size_t)n_inputs + 1, sizeof *st);
@@ -166,6 +167,10 @@ static int inputs_check(const char *const *inputs, int n_inputs, qs_diag *d)
                           INPUT_TYPES);
         else if (!ends_with(base, ".txt") && !ends_with(base, ".jsonl"))
             rc = diag_set(d, QS_EINVAL, p, -1, "unknown input type: expected %s", INPUT_TYPES);
+        for (int j = 0; j < i && !rc; j++)
+            if (st[j].st_dev == st[i].st_dev && st[j].st_ino == st[i].st_ino)
+                rc = diag_set(d, QS_EINVAL, p, -1, "is the same file as input %d '%s' "
+                              "(expected each input file once)", j + 1, inputs[j]);
     }
     qs_free(st);
     return rc;
