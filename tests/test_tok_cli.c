@@ -119,3 +119,52 @@ TEST(tok_cli, tokenize_input_writes_shards_and_manifest)
     ASSERT_EQ_INT(run(cmd, out, sizeof out), 2);
     ASSERT_TRUE(strstr(out, "expected .txt, .jsonl") != NULL);
 }
+
+/* A directory or a missing path given as --input names the path and the real
+ * reason, not "unknown input type"; OUT is left as it was (not created). */
+TEST(tok_cli, tokenize_input_dir_or_missing_names_the_reason)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        SKIP("QS_BIN not set (run through make test)");
+    char cmd[4096], out[4096], dir[256];
+    snprintf(dir, sizeof dir, "%.200s/cli_in_kinds", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/emptydir && %s tokenize --tokenizer "
+             "tests/data/tok/tiny_spm.json --input %s/emptydir --out %s/o 2>&1",
+             dir, dir, bin, dir, dir);
+    ASSERT_EQ_INT(run(cmd, out, sizeof out), 2);
+    ASSERT_TRUE(strstr(out, "cli_in_kinds/emptydir: is a directory (expected a .txt, .jsonl")
+                != NULL);
+    ASSERT_TRUE(strchr(out, '\n') == out + strlen(out) - 1);
+    snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer tests/data/tok/tiny_spm.json --input "
+             "%s/nonexist --out %s/o 2>&1; test ! -e %s/o",
+             bin, dir, dir, dir);
+    ASSERT_EQ_INT(run(cmd, out, sizeof out), 0);
+    ASSERT_TRUE(strstr(out, "cli_in_kinds/nonexist: No such file or directory (expected a .txt")
+                != NULL);
+}
+
+/* The same file twice (another spelling, a symbolic link) would put its
+ * documents in the shards twice: refused naming both spellings. */
+TEST(tok_cli, tokenize_input_same_file_twice_is_refused)
+{
+    const char *bin = getenv("QS_BIN");
+    if (!bin)
+        SKIP("QS_BIN not set (run through make test)");
+    char cmd[4096], out[4096], dir[256];
+    snprintf(dir, sizeof dir, "%.200s/cli_in_twice", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/a && printf 'one doc\\n' > %s/a/a.txt "
+             "&& ln -s a/a.txt %s/link.txt", dir, dir, dir, dir);
+    ASSERT_EQ_INT(run(cmd, out, sizeof out), 0);
+    static const char *const second[] = {"a/./a.txt", "link.txt", "a/a.txt"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer tests/data/tok/tiny_spm.json --input "
+                 "%s/a/a.txt %s/%s --out %s/o 2>&1; test ! -e %s/o",
+                 bin, dir, dir, second[k], dir, dir);
+        ASSERT_EQ_INT(run(cmd, out, sizeof out), 0);
+        char want[1024];
+        snprintf(want, sizeof want, "%s/%s: is the same file as input 1 '%s/a/a.txt' (expected "
+                 "each input file once)\n", dir, second[k], dir);
+        ASSERT_TRUE(strstr(out, want) != NULL);
+    }
+}

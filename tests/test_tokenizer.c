@@ -587,3 +587,124 @@ TEST(tokenizer, config_added_tokens_decoder_adds_special_tokens)
     qs_free(ids);
     tokenizer_destroy(t);
 }
+
+/* tests/data/tok/NAME changed by `edit`, written to the temp dir and loaded: the
+ * return code, and the one diag line (or "") in line. */
+static int load_edited(const char *name, void (*edit)(json_t *), char *line, size_t line_bytes)
+{
+    char src[256], p[600];
+    snprintf(src, sizeof src, "tests/data/tok/%s", name);
+    snprintf(p, sizeof p, "%.400s/edited_%s", test_tmp_dir(), name);
+    json_t *j = json_load_file(src, 0, NULL);
+    if (!j)
+        return -1000;
+    edit(j);
+    int wrote = json_dump_file(j, p, 0);
+    json_decref(j);
+    if (wrote)
+        return -1000;
+    qs_diag d = {0};
+    tokenizer *t = NULL;
+    int rc = tokenizer_create(&t, p, &d);
+    line[0] = 0;
+    if (rc)
+        diag_format(&d, line, line_bytes);
+    tokenizer_destroy(t);
+    return rc;
+}
+
+static json_t *vocab_of(json_t *j)
+{
+    return json_object_get(json_object_get(j, "model"), "vocab");
+}
+
+static void edit_sparse_vocab_id(json_t *j)
+{
+    json_object_set_new(vocab_of(j), "\xE2\x96\x81" "a", json_integer(1000000));
+}
+
+static void edit_sparse_added_id(json_t *j)
+{
+    json_array_append_new(json_object_get(j, "added_tokens"),
+                          json_pack("{s:i, s:s, s:b}", "id", 1000000, "content", "<far>",
+                                    "special", 1));
+}
+
+static void edit_vocab_gap(json_t *j)
+{
+    json_object_del(vocab_of(j), "\xE2\x96\x81" "a");
+}
+
+/* Ids add one past another (model.vocab 0..N-1, added_tokens after): one id
+ * near 1e9 in a small file would size the token table by it (17 GB), so ids
+ * beyond the entry count, or leaving a gap, are refused naming token and id. */
+TEST(tokenizer, sparse_or_gapped_vocab_ids_are_refused)
+{
+    char line[1200];
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_sparse_vocab_id, line, sizeof line),
+                  QS_EFORMAT);
+    ASSERT_TRUE(strstr(line, "edited_tiny_spm.json: $.model.vocab[\"\xE2\x96\x81" "a\"]: id "
+                             "1000000 is beyond the 352 entries") != NULL);
+    ASSERT_TRUE(strstr(line, "expected ids 0..351, without gaps") != NULL);
+    ASSERT_EQ_INT(load_edited("tiny_bytelevel.json", edit_sparse_added_id, line, sizeof line),
+                  QS_EFORMAT);
+    ASSERT_TRUE(strstr(line, "$.added_tokens[1].id: '<far>' has id 1000000, beyond") != NULL);
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_vocab_gap, line, sizeof line), QS_EFORMAT);
+    ASSERT_TRUE(strstr(line, "$.model.vocab: no token has id 313, yet ids go up to 348") != NULL);
+    ASSERT_TRUE(strstr(line, "expected ids 0..348, without gaps") != NULL);
+    ASSERT_TRUE(strchr(line, '\n') == NULL);
+}
+
+static void edit_decoder_weird(json_t *j)
+{
+    json_t *list = json_object_get(json_object_get(j, "decoder"), "decoders");
+    json_array_set_new(list, 1, json_pack("{s:s}", "type", "Weird"));
+}
+
+static void edit_post_unknown_special(json_t *j)
+{
+    json_t *single = json_object_get(json_object_get(j, "post_processor"), "single");
+    json_object_set_new(json_object_get(json_array_get(single, 0), "SpecialToken"), "id",
+                        json_string("<zz>"));
+}
+
+static void edit_post_special_id(json_t *j)
+{
+    json_t *sp = json_object_get(json_object_get(j, "post_processor"), "special_tokens");
+    json_object_set_new(json_object_get(sp, "<s>"), "ids", json_pack("[i]", 4000));
+}
+
+static void edit_unk_missing(json_t *j)
+{
+    json_object_set_new(json_object_get(j, "model"), "unk_token", json_string("<nope>"));
+}
+
+static void edit_unk_absent(json_t *j)
+{
+    json_object_del(json_object_get(j, "model"), "unk_token");
+}
+
+/* An unknown decoder, a post_processor special token outside the vocabulary and
+ * an unk_token not in it are refused as unknown normalizers are (an absent
+ * unk_token is fine: byte-level BPE has none). */
+TEST(tokenizer, bad_decoder_post_processor_and_unk_are_refused)
+{
+    char line[1200];
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_decoder_weird, line, sizeof line),
+                  QS_EUNSUPPORTED);
+    ASSERT_TRUE(strstr(line, "edited_tiny_spm.json: $.decoder.decoders[1].type: decoder type "
+                             "'Weird' is not supported (expected ByteLevel, Metaspace") != NULL);
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_post_unknown_special, line, sizeof line),
+                  QS_EFORMAT);
+    ASSERT_TRUE(strstr(line, "$.post_processor.single[0].SpecialToken.id: special token '<zz>' "
+                             "is not listed in special_tokens") != NULL);
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_post_special_id, line, sizeof line),
+                  QS_EFORMAT);
+    ASSERT_TRUE(strstr(line, "$.post_processor.special_tokens[\"<s>\"].ids: special token '<s>' "
+                             "has id 4000, not in the vocabulary (expected ids 0..348)") != NULL);
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_unk_missing, line, sizeof line), QS_EFORMAT);
+    ASSERT_TRUE(strstr(line, "$.model.unk_token: '<nope>' is not in the vocabulary") != NULL);
+    ASSERT_TRUE(strchr(line, '\n') == NULL);
+    ASSERT_EQ_INT(load_edited("tiny_spm.json", edit_unk_absent, line, sizeof line), 0);
+    ASSERT_EQ_INT(load_edited("tiny_bytelevel.json", edit_unk_absent, line, sizeof line), 0);
+}

@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "qs/fileio.h"
@@ -141,6 +142,40 @@ static int docs_from_jsonl(corpus *c, const char *path, const char *buf, size_t 
     return 0;
 }
 
+static const char INPUT_TYPES[] = ".txt, .jsonl, .txt.zst or .jsonl.zst";
+
+/* Before any work: every input is a readable file of a known type, and no file
+ * is given twice (same device and inode: "a.txt", "./a.txt", a link to it), as
+ * its documents would be in the shards twice. */
+static int inputs_check(const char *const *inputs, int n_inputs, qs_diag *d)
+{
+    struct stat *st = qs_calloc((size_t)n_inputs + 1, sizeof *st);
+    if (!st)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < n_inputs && !rc; i++) {
+        const char *p = inputs[i];
+        char base[1024];
+        snprintf(base, sizeof base, "%s", p);
+        if (ends_with(base, ".zst"))
+            base[strlen(base) - 4] = 0;
+        if (stat(p, &st[i]) != 0)
+            rc = diag_set(d, errno == ENOENT ? QS_ENOTFOUND : QS_EIO, p, -1,
+                          "%s (expected a %s file)", strerror(errno), INPUT_TYPES);
+        else if (S_ISDIR(st[i].st_mode))
+            rc = diag_set(d, QS_EINVAL, p, -1, "is a directory (expected a %s file)",
+                          INPUT_TYPES);
+        else if (!ends_with(base, ".txt") && !ends_with(base, ".jsonl"))
+            rc = diag_set(d, QS_EINVAL, p, -1, "unknown input type: expected %s", INPUT_TYPES);
+        for (int j = 0; j < i && !rc; j++)
+            if (st[j].st_dev == st[i].st_dev && st[j].st_ino == st[i].st_ino)
+                rc = diag_set(d, QS_EINVAL, p, -1, "is the same file as input %d '%s' "
+                              "(expected each input file once)", j + 1, inputs[j]);
+    }
+    qs_free(st);
+    return rc;
+}
+
 static int corpus_read(corpus *c, const char *const *inputs, int n_inputs, qs_diag *d)
 {
     c->files = qs_calloc((size_t)n_inputs + 1, sizeof *c->files);
@@ -152,10 +187,7 @@ static int corpus_read(corpus *c, const char *const *inputs, int n_inputs, qs_di
         snprintf(base, sizeof base, "%s", p);
         if (ends_with(base, ".zst"))
             base[strlen(base) - 4] = 0;
-        int is_txt = ends_with(base, ".txt"), is_jsonl = ends_with(base, ".jsonl");
-        if (!is_txt && !is_jsonl)
-            return diag_set(d, QS_EINVAL, p, -1,
-                            "unknown input type: expected .txt, .jsonl, .txt.zst or .jsonl.zst");
+        int is_txt = ends_with(base, ".txt");   /* else .jsonl: inputs_check saw to it */
         size_t n;
         int rc = fileio_read_all(p, &c->files[i], &n, d);
         if (rc)
@@ -441,6 +473,8 @@ int shard_build_run(const char *tok_path, const char *const *inputs, int n_input
         rc = diag_set(d, QS_EUNSUPPORTED, tok_path, -1,
                       "tokenizer has no EOS token: expected one to separate documents");
     int made_dir = !fileio_exists(out_dir), writing = 0;
+    if (!rc)
+        rc = inputs_check(inputs, n_inputs, d);
     if (!rc)
         rc = shard_out_check(out_dir, d);
     if (!rc)

@@ -84,6 +84,17 @@ static int set_piece(loader *L, int32_t id, const char *s, size_t len)
     return rc ? rc : tok_set_piece_impl(L->t, id, s, len, L->buf, raw_len);
 }
 
+/* id of a token as the file spells it, -1 if absent (or out of memory) */
+static int32_t lookup_piece(loader *L, const char *s)
+{
+    size_t len = strlen(s), raw_len = len;
+    if (L->t->kind != TOK_KIND_BYTELEVEL)
+        return tok_lookup_impl(L->t, s, len);
+    if (piece_to_raw(L, 0, s, len, &raw_len))
+        return -1;
+    return tok_lookup_impl(L->t, L->buf, raw_len);
+}
+
 static int fail(loader *L, int code, const char *what)
 {
     return diag_set(L->d, code, L->path, -1, "%s", what);
@@ -230,14 +241,31 @@ static int normalizer_one(loader *L, const qs_json_at *n, int *unused)
                     ty);
 }
 
-/* decoders: Strip(start >= 1) or Metaspace(prepend) drop the leading space */
+/* decoders: Strip(start >= 1) or Metaspace(prepend) drop the leading space;
+ * ByteLevel, ByteFallback, Fuse and Replace('▁' -> ' ') are what decoding
+ * does anyway; any other is refused, as unknown normalizers are. */
 static int decoder_one(loader *L, const qs_json_at *e, int *unused)
 {
     (void)unused;
-    const char *ty;
+    const char *ty, *s = NULL, *to = NULL;
     int rc = type_of(L, e, &ty), start, prepend;
     if (rc)
         return rc;
+    if (!strcmp(ty, "Replace")) {
+        qs_json_at pat = qs_json_key(e, "pattern");
+        if ((json_is_object(pat.v) && (rc = qs_json_str_or(&pat, "String", NULL, &s, L->d))) ||
+            (rc = qs_json_str_or(e, "content", NULL, &to, L->d)))
+            return rc;
+        if (!s || !to || strcmp(s, METASPACE) || strcmp(to, " "))
+            return qs_json_fail(e, NULL, QS_EUNSUPPORTED, L->d, "decoder Replace: only "
+                                "'\xE2\x96\x81' -> ' ' is supported");
+        return 0;
+    }
+    if (strcmp(ty, "Strip") && strcmp(ty, "Metaspace") && strcmp(ty, "ByteLevel") &&
+        strcmp(ty, "ByteFallback") && strcmp(ty, "Fuse"))
+        return qs_json_fail(e, "type", QS_EUNSUPPORTED, L->d, "decoder type '%.100s' is not "
+                            "supported (expected ByteLevel, Metaspace, Replace, ByteFallback, "
+                            "Fuse or Strip)", ty);
     if (!strcmp(ty, "Strip")) {
         if ((rc = qs_json_int_or(e, "start", 0, INT32_MAX, 0, &start, L->d)))
             return rc;
@@ -257,45 +285,73 @@ static int pretok_step(loader *L, const qs_json_at *p, int *saw_bytelevel)
     return pretok_one(L, p, saw_bytelevel);
 }
 
-/* TemplateProcessing: a SpecialToken before $A means BOS by default, after it EOS. */
-static void parse_post(loader *L, json_t *pp)
+/* TemplateProcessing: a SpecialToken before $A means BOS by default, after it EOS.
+ * Every SpecialToken of `single` and `pair` must be listed in special_tokens with
+ * ids in the vocabulary (HF refuses a missing one at load too). */
+static int template_list(loader *L, const qs_json_at *pp, const char *which, int set)
 {
-    if (!pp || json_is_null(pp))
-        return;
-    const char *ty = json_string_value(json_object_get(pp, "type"));
-    if (ty && !strcmp(ty, "Sequence")) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(pp, "processors"), i, e) parse_post(L, e);
-        return;
-    }
-    if (!ty || strcmp(ty, "TemplateProcessing"))
-        return;
-    json_t *single = json_object_get(pp, "single"), *specials = json_object_get(pp, "special_tokens");
-    int seen_seq = 0;
-    size_t i;
-    json_t *e;
-    json_array_foreach(single, i, e)
-    {
-        if (json_object_get(e, "Sequence")) {
+    qs_json_at list = qs_json_key(pp, which), specials = qs_json_key(pp, "special_tokens");
+    int seen_seq = 0, rc;
+    for (size_t i = 0; i < json_array_size((json_t *)list.v); i++) {
+        qs_json_at e = qs_json_item(&list, i), st = qs_json_key(&e, "SpecialToken");
+        const char *name;
+        if (json_object_get((json_t *)e.v, "Sequence"))
             seen_seq = 1;
+        if (!st.v)
             continue;
+        if ((rc = qs_json_str(&st, "id", &name, L->d)))
+            return rc;
+        qs_json_at sp = qs_json_key(&specials, name);
+        json_t *ids = json_object_get((json_t *)sp.v, "ids");
+        if (!sp.v)
+            return qs_json_fail(&st, "id", QS_EFORMAT, L->d, "special token '%.100s' is not "
+                                "listed in special_tokens (expected each SpecialToken there, with "
+                                "its vocabulary ids)", name);
+        for (size_t k = 0; k < json_array_size(ids); k++) {
+            json_t *x = json_array_get(ids, k);
+            json_int_t id = json_integer_value(x);
+            if (!json_is_integer(x))
+                return qs_json_fail(&sp, "ids", QS_EFORMAT, L->d, "special token '%.100s': "
+                                    "expected integer ids, found %s", name, qs_json_type_name(x));
+            if (id < 0 || id >= L->t->n_vocab)
+                return qs_json_fail(&sp, "ids", QS_EFORMAT, L->d, "special token '%.100s' has "
+                                    "id %lld, not in the vocabulary (expected ids 0..%d)", name,
+                                    (long long)id, (int)L->t->n_vocab - 1);
         }
-        const char *name = json_string_value(json_object_get(json_object_get(e, "SpecialToken"), "id"));
-        json_t *ids = json_object_get(json_object_get(specials, name ? name : ""), "ids");
-        if (!name || json_array_size(ids) != 1)
+        if (!set || json_array_size(ids) != 1)
             continue;
-        json_int_t id = json_integer_value(json_array_get(ids, 0));
-        if (id < 0 || id >= L->t->n_vocab)
-            continue;
+        int32_t id = (int32_t)json_integer_value(json_array_get(ids, 0));
         if (!seen_seq) {
             L->t->add_bos = 1;
-            L->t->bos_id = (int32_t)id;
+            L->t->bos_id = id;
         } else {
             L->t->add_eos = 1;
-            L->t->eos_id = (int32_t)id;
+            L->t->eos_id = id;
         }
     }
+    return 0;
+}
+
+static int parse_post(loader *L, const qs_json_at *pp)
+{
+    if (!pp->v || json_is_null(pp->v))
+        return 0;
+    const char *ty = json_string_value(json_object_get((json_t *)pp->v, "type"));
+    int rc;
+    if (ty && !strcmp(ty, "Sequence")) {
+        qs_json_at list = qs_json_key(pp, "processors");
+        for (size_t i = 0; i < json_array_size((json_t *)list.v); i++) {
+            qs_json_at e = qs_json_item(&list, i);
+            if ((rc = parse_post(L, &e)))
+                return rc;
+        }
+        return 0;
+    }
+    if (!ty || strcmp(ty, "TemplateProcessing"))
+        return 0;
+    if ((rc = template_list(L, pp, "single", 1)))
+        return rc;
+    return template_list(L, pp, "pair", 0);
 }
 
 /* ---- vocabulary, added tokens, merges ---- */
@@ -306,7 +362,13 @@ static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *a
 {
     struct tokenizer *t = L->t;
     json_t *vocab = (json_t *)vocab_at->v, *added = (json_t *)added_at->v;
+    /* Ids are dense: model.vocab holds 0..N-1 and added_tokens repeat some of
+     * them or extend the range, so every id is below the number of entries.  The
+     * table is sized by the highest id: bounding it by the entry count keeps it
+     * linear in the file (one id of 1e9 in a 15 KB file would cost 17 GB). */
+    size_t n_entries = json_object_size(vocab) + json_array_size(added);
     long long max_id = -1, idv;
+    long long id_lim = n_entries <= TOK_JSON_MAX_ID ? (long long)n_entries : TOK_JSON_MAX_ID + 1;
     const char *key;
     json_t *v;
     int rc;
@@ -314,6 +376,10 @@ static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *a
     {
         if ((rc = qs_json_i64(vocab_at, key, 0, TOK_JSON_MAX_ID, &idv, L->d)))
             return rc;
+        if (idv >= id_lim)
+            return qs_json_fail(vocab_at, key, QS_EFORMAT, L->d, "id %lld is beyond the %zu "
+                                "entries of model.vocab and added_tokens (expected ids 0..%lld, "
+                                "without gaps)", idv, n_entries, id_lim - 1);
         if (idv > max_id)
             max_id = idv;
     }
@@ -323,6 +389,10 @@ static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *a
         if ((rc = qs_json_i64(&a, "id", 0, TOK_JSON_MAX_ID, &idv, L->d)) ||
             (rc = qs_json_str(&a, "content", &content, L->d)))
             return rc;
+        if (idv >= id_lim)
+            return qs_json_fail(&a, "id", QS_EFORMAT, L->d, "'%.100s' has id %lld, beyond the "
+                                "%zu entries of model.vocab and added_tokens (expected ids "
+                                "0..%lld, without gaps)", content, idv, n_entries, id_lim - 1);
         if (idv > max_id)
             max_id = idv;
     }
@@ -366,6 +436,11 @@ static int load_vocab(loader *L, const qs_json_at *vocab_at, const qs_json_at *a
         ad->single_word = json_is_true(json_object_get(a, "single_word"));
         t->type[id] = ad->special ? TOK_TYPE_CONTROL : TOK_TYPE_USER;
     }
+    for (int32_t id = 0; id < t->n_vocab; id++)
+        if (t->piece_off[id] == SIZE_MAX)
+            return qs_json_fail(vocab_at, NULL, QS_EFORMAT, L->d, "no token has id %d, yet "
+                                "ids go up to %d (expected ids 0..%d, without gaps)", (int)id,
+                                (int)max_id, (int)max_id);
     return 0;
 }
 
@@ -482,7 +557,11 @@ static int load_root(loader *L, const qs_json_at *r)
         (rc = qs_json_bool_or(&model, "ignore_merges", 0, &t->ignore_merges, L->d)) ||
         (rc = qs_json_str_or(&model, "unk_token", NULL, &unk, L->d)))
         return rc;
-    t->unk_id = unk ? tok_lookup_impl(t, unk, strlen(unk)) : -1;
+    /* no unk_token is fine (byte-level BPE has none); one not in the vocabulary is not */
+    t->unk_id = unk ? lookup_piece(L, unk) : -1;
+    if (unk && t->unk_id < 0)
+        return qs_json_fail(&model, "unk_token", QS_EFORMAT, L->d, "'%.100s' is not in the "
+                            "vocabulary (expected a token of $.model.vocab, or no unk_token)", unk);
     tok_byte_ids_find_impl(t);
     if (t->byte_fallback)
         for (int b = 0; b < 256; b++)
@@ -490,7 +569,9 @@ static int load_root(loader *L, const qs_json_at *r)
                 t->type[t->byte_id[b]] = TOK_TYPE_BYTE;
     if ((rc = each_step(L, r, "decoder", "decoders", decoder_one, NULL)))
         return rc;
-    parse_post(L, (json_t *)qs_json_key(r, "post_processor").v);
+    qs_json_at post = qs_json_key(r, "post_processor");
+    if ((rc = parse_post(L, &post)))
+        return rc;
     if (t->kind == TOK_KIND_BPE_SPM)
         tok_ms_cut_check_impl(t);
     return 0;
