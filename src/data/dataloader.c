@@ -74,7 +74,32 @@ static int load_split(dataloader *dl, const char *dir, const char *split, uint64
         return rc;
     qs_json_at r = qs_json_root(m, mpath, -1), splits, sp, files;
     size_t n_files;
-    long long tokens;
+    long long tokens, version, vocab, width;
+    const char *format;
+    /* what the manifest says of itself and of the shards' encoding, checked when
+     * present (tokenize writes every key; a hand-made list of shards may omit them) */
+    if ((rc = qs_json_str_or(&r, "format", "qatscope-token-shards", &format, d)))
+        goto done;
+    if (strcmp(format, "qatscope-token-shards")) {
+        rc = qs_json_fail(&r, "format", QS_EFORMAT, d, "expected \"qatscope-token-shards\", "
+                          "found \"%.60s\"", format);
+        goto done;
+    }
+    if ((rc = qs_json_i64_or(&r, "version", SHARD_VERSION, SHARD_VERSION, SHARD_VERSION, &version,
+                             d)) ||
+        (rc = qs_json_i64_or(&r, "vocab_size", 1, INT32_MAX, 0, &vocab, d)) ||
+        (rc = qs_json_i64_or(&r, "token_bytes", 2, 4, 0, &width, d)))
+        goto done;
+    if (width == 3) {
+        rc = qs_json_fail(&r, "token_bytes", QS_EFORMAT, d, "expected 2 or 4, found 3");
+        goto done;
+    }
+    if (vocab && width && width != shard_token_bytes_for((int32_t)vocab)) {
+        rc = qs_json_fail(&r, "token_bytes", QS_EFORMAT, d, "%lld, but a vocabulary of %lld "
+                          "takes %d bytes a token", width, vocab,
+                          shard_token_bytes_for((int32_t)vocab));
+        goto done;
+    }
     if ((rc = qs_json_obj(&r, "splits", &splits, d)) || (rc = qs_json_obj(&splits, split, &sp, d)) ||
         (rc = qs_json_i64(&sp, "tokens", 0, LLONG_MAX, &tokens, d)) ||
         (rc = qs_json_arr(&sp, "shards", &files, &n_files, d)))
@@ -110,6 +135,11 @@ static int load_split(dataloader *dl, const char *dir, const char *split, uint64
         if (mh && strcmp(mh, hex)) {
             rc = qs_json_fail(&r, "tokenizer_hash", QS_EFORMAT, d, "\"%.40s\", but %s was made "
                               "with tokenizer %s", mh, name, hex);
+            goto done;
+        }
+        if (width && h.token_bytes != (uint32_t)width) {
+            rc = qs_json_fail(&r, "token_bytes", QS_EFORMAT, d, "%lld, but %s holds %u-byte "
+                              "tokens", width, name, h.token_bytes);
             goto done;
         }
         if (h.n_tokens > UINT64_MAX - held) {
