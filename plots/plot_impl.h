@@ -61,6 +61,8 @@ typedef struct curve_run {
     long n_forget;
     long forget_step[64];        /* forgetting events (first 64) */
     char forget_task[64][64];
+    int n_cut;                   /* metrics.jsonl / events.jsonl ending inside a record */
+    char cut_msg[2][QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 16];   /* "PATH:LINE: log is truncated..." */
 } curve_run;
 int curve_run_load_impl(curve_run *r, const char *run_dir, qs_diag *d);
 void curve_run_free_impl(curve_run *r);   /* safe on zeroed */
