@@ -242,7 +242,7 @@ TEST(cli_quant, truncated_log_is_summarised_with_a_warning)
     ASSERT_OK(fileio_write_atomic(cut, m.data, m.bytes - 5, NULL), NULL);
     fileio_unmap(&m);
     static char out[BUF], err[BUF];
-    char args[800];
+    char args[1600];
     snprintf(args, sizeof args, "satstat %s --json", cut);
     ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
     ASSERT_TRUE(strstr(err, "warning") && strstr(err, "truncated"));
@@ -252,6 +252,19 @@ TEST(cli_quant, truncated_log_is_summarised_with_a_warning)
     ASSERT_TRUE(json_is_true(json_object_get(o, "truncated")));
     ASSERT_EQ_INT(json_integer_value(json_object_get(o, "steps_logged")), 39);
     json_decref(o);
+    /* one warning line naming the file and the line it stopped at, the same in
+     * satstat, replay and heatmap but for what each does with the complete steps
+     * (satstat and replay said "read 39 complete step record(s)" without the line) */
+    static char warn[3][BUF];
+    static const char *const cmds[3] = {"satstat %s", "replay %s", "heatmap %s --out %s.png"};
+    for (int c = 0; c < 3; c++) {
+        snprintf(args, sizeof args, cmds[c], cut, cut);
+        ASSERT_EQ_INT(test_run_cli(args, out, BUF, warn[c], BUF), 0);
+        ASSERT_TRUE(strstr(warn[c], "qatscope: warning: ") == warn[c] &&
+                    strstr(warn[c], "quant.jsonl.zst:41: log is truncated after 40 complete records "
+                                    "(file ends inside a zstd frame) (") &&
+                    strchr(warn[c], '\n') == warn[c] + strlen(warn[c]) - 1);
+    }
 }
 
 /* satstat, replay and heatmap read the quant log through the same record rules:
