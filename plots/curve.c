@@ -449,8 +449,11 @@ static void draw_header(plots_image *img, const curve_run *runs, int n_runs)
     }
 }
 
-int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *img, qs_diag *d)
+int plots_curves_render_cuts(const char *const *run_dirs, int n_runs, plots_image *img,
+                             plots_curves_cuts *cuts, qs_diag *d)
 {
+    if (cuts)
+        cuts->n = 0;
     if (n_runs < 1 || n_runs > 6)
         return diag_set(d, QS_EINVAL, NULL, -1, "curves: 1 to 6 runs, got %d", n_runs);
     curve_run runs[6];
@@ -505,17 +508,31 @@ int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *im
             canvas_text_at_impl(img, ps[i].x + ps[i].w / 2, ps[i].y + ps[i].h + 30, 1, 0, "step", 2, MUTED);
         }
     }
-    for (int r = 0; r < n_runs; r++)
+    for (int r = 0; r < n_runs; r++) {
+        for (int k = 0; !rc && cuts && k < runs[r].n_cut && cuts->n < PLOTS_CURVES_CUTS_MAX; k++)
+            snprintf(cuts->msg[cuts->n++], sizeof cuts->msg[0], "%s", runs[r].cut_msg[k]);
         curve_run_free_impl(&runs[r]);
+    }
+    return rc;
+}
+
+int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *img, qs_diag *d)
+{
+    return plots_curves_render_cuts(run_dirs, n_runs, img, NULL, d);
+}
+
+int plots_curves_write_cuts(const char *const *run_dirs, int n_runs, const char *out_png,
+                            plots_curves_cuts *cuts, qs_diag *d)
+{
+    plots_image img = {0};
+    int rc = plots_curves_render_cuts(run_dirs, n_runs, &img, cuts, d);
+    if (!rc)
+        rc = plots_png_write(out_png, &img, d);
+    plots_image_free(&img);
     return rc;
 }
 
 int plots_curves_write(const char *const *run_dirs, int n_runs, const char *out_png, qs_diag *d)
 {
-    plots_image img = {0};
-    int rc = plots_curves_render(run_dirs, n_runs, &img, d);
-    if (!rc)
-        rc = plots_png_write(out_png, &img, d);
-    plots_image_free(&img);
-    return rc;
+    return plots_curves_write_cuts(run_dirs, n_runs, out_png, NULL, d);
 }

@@ -6,7 +6,9 @@
  * The QAT boundary is the events.jsonl phase event, else the first train
  * record in phase "qat" -- but only for a run that had quantizers (the phase event, or a quant.jsonl.zst in
  * the run dir): a run without any has no QAT boundary, whatever its schedule's
- * phase names say.  A last line cut mid-write is ignored. */
+ * phase names say.  A last line cut mid-write (a run still writing it, or killed) is
+ * left out as the quant-log readers leave it out, and the cut is noted in cut_msg
+ * (file and line) for the caller to warn about. */
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -143,6 +145,21 @@ static int add_eval(curve_run *r, const qs_json_at *obj, long *cap, qs_diag *d)
     return 0;
 }
 
+/* a log ending inside a record: its complete records stand, the cut is noted */
+static int note_cut(curve_run *r, int rc, const qs_diag *d)
+{
+    if (rc != QS_ETRUNC)
+        return rc;
+    if (r->n_cut < 2) {
+        if (d)
+            diag_format(d, r->cut_msg[r->n_cut], sizeof r->cut_msg[0]);
+        else
+            snprintf(r->cut_msg[r->n_cut], sizeof r->cut_msg[0], "log is truncated");
+        r->n_cut++;
+    }
+    return 0;
+}
+
 static int read_metrics(curve_run *r, const char *path, qs_diag *d)
 {
     qs_jsonl jr;
@@ -164,7 +181,7 @@ static int read_metrics(curve_run *r, const char *path, qs_diag *d)
         diag_set(d, rc, where, d->line, "%s (a train/eval record: README '### run directory')",
                  msg);
     }
-    return rc == QS_ETRUNC ? 0 : rc;
+    return note_cut(r, rc, d);
 }
 
 /* events.jsonl is optional; a malformed line there is an error like any other */
@@ -194,7 +211,7 @@ static int read_events(curve_run *r, const char *path, qs_diag *d)
         }
     }
     qs_jsonl_close(&jr);
-    return rc == QS_ETRUNC ? 0 : rc;
+    return note_cut(r, rc, d);
 }
 
 int curve_run_load_impl(curve_run *r, const char *run_dir, qs_diag *d)
@@ -216,7 +233,8 @@ int curve_run_load_impl(curve_run *r, const char *run_dir, qs_diag *d)
         return diag_set(d, QS_ENOTFOUND, path, -1, "not found (the per-step log `qatscope train` writes)");
     int rc = read_metrics(r, path, d);
     if (!rc && r->n_train == 0 && r->n_eval == 0)
-        rc = diag_set(d, QS_EFORMAT, path, -1, "no train or eval records");
+        rc = diag_set(d, QS_EFORMAT, path, -1, "no train or eval records%s",
+                      r->n_cut ? " (the file ends inside its first record)" : "");
     if (!rc && fileio_join(path, sizeof path, run_dir, "events.jsonl") == 0)
         rc = read_events(r, path, d);
     if (!rc && !r->has_quant)

@@ -137,7 +137,7 @@ static void raw_free(raw_log *r)
 }
 
 /* one quantizer's value of the metric from its parsed row (a logged null: NaN) */
-static float metric_value(const qlog_row *q, int metric)
+float heatmap_metric_value_impl(const qlog_row *q, int metric)
 {
     switch (metric) {
     case PLOTS_METRIC_CLIP_RATE: return q->clip_rate;
@@ -200,7 +200,7 @@ static int read_record(raw_log *r, plots_heatmap *hm, const qs_json_at *o, int m
     if ((rc = qlog_step_parse(&r->hdr, o, &step, &phase, *rows, d)))
         return rc;
     for (int i = 0; i < r->n_q; i++)
-        (*row)[i] = metric_value(&(*rows)[i], metric);
+        (*row)[i] = heatmap_metric_value_impl(&(*rows)[i], metric);
     return store_step(r, step, phase == QLOG_PHASE_QAT, *row, o->file, o->line, d);
 }
 

@@ -5,13 +5,16 @@
  * record in place and pulls out only step, phase and one metric per quantizer.
  *
  * Contract: it returns 1 only for a syntactically valid record it fully understood
- * that qlog's record rules accept (qs/qlog.h: version, names, every float in its
- * range, counts), with exactly the values the Jansson path (heatmap_data.c, through
- * qlog_step_parse) would produce; anything unusual (another record type, any string
- * escape or non-ASCII byte, a non-integer step, a name out of header order or
- * missing, a value the rules refuse, an integer literal past 2^53, malformed JSON)
- * returns 0 and the caller re-reads the line with Jansson, which also produces the
- * error message.  All reads are bounded by `end`.
+ * that qlog's record rules accept, with exactly the values the Jansson path
+ * (heatmap_data.c, through qlog_step_parse) would produce.  It reads JSON types
+ * only: every value it scanned is judged by qlog's own rule functions
+ * (qlog_step_check, qlog_entry_check: the ones qlog_step_parse calls), and the
+ * metric comes from the row they fill (heatmap_metric_value_impl), so the two
+ * paths cannot drift apart.  Anything unusual (another record type, any string
+ * escape or non-ASCII byte, a non-integer step or count, a name out of header
+ * order or missing, a value the rules refuse, an integer literal past 2^53,
+ * malformed JSON) returns 0 and the caller re-reads the line with Jansson, which
+ * also words the error.  All reads are bounded by `end`.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -183,18 +186,14 @@ static int str_or_null(scan *s, const char **a, size_t *n)
     return word(s, "null");
 }
 
+/* one q entry: its values as read, judged by qlog_entry_check */
 static int scan_q(scan *s, const char *want_name, int metric, float *out)
 {
     const char *a;
     size_t n;
-    int esc, integral, named = 0;
-    float f[QLOG_F_COUNT];
-    double cnt[QLOG_C_COUNT];   /* n, clip, under (NaN: null or absent) */
-    int cf;
-    for (int i = 0; i < QLOG_F_COUNT; i++)
-        f[i] = NAN;
-    for (int i = 0; i < QLOG_C_COUNT; i++)
-        cnt[i] = NAN;
+    int esc, integral, named = 0, cf;
+    qlog_entry_in in;
+    qlog_entry_in_init(&in);
     if (!lit(s, '{') || lit(s, '}'))
         return 0;   /* {}: no name */
     do {
@@ -209,40 +208,33 @@ static int scan_q(scan *s, const char *want_name, int metric, float *out)
                 memcmp(nm, want_name, vn))
                 return 0;   /* out of order, escaped or not a string: Jansson path decides */
             named = 1;
-        } else if (key_is(a, n, "mode") || key_is(a, n, "est")) {
+        } else if (key_is(a, n, "mode")) {
+            if (!str_or_null(s, &in.mode, &in.mode_len))
+                return 0;
+        } else if (key_is(a, n, "est")) {
             const char *t;
             size_t tn;
             if (!str_or_null(s, &t, &tn))
                 return 0;
-            if (t && key_is(a, n, "mode") && !key_is(t, tn, "quant") &&
-                !key_is(t, tn, "observe") && !key_is(t, tn, "none"))
-                return 0;   /* refused by the rules: the Jansson path words it */
-        } else if (fl >= 0) {   /* the rules' range, and the fp32 value qlog_row holds */
-            if (!num_or_null(s, &v, &integral) || (!isnan(v) && !qlog_float_ok(fl, v)))
+        } else if (fl >= 0) {
+            if (!num_or_null(s, &v, &integral))
                 return 0;
-            f[fl] = (float)v;
+            in.f[fl] = v;
         } else if ((cf = qlog_count_field(a, n)) >= 0) {
-            if (!num_or_null(s, &v, &integral) || (!isnan(v) && (!integral || v < 0)))
-                return 0;
-            cnt[cf] = v;
+            if (!num_or_null(s, &v, &integral) || (!isnan(v) && !integral))
+                return 0;   /* not an integer: the Jansson path words it */
+            in.c_given[cf] = !isnan(v);
+            in.c[cf] = in.c_given[cf] ? (long long)v : 0;
         } else if (!skip_value(s, 1)) {
             return 0;
         }
     } while (lit(s, ','));
     if (!lit(s, '}') || !named)
         return 0;
-    /* clip or under past n: refused by the rules (NaN compares false) */
-    if (cnt[QLOG_C_CLIP] > cnt[QLOG_C_N] || cnt[QLOG_C_UNDER] > cnt[QLOG_C_N])
-        return 0;
-    switch (metric) {
-    case PLOTS_METRIC_CLIP_RATE: *out = f[QLOG_F_CLIP_RATE]; break;
-    case PLOTS_METRIC_UNDERFLOW_RATE: *out = f[QLOG_F_UNDER_RATE]; break;
-    case PLOTS_METRIC_QSNR: *out = f[QLOG_F_QSNR_DB]; break;
-    default: {   /* heatmap_data.c's metric_value on the row */
-        float am = f[QLOG_F_AMAX], pr = f[QLOG_F_PRED_AMAX];
-        *out = pr > 0 && am >= 0 ? (float)((double)am / pr) : NAN;
-    }
-    }
+    qlog_row row;
+    if (qlog_entry_check(NULL, 0, want_name, &in, &row, NULL))
+        return 0;   /* refused by the rules: the Jansson path words it */
+    *out = heatmap_metric_value_impl(&row, metric);
     return 1;
 }
 
@@ -254,6 +246,9 @@ int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *n
     size_t n;
     int esc, integral, seen_v = 0, seen_type = 0, seen_step = 0, seen_q = 0;
     double v;
+    long long step_in = 0;
+    const char *phase_s = NULL;   /* null or absent: warmup */
+    size_t phase_len = 0;
     *is_qat = 0;
     if (!lit(&s, '{') || lit(&s, '}'))
         return 0;
@@ -271,17 +266,13 @@ int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *n
                 return 0;
             seen_type = 1;
         } else if (key_is(a, n, "step")) {
-            if (!num(&s, &v, &integral) || !integral || fabs(v) > 9e15)
+            if (!num(&s, &v, &integral) || !integral)   /* num: |v| <= 9e15 */
                 return 0;
-            *step = (long)v;
+            step_in = (long long)v;
             seen_step = 1;
         } else if (key_is(a, n, "phase")) {
-            const char *t;
-            size_t tn;
-            if (!str_or_null(&s, &t, &tn) ||
-                (t && !key_is(t, tn, "qat") && !key_is(t, tn, "warmup")))
+            if (!str_or_null(&s, &phase_s, &phase_len))
                 return 0;
-            *is_qat = t && key_is(t, tn, "qat");
         } else if (key_is(a, n, "q")) {
             if (seen_q || !lit(&s, '['))
                 return 0;
@@ -305,5 +296,11 @@ int heatmap_scan_step_impl(const char *line, size_t len, int n_q, char *const *n
     if (!lit(&s, '}'))
         return 0;
     ws(&s);
-    return s.p == s.end && seen_v && seen_type && seen_step && seen_q;
+    int phase;
+    if (s.p != s.end || !seen_v || !seen_type || !seen_step || !seen_q ||
+        qlog_step_check(NULL, step_in, phase_s, phase_len, &phase, NULL))
+        return 0;   /* refused by the rules: the Jansson path words it */
+    *step = (long)step_in;
+    *is_qat = phase == QLOG_PHASE_QAT;
+    return 1;
 }

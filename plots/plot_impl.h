@@ -36,6 +36,11 @@ int axis_ticks_impl(double lo, double hi, int max_ticks, int integer_only, doubl
 /* tick label: short decimal or scientific form, chosen from the tick step */
 void axis_label_impl(char *buf, int n, double v, double step);
 
+/* heatmap_data.c: one quantizer's value of a heatmap metric from its parsed row (NaN:
+ * no value); the fast scanner (heatmap_scan.c) uses it too */
+struct qlog_row;
+float heatmap_metric_value_impl(const struct qlog_row *q, int metric);
+
 /* curve_data.c: one run's metrics.jsonl (+ events.jsonl) as series */
 #define CURVE_MAX_TASKS 16
 typedef struct curve_run {
@@ -56,6 +61,8 @@ typedef struct curve_run {
     long n_forget;
     long forget_step[64];        /* forgetting events (first 64) */
     char forget_task[64][64];
+    int n_cut;                   /* metrics.jsonl / events.jsonl ending inside a record */
+    char cut_msg[2][QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 16];   /* "PATH:LINE: log is truncated..." */
 } curve_run;
 int curve_run_load_impl(curve_run *r, const char *run_dir, qs_diag *d);
 void curve_run_free_impl(curve_run *r);   /* safe on zeroed */

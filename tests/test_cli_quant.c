@@ -242,7 +242,7 @@ TEST(cli_quant, truncated_log_is_summarised_with_a_warning)
     ASSERT_OK(fileio_write_atomic(cut, m.data, m.bytes - 5, NULL), NULL);
     fileio_unmap(&m);
     static char out[BUF], err[BUF];
-    char args[800];
+    char args[1600];
     snprintf(args, sizeof args, "satstat %s --json", cut);
     ASSERT_EQ_INT(test_run_cli(args, out, BUF, err, BUF), 0);
     ASSERT_TRUE(strstr(err, "warning") && strstr(err, "truncated"));
@@ -252,6 +252,19 @@ TEST(cli_quant, truncated_log_is_summarised_with_a_warning)
     ASSERT_TRUE(json_is_true(json_object_get(o, "truncated")));
     ASSERT_EQ_INT(json_integer_value(json_object_get(o, "steps_logged")), 39);
     json_decref(o);
+    /* one warning line naming the file and the line it stopped at, the same in
+     * satstat, replay and heatmap but for what each does with the complete steps
+     * (satstat and replay said "read 39 complete step record(s)" without the line) */
+    static char warn[3][BUF];
+    static const char *const cmds[3] = {"satstat %s", "replay %s", "heatmap %s --out %s.png"};
+    for (int c = 0; c < 3; c++) {
+        snprintf(args, sizeof args, cmds[c], cut, cut);
+        ASSERT_EQ_INT(test_run_cli(args, out, BUF, warn[c], BUF), 0);
+        ASSERT_TRUE(strstr(warn[c], "qatscope: warning: ") == warn[c] &&
+                    strstr(warn[c], "quant.jsonl.zst:41: log is truncated after 40 complete records "
+                                    "(file ends inside a zstd frame) (") &&
+                    strchr(warn[c], '\n') == warn[c] + strlen(warn[c]) - 1);
+    }
 }
 
 /* satstat, replay and heatmap read the quant log through the same record rules:
@@ -319,4 +332,92 @@ TEST(cli_quant, the_three_log_readers_refuse_the_same_records_alike)
         if (want && (strcmp(err[0], err[1]) || strcmp(err[0], err[2])))
             TEST_FAIL_AT("case %zu: the readers differ:\n  %s  %s  %s", i, err[0], err[1], err[2]);
     }
+}
+
+/* The same, record by record: whole step records (the step number, its phase, its
+ * q list, the values' JSON types) in logs that satstat, replay and heatmap read
+ * alike: each exits with the same code and, when it refuses the log, the same one
+ * line.  heatmap's fast scanner drew a log whose first step was -1 that the other
+ * two refused (it judged the step number itself; it now hands every value to
+ * qlog's rule functions).  Steps that go back or repeat (a resumed log of an older
+ * version), a step past 2^53, a zero amax and a quantizer left out are read. */
+TEST(cli_quant, the_three_log_readers_agree_on_every_malformed_record)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    static char out[BUF], err[3][BUF];
+#define CQ_HDR "{\"v\":1,\"type\":\"header\",\"run\":\"r\",\"recipe\":{\"estimator\":\"most-recent\"}," \
+               "\"quantizers\":[\"layers.1.mlp.up_proj.input\",\"layers.1.mlp.up_proj.weight\"]}\n"
+#define CQ_Q0 "{\"name\":\"layers.1.mlp.up_proj.input\",\"mode\":\"quant\",\"pred_amax\":2,\"amax\":1," \
+              "\"n\":64,\"clip\":0,\"clip_rate\":0}"
+#define CQ_Q1 "{\"name\":\"layers.1.mlp.up_proj.weight\",\"amax\":1}"
+#define CQ_STEP(s) "{\"v\":1,\"type\":\"step\",\"step\":" s ",\"phase\":\"qat\",\"q\":[" CQ_Q0 "," CQ_Q1 "]}\n"
+    static const struct {
+        const char *recs, *want;   /* records after the header; want NULL: all three read it */
+    } cases[] = {
+        {CQ_STEP("-1") CQ_STEP("0"), ":2: $.step: expected integer in [0, 9223372036854775807], found -1"},
+        {CQ_STEP("0") CQ_STEP("-7"), ":3: $.step: expected integer in [0, 9223372036854775807], found -7"},
+        {CQ_STEP("0") CQ_STEP("\"1\""), ":3: $.step: expected integer, found string"},
+        {CQ_STEP("0") CQ_STEP("1.5"), ":3: $.step: expected integer, found number"},
+        {CQ_STEP("0") CQ_STEP("null"), ":3: $.step: expected integer, found null"},
+        {CQ_STEP("0") CQ_STEP("99999999999999999999"), ":3: "},   /* Jansson's words */
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"phase\":\"QAT\",\"q\":[" CQ_Q1 "]}\n",
+         ":3: step 1: phase 'QAT', expected \"warmup\" or \"qat\""},
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"phase\":2,\"q\":[" CQ_Q1 "]}\n",
+         ":3: $.phase: expected string, found integer"},
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"q\":{}}\n",
+         ":3: $.q: expected array, found object"},
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"q\":[{\"name\":\"layers.1.mlp.up_proj."
+         "input\",\"amax\":\"3\"}," CQ_Q1 "]}\n", ":3: $.q[0].amax: expected number, found string"},
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"q\":[{\"name\":\"layers.1.mlp.up_proj."
+         "input\",\"n\":6.5}," CQ_Q1 "]}\n", ":3: $.q[0].n: expected integer, found number"},
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"q\":[{\"name\":\"layers.1.mlp.up_proj."
+         "input\",\"amax\":-0.5}," CQ_Q1 "]}\n",
+         ":3: $.q[0].amax: expected null or a finite number >= 0, found -0.5"},
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"q\":[{\"name\":\"layers.1.mlp.up_proj."
+         "input\",\"mode\":\"quantize\"}," CQ_Q1 "]}\n",
+         ":3: step 1: quantizer 'layers.1.mlp.up_proj.input': mode 'quantize', expected \"quant\", "
+         "\"observe\" or \"none\""},
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"q\":[{\"name\":\"layers.1.mlp.up_proj."
+         "input\",\"n\":4,\"clip\":5}," CQ_Q1 "]}\n",
+         ":3: step 1: quantizer 'layers.1.mlp.up_proj.input': clip 5 exceeds n 4"},
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"q\":[" CQ_Q1 "," CQ_Q0 "," CQ_Q1 "]}\n",
+         ":3: step 1: quantizer 'layers.1.mlp.up_proj.weight' listed twice"},
+        {CQ_STEP("0") CQ_STEP("1") CQ_STEP("0"), NULL},                 /* a step that goes back */
+        {CQ_STEP("0") CQ_STEP("1") CQ_STEP("1"), NULL},                 /* a repeated step */
+        {CQ_STEP("0") CQ_STEP("4611686018427387904"), NULL},            /* past 2^53 */
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"phase\":\"qat\",\"q\":[{\"name\":"
+         "\"layers.1.mlp.up_proj.input\",\"pred_amax\":0,\"amax\":0}," CQ_Q1 "]}\n", NULL},
+        {CQ_STEP("0") "{\"v\":1,\"type\":\"step\",\"step\":1,\"phase\":\"qat\",\"q\":[" CQ_Q1 "]}\n",
+         NULL},                                                         /* a quantizer left out */
+        {CQ_STEP("-0") CQ_STEP("1"), NULL},                             /* -0 is 0 */
+    };
+    char dir[600], path[700], args[900], text[4096];
+    snprintf(dir, sizeof dir, "%s/cli_qlog_records", test_tmp_dir());
+    ASSERT_OK(fileio_mkdir_p(dir, NULL), NULL);
+    snprintf(path, sizeof path, "%s/quant.jsonl", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(text, sizeof text, CQ_HDR "%s", cases[i].recs);
+        ASSERT_OK(fileio_write_atomic(path, text, strlen(text), NULL), NULL);
+        static const char *const cmds[3] = {"satstat %s --phase all", "replay %s --phase all",
+                                            "heatmap %s --out %s.png"};
+        int rcs[3];
+        for (int c = 0; c < 3; c++) {
+            snprintf(args, sizeof args, cmds[c], path, path);
+            rcs[c] = test_run_cli(args, out, BUF, err[c], BUF);
+            const char *want = cases[i].want;
+            if (want ? rcs[c] != 2 || !strstr(err[c], want) ||
+                           strchr(err[c], '\n') != err[c] + strlen(err[c]) - 1
+                     : rcs[c] != 0 || err[c][0])
+                TEST_FAIL_AT("case %zu, '%s': exit %d, stderr '%s', want '%s'", i, args, rcs[c],
+                             err[c], want ? want : "(exit 0, nothing on stderr)");
+        }
+        if (rcs[0] != rcs[1] || rcs[0] != rcs[2] || strcmp(err[0], err[1]) || strcmp(err[0], err[2]))
+            TEST_FAIL_AT("case %zu: the readers differ: exit %d %d %d\n  %s  %s  %s", i, rcs[0],
+                         rcs[1], rcs[2], err[0], err[1], err[2]);
+    }
+#undef CQ_HDR
+#undef CQ_Q0
+#undef CQ_Q1
+#undef CQ_STEP
 }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -336,4 +337,73 @@ TEST(plots_scales, run_without_quantizers_has_no_qat_boundary)
     ASSERT_OK(plots_curves_render(&dir, 1, &img, &d), &d);
     ASSERT_TRUE(count_in(&img, 0, 0, img.width, img.height, PHASE) > 300);
     plots_image_free(&img);
+}
+
+/* A metrics.jsonl (or events.jsonl) cut mid-line is a run still writing it, or a
+ * killed one: plot draws its complete records, exactly the picture of those
+ * records alone, and warns with one line naming the file and the line it stopped
+ * at, as heatmap, satstat and replay do for a cut quant log (plot said nothing). */
+TEST(plots_scales, curves_of_a_cut_log_draw_its_complete_records_with_a_warning)
+{
+    /* the run name is drawn: the cut run and the one of its complete lines share it */
+    char cut_dir[700], kept_dir[700];
+    snprintf(cut_dir, sizeof cut_dir, "%s/run", scale_dir("sc_cut"));
+    snprintf(kept_dir, sizeof kept_dir, "%s/run", scale_dir("sc_cut_kept"));
+    mkdir(cut_dir, 0755);
+    mkdir(kept_dir, 0755);
+    const char *full = scale_dir("sc_cut_full"), *cut = cut_dir, *kept = kept_dir;
+    write_run(full, 0, 1);
+    char path[800], *text;
+    size_t n;
+    qs_diag d = {0};
+    snprintf(path, sizeof path, "%s/metrics.jsonl", full);
+    ASSERT_OK(fileio_read_all(path, &text, &n, &d), &d);
+    size_t line8 = 0;   /* the end of line 8: line 9 (train step 6) is the one cut */
+    for (int k = 0; k < 8; k++)
+        line8 = (size_t)(strchr(text + line8, '\n') - text) + 1;
+    const char *dirs[3] = {cut, kept, full};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/metrics.jsonl", dirs[i]);
+        ASSERT_OK(fileio_write_atomic(path, text, i == 0 ? line8 + 20 : line8, &d), &d);
+        snprintf(path, sizeof path, "%s/events.jsonl", dirs[i]);
+        static const char ev[] = "{\"step\":5,\"type\":\"phase\",\"phase\":\"qat\",\"msg\":\"QAT on\"}\n";
+        ASSERT_OK(fileio_write_atomic(path, ev, strlen(ev), &d), &d);
+    }
+    qs_free(text);
+    plots_image img = {0}, want = {0};
+    plots_curves_cuts cuts;
+    ASSERT_OK(plots_curves_render_cuts(&cut, 1, &img, &cuts, &d), &d);
+    ASSERT_OK(plots_curves_render_cuts(&kept, 1, &want, &cuts, &d), &d);
+    ASSERT_EQ_INT(cuts.n, 0);   /* complete lines only: nothing to say */
+    ASSERT_OK(plots_curves_render_cuts(&cut, 1, &img, &cuts, &d), &d);
+    ASSERT_EQ_INT(cuts.n, 1);
+    ASSERT_TRUE(strstr(cuts.msg[0], "sc_cut/run/metrics.jsonl:9: log is truncated after 8 complete "
+                                    "records (last line has no newline)") != NULL);
+    ASSERT_TRUE(img.width == want.width && img.height == want.height &&
+                !memcmp(img.rgb, want.rgb, (size_t)img.width * (size_t)img.height * 3));
+    plots_image_free(&want);
+    /* the events log cut too, and a --compare run: each cut log is named */
+    snprintf(path, sizeof path, "%s/events.jsonl", cut);
+    static const char ev_cut[] = "{\"step\":5,\"type\":\"phase\",\"phase\":\"qat\"}\n{\"step\":7,\"ty";
+    ASSERT_OK(fileio_write_atomic(path, ev_cut, strlen(ev_cut), &d), &d);
+    const char *both[2] = {full, cut};
+    plots_image_free(&img);
+    ASSERT_OK(plots_curves_render_cuts(both, 2, &img, &cuts, &d), &d);
+    ASSERT_EQ_INT(cuts.n, 2);
+    ASSERT_TRUE(strstr(cuts.msg[0], "sc_cut/run/metrics.jsonl:9: ") != NULL);
+    ASSERT_TRUE(strstr(cuts.msg[1], "sc_cut/run/events.jsonl:2: log is truncated after 1 complete") != NULL);
+    plots_image_free(&img);
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (the CLI half)");
+    static char out[8192], err[8192];
+    char args[1800], png[900];
+    snprintf(path, sizeof path, "%s/events.jsonl", cut);   /* the metrics cut alone */
+    ASSERT_OK(fileio_write_atomic(path, ev_cut, strlen(ev_cut) - 13, &d), &d);
+    snprintf(png, sizeof png, "%s/curves_cli.png", cut);
+    snprintf(args, sizeof args, "plot %s --out %s", cut, png);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+    ASSERT_TRUE(strstr(err, "qatscope: warning: ") == err &&
+                strstr(err, "sc_cut/run/metrics.jsonl:9: log is truncated after 8 complete records") &&
+                strchr(err, '\n') == err + strlen(err) - 1);   /* one line */
+    ASSERT_TRUE(fileio_exists(png));
 }

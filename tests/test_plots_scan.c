@@ -97,6 +97,10 @@ TEST(plots, step_scanner_hands_back_unusual_lines)
         "{\"v\":1,\"type\":\"step\",\"step\":3,\"q\":[{" SCAN_N0 ",\"n\":4,\"clip\":5}," SCAN_Q1 "]}",
         "{\"v\":1,\"type\":\"step\",\"step\":3,\"q\":[{" SCAN_N0 ",\"under\":9,\"n\":8}," SCAN_Q1 "]}",
         "{\"v\":1,\"type\":\"step\",\"step\":3,\"x\":123456789012345678901,\"q\":" SCAN_QQ "}",
+        "{\"v\":1,\"type\":\"step\",\"step\":-1,\"q\":" SCAN_QQ "}",               /* step < 0 */
+        "{\"v\":1,\"type\":\"step\",\"step\":3,\"step\":-2,\"q\":" SCAN_QQ "}",  /* the last wins */
+        "{\"v\":1,\"type\":\"step\",\"step\":3,\"q\":[{" SCAN_N0 ",\"amax\":1,\"amax\":-1},"
+        SCAN_Q1 "]}",
     };
     long step;
     int qat;

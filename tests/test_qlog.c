@@ -240,6 +240,9 @@ TEST(qlog, truncated_mid_frame_keeps_complete_records)
     ASSERT_EQ_INT(run.steps[4], 4);
     ASSERT_TRUE(strstr(d.msg, "truncated") != NULL);
     ASSERT_TRUE(strstr(d.path, "cut.jsonl.zst") != NULL);
+    /* the line it stopped at: the header and 5 steps read, the 7th record cut */
+    ASSERT_EQ_INT(d.line, 7);
+    ASSERT_EQ_STR(d.msg, "log is truncated after 6 complete records (file ends inside a zstd frame)");
     qlog_run_free(&run);
 }
 

@@ -84,6 +84,20 @@ int plots_heatmap_write(const char *run_dir, const plots_heatmap_opts *o, const 
 int plots_curves_render(const char *const *run_dirs, int n_runs, plots_image *img, qs_diag *d);
 int plots_curves_write(const char *const *run_dirs, int n_runs, const char *out_png,
                        qs_diag *d);
+/* The logs a picture was drawn from that end inside a record (a run still writing
+ * them, or killed: drawn up to their last complete record), one "PATH:LINE: log is
+ * truncated after N complete records (...)" line each, for the caller to warn
+ * about as heatmap's truncated_msg. */
+#define PLOTS_CURVES_CUTS_MAX 12   /* metrics.jsonl and events.jsonl of 6 runs */
+typedef struct plots_curves_cuts {
+    int n;
+    char msg[PLOTS_CURVES_CUTS_MAX][QS_DIAG_PATH_MAX + QS_DIAG_MSG_MAX + 16];
+} plots_curves_cuts;
+/* as plots_curves_render / _write, also filling *cuts (may be NULL) */
+int plots_curves_render_cuts(const char *const *run_dirs, int n_runs, plots_image *img,
+                             plots_curves_cuts *cuts, qs_diag *d);
+int plots_curves_write_cuts(const char *const *run_dirs, int n_runs, const char *out_png,
+                            plots_curves_cuts *cuts, qs_diag *d);
 
 /* ---- summary: two bar charts above one panel of overlaid curves (reports) ---- */
 typedef struct plots_bars {

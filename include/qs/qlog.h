@@ -103,7 +103,7 @@ static inline int qlog_step_selected(const qlog_run *run, int step_idx, int sele
  *    header and step are skipped);
  *  - a header has a "recipe" object and a non-empty "quantizers" list; a repeated
  *    header lists the same names;
- *  - a step has an integer "step", a "q" array of objects each with a "name" from
+ *  - a step has an integer "step" >= 0, a "q" array of objects each with a "name" from
  *    the header (any order; quantizers left out: mode none, figures null), "phase"
  *    "warmup", "qat" or null (warmup), "mode" "quant", "observe", "none" or null
  *    (none), "est" a string or null;
@@ -130,6 +130,29 @@ int qlog_float_field(const char *key, size_t len);
 int qlog_count_field(const char *key, size_t len);
 /* 1 when a logged (non-null) value x of float `field` is accepted. */
 int qlog_float_ok(int field, double x);
+
+/* ---- The value rules of a step record, in one place for every reader.
+ * qlog_step_parse reads a record's JSON types and hands the values to these two;
+ * heatmap's fast scanner (plots/heatmap_scan.c) hands them the values it scanned
+ * and judges none itself, so the two paths cannot accept different records.  They
+ * word the error on `at` (the record, or the q entry) when d is given; the scanner
+ * passes at and d NULL (it hands a refused line to the Jansson path to word). */
+/* A step number and phase (NULL: null or absent) -> *phase_out (QLOG_PHASE_*). */
+int qlog_step_check(const qs_json_at *at, long long step, const char *phase, size_t phase_len,
+                    int *phase_out, qs_diag *d);
+/* One q entry's values as read, not yet judged. */
+typedef struct qlog_entry_in {
+    const char *mode;                  /* NULL: null or absent */
+    size_t mode_len;
+    double f[QLOG_F_COUNT];            /* NaN: null or absent */
+    long long c[QLOG_C_COUNT];         /* any integer as logged */
+    unsigned char c_given[QLOG_C_COUNT];   /* 0: null or absent */
+} qlog_entry_in;
+void qlog_entry_in_init(qlog_entry_in *in);   /* everything null */
+/* The entry of quantizer `name` in step `step` (both for the message) -> *row
+ * (est_idx -1: the caller's). */
+int qlog_entry_check(const qs_json_at *at, long long step, const char *name,
+                     const qlog_entry_in *in, qlog_row *row, qs_diag *d);
 
 /* Parse a log.  0, or QS_ETRUNC with every complete record in *run and the cut
  * described in d (callers keep the data and report it), or another error (then

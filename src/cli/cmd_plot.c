@@ -11,7 +11,9 @@ static const char plot_help[] =
     "Reads RUN_DIR/metrics.jsonl (+ events.jsonl); writes train and val loss, val\n"
     "perplexity, learning rate, max clip rate (as steps) and in-loop eval accuracy over\n"
     "steps, the BF16 -> QAT boundary marked for runs with quantizers, to --out (default\n"
-    "RUN_DIR/curves.png), atomically.  --compare overlays up to 5 more runs.\n";
+    "RUN_DIR/curves.png), atomically.  --compare overlays up to 5 more runs.  A log cut\n"
+    "mid-record (a run still writing it) is drawn up to its last complete record, with a\n"
+    "warning naming the file and line.\n";
 
 int cmd_plot(int argc, char **argv)
 {
@@ -64,8 +66,13 @@ int cmd_plot(int argc, char **argv)
         out = def;
     }
     qs_diag d = {0};
-    if (plots_curves_write(runs, n_runs, out, &d))
+    static plots_curves_cuts cuts;
+    if (plots_curves_write_cuts(runs, n_runs, out, &cuts, &d))
         return cli_diag_error(&d);
+    /* a log cut mid-record (a run still writing it, or killed) is drawn up to its
+     * last complete record with a warning, as heatmap, satstat and replay do */
+    for (int i = 0; i < cuts.n; i++)
+        fprintf(stderr, "qatscope: warning: %s (plot of the complete records)\n", cuts.msg[i]);
     printf("plot: wrote %s\n", out);
     return CLI_EXIT_OK;
 }

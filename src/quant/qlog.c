@@ -427,6 +427,12 @@ static int qlog_key_index(const char *key, size_t len, const char *const *keys, 
     return -1;
 }
 
+/* s[0..len) is exactly the NUL-terminated word w */
+static int key_eq(const char *s, size_t len, const char *w)
+{
+    return strlen(w) == len && !memcmp(s, w, len);
+}
+
 int qlog_float_field(const char *key, size_t len)
 {
     const char *keys[QLOG_F_COUNT];
@@ -444,20 +450,6 @@ int qlog_float_ok(int field, double x)
 {
     const double lo = qlog_floats[field].lo, hi = qlog_floats[field].hi;
     return (qlog_floats[field].lo_open ? x > lo : x >= lo) && x <= hi && isfinite((float)x);
-}
-
-/* logged float `field` of the q entry e (null or absent: not measured -> NaN) */
-static int get_float(const qs_json_at *e, int field, float *out, qs_diag *d)
-{
-    double x;
-    int rc = qs_json_num_or(e, qlog_floats[field].key, NAN, &x, d);
-    if (rc)
-        return rc;
-    if (!isnan(x) && !qlog_float_ok(field, x))
-        return qs_json_fail(e, qlog_floats[field].key, QS_ERANGE, d,
-                            "expected null or %s, found %.9g", qlog_floats[field].want, x);
-    *out = (float)x;
-    return 0;
 }
 
 static int est_index(qlog_run *run, const char *est)
@@ -509,6 +501,78 @@ int qlog_record_kind(const qs_json_at *o, int *kind, qs_diag *d)
     return 0;
 }
 
+int qlog_step_check(const qs_json_at *at, long long step, const char *phase, size_t phase_len,
+                    int *phase_out, qs_diag *d)
+{
+    if (step < 0 || step > LONG_MAX)
+        return d ? qs_json_fail(at, "step", QS_ERANGE, d, "expected integer in [0, %ld], found %lld",
+                                LONG_MAX, step)
+                 : QS_ERANGE;
+    if (phase && !key_eq(phase, phase_len, "qat") && !key_eq(phase, phase_len, "warmup"))
+        return d ? diag_set(d, QS_EFORMAT, at->file, at->line,
+                            "step %lld: phase '%.*s', expected \"warmup\" or \"qat\"", step,
+                            (int)(phase_len < 40 ? phase_len : 40), phase)
+                 : QS_EFORMAT;
+    *phase_out = phase && key_eq(phase, phase_len, "qat") ? QLOG_PHASE_QAT : QLOG_PHASE_WARMUP;
+    return 0;
+}
+
+void qlog_entry_in_init(qlog_entry_in *in)
+{
+    memset(in, 0, sizeof *in);
+    for (int i = 0; i < QLOG_F_COUNT; i++)
+        in->f[i] = NAN;
+}
+
+int qlog_entry_check(const qs_json_at *at, long long step, const char *name,
+                     const qlog_entry_in *in, qlog_row *row, qs_diag *d)
+{
+    const char *m = in->mode;
+    size_t ml = in->mode_len;
+    if (m && !key_eq(m, ml, "quant") && !key_eq(m, ml, "observe") && !key_eq(m, ml, "none"))
+        return d ? diag_set(d, QS_EFORMAT, at->file, at->line,
+                            "step %lld: quantizer '%s': mode '%.*s', expected \"quant\", "
+                            "\"observe\" or \"none\"", step, name, (int)(ml < 40 ? ml : 40), m)
+                 : QS_EFORMAT;
+    row->mode = !m ? QUANT_MODE_NONE
+                : key_eq(m, ml, "quant") ? QUANT_MODE_QUANT
+                : key_eq(m, ml, "observe") ? QUANT_MODE_OBSERVE : QUANT_MODE_NONE;
+    row->est_idx = -1;
+    float *const fl[QLOG_F_COUNT] = {&row->pred_amax, &row->amax, &row->scale,
+                                     &row->clip_rate, &row->under_rate, &row->qsnr_db};
+    for (int f = 0; f < QLOG_F_COUNT; f++) {
+        double x = in->f[f];
+        if (!isnan(x) && !qlog_float_ok(f, x))
+            return d ? qs_json_fail(at, qlog_floats[f].key, QS_ERANGE, d,
+                                    "expected null or %s, found %.9g", qlog_floats[f].want, x)
+                     : QS_ERANGE;
+        *fl[f] = (float)x;
+    }
+    long long *const counts[QLOG_C_COUNT] = {&row->n, &row->clip, &row->under};
+    for (int c = 0; c < QLOG_C_COUNT; c++) {
+        if (in->c_given[c] && in->c[c] < 0)
+            return d ? qs_json_fail(at, qlog_counts[c], QS_ERANGE, d,
+                                    "expected integer in [0, %lld], found %lld", LLONG_MAX, in->c[c])
+                     : QS_ERANGE;
+        *counts[c] = in->c_given[c] ? in->c[c] : -1;
+    }
+    if (row->n >= 0 && (row->clip > row->n || row->under > row->n))
+        return d ? diag_set(d, QS_EFORMAT, at->file, at->line,
+                            "step %lld: quantizer '%s': %s %lld exceeds n %lld (the elements it "
+                            "counts)", step, name, row->clip > row->n ? "clip" : "under",
+                            row->clip > row->n ? row->clip : row->under, row->n)
+                 : QS_EFORMAT;
+    return 0;
+}
+
+/* an optional string member (null or absent: NULL) with its length */
+static int str_member(const qs_json_at *o, const char *key, const char **s, size_t *len, qs_diag *d)
+{
+    int rc = qs_json_str_or(o, key, NULL, s, d);
+    *len = !rc && *s ? strlen(*s) : 0;
+    return rc;
+}
+
 int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *phase, qlog_row *rows,
                     qs_diag *d)
 {
@@ -517,17 +581,15 @@ int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *pha
     if (!run->names)
         return diag_set(d, QS_EFORMAT, path, ln, "step record before the header line");
     qs_json_at q;
-    size_t nq;
+    size_t nq, ph_len;
     long long step;
     int rc;
-    if ((rc = qs_json_i64(o, "step", 0, LONG_MAX, &step, d)) ||
-        (rc = qs_json_arr(o, "q", &q, &nq, d)) || (rc = qs_json_str_or(o, "phase", NULL, &ph, d)))
+    /* the JSON types here; the values' rules in qlog_step_check / qlog_entry_check */
+    if ((rc = qs_json_i64(o, "step", LLONG_MIN, LLONG_MAX, &step, d)) ||
+        (rc = qs_json_arr(o, "q", &q, &nq, d)) || (rc = str_member(o, "phase", &ph, &ph_len, d)) ||
+        (rc = qlog_step_check(o, step, ph, ph_len, phase, d)))
         return rc;
     *step_out = (long)step;
-    if (ph && strcmp(ph, "qat") && strcmp(ph, "warmup"))
-        return diag_set(d, QS_EFORMAT, path, ln,
-                        "step %lld: phase '%.40s', expected \"warmup\" or \"qat\"", step, ph);
-    *phase = ph && !strcmp(ph, "qat") ? QLOG_PHASE_QAT : QLOG_PHASE_WARMUP;
     for (int i = 0; i < run->n_quant; i++)
         rows[i] = (qlog_row){QUANT_MODE_NONE, -1, NAN, NAN, NAN, NAN, NAN, NAN, -1, -1, -1};
     if (!run->seen && !(run->seen = qs_malloc((size_t)run->n_quant)))
@@ -535,9 +597,11 @@ int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *pha
     memset(run->seen, 0, (size_t)run->n_quant);
     for (size_t k = 0; k < nq; k++) {
         qs_json_at e = qs_json_item(&q, k);
-        const char *name, *mode, *est;
+        const char *name, *est;
+        qlog_entry_in in;
+        qlog_entry_in_init(&in);
         if ((rc = qs_json_obj(&e, NULL, &e, d)) || (rc = qs_json_str(&e, "name", &name, d)) ||
-            (rc = qs_json_str_or(&e, "mode", NULL, &mode, d)) ||
+            (rc = str_member(&e, "mode", &in.mode, &in.mode_len, d)) ||
             (rc = qs_json_str_or(&e, "est", NULL, &est, d)))
             return rc;
         int i = (k < (size_t)run->n_quant && !strcmp(run->names[k], name)) ? (int)k : -1;
@@ -550,31 +614,19 @@ int qlog_step_parse(qlog_run *run, const qs_json_at *o, long *step_out, int *pha
         if (run->seen[i]++)   /* the second record would silently replace the first */
             return diag_set(d, QS_EFORMAT, path, ln, "step %lld: quantizer '%s' listed twice",
                             step, name);
-        qlog_row *r = &rows[i];
-        if (mode && strcmp(mode, "quant") && strcmp(mode, "observe") && strcmp(mode, "none"))
-            return diag_set(d, QS_EFORMAT, path, ln,
-                            "step %lld: quantizer '%s': mode '%.40s', expected \"quant\", "
-                            "\"observe\" or \"none\"", step, name, mode);
-        r->mode = !mode ? QUANT_MODE_NONE
-                  : !strcmp(mode, "quant") ? QUANT_MODE_QUANT
-                  : !strcmp(mode, "observe") ? QUANT_MODE_OBSERVE : QUANT_MODE_NONE;
-        r->est_idx = est_index(run, est);
-        long long *const counts[QLOG_C_COUNT] = {&r->n, &r->clip, &r->under};
-        if ((rc = get_float(&e, QLOG_F_PRED_AMAX, &r->pred_amax, d)) ||
-            (rc = get_float(&e, QLOG_F_AMAX, &r->amax, d)) ||
-            (rc = get_float(&e, QLOG_F_SCALE, &r->scale, d)) ||
-            (rc = get_float(&e, QLOG_F_CLIP_RATE, &r->clip_rate, d)) ||
-            (rc = get_float(&e, QLOG_F_UNDER_RATE, &r->under_rate, d)) ||
-            (rc = get_float(&e, QLOG_F_QSNR_DB, &r->qsnr_db, d)))
-            return rc;
-        for (int c = 0; c < QLOG_C_COUNT; c++)
-            if ((rc = qs_json_i64_or(&e, qlog_counts[c], 0, LLONG_MAX, -1, counts[c], d)))
+        for (int f = 0; f < QLOG_F_COUNT; f++)
+            if ((rc = qs_json_num_or(&e, qlog_floats[f].key, NAN, &in.f[f], d)))
                 return rc;
-        if (r->n >= 0 && (r->clip > r->n || r->under > r->n))
-            return diag_set(d, QS_EFORMAT, path, ln,
-                            "step %lld: quantizer '%s': %s %lld exceeds n %lld (the elements it "
-                            "counts)", step, name, r->clip > r->n ? "clip" : "under",
-                            r->clip > r->n ? r->clip : r->under, r->n);
+        for (int c = 0; c < QLOG_C_COUNT; c++) {
+            const json_t *v = json_object_get(e.v, qlog_counts[c]);
+            in.c_given[c] = v && !json_is_null(v);
+            if (in.c_given[c] && (rc = qs_json_i64(&e, qlog_counts[c], LLONG_MIN, LLONG_MAX,
+                                                   &in.c[c], d)))
+                return rc;
+        }
+        if ((rc = qlog_entry_check(&e, step, name, &in, &rows[i], d)))
+            return rc;
+        rows[i].est_idx = est_index(run, est);
     }
     return 0;
 }
@@ -639,9 +691,8 @@ int qlog_read(const char *path, qlog_run *run, qs_diag *d)
             qlog_run_free(run);
             return qlog_header_missing(path, 1, d);
         }
-        return diag_set(d, QS_ETRUNC, path, -1,
-                        "truncated: file ends inside a record; read %d complete step record(s)",
-                        run->n_steps);
+        return QS_ETRUNC;   /* d: the reader's "PATH:LINE: log is truncated after N complete
+                               records (...)", the line heatmap and plot warn with too */
     }
     if (rc < 0) {
         qlog_run_free(run);
