@@ -100,3 +100,30 @@ TEST(cli_consistency, missing_arguments_are_one_line)
         ASSERT_EQ_STR(cli_out, "");
     }
 }
+
+/* Numbers and id lists are taken as typed: a leading blank, an empty item or a
+ * trailing comma is an error naming the flag, not silently read; `--stop-ids ""`
+ * is the empty set (generate runs to -n). */
+TEST(cli_consistency, numbers_and_id_lists_as_typed)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    static const char *const bad[][2] = {
+        {"generate --model data/demo/model --prompt Once -n ' 5'", "-n: expected an integer"},
+        {"generate --model data/demo/model --prompt Once -n 2 --temperature ' 1'",
+         "--temperature: expected a number"},
+        {"generate --model data/demo/model --prompt Once -n 2 --stop-ids 1,", "--stop-ids: expected"},
+        {"generate --model data/demo/model --prompt Once -n 2 --stop-ids 1,,2", "--stop-ids: expected"},
+        {"generate --model data/demo/model --prompt Once -n 2 --stop-ids ' 1'", "--stop-ids: expected"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = test_run_cli(bad[i][0], cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+        if (rc != 2 || !strstr(cli_err, bad[i][1]))
+            fprintf(stderr, "    %s: exit %d, stderr '%s'\n", bad[i][0], rc, cli_err);
+        ASSERT_EQ_INT(rc, 2);
+        ASSERT_TRUE(strstr(cli_err, bad[i][1]) != NULL);
+    }
+    ASSERT_EQ_INT(test_run_cli("generate --model data/demo/model --prompt Once -n 3 --stop-ids '' "
+                               "--temperature 0", cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
+    ASSERT_TRUE(strstr(cli_err, "3 new tokens") != NULL);
+}

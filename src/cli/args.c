@@ -1,4 +1,5 @@
 /* args.c: typed flag parsing with one-line errors (see cli.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,7 +53,7 @@ int cli_parse_long(const char *flag, const char *val, long min, long max, long *
     char *end;
     errno = 0;
     long v = strtol(val, &end, 10);
-    if (errno || end == val || *end || v < min || v > max)
+    if (errno || end == val || *end || v < min || v > max || isspace((unsigned char)*val))
         return cli_error("%s: expected an integer in [%ld, %ld], got '%s'", flag, min, max, val);
     *out = v;
     return 0;
@@ -62,8 +63,8 @@ int cli_parse_double(const char *flag, const char *val, double min, double max, 
 {
     char *end;
     errno = 0;
-    double v = strtod(val, &end);
-    if (errno || end == val || *end || !(v >= min && v <= max))
+    double v = strtod(val, &end);   /* the value as typed: no leading blanks either */
+    if (errno || end == val || *end || !(v >= min && v <= max) || isspace((unsigned char)*val))
         return cli_error("%s: expected a number in [%g, %g], got '%s'", flag, min, max, val);
     *out = v;
     return 0;

@@ -78,15 +78,17 @@ static int gen_on_token(void *user, int32_t id)
     return gen_flush(g);
 }
 
-static int gen_parse_ids(const char *s, int32_t *out, int *n)
+/* "ID,ID,...": digits only between the commas; "" is the empty set (no stop) */
+static int gen_parse_ids(const char *arg, int32_t *out, int *n)
 {
     *n = 0;
-    while (*s) {
+    for (const char *s = arg; *s;) {
         char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 0 || v > 0x7fffffff || *n >= GEN_MAX_STOP || (*end && *end != ','))
+        long v = *s >= '0' && *s <= '9' ? strtol(s, &end, 10) : -1;
+        if (v < 0 || v > 0x7fffffff || *n >= GEN_MAX_STOP || (*end && *end != ',') ||
+            (*end == ',' && !end[1]))
             return cli_error("--stop-ids: expected up to %d comma-separated ids, got '%s'",
-                             GEN_MAX_STOP, s);
+                             GEN_MAX_STOP, arg);
         out[(*n)++] = (int32_t)v;
         s = *end ? end + 1 : end;
     }
