@@ -103,6 +103,29 @@ TEST(cli_inspect, wrong_tensor_shape_is_an_error_before_any_output)
                 NULL);
 }
 
+/* Expected tensors that are absent do not stop the description, but it says how
+ * many, names the first and that the loader will refuse the checkpoint. */
+TEST(cli_inspect, missing_tensors_are_counted_and_the_first_named)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set (run through make test)");
+    char dir[600], path[700], args[700], out[8192], err[1024];
+    qs_diag d = {0};
+    ASSERT_OK(inspect_dir_make(dir, sizeof dir, "inspect_missing", NULL, &d), &d);
+    static float w[64 * 32];
+    safetensors_entry e = {"model.embed_tokens.weight", w, 2, {64, 32}};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ASSERT_OK(safetensors_write(path, &e, 1, SAFETENSORS_F32, NULL, &d), &d);
+    snprintf(args, sizeof args, "inspect %s", dir);
+    ASSERT_EQ_INT(test_run_cli(args, out, sizeof out, err, sizeof err), 0);
+    const char *line = strstr(out, "\nmissing:      ");
+    if (!line)
+        fprintf(stderr, "    got: %s", out);
+    ASSERT_TRUE(line != NULL);
+    ASSERT_TRUE(strstr(line, " expected tensors, the first 'model.") != NULL);
+    ASSERT_TRUE(strstr(line, "': the loader will refuse this checkpoint\n") != NULL);
+}
+
 TEST(cli_inspect, missing_config_prints_nothing)
 {
     if (!getenv("QS_BIN"))

@@ -56,6 +56,7 @@ typedef struct inspect_info {
     int n_files;
     char dtypes[256];     /* "F32 (n elements), BF16 (...)" */
     int missing;          /* expected tensors absent from every shard */
+    char first_missing[96];   /* the first of them */
     char tokenizer[QS_DIAG_MSG_MAX + QS_DIAG_PATH_MAX + 64];
     int has_state;        /* train_state.bin present (a run checkpoint) */
     long state_step;
@@ -114,7 +115,8 @@ static int inspect_weights(inspect_info *in, const char *dir, const model_hif8 *
         const char *file = NULL;
         const safetensors_tensor *st = safetensors_dir_find(&sd, t[i].name, &file);
         if (!st) {
-            in->missing++;
+            if (!in->missing++)
+                snprintf(in->first_missing, sizeof in->first_missing, "%s", t[i].name);
             continue;
         }
         if (st->ndim != t[i].ndim || st->shape[0] != t[i].shape[0] ||
@@ -293,8 +295,10 @@ static void inspect_print(const inspect_info *in, const char *dir)
     if (!c->tied)
         inspect_print_count("lm_head", g->lm_head, g->total);
     printf("weights:      %d file%s\n", in->n_files, in->n_files == 1 ? "" : "s");
-    printf("dtypes:       %s%s\n", in->dtypes[0] ? in->dtypes : "none",
-           in->missing ? " (some expected tensors missing: the loader will refuse)" : "");
+    printf("dtypes:       %s\n", in->dtypes[0] ? in->dtypes : "none");
+    if (in->missing)
+        printf("missing:      %d expected tensor%s, the first '%s': the loader will refuse this "
+               "checkpoint\n", in->missing, in->missing == 1 ? "" : "s", in->first_missing);
     printf("tokenizer:    %s\n", in->tokenizer);
     if (in->has_state)
         printf("train state:  step %ld, %d amax histories (eval --precision hif8 defaults to %s "
