@@ -375,6 +375,7 @@ TEST(plots_scales, curves_of_a_cut_log_draw_its_complete_records_with_a_warning)
     ASSERT_OK(plots_curves_render_cuts(&cut, 1, &img, &cuts, &d), &d);
     ASSERT_OK(plots_curves_render_cuts(&kept, 1, &want, &cuts, &d), &d);
     ASSERT_EQ_INT(cuts.n, 0);   /* complete lines only: nothing to say */
+    plots_image_free(&img);
     ASSERT_OK(plots_curves_render_cuts(&cut, 1, &img, &cuts, &d), &d);
     ASSERT_EQ_INT(cuts.n, 1);
     ASSERT_TRUE(strstr(cuts.msg[0], "sc_cut/run/metrics.jsonl:9: log is truncated after 8 complete "
