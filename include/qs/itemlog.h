@@ -54,6 +54,12 @@ int itemlog_load_any(itemlog *il, const char *path, const char *const *tasks, in
 /* Discovery as described above; *found = number of files read (0: none there). */
 int itemlog_discover(itemlog *il, const char *results_path, const char *const *tasks,
                      int n_tasks, int *found, qs_diag *d);
+/* Every file discovery next to results_path could read, whatever the tasks (the
+ * qatscope log when there is one, else every samples_<task>_<ts>.jsonl there): fn(path,
+ * ctx) for each, stopping at the first nonzero return, which is returned.  Nothing is
+ * read: for checking an output against the inputs before any work. */
+int itemlog_discover_each(const char *results_path, int (*fn)(const char *path, void *ctx),
+                          void *ctx);
 void itemlog_free(itemlog *il);   /* safe on a zeroed il */
 
 /* Items whose task (or subtask) is one of `tasks`, sorted by key: fills *out (qs_malloc'd array of

@@ -242,6 +242,16 @@ static void print_small_n_hint(const gate_report *r)
         fprintf(stderr, "hint: the same holds for %d more task(s)\n", more);
 }
 
+typedef struct junit_check {
+    const char *junit, *what;
+} junit_check;
+
+static int junit_not_discovered(const char *path, void *ctx)
+{
+    const junit_check *c = ctx;
+    return cli_output_not_input("--junit", c->junit, c->what, path);
+}
+
 int cmd_gate(int argc, char **argv)
 {
     gate_args a;   /* ~45 KB: per-task options and sample paths */
@@ -263,6 +273,14 @@ int cmd_gate(int argc, char **argv)
                                                side ? "--samples-candidate" : "--samples-baseline",
                                                a.samples[side][i])))
                     return rc;
+        /* and the logs gate finds by itself: harness samples_<task>_<ts>.jsonl of any task */
+        for (int side = 0; side < 2; side++) {
+            junit_check c = {a.junit, side ? "candidate's samples" : "baseline's samples"};
+            if (a.n_samples[side] == 0 && !a.no_discover &&
+                (rc = itemlog_discover_each(side ? a.candidate : a.baseline, junit_not_discovered,
+                                            &c)))
+                return rc;
+        }
         if ((rc = cli_outputs_add(&junit_out, "--junit", a.junit)))
             return rc;
     }

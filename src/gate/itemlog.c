@@ -257,6 +257,40 @@ int itemlog_discover(itemlog *il, const char *results_path, const char *const *t
     return 0;
 }
 
+/* a name discovery could take for some task: "samples_<task>_<digit>...jsonl" */
+static int harness_name_any(const char *n)
+{
+    if (strncmp(n, "samples_", 8) || !has_suffix(n, ".jsonl"))
+        return 0;
+    for (const char *u = strchr(n + 8, '_'); u; u = strchr(u + 1, '_'))
+        if (u[1] >= '0' && u[1] <= '9')
+            return 1;
+    return 0;
+}
+
+int itemlog_discover_each(const char *results_path, int (*fn)(const char *path, void *ctx),
+                          void *ctx)
+{
+    char dir[1024], path[2048];
+    const char *name = base_name(results_path);
+    snprintf(dir, sizeof dir, "%.*s", (int)(name - results_path), results_path);
+    if (!dir[0])
+        snprintf(dir, sizeof dir, ".");
+    static const char *const own[] = {"samples.jsonl.zst", "samples.jsonl"};
+    for (int i = 0; i < 2; i++)
+        if (fileio_join(path, sizeof path, dir, own[i]) == 0 && fileio_exists(path))
+            return fn(path, ctx);
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return 0;
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(dp));)
+        if (harness_name_any(e->d_name) && fileio_join(path, sizeof path, dir, e->d_name) == 0)
+            rc = fn(path, ctx);
+    closedir(dp);
+    return rc;
+}
+
 static int cmp_item_ptr(const void *a, const void *b)
 {
     const itemlog_item *x = *(const itemlog_item *const *)a, *y = *(const itemlog_item *const *)b;
