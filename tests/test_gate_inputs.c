@@ -80,3 +80,20 @@ TEST(gate, junit_over_a_discovered_samples_log_is_refused)
     ASSERT_EQ_INT(gi_gate(args, err, sizeof err), 0);
     ASSERT_TRUE(gi_kept(sa, qlog));
 }
+
+/* a task key twice in a results file is refused by file, line and key: the last
+ * object used to win, so a second "arc_easy" turned a failing row into a pass */
+TEST(gate, duplicate_keys_in_results_are_refused)
+{
+    char ra[700], rb[700], args[3000], err[2048];
+    gi_path(ra, sizeof ra, "gi_dup", "base.json");
+    gi_path(rb, sizeof rb, "gi_dup", "cand.json");
+    ASSERT_TRUE(!gi_write(ra, two_items));
+    ASSERT_TRUE(!gi_write(rb, "{\"results\":{\"arc_easy\":{\"acc,none\":0.0},\n"
+                              "\"arc_easy\":{\"acc,none\":0.5}},\n"
+                              "\"n-samples\":{\"arc_easy\":{\"original\":2,\"effective\":2}}}\n"));
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --no-samples", ra, rb);
+    ASSERT_EQ_INT(gi_gate(args, err, sizeof err), 2);
+    ASSERT_TRUE(strstr(err, "cand.json:2: ") && strstr(err, "duplicate object key near '\"arc_easy\"'"));
+    ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+}

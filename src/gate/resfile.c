@@ -267,7 +267,7 @@ int resfile_load(resfile *rf, const char *path, qs_diag *d)
 {
     memset(rf, 0, sizeof *rf);
     json_t *root;
-    int rc = qs_json_load_file(path, QS_JSON_OBJECT, &root, d);
+    int rc = qs_json_load_file(path, QS_JSON_NO_DUPLICATES | QS_JSON_OBJECT, &root, d);
     if (rc)
         return rc;
     qs_json_at r = qs_json_root(root, path, -1);
