@@ -163,3 +163,40 @@ TEST(cli_failfast, checkpoint_with_more_blocks_than_the_config_is_refused)
                     strstr(ff_err, "of block 7, but config.json's num_hidden_layers is 7"));
     }
 }
+
+/* reproduce checks --runs and --lr-sweep before anything is built: a bad lr used to
+ * be found after the world and the base model (minutes), and "", "," or "1," ran
+ * every run or none.  A --tasks-dir that does not exist would be the next error,
+ * so the order shows without a study being run. */
+TEST(cli_failfast, reproduce_checks_runs_and_lr_sweep_first)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    static const char *const cases[][2] = {
+        {"--lr-sweep abc", "--lr-sweep: expected learning rates in (0, 1] separated by commas, got 'abc'"},
+        {"--lr-sweep -1", "got '-1'"},
+        {"--lr-sweep 0", "got '0'"},
+        {"--lr-sweep nan", "got 'nan'"},
+        {"--lr-sweep 0x1p-10", "got '0x1p-10'"},
+        {"--lr-sweep 1e-3,", "--lr-sweep: an empty item in '1e-3,'"},
+        {"--runs ''", "--runs: empty list; expected grid runs by name or number"},
+        {"--runs ,", "--runs: an empty item in ','"},
+        {"--runs 1,", "--runs: an empty item in '1,'"},
+        {"--runs 1,,5", "--runs: an empty item in '1,,5'"},
+    };
+    char out[600], args[1200];
+    snprintf(out, sizeof out, "%s/ff_repro", test_tmp_dir());
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, "reproduce --quick --out %s --tasks-dir %s/ff_no_tasks %s", out,
+                 test_tmp_dir(), cases[i][0]);
+        ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+        if (!strstr(ff_err, cases[i][1]) || strchr(ff_err, '\n') != ff_err + strlen(ff_err) - 1)
+            TEST_FAIL_AT("%s: stderr was: %s", cases[i][0], ff_err);
+        ASSERT_TRUE(!fileio_exists(out));   /* nothing made */
+    }
+    /* the control: good lists get as far as the missing task definition */
+    snprintf(args, sizeof args, "reproduce --quick --out %s --tasks-dir %s/ff_no_tasks --runs 1,8s "
+             "--lr-sweep 3e-3,1", out, test_tmp_dir());
+    ASSERT_EQ_INT(test_run_cli(args, ff_out, sizeof ff_out, ff_err, sizeof ff_err), 2);
+    ASSERT_TRUE(strstr(ff_err, "fact probe's task definition is missing") != NULL);
+}

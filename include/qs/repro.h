@@ -218,6 +218,9 @@ typedef struct repro_opts {
     void *user;
 } repro_opts;
 void repro_opts_default(repro_opts *o);
+/* --runs and --lr-sweep as typed (every item a grid run / an lr in (0, 1]; no empty
+ * list or item): done first by repro_study_run, and by a caller before any work. */
+int repro_opts_check(const repro_opts *o, qs_diag *d);
 
 /* World -> base model (cached) -> the grid (each run cached) -> end-of-run
  * benchmarks and gates -> OUT/REPORT.md, OUT/report.json, OUT/summary.png. */

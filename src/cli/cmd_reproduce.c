@@ -85,6 +85,9 @@ int cmd_reproduce(int argc, char **argv)
                                 cli_flag_is(a, "--seed") ? &seed : &threads))
             return CLI_EXIT_USAGE;
     }
+    qs_diag d = {0};
+    if (repro_opts_check(&o, &d))   /* before anything is built: it used to be minutes later */
+        return cli_diag_error(&d);
     o.out_dir = out ? out : o.quick ? "build/reproduce-quick" : "build/reproduce";
     /* shipped files from the binary's tree, not the current directory (README
      * '### layout'); from the repository root the paths stay "tasks" and
@@ -102,7 +105,6 @@ int cmd_reproduce(int argc, char **argv)
         omp_set_num_threads((int)threads);
 #endif
     }
-    qs_diag d = {0};
     if (repro_study_run(&o, &d))
         return cli_diag_error(&d);
     printf("report: %s/REPORT.md (report.json, summary.png)\n", o.out_dir);

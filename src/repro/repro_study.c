@@ -146,13 +146,53 @@ static int study_selected(const char *list, const repro_run_spec *r)
     return 0;
 }
 
-static int study_check_runs(const char *list, qs_diag *d)
+/* Each comma-separated item of list in turn (into item, item_bytes), -1 with a diag
+ * when the list or an item is empty ("", ",", "1,": one of them used to mean every run)
+ * or too long; 0 at the end, 1 for an item. */
+static int list_next(const char *flag, const char *what, const char *list, const char **pos,
+                     char *item, size_t item_bytes, qs_diag *d)
 {
-    if (!list || !*list)
+    if (!*pos) {
+        *pos = list;
+        if (!*list)
+            return diag_set(d, QS_EINVAL, NULL, -1, "%s: empty list; expected %s separated "
+                            "by commas", flag, what), -1;
+    } else if (!**pos) {
         return 0;
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", list);
-    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    } else {
+        (*pos)++;   /* past the comma */
+    }
+    size_t n = strcspn(*pos, ",");
+    if (n == 0 || n >= item_bytes)
+        return diag_set(d, QS_EINVAL, NULL, -1, "%s: %s in '%s'; expected %s separated by "
+                        "commas", flag, n ? "an item too long" : "an empty item", list, what), -1;
+    memcpy(item, *pos, n);
+    item[n] = 0;
+    *pos += n;
+    return 1;
+}
+
+/* a learning rate as typed: decimal digits, '.', an exponent; in (0, 1] */
+static int parse_lr(const char *t, double *lr)
+{
+    char *end;
+    if (!*t || strspn(t, "0123456789.eE+-") != strlen(t))
+        return -1;
+    *lr = strtod(t, &end);
+    return end != t && !*end && *lr > 0 && *lr <= 1 ? 0 : -1;
+}
+
+#define RUNS_WHAT "grid runs by name or number (1..8, 7s, 8s)"
+#define LRS_WHAT "learning rates in (0, 1]"
+
+int repro_opts_check(const repro_opts *o, qs_diag *d)
+{
+    char t[64];
+    const char *pos = NULL;
+    int r;
+    while (o->runs && (r = list_next("--runs", RUNS_WHAT, o->runs, &pos, t, sizeof t, d)) != 0) {
+        if (r < 0)
+            return QS_EINVAL;
         int hit = 0;
         for (int i = 0; i < repro_grid_count() && !hit; i++) {
             repro_run_spec one = *repro_grid_spec(i);
@@ -162,6 +202,18 @@ static int study_check_runs(const char *list, qs_diag *d)
             return diag_set(d, QS_EINVAL, NULL, -1,
                             "--runs: no grid run '%s' (expected a name such as %s or its number "
                             "1..8, 7s, 8s)", t, REPRO_RUN_MW_LOW);
+    }
+    int k = 0;
+    pos = NULL;
+    while (o->lr_sweep && (r = list_next("--lr-sweep", LRS_WHAT, o->lr_sweep, &pos, t, 17, d)) != 0) {
+        double lr;
+        if (r < 0)
+            return QS_EINVAL;
+        if (parse_lr(t, &lr))
+            return diag_set(d, QS_EINVAL, NULL, -1, "--lr-sweep: expected learning rates in (0, 1] "
+                            "separated by commas, got '%s'", t);
+        if (++k > 16)
+            return diag_set(d, QS_ERANGE, NULL, -1, "--lr-sweep: at most 16 learning rates");
     }
     return 0;
 }
@@ -176,9 +228,8 @@ static int study_sweep(const char *list, repro_run_spec *sel, int *n_sel,
     snprintf(buf, sizeof buf, "%s", list);
     int k = 0;
     for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), k++) {
-        char *end;
-        double lr = strtod(t, &end);
-        if (end == t || *end || !(lr > 0 && lr <= 1) || strlen(t) > 16)
+        double lr;
+        if (parse_lr(t, &lr) || strlen(t) > 16)   /* repro_opts_check said so before any work */
             return diag_set(d, QS_EINVAL, NULL, -1, "--lr-sweep: expected learning rates in (0, 1] "
                             "separated by commas, got '%s'", t);
         if (k == 16 || *n_sel == 32)
@@ -199,8 +250,8 @@ int repro_study_run(const repro_opts *o, qs_diag *d)
         repro_scale_preset(o->quick, &s);
     s.world.seed = o->seed;
     repro_paths p;
-    int rc = study_paths(o, &p, d);
-    if (rc || (rc = study_check_runs(o->runs, d)))
+    int rc = repro_opts_check(o, d);
+    if (rc || (rc = study_paths(o, &p, d)))
         return rc;
     char probe_def[RUNCFG_STR_MAX + 32];
     snprintf(probe_def, sizeof probe_def, "%s/%s.json", p.tasks, REPRO_PROBE_TASK);
