@@ -101,7 +101,7 @@ TEST(cli_consistency, missing_arguments_are_one_line)
     }
 }
 
-/* Numbers and id lists are taken as typed: a leading blank, an empty item or a
+/* Numbers and id lists are taken as typed: a leading blank, hex, an empty item or a
  * trailing comma is an error naming the flag, not silently read; `--stop-ids ""`
  * is the empty set (generate runs to -n). */
 TEST(cli_consistency, numbers_and_id_lists_as_typed)
@@ -111,7 +111,14 @@ TEST(cli_consistency, numbers_and_id_lists_as_typed)
     static const char *const bad[][2] = {
         {"generate --model data/demo/model --prompt Once -n ' 5'", "-n: expected an integer"},
         {"generate --model data/demo/model --prompt Once -n 2 --temperature ' 1'",
-         "--temperature: expected a number"},
+         "--temperature: expected a decimal number"},
+        /* decimal only: strtod read hex, so --max-drop 0x10 was 16 pp */
+        {"gate --baseline b.json --candidate c.json --max-drop 0x10",
+         "--max-drop: expected a decimal number in [0, 100], got '0x10'"},
+        {"gate --baseline b.json --candidate c.json --max-drop-task arc_easy=0X1",
+         "--max-drop-task: expected a decimal number"},
+        {"generate --model data/demo/model --prompt Once -n 2 --top-p 0x1p-1",
+         "--top-p: expected a decimal number in [1e-09, 1], got '0x1p-1'"},
         {"generate --model data/demo/model --prompt Once -n 2 --stop-ids 1,", "--stop-ids: expected"},
         {"generate --model data/demo/model --prompt Once -n 2 --stop-ids 1,,2", "--stop-ids: expected"},
         {"generate --model data/demo/model --prompt Once -n 2 --stop-ids ' 1'", "--stop-ids: expected"},

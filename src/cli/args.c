@@ -64,8 +64,12 @@ int cli_parse_double(const char *flag, const char *val, double min, double max, 
     char *end;
     errno = 0;
     double v = strtod(val, &end);   /* the value as typed: no leading blanks either */
-    if (errno || end == val || *end || !(v >= min && v <= max) || isspace((unsigned char)*val))
-        return cli_error("%s: expected a number in [%g, %g], got '%s'", flag, min, max, val);
+    /* decimal only: strtod read "0x10" as 16 and "0x1p-3" as 0.125 (inf and nan fall
+     * outside every range) */
+    if (errno || end == val || *end || !(v >= min && v <= max) || isspace((unsigned char)*val) ||
+        strpbrk(val, "xXpP"))
+        return cli_error("%s: expected a decimal number in [%g, %g], got '%s'", flag, min, max,
+                         val);
     *out = v;
     return 0;
 }
