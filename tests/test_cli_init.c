@@ -421,6 +421,8 @@ TEST(cli_init, bad_input_is_one_line_exit_2_and_leaves_nothing)
         {"c_vocab", "--config %s --tokenizer-dir " INIT_TOKDIR, "more than the config's vocab_size 64"},
         {"c_both", "--config %s --tokenizer-dir " INIT_TOKDIR " --tokenizer x.json", "exactly one"},
         {"c_seed", "--config %s --tokenizer-dir " INIT_TOKDIR " --seed -1", "--seed"},
+        {"full/keep.txt", "--config %s --tokenizer-dir " INIT_TOKDIR,
+         "keep.txt: exists and is a file, not a directory (init never overwrites)"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         char args[1400], out[1024], err[1024], cmd[2200], dir[700];

@@ -153,7 +153,11 @@ static int init_run(const init_args *a)
     int rc = 0;
     if (init_out_taken(out)) {
         qs_free(cfg_text);
-        return cli_error("%s: exists and is not an empty directory (init never overwrites)", out);
+        struct stat st;   /* a file was called "not an empty directory" */
+        int is_file = !stat(out, &st) && S_ISREG(st.st_mode), is_dir = fileio_is_dir(out);
+        return cli_error("%s: exists and is %s (init never overwrites)", out,
+                         is_dir ? "not an empty directory" : is_file ? "a file, not a directory"
+                                                                     : "not a directory");
     }
     /* Ctrl-C / SIGTERM: the writer stops, the temporary directory is removed,
      * then the process ends by the signal (qs/interrupt.h) */
