@@ -4,7 +4,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "qs/err.h"
 #include "qs/fileio.h"
+#include "qs/itemlog.h"
 #include "qs/mem.h"
 #include "test.h"
 
@@ -95,5 +97,79 @@ TEST(gate, duplicate_keys_in_results_are_refused)
     snprintf(args, sizeof args, "--baseline %s --candidate %s --no-samples", ra, rb);
     ASSERT_EQ_INT(gi_gate(args, err, sizeof err), 2);
     ASSERT_TRUE(strstr(err, "cand.json:2: ") && strstr(err, "duplicate object key near '\"arc_easy\"'"));
+    ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
+}
+
+/* gold / pred / pred_norm of a qatscope samples record are choice indices: below the
+ * number of choices the record logs, else in [0, INT_MAX] (gold 99, -1 or 2^31 and
+ * pred -5 were taken, and decided acc) */
+TEST(gate, samples_choice_indices_are_range_checked)
+{
+    static const char *const bad[][2] = {
+        {"\"loglikelihoods\":[-1,-2,-3,-4],\"pred\":0,\"gold\":99",
+         "$.gold: expected a choice index in [0, 3] (loglikelihoods has 4 choices), found 99"},
+        {"\"pred\":0,\"gold\":-1", "$.gold: expected a choice index in [0, 2147483647], found -1"},
+        {"\"pred\":0,\"gold\":2147483648", "found 2147483648"},
+        {"\"pred\":-5,\"gold\":1", "$.pred: expected a choice index in [0, 2147483647], found -5"},
+        {"\"n_tokens\":[1,2],\"pred\":0,\"pred_norm\":2,\"gold\":1",
+         "$.pred_norm: expected a choice index in [0, 1] (n_tokens has 2 choices), found 2"},
+        {"\"loglikelihoods\":[-1,-2],\"char_lens\":[3],\"pred\":0,\"gold\":1",
+         "$.char_lens: expected one entry per choice (2, as loglikelihoods has), found 1"},
+    };
+    char path[700], rec[600], want[900];
+    gi_path(path, sizeof path, "gi_rng", "samples.jsonl");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(rec, sizeof rec, "{\"task\":\"arc_easy\",\"doc_id\":0,%s}\n"
+                 "{\"task\":\"arc_easy\",\"doc_id\":1,\"pred\":0,\"gold\":1}\n", bad[i][0]);
+        ASSERT_TRUE(!gi_write(path, rec));
+        itemlog il = {0};
+        qs_diag d = {0};
+        int rc = itemlog_load_qatscope(&il, path, &d);
+        itemlog_free(&il);
+        snprintf(want, sizeof want, "%s", bad[i][1]);
+        if (rc != QS_EFORMAT || strcmp(d.path, path) || d.line != 1 || !strstr(d.msg, want))
+            TEST_FAIL_AT("%s: rc %d, %s:%ld: %s", bad[i][0], rc, d.path, d.line, d.msg);
+    }
+    /* in range, with and without the arrays */
+    ASSERT_TRUE(!gi_write(path, "{\"task\":\"arc_easy\",\"doc_id\":0,\"loglikelihoods\":[-1,-2],"
+                                "\"n_tokens\":[1,1],\"pred\":1,\"pred_norm\":0,\"gold\":1}\n"
+                                "{\"task\":\"arc_easy\",\"doc_id\":1,\"pred\":7,\"gold\":7}\n"));
+    itemlog il = {0};
+    qs_diag d = {0};
+    ASSERT_OK(itemlog_load_qatscope(&il, path, &d), &d);
+    ASSERT_EQ_INT(il.n_items, 2);
+    ASSERT_EQ_INT(il.items[0].acc, 1);
+    ASSERT_EQ_INT(il.items[0].acc_norm, 0);
+    itemlog_free(&il);
+}
+
+/* a samples path that is a directory says so (it was "empty log") */
+TEST(gate, samples_path_that_is_a_directory_is_named)
+{
+    char ra[700], dir[700], args[3000], err[2048];
+    gi_path(ra, sizeof ra, "gi_sdir", "results.json");
+    gi_path(dir, sizeof dir, "gi_sdir", "logs");
+    ASSERT_TRUE(!gi_write(ra, two_items));
+    mkdir(dir, 0755);
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --samples-baseline %s "
+             "--samples-candidate %s", ra, ra, dir, dir);
+    ASSERT_EQ_INT(gi_gate(args, err, sizeof err), 2);
+    ASSERT_TRUE(strstr(err, "logs: is a directory; expected a per-item log file") != NULL);
+}
+
+/* a group whose group_subtasks names a task results lacks is refused, naming both:
+ * ["nosuch"] passed, the group's row standing on its own number */
+TEST(gate, group_with_a_missing_subtask_is_refused)
+{
+    char ra[700], args[3000], err[2048];
+    gi_path(ra, sizeof ra, "gi_grp", "results.json");
+    ASSERT_TRUE(!gi_write(ra, "{\"results\":{\"mmlu\":{\"acc,none\":0.5},"
+                              "\"mmlu_anatomy\":{\"acc,none\":0.5}},"
+                              "\"group_subtasks\":{\"mmlu\":[\"mmlu_anatomy\",\"nosuch\"]},"
+                              "\"n-samples\":{\"mmlu_anatomy\":{\"original\":4,\"effective\":4}}}\n"));
+    snprintf(args, sizeof args, "--baseline %s --candidate %s --no-samples", ra, ra);
+    ASSERT_EQ_INT(gi_gate(args, err, sizeof err), 2);
+    ASSERT_TRUE(strstr(err, "results.json: group_subtasks.mmlu: subtask 'nosuch' has no entry in "
+                            "results") != NULL);
     ASSERT_TRUE(strchr(err, '\n') == err + strlen(err) - 1);
 }

@@ -75,17 +75,62 @@ static int metric01(const json_t *v)
 
 typedef int (*line_fn)(itemlog *il, const qs_json_at *obj, const char *task, qs_diag *d);
 
+/* The number of choices: the size of the per-choice arrays eval logs (all of one
+ * size, at least 1); 0 when the record has none of them. */
+static int logged_choices(const qs_json_at *obj, size_t *n, const char **from, qs_diag *d)
+{
+    static const char *const arrays[] = {"loglikelihoods", "n_tokens", "char_lens", "is_greedy"};
+    *n = 0;
+    for (int i = 0; i < 4; i++) {
+        qs_json_at a;
+        size_t k;
+        int rc;
+        if (!qs_json_key(obj, arrays[i]).v)
+            continue;
+        if ((rc = qs_json_arr(obj, arrays[i], &a, &k, d)))
+            return rc;
+        if (k == 0 || (*n && k != *n))
+            return qs_json_fail(obj, arrays[i], QS_EFORMAT, d, "expected one entry per choice "
+                                "(%zu, as %s has), found %zu", *n ? *n : 1, *n ? *from : "at least",
+                                k);
+        *n = k;
+        *from = arrays[i];
+    }
+    return 0;
+}
+
+/* gold / pred / pred_norm: a choice index, below the number of choices when logged
+ * (gold 99, -1 or 2^31 and pred -5 were taken, and decided acc) */
+static int choice_index(const qs_json_at *obj, const char *key, int optional, size_t n,
+                        const char *from, long long *out, qs_diag *d)
+{
+    /* optional: absent or null leaves LLONG_MIN */
+    int rc = optional ? qs_json_i64_or(obj, key, LLONG_MIN + 1, LLONG_MAX, LLONG_MIN, out, d)
+                      : qs_json_i64(obj, key, LLONG_MIN, LLONG_MAX, out, d);
+    if (rc || (optional && *out == LLONG_MIN))
+        return rc;
+    if (n && (*out < 0 || *out >= (long long)n))
+        return qs_json_fail(obj, key, QS_EFORMAT, d, "expected a choice index in [0, %zu] (%s "
+                            "has %zu choices), found %lld", n - 1, from, n, *out);
+    if (!n && (*out < 0 || *out > INT_MAX))
+        return qs_json_fail(obj, key, QS_EFORMAT, d, "expected a choice index in [0, %d], "
+                            "found %lld", INT_MAX, *out);
+    return 0;
+}
+
 static int qatscope_line(itemlog *il, const qs_json_at *obj, const char *unused, qs_diag *d)
 {
     (void)unused;
-    const char *task, *subj;
+    const char *task, *subj, *from = NULL;
     long long doc, gold, pred, pred_norm;
+    size_t n_choices;
     int rc;
     if ((rc = qs_json_str(obj, "task", &task, d)) ||
         (rc = qs_json_i64(obj, "doc_id", LLONG_MIN, LLONG_MAX, &doc, d)) ||
-        (rc = qs_json_i64(obj, "gold", LLONG_MIN, LLONG_MAX, &gold, d)) ||
-        (rc = qs_json_i64(obj, "pred", LLONG_MIN, LLONG_MAX, &pred, d)) ||
-        (rc = qs_json_i64_or(obj, "pred_norm", LLONG_MIN, LLONG_MAX, LLONG_MIN, &pred_norm, d)) ||
+        (rc = logged_choices(obj, &n_choices, &from, d)) ||
+        (rc = choice_index(obj, "gold", 0, n_choices, from, &gold, d)) ||
+        (rc = choice_index(obj, "pred", 0, n_choices, from, &pred, d)) ||
+        (rc = choice_index(obj, "pred_norm", 1, n_choices, from, &pred_norm, d)) ||
         (rc = qs_json_str_or(obj, "subject", NULL, &subj, d)))
         return rc;
     int acc_norm = pred_norm == LLONG_MIN ? -1 : pred_norm == gold;
@@ -132,6 +177,9 @@ static int load_lines(itemlog *il, const char *path, const char *task, line_fn f
     if (rc)
         return rc;
     size_t n_before = il->n_items;
+    if (fileio_is_dir(path))   /* it read as an "empty log" */
+        return diag_set(d, QS_EFORMAT, path, -1,
+                        "is a directory; expected a per-item log file (one JSON object per line)");
     rc = qs_jsonl_open(&r, path, 0, d);
     while (!rc && (rc = qs_jsonl_next(&r, &obj, d)) == 1)
         rc = fn(il, &obj, task, d);

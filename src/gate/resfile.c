@@ -249,6 +249,13 @@ static int parse_root(resfile *rf, const qs_json_at *r, qs_diag *d)
                 if (json_is_string(kid) && !strcmp(rf->tasks[j].name, json_string_value(kid)))
                     rf->tasks[j].top_level = 0;
         }
+        /* a subtask the group names but results lacks: the group's row stood on the
+         * others alone (group_subtasks "mmlu": ["nosuch"] passed) */
+        for (int l = 0; l < g->n_leaves; l++)
+            if (!resfile_task_find(rf, g->leaves[l]))
+                return diag_set(d, QS_EFORMAT, path, -1, "group_subtasks.%s: subtask '%s' has no "
+                                "entry in results (expected every subtask of a group there)",
+                                g->name, g->leaves[l]);
         if (g->n_items < 0 && g->n_leaves > 0) {
             long sum = 0;
             for (int l = 0; l < g->n_leaves && sum >= 0; l++) {
