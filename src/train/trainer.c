@@ -184,7 +184,8 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
 {
     *out = NULL;
     int rc = runcfg_validate(cfg, d);
-    if (rc)
+    if (rc || (rc = trainer_run_dir_check(cfg, opt->resume_dir ? opt->resume_dir : cfg->out_dir,
+                                          d)))
         return rc;
     train_memory mem;
     if ((rc = trainer_memory_estimate(cfg, &mem, d)))
