@@ -123,3 +123,71 @@ TEST(cli_train_guard, out_dir_over_the_model_or_the_shards_is_refused_untouched)
     ASSERT_EQ_INT(g_cli("train --config %s --set out_dir=%s/M/run --steps 3 --quiet", cfg, root),
                   0);
 }
+
+/* the bytes of <root>/<run>/<file> (NULL when missing); qs_free */
+static char *g_read(const char *run, const char *file, size_t *n)
+{
+    char path[900], *text = NULL;
+    snprintf(path, sizeof path, "%s/%s/%s", g_root(), run, file);
+    *n = 0;
+    return fileio_read_all(path, &text, n, NULL) ? NULL : text;
+}
+
+static int g_same(const char *a, size_t na, const char *b, size_t nb)
+{
+    return (!a && !b) || (a && b && na == nb && !memcmp(a, b, na));
+}
+
+/* A resume refused for a damaged or incomplete log changes no file of the run
+ * (the stop event was cut from events.jsonl before the quantizer log's damage
+ * was found), and a log missing records before the checkpoint is refused by
+ * name (they resumed with exit 0 and a gap: quantizer steps 0 1 4 5). */
+TEST(cli_train_guard, resume_refuses_damaged_or_incomplete_logs_untouched)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = g_config("gaps", "");
+    ASSERT_TRUE(cfg != NULL);
+    const char *root = g_root();
+    ASSERT_EQ_INT(g_cli("train --config %s --steps 4 --quiet%s", cfg, ""), 0);
+    ASSERT_EQ_INT(g_sh("rm -rf '@/gaps0' && cp -r '@/gaps' '@/gaps0'", root), 0);
+    static const char *const cases[][2] = {
+        {"echo garbage >> '@/gaps/quant.jsonl.zst'", "quant.jsonl.zst"},
+        {"truncate -s 2000 '@/gaps/quant.jsonl.zst'", "quant.jsonl.zst"},
+        {": > '@/gaps/quant.jsonl.zst'", "quant.jsonl.zst"},
+        {"rm '@/gaps/quant.jsonl.zst'", "quant.jsonl.zst"},
+        {"head -n 2 '@/gaps0/metrics.jsonl' > '@/gaps/metrics.jsonl'", "metrics.jsonl"},
+        {"rm '@/gaps/metrics.jsonl'", "metrics.jsonl"},
+        {"rm '@/gaps/events.jsonl'", "events.jsonl"},
+        {"grep -v phase '@/gaps0/events.jsonl' > '@/gaps/events.jsonl'", "events.jsonl"},
+    };
+    static const char *const files[] = {"metrics.jsonl", "events.jsonl", "quant.jsonl.zst"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ASSERT_EQ_INT(g_sh("rm -rf '@/gaps' && cp -r '@/gaps0' '@/gaps'", root), 0);
+        ASSERT_EQ_INT(g_sh(cases[i][0], root), 0);
+        char *before[3];
+        size_t nb[3];
+        for (int f = 0; f < 3; f++)
+            before[f] = g_read("gaps", files[f], &nb[f]);
+        int rc = g_cli("train --resume %s/gaps --set steps=6 --quiet%s", root, "");
+        int same = 1;
+        for (int f = 0; f < 3; f++) {
+            size_t na;
+            char *after = g_read("gaps", files[f], &na);
+            same &= g_same(before[f], nb[f], after, na);
+            qs_free(after);
+            qs_free(before[f]);
+        }
+        if (rc != 2 || !strstr(g_err, cases[i][1]) || !same)
+            fprintf(stderr, "    case %zu (%s): rc %d, same %d: %s", i, cases[i][0], rc, same,
+                    g_err);
+        ASSERT_EQ_INT(rc, 2);
+        ASSERT_TRUE(strstr(g_err, cases[i][1]) != NULL);
+        ASSERT_TRUE(strstr(g_err, "ckpt/step_4") != NULL || strstr(g_err, "corrupt") != NULL);
+        ASSERT_TRUE(g_one_line());
+        ASSERT_TRUE(same);
+    }
+    /* the logs as written resume */
+    ASSERT_EQ_INT(g_sh("rm -rf '@/gaps' && cp -r '@/gaps0' '@/gaps'", root), 0);
+    ASSERT_EQ_INT(g_cli("train --resume %s/gaps --set steps=6 --quiet%s", root, ""), 0);
+}

@@ -147,6 +147,12 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d);
  * (trainer_ckpt.c) */
 int trainer_log_check(const char *path, qs_diag *d);
 int trainer_log_cut(const char *path, long step, qs_diag *d);
+/* trainer_resume.c: on resume, after the state is read and before any file of the
+ * run changes: every log reads as one (trainer_log_check, whole zstd frames, the
+ * quantizer log's header) and holds each record of the steps before the checkpoint
+ * that its cadence defines (train lines, eval lines every eval_every, the phase
+ * event, quantizer records every log_every); else one line naming the file. */
+int trainer_resume_logs_check(const struct trainer *t, qs_diag *d);
 /* Append one ready-made line (no '\n') to RUN_DIR/events.jsonl. */
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d);
 /* The trainer's own events: {"step":S,"type":"TYPE","KEY":"VALUE",...} with the
