@@ -191,3 +191,43 @@ TEST(cli_train_guard, resume_refuses_damaged_or_incomplete_logs_untouched)
     ASSERT_EQ_INT(g_sh("rm -rf '@/gaps' && cp -r '@/gaps0' '@/gaps'", root), 0);
     ASSERT_EQ_INT(g_cli("train --resume %s/gaps --set steps=6 --quiet%s", root, ""), 0);
 }
+
+/* Editing RUN/config.json between runs went round the --resume --set guard
+ * (batch_size 2 -> 3 resumed with other losses): the checkpoint records the
+ * config it was made with and a changed frozen key is refused by name with
+ * both values; a checkpoint without the record (older) resumes as before. */
+TEST(cli_train_guard, resume_refuses_a_frozen_key_edited_in_the_run_config)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    const char *cfg = g_config("frozen", "");
+    ASSERT_TRUE(cfg != NULL);
+    const char *root = g_root();
+    ASSERT_EQ_INT(g_cli("train --config %s --steps 4 --quiet%s", cfg, ""), 0);
+    ASSERT_EQ_INT(g_sh("rm -rf '@/frozen0' && cp -r '@/frozen' '@/frozen0'", root), 0);
+    static const char *const edits[][3] = {
+        {"s/\"batch_size\": *2/\"batch_size\": 3/", "batch_size: 3", "made with 2"},
+        {"s/\"log_every\": *1/\"log_every\": 2/", "log_every: 2", "made with 1"},
+        {"s/\"precision\": *\"fp32\"/\"precision\": \"bf16\"/", "precision: 'bf16'",
+         "made with 'fp32'"},
+        {"s/\"bf16_warmup_steps\": *2/\"bf16_warmup_steps\": 1/", "bf16_warmup_steps: 1",
+         "made with 2"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        char sh[600];
+        snprintf(sh, sizeof sh, "rm -rf '@/frozen' && cp -r '@/frozen0' '@/frozen' && "
+                                "sed -i '%s' '@/frozen/config.json'", edits[i][0]);
+        ASSERT_EQ_INT(g_sh(sh, root), 0);
+        int rc = g_cli("train --resume %s/frozen --set steps=6 --quiet%s", root, "");
+        if (rc != 2 || !strstr(g_err, edits[i][1]) || !strstr(g_err, edits[i][2]))
+            fprintf(stderr, "    edit %zu: rc %d: %s", i, rc, g_err);
+        ASSERT_EQ_INT(rc, 2);
+        ASSERT_TRUE(strstr(g_err, "config.json") != NULL);
+        ASSERT_TRUE(strstr(g_err, edits[i][1]) != NULL && strstr(g_err, edits[i][2]) != NULL);
+        ASSERT_TRUE(g_one_line());
+    }
+    /* a checkpoint without the record resumes as before */
+    ASSERT_EQ_INT(g_sh("rm -rf '@/frozen' && cp -r '@/frozen0' '@/frozen' && "
+                       "rm '@/frozen/ckpt/step_4/run_config.json'", root), 0);
+    ASSERT_EQ_INT(g_cli("train --resume %s/frozen --set steps=6 --quiet%s", root, ""), 0);
+}

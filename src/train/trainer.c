@@ -246,6 +246,10 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
             rc = diag_set(d, QS_ENOTFOUND, run_dir, -1, "the latest checkpoint disappeared");
             goto fail;
         }
+        char cfg_path[TRAINER_PATH_MAX + 32];
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", run_dir);
+        if ((rc = trainer_resume_config_check(cfg, cfg_path, ck_dir, d)))
+            goto fail;
     }
     snprintf(t->model_dir, sizeof t->model_dir, "%s", opt->resume_dir ? ck_dir : cfg->model);
     if ((rc = model_load_dir(&t->m, t->model_dir, d)) ||

@@ -2,6 +2,8 @@
  * every log must read as one and hold every record the checkpoint's step needs
  * (a log with a gap would make the resumed logs differ from the uninterrupted
  * run's, which the resume promises). */
+#include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "qs/fileio.h"
@@ -126,5 +128,95 @@ int trainer_resume_logs_check(const struct trainer *t, qs_diag *d)
         snprintf(why, sizeof why, "%s", d->msg);
         snprintf(d->msg, sizeof d->msg, "cannot resume onto this quantizer log: %.400s", why);
     }
+    return rc;
+}
+
+int trainer_ckpt_config_write(const struct trainer *t, const char *dir, qs_diag *d)
+{
+    char path[TRAINER_PATH_MAX + 128];
+    char *js = runcfg_to_json(&t->cfg);
+    if (!js)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    snprintf(path, sizeof path, "%s/%s", dir, TRAINER_CKPT_CONFIG);
+    int rc = fileio_write_atomic(path, js, strlen(js), d);
+    qs_free(js);
+    return rc;
+}
+
+/* Keys that may differ between a checkpoint and the config resuming it: the
+ * ones --resume --set may change, and paths (a moved run, data or model; the
+ * data position and the KL record check what they hold). */
+static int config_key_free(const char *key)
+{
+    static const char *const free_keys[] = {
+        "steps", "ckpt_every", "stop_on_saturation", "stop_on_forgetting", "max_memory_gb",
+        "plot_every", "zero", "grad_accum", "recompute", "model", "train_data", "out_dir",
+        "run_name", "eval_data_dir", "eval_tasks_dir"};
+    for (size_t i = 0; i < sizeof free_keys / sizeof *free_keys; i++)
+        if (!strcmp(key, free_keys[i]))
+            return 1;
+    return 0;
+}
+
+static void config_value_text(const json_t *v, char *buf, size_t n)
+{
+    if (json_is_string(v))
+        snprintf(buf, n, "'%s'", json_string_value(v));
+    else if (json_is_integer(v))
+        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v))
+        snprintf(buf, n, "%.17g", json_real_value(v));
+    else if (json_is_boolean(v))
+        snprintf(buf, n, "%s", json_is_true(v) ? "true" : "false");
+    else if (json_is_array(v)) {
+        size_t k = (size_t)snprintf(buf, n, "[");
+        for (size_t i = 0; i < json_array_size(v) && k < n; i++)
+            k += (size_t)snprintf(buf + k, n - k, "%s'%s'", i ? "," : "",
+                                  json_string_value(json_array_get(v, i)) ? 
+                                  json_string_value(json_array_get(v, i)) : "?");
+        if (k < n)
+            snprintf(buf + k, n - k, "]");
+    } else
+        snprintf(buf, n, "%s", v ? "null" : "(none)");
+}
+
+int trainer_resume_config_check(const runcfg *cfg, const char *cfg_path, const char *ck_dir,
+                                qs_diag *d)
+{
+    char path[TRAINER_PATH_MAX + 128];
+    snprintf(path, sizeof path, "%s/%s", ck_dir, TRAINER_CKPT_CONFIG);
+    if (!fileio_exists(path))   /* a checkpoint from before the record: as before */
+        return 0;
+    char *now_js = runcfg_to_json(cfg);
+    if (!now_js)
+        return diag_set(d, QS_ENOMEM, NULL, -1, "out of memory");
+    json_error_t err;
+    json_t *was = json_load_file(path, 0, &err), *now = json_loads(now_js, 0, NULL);
+    qs_free(now_js);
+    int rc = 0;
+    if (!json_is_object(was) || !json_is_object(now))
+        rc = diag_set(d, QS_EFORMAT, path, err.line > 0 ? err.line : -1,
+                      "not the run config the checkpoint was made with (a JSON object): %s",
+                      was ? "not an object" : err.text);
+    const char *key;
+    json_t *v;
+    if (!rc)
+        json_object_foreach(now, key, v) {
+            json_t *w = json_object_get(was, key);
+            if (config_key_free(key) || !w || json_equal(v, w))
+                continue;   /* a key the checkpoint does not know: its default then */
+            char a[256], b[256];
+            config_value_text(w, a, sizeof a);
+            config_value_text(v, b, sizeof b);
+            rc = diag_set(d, QS_EINVAL, cfg_path, -1,
+                          "%s: %s, but the checkpoint %s was made with %s (%s): a resume "
+                          "continues the same run; restore %s (only steps, ckpt_every, "
+                          "stop_on_saturation, stop_on_forgetting, max_memory_gb, plot_every, "
+                          "zero, grad_accum, recompute and the paths may change)",
+                          key, b, ck_dir, a, TRAINER_CKPT_CONFIG, a);
+            break;
+        }
+    json_decref(was);
+    json_decref(now);
     return rc;
 }
