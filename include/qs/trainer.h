@@ -156,6 +156,13 @@ void trainer_destroy(trainer *t);   /* no checkpoint, closes logs; NULL ok */
  * (QS_EINVAL) a cfg->steps that is not above it.  trainer_create runs it too;
  * callers run it first to report this before checks of their own. */
 int trainer_resume_check(const runcfg *cfg, const char *run_dir, long *steps_done, qs_diag *d);
+/* Refuses (QS_EINVAL, one line naming run_dir and the input) a run directory
+ * that is the model directory or train_data directory, or holds one of them
+ * below it: compared by device and inode of the directories on the way up from
+ * the input's real path, so any spelling and symbolic links count.  Inputs or a
+ * run_dir that do not exist pass (later stages report them).  trainer_create runs
+ * it too; callers run it first to refuse before any work. */
+int trainer_run_dir_check(const runcfg *cfg, const char *run_dir, qs_diag *d);
 
 /* One optimizer step (preceded by the baseline evaluation on the first call of
  * a fresh run, followed by an evaluation every eval->every_steps steps).

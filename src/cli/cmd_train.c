@@ -267,7 +267,8 @@ int cmd_train(int argc, char **argv)
             exit_code = cli_diag_error(&d);
             goto done;
         }
-    if (runcfg_validate(&cfg, &d)) {
+    if (runcfg_validate(&cfg, &d) ||   /* and before any work: no out_dir over an input */
+        trainer_run_dir_check(&cfg, a.resume ? a.resume : cfg.out_dir, &d)) {
         exit_code = cli_error("%s: %s", a.resume ? snap : a.config, d.msg);
         goto done;
     }

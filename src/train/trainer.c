@@ -93,11 +93,10 @@ static int trainer_open_logs(struct trainer *t, int resume, qs_diag *d)
     int rc;
     if (t->rank != 0)   /* only rank 0 writes the run directory */
         goto detector;
-    if (resume) {   /* both checked before either is cut: a refusal leaves both */
+    if (resume) {   /* checked by trainer_resume_logs_check before anything is cut */
         char ev[TRAINER_PATH_MAX + 32];
         snprintf(ev, sizeof ev, "%s/events.jsonl", t->run_dir);
-        if ((rc = trainer_log_check(path, d)) || (rc = trainer_log_check(ev, d)) ||
-            (rc = trainer_log_cut(path, t->step, d)) || (rc = trainer_log_cut(ev, t->step, d)))
+        if ((rc = trainer_log_cut(path, t->step, d)) || (rc = trainer_log_cut(ev, t->step, d)))
             return rc;
     }
     t->metrics = fopen(path, "a");
@@ -184,7 +183,8 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
 {
     *out = NULL;
     int rc = runcfg_validate(cfg, d);
-    if (rc)
+    if (rc || (rc = trainer_run_dir_check(cfg, opt->resume_dir ? opt->resume_dir : cfg->out_dir,
+                                          d)))
         return rc;
     train_memory mem;
     if ((rc = trainer_memory_estimate(cfg, &mem, d)))
@@ -246,6 +246,10 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
             rc = diag_set(d, QS_ENOTFOUND, run_dir, -1, "the latest checkpoint disappeared");
             goto fail;
         }
+        char cfg_path[TRAINER_PATH_MAX + 32];
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", run_dir);
+        if ((rc = trainer_resume_config_check(cfg, cfg_path, ck_dir, d)))
+            goto fail;
     }
     snprintf(t->model_dir, sizeof t->model_dir, "%s", opt->resume_dir ? ck_dir : cfg->model);
     if ((rc = model_load_dir(&t->m, t->model_dir, d)) ||
@@ -265,18 +269,23 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         goto fail;
     if (opt->eval)   /* before the restore: it hands the hook its saved state */
         t->eval = *opt->eval;
+    /* a resume reads and checks everything (state, logs, the KL base) before it
+     * cuts a log: a refused resume leaves the run untouched */
     if (opt->resume_dir)
         rc = trainer_ckpt_restore(t, ck_dir, d);
     else
         rc = trainer_fresh_dir(t, d);
+    if (!rc && opt->resume_dir)
+        rc = trainer_resume_logs_check(t, d);
     /* weight packs after the (restored) weights are final; refreshed every step.
      * recompute (the memory-lean mode): none, weights packed on the fly */
-    if (rc || (rc = cfg->recompute ? model_ws_create(&t->m, d) : model_packs_create(&t->m, d)) ||
-        (rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
+    if (rc || (rc = cfg->recompute ? model_ws_create(&t->m, d) : model_packs_create(&t->m, d)))
         goto fail;
     t->step0 = t->step;
     if (t->eval.begin && t->rank == 0 &&   /* the evaluating rank */
         (rc = t->eval.begin(t->eval.self, t->run_dir, opt->resume_dir != NULL, d)))
+        goto fail;
+    if ((rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->t_start = trainer_now_s();
     *out = t;

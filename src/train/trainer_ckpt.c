@@ -235,7 +235,8 @@ int trainer_ckpt_write(struct trainer *t, qs_diag *d)
     int rc_state = trainer_state_write(t, rc ? NULL : path, rc ? &drain : d);
     if (rc || (rc = rc_state))
         goto fail;
-    if ((rc = model_hf_files_copy(t->model_dir, tmp, 1, d)))
+    if ((rc = trainer_ckpt_config_write(t, tmp, d)) ||
+        (rc = model_hf_files_copy(t->model_dir, tmp, 1, d)))
         goto fail;
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if ((rc = model_save_safetensors(&t->m, path, SAFETENSORS_F32, d)))

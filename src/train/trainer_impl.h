@@ -147,6 +147,22 @@ int trainer_ckpt_restore(struct trainer *t, const char *ckpt_dir, qs_diag *d);
  * (trainer_ckpt.c) */
 int trainer_log_check(const char *path, qs_diag *d);
 int trainer_log_cut(const char *path, long step, qs_diag *d);
+/* trainer_resume.c: on resume, after the state is read and before any file of the
+ * run changes: every log reads as one (trainer_log_check, whole zstd frames, the
+ * quantizer log's header) and holds each record of the steps before the checkpoint
+ * that its cadence defines (train lines, eval lines every eval_every, the phase
+ * event, quantizer records every log_every); else one line naming the file. */
+int trainer_resume_logs_check(const struct trainer *t, qs_diag *d);
+/* The run config a checkpoint was made with: TRAINER_CKPT_CONFIG in its
+ * directory (written by trainer_ckpt_write); on resume the keys that must not
+ * change (all but steps, ckpt_every, stop_on_*, max_memory_gb, plot_every, zero,
+ * recompute, grad_accum and the paths) are compared with cfg: QS_EINVAL naming
+ * the key, the checkpoint's value and cfg's.  A checkpoint without the file
+ * (written before it existed) passes. */
+#define TRAINER_CKPT_CONFIG "run_config.json"
+int trainer_ckpt_config_write(const struct trainer *t, const char *dir, qs_diag *d);
+int trainer_resume_config_check(const runcfg *cfg, const char *cfg_path, const char *ck_dir,
+                                qs_diag *d);
 /* Append one ready-made line (no '\n') to RUN_DIR/events.jsonl. */
 int trainer_event_append(const char *run_dir, const char *line, qs_diag *d);
 /* The trainer's own events: {"step":S,"type":"TYPE","KEY":"VALUE",...} with the
