@@ -79,6 +79,14 @@ TEST(runcfg, validate_requires_paths)
     qs_diag d = {0};
     ASSERT_EQ_INT(runcfg_validate(&c, &d), QS_EINVAL);
     ASSERT_TRUE(strstr(d.msg, "model") != NULL);
+    /* `--set model=` empties it: said "required key is missing", which it was not */
+    ASSERT_OK(runcfg_set(&c, "model=m", &d), &d);
+    ASSERT_OK(runcfg_set(&c, "train_data=s", &d), &d);
+    ASSERT_OK(runcfg_set(&c, "out_dir=o", &d), &d);
+    ASSERT_OK(runcfg_validate(&c, &d), &d);
+    ASSERT_OK(runcfg_set(&c, "model=", &d), &d);
+    ASSERT_EQ_INT(runcfg_validate(&c, &d), QS_EINVAL);
+    ASSERT_EQ_STR(d.msg, "model: required, expected a non-empty path (missing, or set to \"\")");
 }
 
 TEST(runcfg, snapshot_round_trips)

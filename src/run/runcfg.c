@@ -287,7 +287,8 @@ int runcfg_validate(const runcfg *c, qs_diag *d)
     for (int i = 0; i < 3; i++) {
         const runcfg_row *r = runcfg_row_find(required[i]);
         if (!((const char *)c + r->offset)[0])
-            return diag_set(d, QS_EINVAL, NULL, -1, "%s: required key is missing", required[i]);
+            return diag_set(d, QS_EINVAL, NULL, -1, "%s: required, expected a non-empty path "
+                            "(missing, or set to \"\")", required[i]);
     }
     if (c->lr_min > c->lr)
         return diag_set(d, QS_EINVAL, NULL, -1, "lr_min (%g) must not exceed lr (%g)", c->lr_min,
