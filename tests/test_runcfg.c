@@ -114,6 +114,27 @@ TEST(runcfg, every_key_is_documented)
     ASSERT_TRUE(runcfg_key_at(runcfg_key_count()) == NULL);
 }
 
+/* A forgetting stop without an in-loop benchmark could never fire: refused. */
+TEST(runcfg, stop_on_forgetting_needs_the_in_loop_benchmark)
+{
+    runcfg c;
+    qs_diag d = {0};
+    runcfg_defaults(&c);
+    ASSERT_OK(runcfg_set(&c, "model=m", &d), &d);
+    ASSERT_OK(runcfg_set(&c, "train_data=t", &d), &d);
+    ASSERT_OK(runcfg_set(&c, "out_dir=o", &d), &d);
+    ASSERT_OK(runcfg_set(&c, "eval_data_dir=b", &d), &d);
+    ASSERT_OK(runcfg_set(&c, "stop_on_forgetting=true", &d), &d);
+    ASSERT_OK(runcfg_set(&c, "eval_every=0", &d), &d);
+    ASSERT_EQ_INT(runcfg_validate(&c, &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "stop_on_forgetting: true needs eval_every > 0") == d.msg);
+    ASSERT_OK(runcfg_set(&c, "eval_every=10", &d), &d);
+    ASSERT_OK(runcfg_validate(&c, &d), &d);
+    ASSERT_OK(runcfg_set(&c, "eval_tasks=", &d), &d);
+    ASSERT_EQ_INT(runcfg_validate(&c, &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "it could never fire") != NULL);
+}
+
 TEST(runcfg, kl_reference_is_auto_true_or_false_and_follows_qat)
 {
     runcfg c, back;
@@ -131,6 +152,10 @@ TEST(runcfg, kl_reference_is_auto_true_or_false_and_follows_qat)
     snprintf(c.model, sizeof c.model, "m");
     snprintf(c.train_data, sizeof c.train_data, "t");
     snprintf(c.out_dir, sizeof c.out_dir, "o");
+    /* in-loop tasks need their data root (it looked for "/arc/..." at the first eval) */
+    ASSERT_EQ_INT(runcfg_validate(&c, &d), QS_EINVAL);
+    ASSERT_TRUE(strstr(d.msg, "eval_data_dir: required when eval_every > 0") == d.msg);
+    snprintf(c.eval_data_dir, sizeof c.eval_data_dir, "b");
     ASSERT_EQ_INT(runcfg_validate(&c, &d), QS_EINVAL);
     ASSERT_TRUE(strstr(d.msg, "eval_kl_reference") && strstr(d.msg, "eval_val_batches"));
     ASSERT_EQ_INT(runcfg_set(&c, "eval_kl_reference=maybe", &d), QS_EINVAL);

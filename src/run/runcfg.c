@@ -57,13 +57,13 @@ static const runcfg_row runcfg_rows[] = {
     {{"log_every", RUNCFG_INT, "1", "[1, 1e9]", "Steps between quant.jsonl.zst records (the detector runs every step)."}, RC_NUM(log_every), 1, 1e9},
     {{"eval_every", RUNCFG_INT, "0", "[0, 1e9]", "In-loop evaluation every N steps (plus the baseline before step 0); 0 = off."}, RC_NUM(eval_every), 0, 1e9},
     {{"eval_tasks", RUNCFG_LIST, "arc_easy", "task names", "Tasks of the in-loop evaluation (tasks/<name>.json: mmlu, hellaswag, arc_easy, arc_challenge); empty (`[]`, `eval_tasks=`): val_loss / val_ppl (and the KL reference) only, which needs eval_val_batches > 0."}, RC_STR(eval_tasks), 0, 0},
-    {{"eval_data_dir", RUNCFG_STRING, "", "", "Benchmark data root for the in-loop evaluation (mmlu/, hellaswag/, arc/ below it; see ### eval)."}, RC_STR(eval_data_dir), 0, 0},
+    {{"eval_data_dir", RUNCFG_STRING, "", "", "Benchmark data root for the in-loop evaluation (mmlu/, hellaswag/, arc/ below it; see ### eval); required when `eval_every` > 0 and `eval_tasks` is not empty."}, RC_STR(eval_data_dir), 0, 0},
     {{"eval_tasks_dir", RUNCFG_STRING, "", "", "Directory of the task definitions; default: the tasks/ folder of the qatscope tree the binary lives in (as `qatscope eval`), whatever the current directory."}, RC_STR(eval_tasks_dir), 0, 0},
     {{"eval_subset", RUNCFG_INT, "200", "[0, 1e9]", "Documents per task, a fixed seeded subset (the same items at every evaluation); 0 = all."}, RC_NUM(eval_subset), 0, 1e9},
     {{"eval_val_batches", RUNCFG_INT, "8", "[0, 1e6]", "Held-out perplexity at each in-loop evaluation: val_loss / val_ppl over the first N batch_size x seq_len batches of train_data's `val` split (tokenize --val-fraction), the same batches every time; 0 = off."}, RC_NUM(eval_val_batches), 0, 1e6},
     {{"eval_kl_reference", RUNCFG_BOOL, "auto", "true|false|auto", "At each in-loop evaluation, also KL(step-0 weights in bf16 || model as trained) and top-1 agreement on the eval_val_batches batches (val_kl_ref, val_top1_ref); keeps a bf16 copy of the base model; auto = on when qat is."}, RC_NUM(eval_kl_reference), 0, 1},
     {{"plot_every", RUNCFG_INT, "0", "[0, 1e9]", "Write RUN_DIR/heatmap.png (clip rate) and RUN_DIR/curves.png every N steps and at the end (atomic replace); 0 = off."}, RC_NUM(plot_every), 0, 1e9},
-    {{"stop_on_forgetting", RUNCFG_BOOL, "false", "true|false", "Stop the run (checkpoint, event `stop`/`forgetting`, exit 1) on a forgetting alarm."}, RC_NUM(stop_on_forgetting), 0, 1},
+    {{"stop_on_forgetting", RUNCFG_BOOL, "false", "true|false", "Stop the run (checkpoint, event `stop`/`forgetting`, exit 1) on a forgetting alarm; needs `eval_every` > 0 and `eval_tasks` (refused otherwise: it could never fire)."}, RC_NUM(stop_on_forgetting), 0, 1},
     {{"forgetting_drop_points", RUNCFG_DOUBLE, "2", "[0, 100]", "Forgetting alarm: accuracy drop vs the step-0 baseline above this many points ..."}, RC_NUM(forgetting_drop_points), 0, 100},
     {{"forgetting_alpha", RUNCFG_DOUBLE, "0.05", "(0, 1]", "... and McNemar p-value below this (paired on the same items)."}, RC_NUM(forgetting_alpha), 1e-12, 1},
     {{"spike_rate", RUNCFG_DOUBLE, "0", "[0, 1]", "Spike injector (opt-in; include/qs/spike.h): probability per step and planned Linear that one seeded token row of its input is multiplied by spike_scale as the quantizer sees it (an outlier the delayed scale may not predict); each spike is an events.jsonl record. 0 = off."}, RC_NUM(spike_rate), 0, 1},
@@ -302,6 +302,14 @@ int runcfg_validate(const runcfg *c, qs_diag *d)
                         "and ste=pass (the masked STE would not see them)");
     if (c->qat && !c->quant_modules[0])
         return diag_set(d, QS_EINVAL, NULL, -1, "quant_modules: empty while qat is true");
+    if (c->eval_every > 0 && c->eval_tasks[0] && !c->eval_data_dir[0])
+        return diag_set(d, QS_EINVAL, NULL, -1, "eval_data_dir: required when eval_every > 0 and "
+                        "eval_tasks is not empty (the benchmark data root: arc/, hellaswag/, mmlu/ "
+                        "below it), or set eval_tasks=[] for the val loss only");
+    if (c->stop_on_forgetting && (c->eval_every == 0 || !c->eval_tasks[0]))
+        return diag_set(d, QS_EINVAL, NULL, -1, "stop_on_forgetting: true needs eval_every > 0 "
+                        "and eval_tasks (the forgetting alarm watches the in-loop benchmark "
+                        "accuracy): it could never fire");
     if (c->eval_kl_reference == 1 && c->eval_every > 0 && c->eval_val_batches == 0)
         return diag_set(d, QS_EINVAL, NULL, -1, "eval_kl_reference: true needs eval_val_batches "
                         "> 0 (the KL is measured on the val batches)");
