@@ -277,22 +277,32 @@ static int find_harness_file(const char *dir, const char *results_name, const ch
     return fileio_join(out, out_bytes, dir, best) == 0;
 }
 
+/* The directory of a results file, and its qatscope samples log when it has one
+ * (samples.jsonl.zst, else samples.jsonl): 1 with its path, else 0. */
+static int own_log(const char *results_path, char *dir, size_t dir_bytes, char *path,
+                   size_t path_bytes)
+{
+    const char *name = base_name(results_path);
+    snprintf(dir, dir_bytes, "%.*s", (int)(name - results_path), results_path);
+    if (!dir[0])
+        snprintf(dir, dir_bytes, ".");
+    static const char *const own[] = {"samples.jsonl.zst", "samples.jsonl"};
+    for (int i = 0; i < 2; i++)
+        if (fileio_join(path, path_bytes, dir, own[i]) == 0 && fileio_exists(path))
+            return 1;
+    return 0;
+}
+
 int itemlog_discover(itemlog *il, const char *results_path, const char *const *tasks,
                      int n_tasks, int *found, qs_diag *d)
 {
     char dir[1024], path[2048];
     const char *name = base_name(results_path);
-    snprintf(dir, sizeof dir, "%.*s", (int)(name - results_path), results_path);
-    if (!dir[0])
-        snprintf(dir, sizeof dir, ".");
     *found = 0;
-    static const char *const own[] = {"samples.jsonl.zst", "samples.jsonl"};
-    for (int i = 0; i < 2; i++) {
-        if (fileio_join(path, sizeof path, dir, own[i]) == 0 && fileio_exists(path)) {
-            int rc = itemlog_load_qatscope(il, path, d);
-            *found = rc ? 0 : 1;
-            return rc;
-        }
+    if (own_log(results_path, dir, sizeof dir, path, sizeof path)) {
+        int rc = itemlog_load_qatscope(il, path, d);
+        *found = rc ? 0 : 1;
+        return rc;
     }
     for (int t = 0; t < n_tasks; t++) {
         if (!find_harness_file(dir, name, tasks[t], path, sizeof path))
@@ -320,14 +330,8 @@ int itemlog_discover_each(const char *results_path, int (*fn)(const char *path, 
                           void *ctx)
 {
     char dir[1024], path[2048];
-    const char *name = base_name(results_path);
-    snprintf(dir, sizeof dir, "%.*s", (int)(name - results_path), results_path);
-    if (!dir[0])
-        snprintf(dir, sizeof dir, ".");
-    static const char *const own[] = {"samples.jsonl.zst", "samples.jsonl"};
-    for (int i = 0; i < 2; i++)
-        if (fileio_join(path, sizeof path, dir, own[i]) == 0 && fileio_exists(path))
-            return fn(path, ctx);
+    if (own_log(results_path, dir, sizeof dir, path, sizeof path))
+        return fn(path, ctx);
     DIR *dp = opendir(dir);
     if (!dp)
         return 0;
