@@ -89,8 +89,22 @@ TEST(cli_eval, unusable_output_paths_fail_up_front_and_write_nothing)
 
     snprintf(args, sizeof args, EVAL_ARGS " --output %s --log-samples %s", res, res);
     ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
-    ASSERT_TRUE(strstr(cli_err, "is also the --output file") != NULL);
+    ASSERT_TRUE(strstr(cli_err, "is the --output file") != NULL);
     ASSERT_TRUE(!fileio_exists(res));
+    /* the same file under another spelling, or through a link, before any scoring */
+    char alias[800], link[800];
+    snprintf(alias, sizeof alias, "%s/../ev_bad/results.json", dir);
+    snprintf(args, sizeof args, EVAL_ARGS " --output %s --log-samples %s", res, alias);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "/../ev_bad/results.json' is the --output file '") != NULL);
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    unlink(link);
+    ASSERT_EQ_INT(symlink("results.json", link), 0);
+    snprintf(args, sizeof args, EVAL_ARGS " --output %s --log-samples %s", res, link);
+    ASSERT_EQ_INT(test_run_cli(args, cli_out, sizeof cli_out, cli_err, sizeof cli_err), 2);
+    ASSERT_TRUE(strstr(cli_err, "link.json' is the --output file '") != NULL);
+    ASSERT_TRUE(!fileio_exists(res));
+    unlink(link);
 
     if (geteuid() != 0) {   /* root writes into a 0555 directory anyway */
         char ro[700];

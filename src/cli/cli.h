@@ -9,6 +9,7 @@
 #define QS_CLI_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "qs/err.h"
 
@@ -116,6 +117,9 @@ typedef struct cli_outputs {
         char tmp[CLI_PATH_MAX + 64];
         char real[CLI_PATH_MAX];     /* the target of a symbolic link */
         int direct;                  /* a device, FIFO or socket: written in place */
+        dev_t dir_dev;               /* the final name's directory and base name: */
+        ino_t dir_ino;               /* two outputs naming one file are refused */
+        const char *base;
     } f[CLI_OUTPUTS_MAX];
 } cli_outputs;
 int cli_outputs_add(cli_outputs *o, const char *flag, const char *path);

@@ -323,8 +323,6 @@ int cmd_eval(int argc, char **argv)
         cli_install_path("tasks", tasks_dir, sizeof tasks_dir);
     /* the outputs are checked (and their directories made) before hours of scoring */
     cli_outputs outs = {0};
-    if (a.samples && !strcmp(a.samples, a.output))
-        return cli_error("--log-samples: '%s' is also the --output file", a.samples);
     if (a.samples && (rc = cli_output_not_input("--log-samples", a.samples, "--output", a.output)))
         return rc;
     /* never one of the inputs: the model's files, the task data, the task definitions */

@@ -19,6 +19,7 @@
 
 int cli_outputs_add(cli_outputs *o, const char *flag, const char *path)
 {
+    const char *given = path;
     if (o->n == CLI_OUTPUTS_MAX)
         return cli_error("%s: at most %d outputs", flag, CLI_OUTPUTS_MAX);
     if (!*path)
@@ -59,6 +60,20 @@ int cli_outputs_add(cli_outputs *o, const char *flag, const char *path)
         diag_format(&d, msg, sizeof msg);
         return cli_error("%s: cannot create the directory of '%s': %s", flag, path, msg);
     }
+    /* one file under two spellings ("a/r.json", "a/../a/r.json", a link to it):
+     * both would be written and one rename would find its temp gone */
+    struct stat dst;
+    if (stat(dir, &dst) == 0) {
+        for (int i = 0; i < o->n; i++)
+            if (!o->f[i].direct && o->f[i].dir_dev == dst.st_dev &&
+                o->f[i].dir_ino == dst.st_ino && !strcmp(o->f[i].base, base))
+                return cli_error("%s: '%s' is the %s file '%s'; expected another name (one "
+                                 "would overwrite the other)", flag, given, o->f[i].flag,
+                                 o->f[i].path);
+        o->f[o->n].dir_dev = dst.st_dev;
+        o->f[o->n].dir_ino = dst.st_ino;
+    }
+    o->f[o->n].base = base;
     char *tmp = o->f[o->n].tmp;
     int w = snprintf(tmp, sizeof o->f[0].tmp, "%s/.tmp.%ld.%s", dir, (long)getpid(), base);
     if (w < 0 || (size_t)w >= sizeof o->f[0].tmp)
