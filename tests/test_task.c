@@ -90,6 +90,20 @@ TEST(task, bad_definition_names_key_and_file)
         {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"eval_split\":\"test\",\"doc_to_text\":"
          "\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"acc\"],\"subjects\":"
          "[\"anatomy\"],\"data\":{\"eval\":[\"a\"]}}", "\"subjects\" is required by (and only by) mmlu_csv"},
+        /* the hellaswag hook on another loader was ignored, yet reported as process_docs */
+        {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"hook\":\"hellaswag_preprocess\","
+         "\"eval_split\":\"test\",\"doc_to_text\":\"{question}\",\"doc_to_choice\":\"{choices}\","
+         "\"metrics\":[\"acc\"],\"data\":{\"eval\":[\"a\"]}}",
+         "$.hook: hellaswag_preprocess works on the hellaswag loader's fields, found loader \"arc\""},
+        {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"eval_split\":\"test\",\"doc_to_text\":"
+         "\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"acc\"],\"data\":{\"eval\":"
+         "[\"a\"],\"validation\":[\"x\"]}}", "$.data.validation: unknown key"},
+        {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"eval_split\":\"test\",\"doc_to_text\":"
+         "\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"acc_norm\"],\"data\":"
+         "{\"eval\":[\"a\"]}}", "$.metrics: expected [\"acc\"] or [\"acc\", \"acc_norm\"] (acc is"},
+        {"{\"task\":\"x\",\"version\":1,\"loader\":\"arc\",\"eval_split\":\"test\",\"doc_to_text\":"
+         "\"{question}\",\"doc_to_choice\":\"{choices}\",\"metrics\":[\"acc\",\"acc\"],\"data\":"
+         "{\"eval\":[\"a\"]}}", "$.metrics[1]: \"acc\" listed twice"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ASSERT_EQ_INT(write_file(path, cases[i].json), 0);

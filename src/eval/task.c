@@ -207,6 +207,11 @@ static int task_def_parse(task_def *def, const qs_json_at *r, qs_diag *d)
                           "the only named hook is hellaswag_preprocess, found \"%s\"", hook);
         goto out;
     }
+    if (def->hook == TASK_HOOK_HELLASWAG && def->loader != TASK_LOADER_HELLASWAG) {
+        rc = qs_json_fail(r, "hook", QS_EFORMAT, d, "hellaswag_preprocess works on the hellaswag "
+                          "loader's fields, found loader \"%s\" (it would be ignored)", loader);
+        goto out;
+    }
     if (task_lookup(sampler, samplers, sampler_v, &def->sampler)) {
         rc = qs_json_fail(r, "fewshot_sampler", QS_EFORMAT, d,
                           "expected first_n or random, found \"%s\"", sampler);
@@ -217,6 +222,12 @@ static int task_def_parse(task_def *def, const qs_json_at *r, qs_diag *d)
         (rc = task_str_list(&data, "eval", def->eval_paths, TASK_MAX_PATHS, &def->n_eval_paths,
                             d)))
         goto out;
+    json_object_foreach((json_t *)data.v, key, val)
+        if (strcmp(key, "eval") && strcmp(key, "fewshot")) {
+            rc = qs_json_fail(&data, key, QS_EFORMAT, d, "unknown key (expected \"eval\" and "
+                              "\"fewshot\")");
+            goto out;
+        }
     if (qs_json_key(&data, "fewshot").v &&
         (rc = task_str_list(&data, "fewshot", def->fewshot_paths, TASK_MAX_PATHS,
                             &def->n_fewshot_paths, d)))
@@ -243,14 +254,22 @@ static int task_def_parse(task_def *def, const qs_json_at *r, qs_diag *d)
         rc = qs_json_fail(r, "metrics", QS_EFORMAT, d, "expected [\"acc\"] or [\"acc\", \"acc_norm\"]");
         goto out;
     }
+    int has_acc = 0;
     for (size_t i = 0; i < n_metrics && !rc; i++) {
         qs_json_at e = qs_json_item(&metrics, i);
         const char *m = "";
         if (!(rc = qs_json_str(&e, NULL, &m, d)) && strcmp(m, "acc") && strcmp(m, "acc_norm"))
             rc = qs_json_fail(&e, NULL, QS_EFORMAT, d,
                               "expected \"acc\" or \"acc_norm\", found \"%s\"", m);
+        else if (!rc && (!strcmp(m, "acc") ? has_acc : def->metric_acc_norm))
+            rc = qs_json_fail(&e, NULL, QS_EFORMAT, d, "\"%s\" listed twice", m);
+        has_acc |= !strcmp(m, "acc");
         def->metric_acc_norm |= !strcmp(m, "acc_norm");
     }
+    if (!rc && !has_acc)   /* acc is always reported: a list without it would not say so */
+        rc = qs_json_fail(r, "metrics", QS_EFORMAT, d,
+                          "expected [\"acc\"] or [\"acc\", \"acc_norm\"] (acc is always "
+                          "reported), found no \"acc\"");
     if (rc)
         goto out;
     if ((rc = prompt_template_check(def->description, path, d)) ||
