@@ -134,3 +134,28 @@ TEST(cli_consistency, numbers_and_id_lists_as_typed)
                                "--temperature 0", cli_out, sizeof cli_out, cli_err, sizeof cli_err), 0);
     ASSERT_TRUE(strstr(cli_err, "3 new tokens") != NULL);
 }
+
+/* List flags have no empty items, and exclusive flags are not both taken (the
+ * last one used to win): one error line each, before anything is loaded. */
+TEST(cli_consistency, eval_task_lists_and_exclusive_flags)
+{
+    if (!getenv("QS_BIN"))
+        SKIP("QS_BIN not set");
+    static const char *const bad[][2] = {
+        {"eval --model no_model --tasks arc_easy, --data-dir tests/data/tasks/data --output x.json",
+         "--tasks: expected a comma-separated list of task names, got 'arc_easy,' (an empty item)"},
+        {"eval --model no_model --tasks ,arc_easy --data-dir tests/data/tasks/data --output x.json",
+         "(an empty item)"},
+        {"eval --model no_model --tasks arc_easy,,mmlu --data-dir tests/data/tasks/data --output x.json",
+         "(an empty item)"},
+        {"eval --model no_model --tasks arc_easy --bos --no-bos --data-dir tests/data/tasks/data "
+         "--output x.json", "--bos and --no-bos exclude each other"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = test_run_cli(bad[i][0], cli_out, sizeof cli_out, cli_err, sizeof cli_err);
+        if (rc != 2 || !strstr(cli_err, bad[i][1]))
+            fprintf(stderr, "    %s: exit %d, stderr '%s'\n", bad[i][0], rc, cli_err);
+        ASSERT_EQ_INT(rc, 2);
+        ASSERT_TRUE(strstr(cli_err, bad[i][1]) != NULL);
+    }
+}

@@ -228,7 +228,10 @@ static int eval_args_parse(int argc, char **argv, eval_args *a)
             return -1;
         }
         if (!strcmp(f, "--bos") || !strcmp(f, "--no-bos")) {
-            a->bos = !strcmp(f, "--bos") ? TOKENIZER_BOS_YES : TOKENIZER_BOS_NO;
+            int want = !strcmp(f, "--bos") ? TOKENIZER_BOS_YES : TOKENIZER_BOS_NO;
+            if (a->bos != TOKENIZER_BOS_DEFAULT && a->bos != want)
+                return cli_error("--bos and --no-bos exclude each other: give one");
+            a->bos = want;
             continue;
         }
 #define EVAL_STR(name, field)                                                   \
@@ -307,13 +310,16 @@ int cmd_eval(int argc, char **argv)
     char task_buf[512], *names[EVAL_MAX_TASKS];
     int n_tasks = 0;
     snprintf(task_buf, sizeof task_buf, "%s", a.tasks);
-    for (char *save = NULL, *t = strtok_r(task_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    for (char *t = task_buf, *comma; t; t = comma ? comma + 1 : NULL) {   /* no empty item */
+        if ((comma = strchr(t, ',')))
+            *comma = 0;
+        if (!*t)
+            return cli_error("--tasks: expected a comma-separated list of task names, got '%s' "
+                             "(an empty item)", a.tasks);
         if (n_tasks == EVAL_MAX_TASKS)
             return cli_error("--tasks: at most %d tasks", EVAL_MAX_TASKS);
         names[n_tasks++] = t;
     }
-    if (!n_tasks)
-        return cli_error("--tasks: expected a comma-separated list, got '%s'", a.tasks);
     if (!fileio_is_dir(a.data_dir))
         return cli_error("--data-dir: '%s' is not a directory", a.data_dir);
     char tasks_dir[1100];
