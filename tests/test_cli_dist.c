@@ -315,6 +315,30 @@ TEST(cli_dist, dying_rank_ends_the_job_and_the_checkpoint_resumes)
     ASSERT_TRUE(dist_same("killed", "unkilled", "ckpt/step_40/train_state.bin"));
 }
 
+/* SIGTERM on rank 1 alone stops every rank before the same step with a
+ * checkpoint; the job exits 143 and rank 0 names SIGTERM (every rank exited 2,
+ * and rank 0 said SIGINT, when it had not taken the signal itself). */
+TEST(cli_dist, a_signal_on_one_rank_is_every_ranks_exit_status)
+{
+    DIST_NEED_BIN(bin);
+    char killer[700], cmd[3000];
+    snprintf(killer, sizeof killer, "%s/term_rank1.sh", test_tmp_dir());
+    const char *sh = "#!/bin/sh\n"
+                     "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then\n"
+                     "  ( while [ ! -e \"$KILL_AT\" ]; do sleep 0.02; done; kill -TERM $$ ) &\n"
+                     "fi\nexec \"$@\"\n";
+    ASSERT_OK(fileio_write_atomic(killer, sh, strlen(sh), NULL), NULL);
+    snprintf(cmd, sizeof cmd, "chmod +x %s", killer);
+    ASSERT_EQ_INT(system(cmd), 0);
+    const char *cfg = dist_config(bin, "termed", ",\"steps\":4000,\"ckpt_every\":4");
+    ASSERT_TRUE(cfg != NULL);
+    snprintf(cmd, sizeof cmd, "KILL_AT=%s/termed/ckpt/step_4 " DIST_MPIRUN " -x KILL_AT -np 2 %s %s "
+             "train --config %s --quiet", test_tmp_dir(), killer, bin, cfg);
+    ASSERT_SH(dist_sh(cmd), 143);
+    ASSERT_TRUE(strstr(dist_err, "qatscope: train: SIGTERM: stopped after ") != NULL);
+    ASSERT_TRUE(strstr(dist_err, "SIGINT") == NULL);
+}
+
 /* Two "nodes": each rank runs in its own directory, where the same relative
  * paths may hold different files. */
 static int dist_two_dirs(const char *bin_a, const char *bin_b, const char *args)

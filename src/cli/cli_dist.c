@@ -67,10 +67,14 @@ int cli_dist_begin(int *argc, char ***argv)
     return 0;
 }
 
-/* exit status -> a status code for the agreement and back */
+/* exit status -> a status code for the agreement and back; 128 + a signal (an
+ * interrupted train: 130, 143) is a request, which every rank then exits with */
 static int cli_dist_code(int exit_status)
 {
-    return exit_status == CLI_EXIT_OK ? 0 : exit_status == CLI_EXIT_FAIL ? QS_ESTOP : QS_EINVAL;
+    return exit_status == CLI_EXIT_OK     ? 0
+           : exit_status == CLI_EXIT_FAIL ? QS_ESTOP
+           : exit_status > 128            ? exit_status
+                                          : QS_EINVAL;
 }
 
 int cli_dist_end(int exit_status)
@@ -81,11 +85,13 @@ int cli_dist_end(int exit_status)
     }
     if (!dist_failure_agreed()) {
         qs_diag d = {0};
-        if (exit_status)
+        if (exit_status && exit_status <= 128)
             diag_set(&d, cli_dist_code(exit_status), NULL, -1, "%s",
                      cli_dist_line[0] ? cli_dist_line : "failed (no message)");
         int rc = dist_agree(cli_dist_code(exit_status), 0, NULL, &d);
-        if (rc) {
+        if (rc > 0) {
+            exit_status = rc;   /* every rank stopped by the signal one of them took */
+        } else if (rc) {
             exit_status = rc == QS_ESTOP || rc == QS_ENAN ? CLI_EXIT_FAIL : CLI_EXIT_USAGE;
             char line[sizeof cli_dist_line];
             diag_format(&d, line, sizeof line);

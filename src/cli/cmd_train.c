@@ -329,18 +329,20 @@ int cmd_train(int argc, char **argv)
     train_progress_start(&pr, t, &mem);
     train_signals_set(train_on_signal);
 
-    int rc = 0;
+    int rc = 0, stop_sig = 0;
     const char *reason = "done";
     train_step_info info;
     while (!trainer_done(t)) {
-        /* an interrupt on any rank stops every rank before the same step */
-        int agreed = dist_agree(train_stop_signal ? 1 : 0, 0, NULL, &d);
+        /* an interrupt on any rank stops every rank before the same step; the
+         * agreed request is the signal (of the lowest rank that took one) */
+        int agreed = dist_agree(train_stop_signal, 0, NULL, &d);
         if (agreed < 0) {   /* another rank failed since the last step */
             rc = agreed;
             break;
         }
         if (agreed > 0) {
             reason = "interrupted";
+            stop_sig = agreed;
             break;
         }
         rc = trainer_step(t, &info, &d);
@@ -367,7 +369,7 @@ int cmd_train(int argc, char **argv)
     }
     train_progress_finish(&pr, run_dir, step, &mem);
     if (!strcmp(reason, "interrupted")) {   /* not a finished run: say so, and in the status */
-        int sig = train_stop_signal ? train_stop_signal : SIGINT;   /* or another rank's */
+        int sig = stop_sig == SIGTERM ? SIGTERM : SIGINT;   /* this rank's or another's */
         cli_error("train: %s: stopped after %ld steps with a checkpoint (ckpt/step_%ld); "
                   "continue with --resume %s", sig == SIGTERM ? "SIGTERM" : "SIGINT", step, step,
                   run_dir);
