@@ -281,6 +281,14 @@ TEST(cli_dist, resume_with_another_rank_count_continues_bit_exactly)
     ASSERT_SH(dist_sh(cmd), 0);
     ASSERT_TRUE(dist_same("straight_ga2", "halves2", "ckpt/step_6/model.safetensors"));
     ASSERT_TRUE(dist_same("straight_ga2", "halves2", "ckpt/step_6/train_state.bin"));
+    /* 3 micro-batches a step cannot be made by 2 ranks: say which launches can
+     * (it suggested --set grad_accum=0, which is refused) */
+    ASSERT_SH(dist_train(bin, 0, "thirds", ",\"grad_accum\":3", "--steps 4"), 0);
+    snprintf(cmd, sizeof cmd, DIST_MPIRUN " -np 2 %s train --resume %s/thirds --set steps=6 --quiet",
+             bin, test_tmp_dir());
+    ASSERT_SH(dist_sh(cmd), 2);
+    ASSERT_TRUE(strstr(dist_err, "must stay 3 (launch a number of ranks that divides 3)") != NULL);
+    ASSERT_TRUE(strstr(dist_err, "grad_accum=0") == NULL);
 }
 
 /* Rank 1 SIGKILLs itself once ckpt/step_4 exists: the job ends (no hang) with

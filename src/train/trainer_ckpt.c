@@ -333,12 +333,16 @@ int trainer_state_read(struct trainer *t, const char *path, qs_diag *d)
         goto out;
     long mb_now = t->cfg.grad_accum * t->n_ranks;
     if (mbs > 0 && mbs != mb_now) {
+        char how[96];   /* the setting that keeps it, or the rank counts that can */
+        if (mbs % t->n_ranks == 0)
+            snprintf(how, sizeof how, "with %d rank(s): --set grad_accum=%lld", t->n_ranks,
+                     mbs / t->n_ranks);
+        else
+            snprintf(how, sizeof how, "launch a number of ranks that divides %lld", mbs);
         rc = diag_set(d, QS_EINVAL, path, -1,
                       "the run's optimizer steps are %lld micro-batches, this launch makes %ld "
-                      "(%d rank(s) x grad_accum %ld); ranks x grad_accum must stay %lld "
-                      "(with %d rank(s): --set grad_accum=%lld)",
-                      mbs, mb_now, t->n_ranks, t->cfg.grad_accum, mbs, t->n_ranks,
-                      mbs % t->n_ranks ? 0LL : mbs / t->n_ranks);
+                      "(%d rank(s) x grad_accum %ld); ranks x grad_accum must stay %lld (%s)",
+                      mbs, mb_now, t->n_ranks, t->cfg.grad_accum, mbs, how);
         goto out;
     }
     if ((size_t)n_params != t->m.n_params) {
