@@ -406,6 +406,19 @@ TEST(cli_dist, mismatched_config_binary_or_shard_is_reported_once_by_rank_0)
     snprintf(cmd, sizeof cmd, "cp %s/train_000000.qst %s/nodeB/shards/", shards, test_tmp_dir());
     ASSERT_EQ_INT(system(cmd), 0);
     ASSERT_SH(dist_two_dirs(bin, bin, "train --config run.json --quiet"), 0);
+    /* rank 1's copy of the model is cut short: one line naming it, and rank 0 has
+     * made no run directory (it had written config.json and two empty logs, which
+     * a retry then refused as an earlier run) */
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf nodeA/model nodeB/model && cp -r %s/data/demo/model "
+             "nodeA/model && cp -r nodeA/model nodeB/model && truncate -s 50000 "
+             "nodeB/model/model.safetensors && sed -i 's#\"model\":\"[^\"]*\"#\"model\":\"model\"#; "
+             "s#nodeA/out#nodeA/out_bad#' nodeA/run.json nodeB/run.json",
+             test_tmp_dir(), getcwd(out, sizeof out) ? out : ".");
+    ASSERT_EQ_INT(system(cmd), 0);
+    ASSERT_SH(dist_two_dirs(bin, bin, "train --config run.json --quiet"), 2);
+    ASSERT_TRUE(strstr(dist_err, "qatscope: rank 1: model/model.safetensors: ") == dist_err);
+    snprintf(out, sizeof out, "%s/nodeA/out_bad", test_tmp_dir());
+    ASSERT_TRUE(!fileio_exists(out));
 }
 
 TEST(cli_dist, sharded_eval_writes_the_one_process_files)

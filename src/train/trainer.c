@@ -269,6 +269,11 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
         goto fail;
     if (opt->eval)   /* before the restore: it hands the hook its saved state */
         t->eval = *opt->eval;
+    /* every rank loaded its model and data before rank 0 writes anything: a rank
+     * that failed (a bad copy of the model on its node) leaves no run directory
+     * behind that a retry would then refuse as an earlier run */
+    if (t->n_ranks > 1 && (rc = dist_agree(0, 0, NULL, d)))
+        goto fail;
     /* a resume reads and checks everything (state, logs, the KL base) before it
      * cuts a log: a refused resume leaves the run untouched */
     if (opt->resume_dir)
@@ -285,6 +290,8 @@ int trainer_create(trainer **out, const runcfg *cfg, train_data *data,
     if (t->eval.begin && t->rank == 0 &&   /* the evaluating rank */
         (rc = t->eval.begin(t->eval.self, t->run_dir, opt->resume_dir != NULL, d)))
         goto fail;
+    if (opt->resume_dir && t->n_ranks > 1 && (rc = dist_agree(0, 0, NULL, d)))
+        goto fail;   /* every rank restored before rank 0 cuts the logs */
     if ((rc = trainer_open_logs(t, opt->resume_dir != NULL, d)))
         goto fail;
     t->t_start = trainer_now_s();
