@@ -406,9 +406,9 @@ TEST(cli_dist, mismatched_config_binary_or_shard_is_reported_once_by_rank_0)
     snprintf(cmd, sizeof cmd, "cp %s/train_000000.qst %s/nodeB/shards/", shards, test_tmp_dir());
     ASSERT_EQ_INT(system(cmd), 0);
     ASSERT_SH(dist_two_dirs(bin, bin, "train --config run.json --quiet"), 0);
-    /* rank 1's copy of the model is cut short: one line naming it, and rank 0 has
-     * made no run directory (it had written config.json and two empty logs, which
-     * a retry then refused as an earlier run) */
+    /* rank 1's copy of the model is cut short: one line, and rank 0 has made no
+     * run directory (it had written config.json and two empty logs, which a retry
+     * then refused as an earlier run) */
     snprintf(cmd, sizeof cmd, "cd %s && rm -rf nodeA/model nodeB/model && cp -r %s/data/demo/model "
              "nodeA/model && cp -r nodeA/model nodeB/model && truncate -s 50000 "
              "nodeB/model/model.safetensors && sed -i 's#\"model\":\"[^\"]*\"#\"model\":\"model\"#; "
@@ -416,9 +416,68 @@ TEST(cli_dist, mismatched_config_binary_or_shard_is_reported_once_by_rank_0)
              test_tmp_dir(), getcwd(out, sizeof out) ? out : ".");
     ASSERT_EQ_INT(system(cmd), 0);
     ASSERT_SH(dist_two_dirs(bin, bin, "train --config run.json --quiet"), 2);
-    ASSERT_TRUE(strstr(dist_err, "qatscope: rank 1: model/model.safetensors: ") == dist_err);
+    ASSERT_TRUE(strstr(dist_err, "qatscope: rank 1: the copy of the model model differs") == dist_err);
     snprintf(out, sizeof out, "%s/nodeA/out_bad", test_tmp_dir());
     ASSERT_TRUE(!fileio_exists(out));
+}
+
+/* Each rank on its own "node" with its own copy of the model and the task data:
+ * copies that differ (another checkpoint of the same shape, a reordered data
+ * file) are refused by rank 0 in one line before any scoring or training (they
+ * were scored and trained on silently: the odd documents got the other model's
+ * log-likelihoods, or other documents under the same ids). */
+TEST(cli_dist, ranks_with_other_model_or_data_copies_are_refused)
+{
+    DIST_NEED_BIN(bin);
+    const char *shards = dist_shards(bin);
+    ASSERT_TRUE(shards != NULL);
+    char cmd[4000], cwd[512];
+    ASSERT_TRUE(getcwd(cwd, sizeof cwd) != NULL);
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf nodeA nodeB && mkdir -p nodeA nodeB && "
+             "cp -r %s/data/demo/model nodeA/model && cp -r %s/tests/data/tasks/data nodeA/data && "
+             "cp -r nodeA/data nodeB/data && cp -r %s nodeA/shards && cp -r %s nodeB/shards && "
+             "%s init --config nodeA/model/config.json --tokenizer-dir nodeA/model --out nodeB/model "
+             "--seed 7 > /dev/null", test_tmp_dir(), cwd, cwd, shards, shards, bin);
+    ASSERT_EQ_INT(system(cmd), 0);
+    const char *ev = "eval --model model --tasks arc_easy --data-dir data --limit 6 --threads 1 "
+                     "--tasks-dir %s/tasks --output out.json";
+    char args[1200];
+    snprintf(args, sizeof args, ev, cwd);
+    ASSERT_SH(dist_two_dirs(bin, bin, args), 2);
+    if (strstr(dist_err, "qatscope: rank 1: the copy of the model model differs from rank 0's") != dist_err)
+        fprintf(stderr, "    stderr: %s", dist_err);
+    ASSERT_TRUE(strstr(dist_err, "qatscope: rank 1: the copy of the model model differs from rank 0's") ==
+                dist_err);
+    ASSERT_TRUE(strchr(dist_err, '\n') == dist_err + strlen(dist_err) - 1);
+    /* the same model, but rank 1's ARC file in another order */
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf nodeB/model && cp -r nodeA/model nodeB/model && "
+             "tac nodeA/data/arc/hf_layout/ARC-Easy-test.jsonl > nodeB/data/arc/hf_layout/"
+             "ARC-Easy-test.jsonl", test_tmp_dir());
+    ASSERT_EQ_INT(system(cmd), 0);
+    ASSERT_SH(dist_two_dirs(bin, bin, args), 2);
+    ASSERT_TRUE(strstr(dist_err, "qatscope: rank 1: the task data under --data-dir differs") == dist_err);
+    snprintf(cmd, sizeof cmd, "cp %s/nodeA/data/arc/hf_layout/ARC-Easy-test.jsonl "
+             "%s/nodeB/data/arc/hf_layout/", test_tmp_dir(), test_tmp_dir());
+    ASSERT_EQ_INT(system(cmd), 0);
+    ASSERT_SH(dist_two_dirs(bin, bin, args), 0);
+    /* train: another checkpoint on rank 1's node, no run directory made */
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf nodeB/model && %s init --config nodeA/model/config.json "
+             "--tokenizer-dir nodeA/model --out nodeB/model --seed 7 > /dev/null", test_tmp_dir(), bin);
+    ASSERT_EQ_INT(system(cmd), 0);
+    for (int k = 0; k < 2; k++) {
+        char path[900];
+        snprintf(path, sizeof path, "%s/node%c/run.json", test_tmp_dir(), "AB"[k]);
+        char js[1200];
+        int n = snprintf(js, sizeof js, "{\"model\":\"model\",\"train_data\":\"shards\",\"out_dir\":"
+                         "\"%s/nodeA/out_m\",\"batch_size\":2,\"seq_len\":16,\"steps\":2,"
+                         "\"bf16_warmup_steps\":1}", test_tmp_dir());
+        ASSERT_OK(fileio_write_atomic(path, js, (size_t)n, NULL), NULL);
+    }
+    ASSERT_SH(dist_two_dirs(bin, bin, "train --config run.json --quiet"), 2);
+    ASSERT_TRUE(strstr(dist_err, "qatscope: rank 1: the copy of the model model differs from rank 0's") ==
+                dist_err);
+    snprintf(cmd, sizeof cmd, "%s/nodeA/out_m", test_tmp_dir());
+    ASSERT_TRUE(!fileio_exists(cmd));
 }
 
 TEST(cli_dist, sharded_eval_writes_the_one_process_files)

@@ -1,10 +1,19 @@
 /* cli_model.c: models for inference in a user precision (see cli_model.h). */
 #include "cli_model.h"
 
+#include <dirent.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "cli.h"
+#include "qs/digest.h"
+#include "qs/dist.h"
+#include "qs/fileio.h"
 #include "qs/matmul.h"
+#include "qs/mem.h"
 
 int cli_precision_parse(const char *name, const char *what, int *matmul, int *hif8, qs_diag *d)
 {
@@ -63,4 +72,69 @@ void cli_model_close(cli_model *cm)
     evalquant_destroy(cm->eq);
     model_free(&cm->m);
     memset(cm, 0, sizeof *cm);
+}
+
+static int cli_name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int cli_model_files(const char *dir, char **names, int *n, qs_diag *d)
+{
+    *n = 0;
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return diag_set(d, QS_ENOTFOUND, dir, -1, "cannot open model directory");
+    int rc = 0;
+    for (struct dirent *e; !rc && (e = readdir(dp)) && *n < CLI_MODEL_FILES_MAX;) {
+        size_t l = strlen(e->d_name);
+        if (!strcmp(e->d_name, "config.json") ||
+            (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")))
+            rc = (names[(*n)++] = qs_strdup(e->d_name)) ? 0 : QS_ENOMEM;
+    }
+    closedir(dp);
+    if (rc) {
+        for (int i = 0; i < *n; i++)
+            qs_free(names[i]);
+        *n = 0;
+        return diag_set(d, rc, dir, -1, "out of memory");
+    }
+    qsort(names, (size_t)*n, sizeof *names, cli_name_cmp);
+    return 0;
+}
+
+int cli_dist_same_model(const char *dir, qs_diag *d)
+{
+    if (dist_size() == 1)
+        return 0;
+    char *names[CLI_MODEL_FILES_MAX];
+    int n, rc = cli_model_files(dir, names, &n, d);
+    digest_sha256 s;
+    digest_sha256_init(&s);
+    static unsigned char block[4096];
+    for (int i = 0; !rc && i < n; i++) {
+        char path[1500];
+        FILE *f = NULL;
+        if (fileio_join(path, sizeof path, dir, names[i]) || !(f = fopen(path, "rb"))) {
+            rc = diag_set(d, QS_EIO, dir, -1, "cannot read %s", names[i]);
+            break;
+        }
+        struct stat st;
+        uint64_t size = fstat(fileno(f), &st) == 0 ? (uint64_t)st.st_size : 0;
+        digest_sha256_update(&s, names[i], strlen(names[i]) + 1);
+        digest_sha256_update(&s, &size, sizeof size);
+        for (int k = 0; k < 64 && size; k++) {   /* blocks spread over the whole file */
+            uint64_t at = size > sizeof block ? (size - sizeof block) / 63 * (uint64_t)k : 0;
+            size_t got = fseeko(f, (off_t)at, SEEK_SET) ? 0 : fread(block, 1, sizeof block, f);
+            digest_sha256_update(&s, block, got);
+        }
+        fclose(f);
+    }
+    for (int i = 0; i < n; i++)
+        qs_free(names[i]);
+    char hex[65];
+    digest_sha256_final(&s, hex);
+    char what[1200];
+    snprintf(what, sizeof what, "the copy of the model %s", dir);
+    return dist_agree(rc, rc ? 0 : cli_hash64(hex, 64), what, d);
 }

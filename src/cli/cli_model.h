@@ -34,4 +34,15 @@ void cli_model_close(cli_model *cm);   /* safe on a zeroed cli_model */
  * naming dir, the checkpoint whose tokenizer and config disagree. */
 int cli_tokenizer_fits(const tokenizer *tok, const llama_config *c, const char *dir, qs_diag *d);
 
+/* The files that make a model's identity: config.json and every *.safetensors
+ * of dir, in name order (at most CLI_MODEL_FILES_MAX), as names to qs_free. */
+#define CLI_MODEL_FILES_MAX 256
+int cli_model_files(const char *dir, char **names, int *n, qs_diag *d);
+
+/* Under mpirun: every rank's model files are the same (sizes and 64 sampled 4 KiB
+ * blocks of each, so a node with another copy of the checkpoint is told apart
+ * without reading it all); QS_EINVAL "rank K: the copy of the model DIR differs
+ * from rank 0's" on every rank otherwise.  One process: 0 at once. */
+int cli_dist_same_model(const char *dir, qs_diag *d);
+
 #endif

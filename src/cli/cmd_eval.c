@@ -23,7 +23,6 @@
  * results.json is written: it runs while the items are tokenized on one
  * thread and then alongside the scoring.  Only the rank that writes hashes.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,16 +93,30 @@ static void eval_progress_cb(void *user, size_t done, size_t total)
     fflush(stderr);
 }
 
-static int eval_name_cmp(const void *a, const void *b)
+/* Under mpirun: every rank read the same task data (the files' SHA-256, which the
+ * session computed as it read them); a node with another copy of a data file
+ * would score other documents under the same ids. */
+static int eval_dist_same_data(const eval_session *s, int n_tasks, qs_diag *d)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    if (dist_size() == 1)
+        return 0;
+    digest_sha256 h;
+    digest_sha256_init(&h);
+    for (int t = 0; t < n_tasks; t++) {
+        const task_data *td = eval_session_task_data(s, t);
+        for (int f = 0; f < td->n_files; f++)
+            digest_sha256_update(&h, td->files[f].sha256, 64);
+    }
+    char hex[65];
+    digest_sha256_final(&h, hex);
+    return dist_agree(0, cli_hash64(hex, 64), "the task data under --data-dir", d);
 }
 
 /* The model hash: sha256 over "name sha256\n" of config.json and every
  * *.safetensors file, in name order.  _start lists the files and hashes them on
  * a background thread (digest_sha256_files_start); _finish combines. */
 typedef struct eval_hash {
-    char *names[256];
+    char *names[CLI_MODEL_FILES_MAX];
     int n;
     digest_files_job *job;
 } eval_hash;
@@ -111,22 +124,10 @@ typedef struct eval_hash {
 static int eval_model_hash_start(eval_hash *h, const char *dir, qs_diag *d)
 {
     memset(h, 0, sizeof *h);
-    DIR *dp = opendir(dir);
-    if (!dp)
-        return diag_set(d, QS_ENOTFOUND, dir, -1, "cannot open model directory");
-    struct dirent *e;
-    int rc = 0;
-    while (!rc && (e = readdir(dp)) && h->n < 256) {
-        size_t l = strlen(e->d_name);
-        if (!strcmp(e->d_name, "config.json") ||
-            (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")))
-            rc = (h->names[h->n++] = qs_strdup(e->d_name)) ? 0 : QS_ENOMEM;
-    }
-    closedir(dp);
+    int rc = cli_model_files(dir, h->names, &h->n, d);
     if (rc)
-        return diag_set(d, rc, dir, -1, "out of memory");
-    qsort(h->names, (size_t)h->n, sizeof *h->names, eval_name_cmp);
-    char *paths[256] = {NULL};
+        return rc;
+    char *paths[CLI_MODEL_FILES_MAX] = {NULL};
     for (int i = 0; i < h->n && !rc; i++) {
         char path[1500];
         if ((rc = fileio_join(path, sizeof path, dir, h->names[i])) ||
@@ -413,7 +414,9 @@ int cmd_eval(int argc, char **argv)
     double tasks_s = eval_seconds_since(&t0);
     struct timespec tl;
     clock_gettime(CLOCK_MONOTONIC, &tl);
-    if ((rc = model_load_packed(&m, a.model, a.matmul, &d)))
+    /* one job, one model and one data set: every rank's copies agree */
+    if ((rc = eval_dist_same_data(s, n_tasks, &d)) || (rc = cli_dist_same_model(a.model, &d)) ||
+        (rc = model_load_packed(&m, a.model, a.matmul, &d)))
         goto fail;
     /* the model files are hashed on a background thread from here on, while the
      * items are scored; results.json waits for it */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_model.h"
 #include "qs/dist.h"
 #include "qs/fileio.h"
 #include "qs/mem.h"
@@ -305,7 +306,8 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     trainer_memory_add_eval(&mem, cfg.eval_every > 0 ? &eval_hook : NULL);
-    if (train_same_data(&data, &d)) {   /* before rank 0 makes the run directory */
+    if (train_same_data(&data, &d) ||   /* before rank 0 makes the run directory */
+        (!a.resume && cli_dist_same_model(cfg.model, &d))) {
         exit_code = cli_diag_error(&d);
         goto done;
     }

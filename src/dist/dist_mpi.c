@@ -303,7 +303,7 @@ int dist_agree(int rc, uint64_t check, const char *what, qs_diag *d)
     dist_agreed_flag = 1;
     return diag_set(d, QS_EINVAL, NULL, -1,
                     "rank %d: %s differs from rank 0's (hash %016llx, rank 0 has %016llx); "
-                    "every rank must run the same binary on the same config",
+                    "every rank must run the same binary on the same config and input files",
                     (int)k, what ? what : "state", (unsigned long long)ck,
                     (unsigned long long)c0);
 }
