@@ -480,6 +480,36 @@ TEST(cli_dist, ranks_with_other_model_or_data_copies_are_refused)
     ASSERT_TRUE(!fileio_exists(cmd));
 }
 
+/* Under mpirun: --help is printed once (rank 0's), and a one-process command is
+ * refused in one line instead of leaving the job's train/eval ranks waiting for
+ * it forever. */
+TEST(cli_dist, help_once_and_one_process_commands_refused)
+{
+    DIST_NEED_BIN(bin);
+    char cmd[2000], out[800];
+    snprintf(out, sizeof out, "%s/dist_help.txt", test_tmp_dir());
+    snprintf(cmd, sizeof cmd, DIST_MPIRUN " -np 2 %s eval --help > %s", bin, out);
+    ASSERT_EQ_INT(system(cmd), 0);
+    char *text;
+    size_t n;
+    ASSERT_OK(fileio_read_all(out, &text, &n, NULL), NULL);
+    int copies = 0;
+    for (const char *p = text; (p = strstr(p, "usage: qatscope eval")); p++)
+        copies++;
+    qs_free(text);
+    ASSERT_EQ_INT(copies, 1);
+    snprintf(cmd, sizeof cmd, DIST_MPIRUN " -np 2 %s version", bin);
+    ASSERT_SH(dist_sh(cmd), 2);
+    ASSERT_TRUE(strstr(dist_err, "qatscope: version: a one-process command, run here as one of 2 "
+                                 "mpirun ranks") == dist_err);
+    ASSERT_TRUE(strchr(dist_err, '\n') == dist_err + strlen(dist_err) - 1);
+    snprintf(cmd, sizeof cmd, DIST_MPIRUN " -np 1 %s eval --model data/demo/model --tasks arc_easy "
+             "--data-dir tests/data/tasks/data --output %s/dist_mixed.json : -np 1 %s version",
+             bin, test_tmp_dir(), bin);
+    int st = dist_sh(cmd);
+    ASSERT_TRUE(st != 0 && st != 124);   /* 124: the timeout, i.e. the hang */
+}
+
 TEST(cli_dist, sharded_eval_writes_the_one_process_files)
 {
     DIST_NEED_BIN(bin);

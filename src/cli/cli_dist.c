@@ -50,6 +50,11 @@ int cli_dist_begin(int *argc, char ***argv)
     if (dist_size() == 1)
         return 0;
     cli_dist_on = 1;
+    for (int i = 1; i < *argc && dist_rank() != 0; i++)   /* help: one copy, rank 0's */
+        if (!strcmp((*argv)[i], "--help") || !strcmp((*argv)[i], "-h") ||
+            !strcmp((*argv)[i], "--help-config"))
+            if (!freopen("/dev/null", "w", stdout))
+                return cli_error("--help: cannot silence rank %d's copy", dist_rank());
     char hex[65] = "";
     uint64_t build = 0, cmdline = 0;
     int rc = digest_sha256_file("/proc/self/exe", hex, &d);

@@ -77,8 +77,19 @@ static int main_dispatch(int argc, char **argv)
             continue;
         /* train and eval run as one job under mpirun (cli_dist.c); the others
          * stay single-process programs */
-        if (strcmp(argv[1], "train") && strcmp(argv[1], "eval"))
+        if (strcmp(argv[1], "train") && strcmp(argv[1], "eval")) {
+            /* several ranks of a one-process command: the job's train/eval ranks
+             * would wait for this one in their collectives forever */
+            const char *ranks = getenv("OMPI_COMM_WORLD_SIZE"),
+                       *rank = getenv("OMPI_COMM_WORLD_RANK");
+            if (ranks && atoi(ranks) > 1 && rank && strcmp(rank, "0"))
+                return CLI_EXIT_USAGE;   /* one line, rank 0's */
+            if (ranks && atoi(ranks) > 1)
+                return cli_error("%s: a one-process command, run here as one of %s mpirun ranks "
+                                 "(only train and eval run as one job); run it without mpirun",
+                                 argv[1], ranks);
             return commands[i].fn(argc - 1, argv + 1);
+        }
         int rc = cli_dist_begin(&argc, &argv);
         if (!rc)
             rc = commands[i].fn(argc - 1, argv + 1);
