@@ -291,21 +291,32 @@ TEST(cli_dist, resume_with_another_rank_count_continues_bit_exactly)
     ASSERT_TRUE(strstr(dist_err, "grad_accum=0") == NULL);
 }
 
+/* A wrapper script (tmp/NAME) that runs its command, and on rank 1 sends it
+ * `kill SIG` once the file $KILL_AT exists; NULL when it cannot be written. */
+static const char *dist_rank1_signaller(const char *name, const char *sig)
+{
+    static char path[700];
+    char sh[400], cmd[800];
+    snprintf(path, sizeof path, "%s/%s", test_tmp_dir(), name);
+    int n = snprintf(sh, sizeof sh, "#!/bin/sh\n"
+                     "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then\n"
+                     "  ( while [ ! -e \"$KILL_AT\" ]; do sleep 0.02; done; kill %s $$ ) &\n"
+                     "fi\nexec \"$@\"\n", sig);
+    snprintf(cmd, sizeof cmd, "chmod +x %s", path);
+    if (fileio_write_atomic(path, sh, (size_t)n, NULL) || system(cmd) != 0)
+        return NULL;
+    return path;
+}
+
 /* Rank 1 SIGKILLs itself once ckpt/step_4 exists: the job ends (no hang) with
  * a non-zero status, the checkpoint is whole, and --resume on 2 ranks ends
  * where the uninterrupted run ends. */
 TEST(cli_dist, dying_rank_ends_the_job_and_the_checkpoint_resumes)
 {
     DIST_NEED_BIN(bin);
-    char killer[700], cmd[3000];
-    snprintf(killer, sizeof killer, "%s/kill_rank1.sh", test_tmp_dir());
-    const char *sh = "#!/bin/sh\n"
-                     "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then\n"
-                     "  ( while [ ! -e \"$KILL_AT\" ]; do sleep 0.02; done; kill -9 $$ ) &\n"
-                     "fi\nexec \"$@\"\n";
-    ASSERT_OK(fileio_write_atomic(killer, sh, strlen(sh), NULL), NULL);
-    snprintf(cmd, sizeof cmd, "chmod +x %s", killer);
-    ASSERT_EQ_INT(system(cmd), 0);
+    char cmd[3000];
+    const char *killer = dist_rank1_signaller("kill_rank1.sh", "-9");
+    ASSERT_TRUE(killer != NULL);
     const char *cfg = dist_config(bin, "killed", ",\"steps\":400,\"ckpt_every\":4");
     ASSERT_TRUE(cfg != NULL);
     snprintf(cmd, sizeof cmd, "KILL_AT=%s/killed/ckpt/step_4 " DIST_MPIRUN " -x KILL_AT -np 2 %s %s "
@@ -329,15 +340,9 @@ TEST(cli_dist, dying_rank_ends_the_job_and_the_checkpoint_resumes)
 TEST(cli_dist, a_signal_on_one_rank_is_every_ranks_exit_status)
 {
     DIST_NEED_BIN(bin);
-    char killer[700], cmd[3000];
-    snprintf(killer, sizeof killer, "%s/term_rank1.sh", test_tmp_dir());
-    const char *sh = "#!/bin/sh\n"
-                     "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then\n"
-                     "  ( while [ ! -e \"$KILL_AT\" ]; do sleep 0.02; done; kill -TERM $$ ) &\n"
-                     "fi\nexec \"$@\"\n";
-    ASSERT_OK(fileio_write_atomic(killer, sh, strlen(sh), NULL), NULL);
-    snprintf(cmd, sizeof cmd, "chmod +x %s", killer);
-    ASSERT_EQ_INT(system(cmd), 0);
+    char cmd[3000];
+    const char *killer = dist_rank1_signaller("term_rank1.sh", "-TERM");
+    ASSERT_TRUE(killer != NULL);
     const char *cfg = dist_config(bin, "termed", ",\"steps\":4000,\"ckpt_every\":4");
     ASSERT_TRUE(cfg != NULL);
     snprintf(cmd, sizeof cmd, "KILL_AT=%s/termed/ckpt/step_4 " DIST_MPIRUN " -x KILL_AT -np 2 %s %s "
