@@ -88,6 +88,11 @@ char *runcfg_to_json(const runcfg *c);
 int runcfg_kl_reference(const runcfg *c);
 
 int runcfg_key_count(void);
+/* The keys a resumed run may change (`train --resume --set`; a checkpoint's
+ * recorded config may differ from the run's in these and in the paths):
+ * 1 for such a key name, and their list as one line ("steps, ckpt_every, ..."). */
+int runcfg_key_resumable(const char *name);
+const char *runcfg_resumable_list(void);
 const runcfg_key *runcfg_key_at(int i);
 
 #endif

@@ -102,13 +102,10 @@ static void train_help_config(void)
 
 static int train_resume_key_ok(const char *assignment)
 {
-    static const char *const ok[] = {"steps=",         "ckpt_every=",    "stop_on_saturation=",
-                                     "stop_on_forgetting=", "max_memory_gb=", "plot_every=",
-                                     "zero=",          "grad_accum=",    "recompute="};
-    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
-        if (!strncmp(assignment, ok[i], strlen(ok[i])))
-            return 1;
-    return 0;
+    char key[64];
+    size_t n = strcspn(assignment, "=");
+    snprintf(key, sizeof key, "%.*s", (int)(n < sizeof key ? n : sizeof key - 1), assignment);
+    return runcfg_key_resumable(key);
 }
 
 static size_t train_mem_available(void)
@@ -252,11 +249,8 @@ int cmd_train(int argc, char **argv)
         for (int i = 0; i < a.n_sets; i++)
             if (!train_resume_key_ok(a.sets[i])) {
                 exit_code = cli_error("train: --resume: '%s' cannot change in a resumed run (it "
-                                      "would not continue the same run); allowed: steps, "
-                                      "ckpt_every, stop_on_saturation, stop_on_forgetting, "
-                                      "max_memory_gb, plot_every, zero, grad_accum, "
-                                      "recompute",
-                                      a.sets[i]);
+                                      "would not continue the same run); allowed: %s",
+                                      a.sets[i], runcfg_resumable_list());
                 goto done;
             }
     } else if (runcfg_load(&cfg, a.config, &d)) {

@@ -361,3 +361,25 @@ char *runcfg_to_json(const runcfg *c)
     json_decref(o);
     return out;
 }
+
+static const char *const runcfg_resumable[] = {
+    "steps", "ckpt_every", "stop_on_saturation", "stop_on_forgetting", "max_memory_gb",
+    "plot_every", "zero", "grad_accum", "recompute"};
+
+int runcfg_key_resumable(const char *name)
+{
+    for (size_t i = 0; i < sizeof runcfg_resumable / sizeof *runcfg_resumable; i++)
+        if (!strcmp(name, runcfg_resumable[i]))
+            return 1;
+    return 0;
+}
+
+const char *runcfg_resumable_list(void)
+{
+    static char list[256];
+    if (!list[0])
+        for (size_t i = 0, k = 0; i < sizeof runcfg_resumable / sizeof *runcfg_resumable; i++)
+            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "",
+                                  runcfg_resumable[i]);
+    return list;
+}

@@ -65,6 +65,11 @@ static int need_check(const char *path, log_need *k, int qlog, long ck, qs_diag 
     if (!k->seen)
         return diag_set(d, QS_ENOMEM, path, -1, "out of memory");
     int rc = need_scan(path, k, qlog, d);
+    if (rc && qlog && d) {   /* what was wrong with it, and what that means */
+        char why[QS_DIAG_MSG_MAX];
+        snprintf(why, sizeof why, "%s", d->msg);
+        snprintf(d->msg, sizeof d->msg, "cannot resume onto this quantizer log: %.400s", why);
+    }
     long miss = -1;
     for (long i = 0; !rc && i < (k->n - 1) / k->every + 1 && k->n > 0 && miss < 0; i++)
         if ((k->only < 0 || i * k->every == k->only) && !k->seen[i])
@@ -122,13 +127,7 @@ int trainer_resume_logs_check(const struct trainer *t, qs_diag *d)
     if ((rc = need_check(ev, &phase, 0, n, d)))
         return rc;
     log_need q = {"step", n, t->cfg.log_every, -1, NULL, 0, 0};
-    if (t->cfg.log_every > 0 && (rc = need_check(ql, &q, 1, n, d)) && d && d->msg[0] &&
-        !strstr(d->msg, "cannot resume")) {
-        char why[QS_DIAG_MSG_MAX];
-        snprintf(why, sizeof why, "%s", d->msg);
-        snprintf(d->msg, sizeof d->msg, "cannot resume onto this quantizer log: %.400s", why);
-    }
-    return rc;
+    return t->cfg.log_every > 0 ? need_check(ql, &q, 1, n, d) : 0;
 }
 
 int trainer_ckpt_config_write(const struct trainer *t, const char *dir, qs_diag *d)
@@ -148,14 +147,12 @@ int trainer_ckpt_config_write(const struct trainer *t, const char *dir, qs_diag 
  * data position and the KL record check what they hold). */
 static int config_key_free(const char *key)
 {
-    static const char *const free_keys[] = {
-        "steps", "ckpt_every", "stop_on_saturation", "stop_on_forgetting", "max_memory_gb",
-        "plot_every", "zero", "grad_accum", "recompute", "model", "train_data", "out_dir",
-        "run_name", "eval_data_dir", "eval_tasks_dir"};
-    for (size_t i = 0; i < sizeof free_keys / sizeof *free_keys; i++)
-        if (!strcmp(key, free_keys[i]))
+    static const char *const paths[] = {"model", "train_data", "out_dir", "run_name",
+                                        "eval_data_dir", "eval_tasks_dir"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+        if (!strcmp(key, paths[i]))
             return 1;
-    return 0;
+    return runcfg_key_resumable(key);
 }
 
 static void config_value_text(const json_t *v, char *buf, size_t n)
@@ -210,10 +207,9 @@ int trainer_resume_config_check(const runcfg *cfg, const char *cfg_path, const c
             config_value_text(v, b, sizeof b);
             rc = diag_set(d, QS_EINVAL, cfg_path, -1,
                           "%s: %s, but the checkpoint %s was made with %s (%s): a resume "
-                          "continues the same run; restore %s (only steps, ckpt_every, "
-                          "stop_on_saturation, stop_on_forgetting, max_memory_gb, plot_every, "
-                          "zero, grad_accum, recompute and the paths may change)",
-                          key, b, ck_dir, a, TRAINER_CKPT_CONFIG, a);
+                          "continues the same run; restore %s (only %s and the paths may "
+                          "change)", key, b, ck_dir, a, TRAINER_CKPT_CONFIG, a,
+                          runcfg_resumable_list());
             break;
         }
     json_decref(was);
